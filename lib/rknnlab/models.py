@@ -1,0 +1,238 @@
+"""The catalogue of course models and their compiler reports.
+
+data/models/<name>/ holds model.onnx (the fp32 ONNX twin, where kept),
+<soc>.rknn (INT8, compiled by rknn-toolkit2 2.5.0), <soc>.report.json (what
+the compiler decided, schema in rknnlab/schemas/compiler_report.schema.json,
+documented in data/models/README.md), <soc>.log.gz (the raw verbose log) and
+model.json (how the model was made).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .paths import models_dir
+
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "compiler_report.schema.json"
+SCHEMA_NAME = "rknnlab.compiler_report"
+SCHEMA_VERSION = 1
+
+
+class ReportError(ValueError):
+    """A compiler report that is missing, unreadable or not of our schema."""
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One activation tensor's place in the internal buffer and the layers it lives across."""
+    tensor: str
+    first_layer: int   # the layer that writes it
+    last_layer: int    # the last layer that reads it
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def alive_with(self, other: "Lifetime") -> bool:
+        return self.first_layer <= other.last_layer and other.first_layer <= self.last_layer
+
+    def overlaps(self, other: "Lifetime") -> bool:
+        return self.start < other.end and other.start < self.end
+
+
+class CompilerReport:
+    """A parsed <soc>.report.json with the derived views the course needs."""
+
+    def __init__(self, data: Dict[str, Any], directory: Optional[Path] = None):
+        self.data = data
+        self.directory = directory
+
+    # identity
+    @property
+    def model(self) -> str:
+        return self.data["model"]
+
+    @property
+    def target(self) -> str:
+        return self.data["target"]
+
+    @property
+    def rknn_path(self) -> Path:
+        return self._file(self.data["rknn_file"]["path"])
+
+    @property
+    def rknn_sha256(self) -> str:
+        return self.data["rknn_file"]["sha256"]
+
+    @property
+    def onnx_path(self) -> Optional[Path]:
+        onnx = self.data.get("onnx_file")
+        return self._file(onnx["path"]) if onnx else None
+
+    @property
+    def log_path(self) -> Path:
+        return self._file(self.data["log_file"])
+
+    def _file(self, name: str) -> Path:
+        if self.directory is None:
+            raise ReportError(f"report for {self.model}/{self.target} was not loaded from a directory")
+        return self.directory / name
+
+    # memory
+    @property
+    def total_weight_size(self) -> int:
+        return int(self.data["memory"]["total_weight_size"])
+
+    @property
+    def total_internal_size(self) -> int:
+        return int(self.data["memory"]["total_internal_size"])
+
+    def attrs(self, kind: str, which: str = "plain") -> List[Dict[str, Any]]:
+        """kind: 'inputs' or 'outputs'; which: 'plain', 'native' or 'native_nhwc'."""
+        return [t[which] for t in self.data[kind]]
+
+    @property
+    def layers(self) -> List[Dict[str, Any]]:
+        return self.data["layers"]
+
+    @property
+    def npu_cycles(self) -> int:
+        """Sum of the compiler's per-layer Total cycles."""
+        return sum(layer["cycles_total"] for layer in self.layers)
+
+    def lifetimes(self) -> List[Lifetime]:
+        """One Lifetime per activation tensor: written by its producer, read until its last user."""
+        spans: Dict[str, Lifetime] = {}
+        for row in self.data["feature_tensors"]:
+            name = row["tensor"]
+            old = spans.get(name)
+            first = min(row["producer_layer_id"], old.first_layer) if old else row["producer_layer_id"]
+            last = max(row["layer_id"], old.last_layer) if old else row["layer_id"]
+            if old and (old.start, old.end) != (row["start"], row["end"]):
+                raise ReportError(f"{self.model}/{self.target}: tensor {name} has two places in the plan")
+            spans[name] = Lifetime(name, first, last, row["start"], row["end"])
+        return sorted(spans.values(), key=lambda t: (t.first_layer, t.start))
+
+    def view_pairs(self) -> List[Tuple[str, str]]:
+        """Pairs of tensors the compiler lays one inside the other on purpose.
+
+        Concat and Split are often free on the NPU: the compiler writes a
+        concat's inputs straight into slices of its output, and a split's
+        outputs are slices of its input.  Such tensors share bytes while alive
+        together; the memory plan is still sound."""
+        touching: Dict[int, set] = {}
+        for row in self.data["feature_tensors"]:
+            touching.setdefault(row["layer_id"], set()).add(row["tensor"])
+            touching.setdefault(row["producer_layer_id"], set()).add(row["tensor"])
+        spans = {t.tensor: t for t in self.lifetimes()}
+        pairs = []
+        for layer in self.layers:
+            if layer["op"] not in ("Concat", "Split"):
+                continue
+            names = sorted(touching.get(layer["id"], ()))
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    sa, sb = spans[a], spans[b]
+                    inside = (sa.start <= sb.start and sb.end <= sa.end) or (sb.start <= sa.start and sa.end <= sb.end)
+                    if inside and sa.overlaps(sb):
+                        pairs.append((a, b))
+        return pairs
+
+    def naive_activation_bytes(self) -> int:
+        """What the activations would take if every tensor had a buffer of its own."""
+        return sum(t.size for t in self.lifetimes())
+
+    def __repr__(self) -> str:
+        return (f"<CompilerReport {self.model} {self.target}: weights {self.total_weight_size} B, "
+                f"internal {self.total_internal_size} B, {len(self.layers)} layers>")
+
+
+def schema() -> Dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_report(data: Any) -> None:
+    """Raise ReportError unless ``data`` is a report of our schema (needs jsonschema)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
+        raise ReportError("not an rknnlab compiler report (missing 'schema': 'rknnlab.compiler_report')")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ReportError(f"compiler report schema_version {data.get('schema_version')!r}; "
+                          f"this rknnlab reads version {SCHEMA_VERSION}")
+    import jsonschema
+    try:
+        jsonschema.validate(data, schema())
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        raise ReportError(f"compiler report invalid at {where or '<top>'}: {exc.message}") from None
+
+
+def list_models(root: Optional[Path] = None) -> List[str]:
+    base = root or models_dir()
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and any(p.glob("*.report.json")))
+
+
+def model_socs(name: str, root: Optional[Path] = None) -> List[str]:
+    base = (root or models_dir()) / name
+    return sorted(p.name[: -len(".report.json")] for p in base.glob("*.report.json"))
+
+
+def model_info(name: str, root: Optional[Path] = None) -> Dict[str, Any]:
+    """model.json: how the model was made (weights, seed, accuracy where trained)."""
+    path = (root or models_dir()) / name / "model.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"no model named {name!r} (looked for {path})") from None
+
+
+def load_report(name: str, soc: str = "rk3588", root: Optional[Path] = None) -> CompilerReport:
+    directory = (root or models_dir()) / name
+    path = directory / f"{soc}.report.json"
+    if not path.exists():
+        have = model_socs(name, root) if directory.exists() else []
+        hint = (f"{name} is compiled for: {', '.join(have)}" if have
+                else f"known models: {', '.join(list_models(root))}")
+        raise ReportError(f"no compiler report {path}; {hint}")
+    return _load_path(path)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_path(path: Path) -> CompilerReport:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"cannot read compiler report {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
+        raise ReportError(f"{path} is not an rknnlab compiler report")
+    return CompilerReport(data, path.parent)
+
+
+def model_path(name: str, soc: str = "rk3588", root: Optional[Path] = None) -> Path:
+    """The .rknn file of a course model (what rknn_init is given)."""
+    return load_report(name, soc, root).rknn_path
+
+
+@functools.lru_cache(maxsize=None)
+def _sha_index(root: Path) -> Dict[str, Tuple[str, str]]:
+    index: Dict[str, Tuple[str, str]] = {}
+    for name in list_models(root):
+        for soc in model_socs(name, root):
+            index[load_report(name, soc, root).rknn_sha256] = (name, soc)
+    return index
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def report_for_model_bytes(data: bytes, root: Optional[Path] = None) -> Optional[CompilerReport]:
+    """The report of the course model whose .rknn bytes these are, or None."""
+    base = root or models_dir()
+    hit = _sha_index(base).get(sha256_of(data))
+    return load_report(hit[0], hit[1], base) if hit else None

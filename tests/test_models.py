@@ -1,0 +1,173 @@
+"""The course models on disk: every report valid, consistent and traceable to its log."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rknnlab import models
+from rknnlab.paths import models_dir
+
+ROOT = models_dir()
+REPORTS = sorted(ROOT.glob("*/*.report.json"))
+TYPE_SIZES = {"RKNN_TENSOR_INT8": 1, "RKNN_TENSOR_UINT8": 1, "RKNN_TENSOR_FLOAT16": 2,
+              "RKNN_TENSOR_FLOAT32": 4, "RKNN_TENSOR_INT32": 4, "RKNN_TENSOR_INT64": 8}
+EXPECTED = {
+    "mobilenet_v2": {"rk3588", "rk3576", "rk3568", "rk3562"},
+    "yolov5s": {"rk3588", "rk3576", "rk3568", "rk3562"},
+    "digits_cnn": {"rk3588", "rk3576", "rk3568", "rk3562"},
+    "yolov5s_relu": {"rk3588"},
+    "yolov5n": {"rk3588"},
+    "yolov5m": {"rk3588"},
+    "resnet50": {"rk3588"},
+}
+
+
+def _ids(paths):
+    return [f"{p.parent.name}/{p.name.split('.')[0]}" for p in paths]
+
+
+def _load_log_parser():
+    path = ROOT.parent.parent / "tools" / "models" / "rknn_log.py"
+    spec = importlib.util.spec_from_file_location("rknn_log", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_catalogue_is_complete():
+    for name, socs in EXPECTED.items():
+        assert set(models.model_socs(name)) >= socs, name
+
+
+def test_size_budget():
+    total = sum(p.stat().st_size for p in ROOT.rglob("*") if p.is_file())
+    assert total < 150 * 1024 * 1024, f"data/models holds {total / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_report_validates(path: Path):
+    models.validate_report(json.loads(path.read_text()))
+
+
+def test_validation_rejects_a_broken_report():
+    data = json.loads(REPORTS[0].read_text())
+    data["memory"]["total_internal_size"] = "1568KB"
+    with pytest.raises(models.ReportError, match="total_internal_size"):
+        models.validate_report(data)
+    data = json.loads(REPORTS[0].read_text())
+    data["schema_version"] = 99
+    with pytest.raises(models.ReportError, match="schema_version"):
+        models.validate_report(data)
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_files_match_their_hashes(path: Path):
+    report = json.loads(path.read_text())
+    for key in ("rknn_file", "onnx_file"):
+        entry = report[key]
+        if entry is None:
+            continue
+        blob = (path.parent / entry["path"]).read_bytes()
+        assert len(blob) == entry["bytes"]
+        assert hashlib.sha256(blob).hexdigest() == entry["sha256"], f"{entry['path']} changed since the report"
+    info = models.model_info(path.parent.name)
+    assert (path.parent / "model.onnx").exists() == info["onnx_twin"]
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_io_attr_sizes_are_consistent(path: Path):
+    report = json.loads(path.read_text())
+    for kind in ("inputs", "outputs"):
+        for index, tensor in enumerate(report[kind]):
+            for which in ("plain", "native", "native_nhwc"):
+                attr = tensor[which]
+                assert attr["index"] == index
+                assert attr["n_dims"] == len(attr["dims"])
+                assert attr["n_elems"] == int(np.prod(attr["dims"])), (kind, which)
+                assert attr["size"] == attr["n_elems"] * TYPE_SIZES[attr["type"]], (kind, which)
+                assert attr["size_with_stride"] >= attr["size"], (kind, which)
+                if attr["fmt"] == "RKNN_TENSOR_NHWC" and attr["w_stride"]:
+                    n, h, _, c = attr["dims"]
+                    assert attr["size_with_stride"] == n * h * attr["w_stride"] * c * TYPE_SIZES[attr["type"]]
+            q = tensor["plain"]
+            lo, hi = tensor["calibration"]["min"], tensor["calibration"]["max"]
+            # the int8 grid spans the calibrated range: -128 maps to min, 127 to max
+            assert (-128 - q["zp"]) * q["scale"] == pytest.approx(lo, abs=q["scale"])
+            assert (127 - q["zp"]) * q["scale"] == pytest.approx(hi, abs=q["scale"])
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_memory_plan_is_sound(path: Path):
+    report = models.load_report(path.parent.name, path.name.split(".")[0])
+    internal = report.total_internal_size
+    rows = report.data["feature_tensors"]
+    peak = max(r["end"] for r in rows)
+    assert peak == internal
+    for row in rows:
+        assert 0 <= row["start"] < row["end"] <= internal, row["tensor"]
+        assert row["size"] == row["end"] - row["start"]
+        assert row["producer_layer_id"] < row["layer_id"]
+        # the compiler stars exactly the rows that reach the plan's high-water mark
+        assert row["starred"] == (row["end"] == peak), row["tensor"]
+    lifetimes = report.lifetimes()
+    views = {frozenset(pair) for pair in report.view_pairs()}
+    clashes = [(a.tensor, b.tensor) for i, a in enumerate(lifetimes) for b in lifetimes[i + 1:]
+               if a.alive_with(b) and a.overlaps(b) and frozenset((a.tensor, b.tensor)) not in views]
+    assert not clashes, clashes[:5]
+    assert report.naive_activation_bytes() >= internal
+    for const in report.data["const_tensors"]:
+        assert 0 <= const["start"] <= const["end"] <= report.data["memory"]["const_extent"]
+    assert report.data["memory"]["const_extent"] <= report.total_weight_size
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_report_tables_come_from_the_shipped_log(path: Path):
+    """Every table in the report can be re-derived from the raw log kept beside it."""
+    parser = _load_log_parser()
+    report = json.loads(path.read_text())
+    text = gzip.decompress((path.parent / report["log_file"]).read_bytes()).decode()
+    parsed = parser.parse_log(text)
+    assert parsed["layers"] == report["layers"]
+    assert parsed["const_tensors"] == report["const_tensors"]
+    stripped = [{k: v for k, v in row.items() if k != "producer_layer_id"} for row in report["feature_tensors"]]
+    assert parsed["feature_tensors"] == stripped
+    assert parsed["totals"]["weight"]["printed"] == report["memory"]["printed"]["weight"]
+    assert parsed["compiler_version"] == report["toolkit"]["librknnc"]
+
+
+def test_log_parser_fails_loudly_on_a_truncated_log():
+    parser = _load_log_parser()
+    report = json.loads(REPORTS[0].read_text())
+    text = gzip.decompress((REPORTS[0].parent / report["log_file"]).read_bytes()).decode()
+    cut = text[: text.index("Const Tensor Information Table")]
+    with pytest.raises(parser.LogParseError, match="Const Tensor"):
+        parser.parse_log(cut)
+
+
+def test_digits_model_records_its_accuracy():
+    info = models.model_info("digits_cnn")
+    assert info["weights"] == "trained here"
+    assert 0.9 < info["fp32_test_accuracy"] <= 1.0
+    data = np.load(ROOT / "digits_cnn" / "testset.npz", allow_pickle=False)
+    assert data["images"].shape == (info["test_set"]["n"], 1, 8, 8)
+    assert data["images"].dtype == np.uint8
+
+
+def test_report_lookup_by_model_bytes():
+    report = models.load_report("mobilenet_v2", "rk3588")
+    found = models.report_for_model_bytes(report.rknn_path.read_bytes())
+    assert (found.model, found.target) == ("mobilenet_v2", "rk3588")
+    assert models.report_for_model_bytes(b"RKNN" + b"\0" * 64) is None
+
+
+def test_unknown_model_or_soc_is_a_clear_error():
+    with pytest.raises(models.ReportError, match="compiled for"):
+        models.load_report("yolov5m", "rk3568")
+    with pytest.raises(models.ReportError, match="known models"):
+        models.load_report("no_such_model")

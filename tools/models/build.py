@@ -1,0 +1,578 @@
+"""Build the course models: PyTorch -> ONNX twin -> rknn-toolkit2 2.5.0 -> .rknn
+plus the parsed compiler report, for every model and SoC in CATALOGUE.
+
+    tools/models/build.sh                 # everything (creates the venv first)
+    .venv/bin/python build.py --models mobilenet_v2 --socs rk3588
+
+Each compile runs in its own process so that the compiler's own stdout (it
+prints from C) lands whole in that compile's log.  A failing stage raises
+BuildError naming the model, the SoC and the stage; reports are written to a
+temporary name and renamed only once complete and valid.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DATA = REPO / "data" / "models"
+WORK = HERE / "work"
+SCHEMA = REPO / "lib" / "rknnlab" / "schemas" / "compiler_report.schema.json"
+REPORT_SCHEMA_VERSION = 1
+SEED = 20261129
+TOOLKIT_VERSION = "2.5.0"
+ALL_SOCS = ["rk3588", "rk3576", "rk3568", "rk3562"]
+IMAGENET_MEAN = [123.675, 116.28, 103.53]
+IMAGENET_STD = [58.395, 57.12, 57.375]
+
+
+class BuildError(RuntimeError):
+    def __init__(self, model: str, soc: str, stage: str, detail: str):
+        super().__init__(f"[{model} / {soc or '-'} / {stage}] {detail}")
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    make: Callable[[], Any]
+    input_shape: tuple[int, ...]
+    mean: list[float]
+    std: list[float]
+    socs: list[str]
+    keep_onnx: bool
+    weights: str
+    description: str
+    input_name: str = "images"
+    output_names: list[str] = field(default_factory=lambda: ["output"])
+    calibration: str = "synthetic"   # or "digits"
+
+
+def _yolo(scale: str, relu: bool = False) -> Callable[[], Any]:
+    def make():
+        from torch import nn
+
+        from archs import YOLOv5
+        return YOLOv5(scale, act=nn.ReLU if relu else nn.SiLU)
+    return make
+
+
+def _mobilenet():
+    from archs import MobileNetV2
+    return MobileNetV2()
+
+
+def _resnet():
+    from archs import ResNet50
+    return ResNet50()
+
+
+YOLO_OUTPUTS = ["output0", "output1", "output2"]
+CATALOGUE = {spec.name: spec for spec in [
+    ModelSpec("mobilenet_v2", _mobilenet, (1, 3, 224, 224), IMAGENET_MEAN, IMAGENET_STD, ALL_SOCS, True,
+              "seeded-random", "MobileNetV2 (Sandler et al. 2018), 1000 classes; the seeds' model",
+              input_name="input"),
+    ModelSpec("yolov5s", _yolo("s"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS, False,
+              "seeded-random", "YOLOv5s v7.0 (SiLU), raw head outputs as the RKNN model zoo exports them",
+              output_names=YOLO_OUTPUTS),
+    ModelSpec("yolov5s_relu", _yolo("s", relu=True), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"],
+              False, "seeded-random", "YOLOv5s with ReLU activations (the model zoo's benchmark variant)",
+              output_names=YOLO_OUTPUTS),
+    ModelSpec("yolov5n", _yolo("n"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"], True,
+              "seeded-random", "YOLOv5n v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS),
+    ModelSpec("yolov5m", _yolo("m"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"], False,
+              "seeded-random", "YOLOv5m v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS),
+    ModelSpec("resnet50", _resnet, (1, 3, 224, 224), IMAGENET_MEAN, IMAGENET_STD, ["rk3588"], False,
+              "seeded-random", "ResNet-50 v1.5 (He et al. 2016), 1000 classes", input_name="input"),
+    ModelSpec("digits_cnn", lambda: None, (1, 1, 8, 8), [0], [255], ALL_SOCS, True,
+              "trained here", "A 3-conv CNN trained on scikit-learn's bundled 8x8 digits",
+              input_name="input", calibration="digits"),
+]}
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- stage 1: the ONNX twin and the calibration set -------------------------------------
+
+def _digits_split():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    digits = load_digits()
+    # 0..16 grey levels -> 0..255 uint8 pixels, so students feed ordinary images
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[:, None]
+    return train_test_split(images, digits.target, test_size=0.2, random_state=SEED, stratify=digits.target)
+
+
+def _train_digits(meta: dict[str, Any]):
+    import torch
+
+    from archs import DigitsCNN
+    x_train, x_test, y_train, y_test = _digits_split()
+    torch.manual_seed(SEED)
+    model = DigitsCNN()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    xt = torch.tensor(x_train, dtype=torch.float32) / 255.0
+    yt = torch.tensor(y_train)
+    gen = torch.Generator().manual_seed(SEED)
+    for _ in range(40):
+        order = torch.randperm(len(xt), generator=gen)
+        for i in range(0, len(xt), 64):
+            idx = order[i:i + 64]
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx])
+            loss.backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        pred = model(torch.tensor(x_test, dtype=torch.float32) / 255.0).argmax(1).numpy()
+    meta["fp32_test_accuracy"] = float((pred == y_test).mean())
+    meta["test_set"] = {"n": int(len(y_test)), "split": f"sklearn train_test_split(test_size=0.2, "
+                        f"random_state={SEED}, stratify=labels)", "file": "testset.npz"}
+    return model, x_train, x_test, y_test
+
+
+def _synthetic_images(shape: tuple[int, ...], n: int) -> list[np.ndarray]:
+    """Smooth seeded images (low-frequency noise + gradients), uint8-valued, NCHW."""
+    rng = np.random.default_rng(SEED)
+    _, c, h, w = shape
+    images = []
+    for _ in range(n):
+        coarse = rng.uniform(0, 255, size=(c, 8, 8))
+        img = np.kron(coarse, np.ones((h // 8 + 1, w // 8 + 1)))[:, :h, :w]
+        img += np.linspace(-40, 40, w)[None, None, :] * rng.uniform(-1, 1)
+        img += rng.normal(0, 12, size=img.shape)
+        images.append(np.clip(img, 0, 255).round()[None].astype(np.float32))
+    return images
+
+
+def _normalised(images: list[np.ndarray], spec: ModelSpec):
+    import torch
+    batch = torch.tensor(np.concatenate(images))
+    mean = torch.tensor(spec.mean, dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(spec.std, dtype=torch.float32).view(1, -1, 1, 1)
+    return (batch - mean) / std
+
+
+def _calibrate_batchnorm(model, images: list[np.ndarray], spec: ModelSpec) -> None:
+    """Estimate every BatchNorm's statistics on the calibration images.
+
+    With seeded-random weights and BatchNorm left at mean 0 / var 1, activations
+    shrink layer by layer until a deep net's output no longer depends on its
+    input (MobileNetV2's fp32 outputs then differ by 1e-7 between images, below
+    one int8 step).  Real statistics keep every layer's activations at unit
+    scale, as in a trained network."""
+    import torch
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.reset_running_stats()
+            module.momentum = None   # a plain average over the pass
+    model.train()
+    with torch.no_grad():
+        model(_normalised(images, spec))
+
+
+def _check_outputs_follow_input(onnx_path: Path, images: list[np.ndarray], spec: ModelSpec) -> None:
+    """Fail the export when two calibration images give the same outputs at int8 precision."""
+    import onnxruntime as ort
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    x = _normalised(images[:2], spec).numpy()
+    first = session.run(None, {spec.input_name: x[:1]})
+    second = session.run(None, {spec.input_name: x[1:2]})
+    for a, b in zip(first, second):
+        step = (max(a.max(), b.max()) - min(a.min(), b.min())) / 255.0
+        if np.abs(a - b).max() <= step:
+            raise ValueError("the model's outputs do not depend on its input at int8 precision "
+                             f"(largest difference {np.abs(a - b).max():.3g}, one int8 step {step:.3g})")
+
+
+def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
+    import torch
+    workdir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(SEED)
+    if spec.calibration == "digits":
+        model, x_train, x_test, y_test = _train_digits(meta)
+        calib = [x_train[i][None].astype(np.float32) for i in range(16)]
+        np.savez(workdir / "testset.npz", images=x_test, labels=y_test.astype(np.int64))
+    else:
+        model = spec.make()
+        calib = _synthetic_images(spec.input_shape, 8)
+        _calibrate_batchnorm(model, calib, spec)
+        meta["batchnorm"] = "running statistics estimated on the calibration images (train-mode pass)"
+    model.eval()
+    onnx_path = workdir / "model.onnx"
+    dummy = torch.zeros(spec.input_shape)
+    torch.onnx.export(model, dummy, str(onnx_path), opset_version=12, input_names=[spec.input_name],
+                      output_names=spec.output_names, dynamo=False, do_constant_folding=True)
+    _check_outputs_follow_input(onnx_path, calib, spec)
+    lines = []
+    for i, img in enumerate(calib):
+        p = workdir / f"calib_{i:02d}.npy"
+        np.save(p, img)
+        lines.append(str(p))
+    (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
+    meta["calibration"] = {"n": len(calib), "seed": SEED,
+                           "kind": "training digits" if spec.calibration == "digits" else "synthetic smooth images"}
+    return onnx_path
+
+
+# -- stage 2: compile (runs in a child process) -------------------------------------------
+
+def compile_child(model: str, soc: str, workdir: Path) -> None:
+    from rknn.api import RKNN
+    spec = CATALOGUE[model]
+    rknn = RKNN(verbose=True)
+    rknn.config(mean_values=[spec.mean], std_values=[spec.std], target_platform=soc)
+    if rknn.load_onnx(model=str(workdir / "model.onnx")) != 0:
+        raise SystemExit("load_onnx failed")
+    if rknn.build(do_quantization=True, dataset=str(workdir / "dataset.txt")) != 0:
+        raise SystemExit("build failed")
+    if rknn.export_rknn(str(workdir / f"{soc}.rknn")) != 0:
+        raise SystemExit("export_rknn failed")
+    if spec.calibration == "digits" and soc == "rk3588":
+        # numerics of the quantized model on the toolkit's own simulator
+        if rknn.init_runtime() != 0:
+            raise SystemExit("init_runtime (toolkit simulator) failed")
+        data = np.load(workdir / "testset.npz", allow_pickle=False)
+        correct = 0
+        for img, label in zip(data["images"], data["labels"]):
+            out = rknn.inference(inputs=[img[None].transpose(0, 2, 3, 1)], data_format="nhwc")
+            correct += int(np.argmax(out[0]) == label)
+        (workdir / "int8_accuracy.json").write_text(json.dumps(
+            {"int8_test_accuracy_toolkit_simulator": correct / len(data["labels"])}))
+    rknn.release()
+
+
+def run_compile(spec: ModelSpec, soc: str, workdir: Path) -> tuple[Path, str, float]:
+    log_path = workdir / f"{soc}.log"
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.run([sys.executable, str(HERE / "build.py"), "--compile-child", spec.name, soc,
+                               str(workdir)], stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir))
+    seconds = time.time() - t0
+    text = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(text.splitlines()[-15:])
+        raise BuildError(spec.name, soc, "compile", f"exit {proc.returncode}; log {log_path}:\n{tail}")
+    return workdir / f"{soc}.rknn", text, seconds
+
+
+# -- stage 3: the report ----------------------------------------------------------------------
+
+TYPE_SIZE = {"INT8": 1, "UINT8": 1, "INT16": 2, "FLOAT16": 2, "FLOAT32": 4, "INT32": 4, "INT64": 8}
+
+
+def _attr(index: int, name: str, dims: list[int], fmt: str, type_name: str, zp: int, scale: float,
+          w_stride: int, size_with_stride: int) -> dict[str, Any]:
+    n_elems = int(np.prod(dims))
+    return {"index": index, "name": name, "n_dims": len(dims), "dims": dims, "fmt": fmt, "type": type_name,
+            "qnt_type": "RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC", "zp": zp, "scale": scale,
+            "n_elems": n_elems, "size": n_elems * TYPE_SIZE[type_name.replace("RKNN_TENSOR_", "")],
+            "w_stride": w_stride, "size_with_stride": size_with_stride, "h_stride": 0, "pass_through": 0}
+
+
+def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info: dict[str, Any],
+              features: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attrs as RKNN_QUERY_{INPUT,OUTPUT}_ATTR and the NATIVE/NATIVE_NHWC queries report them.
+
+    Plain attrs: layout and type from the .rknn io JSON, shape from the ONNX graph.
+    Native attrs: the compiler's NativeShape for that tensor (feature table).
+    Assumptions (A1-A4 in data/models/README.md) are marked in 'sources'."""
+    attrs = []
+    for index, (name, shape) in enumerate(zip(names, onnx_shapes)):
+        info = io_info[name]
+        type_name = "RKNN_TENSOR_" + info["dtype"].upper()
+        layout = info["layout"].upper()
+        feat = features.get(name)
+        if feat is None:
+            raise ValueError(f"io tensor {name!r} is not in the feature tensor table")
+        if len(shape) == 4 and layout == "NHWC":
+            n, c, h, w = shape
+            plain_dims, plain_fmt = [n, h, w, c], "RKNN_TENSOR_NHWC"
+            w_stride = w
+        elif len(shape) == 4:
+            plain_dims, plain_fmt, w_stride = list(shape), "RKNN_TENSOR_NCHW", 0
+        else:
+            plain_dims, plain_fmt, w_stride = list(shape), "RKNN_TENSOR_UNDEFINED", 0
+        elem = TYPE_SIZE[info["dtype"].upper()]
+        plain = _attr(index, name, plain_dims, plain_fmt, type_name, info["zp"], info["scale"], w_stride,
+                      int(np.prod(plain_dims)) * elem)
+        native_shape = feat["native_shape"]
+        if feat["fmt"] == "NC1HWC2" and len(native_shape) == 5 and len(shape) == 4:
+            n_, c1, h_, w_, c2 = native_shape
+            if c2 == shape[1] and kind == "input":
+                # C2 holding all channels is NHWC in memory; C1 > 1 then means the
+                # rows are padded to C1 * W pixels (assumption A1)
+                native = _attr(index, name, [n_, h_, w_, c2], "RKNN_TENSOR_NHWC", type_name, info["zp"],
+                               info["scale"], w_ * c1, n_ * h_ * w_ * c1 * c2 * elem)
+            else:
+                native = _attr(index, name, list(native_shape), "RKNN_TENSOR_NC1HWC2", type_name, info["zp"],
+                               info["scale"], 0, int(np.prod(native_shape)) * elem)
+        else:
+            native = dict(plain)
+        # NATIVE_NHWC_*: the same bytes as NHWC, channels padded as in the native form
+        if len(shape) == 4:
+            n, c, h, w = shape
+            nhwc = _attr(index, name, [n, h, w, c], "RKNN_TENSOR_NHWC", type_name, info["zp"], info["scale"],
+                         w, n * h * w * c * elem)
+        else:
+            nhwc = dict(plain)
+        attrs.append({
+            "plain": plain, "native": native, "native_nhwc": nhwc,
+            "calibration": {"min": info["calib_min"], "max": info["calib_max"]},
+            "sources": {
+                "dims": "ONNX graph shape; layout from the io JSON embedded in the .rknn",
+                "type": "io JSON embedded in the .rknn",
+                "zp_scale": info["qnt_source"],
+                "native": f"feature tensor table NativeShape {native_shape} ({feat['fmt']})",
+                "w_stride": "assumption A1 (NHWC: width times the native C1 padding factor; 0 for NC1HWC2/UNDEFINED)",
+                "h_stride": "assumption A2 (0)",
+                "native_nhwc": "assumption A3 (dims NHWC, unpadded)",
+            },
+        })
+    return attrs
+
+
+def _layer_node_names(layer: dict[str, Any]) -> list[str]:
+    """The ONNX node names a layer-table FullName stands for: 'Conv:/a/Conv#2' and
+    'Conv:/a/Conv_ConvAdd' (fused, renamed by the compiler) both stand for '/a/Conv'."""
+    _, _, name = layer["name"].partition(":")
+    base = name.split("#")[0]
+    leaf_at = base.rfind("/") + 1
+    # 'Conv_tile0_ConvAddRelu' also stands for 'Conv_tile0' and 'Conv' (tiled, then fused)
+    cuts = [i for i, ch in enumerate(base) if ch == "_" and i > leaf_at]
+    return [name, base] + [base[:i] for i in cuts]
+
+
+def _add_producers(features: list[dict[str, Any]], layers: list[dict[str, Any]], graph) -> None:
+    """Give each feature-table row the layer that produces its tensor.
+
+    The table lists (user layer, tensor) pairs and does not name producers.  We
+    find the ONNX node that outputs the tensor and walk the ONNX graph backwards,
+    breadth first, to the nearest nodes that head a layer (a fused
+    Conv+Sigmoid+Mul layer is named after its Conv; a fused Conv+Add after the
+    Conv that feeds the Add last, hence the latest layer at the nearest depth).
+    Where that layer's output shape is not the tensor's (the compiler appended a
+    Reshape, or made the tensor up: *_split_o1, output_mm, ...) we take the
+    latest earlier layer that outputs the tensor's shape."""
+    node_by_output = {out: node for node in graph.node for out in node.output}
+    layer_of: dict[str, int] = {}
+    for layer in layers:
+        for name in _layer_node_names(layer):
+            # a node split into tiles is produced when its last tile runs
+            layer_of[name] = max(layer_of.get(name, -1), layer["id"])
+    by_id = {layer["id"]: layer for layer in layers}
+    first_use: dict[str, int] = {}
+    for row in features:
+        first_use[row["tensor"]] = min(first_use.get(row["tensor"], row["layer_id"]), row["layer_id"])
+
+    def from_graph(tensor: str) -> int | None:
+        if tensor in layer_of and tensor not in node_by_output:   # a graph input: InputOperator:<name>
+            return layer_of[tensor]
+        frontier, seen = [tensor], {tensor}
+        while frontier:
+            nodes = [node_by_output[t] for t in frontier if t in node_by_output]
+            heads = [layer_of[n.name] for n in nodes if n.name in layer_of]
+            if heads:
+                return max(heads)
+            frontier = [i for n in nodes for i in n.input if i not in seen]
+            seen.update(frontier)
+        return None
+
+    for row in features:
+        first = first_use[row["tensor"]]
+        producer = from_graph(row["tensor"])
+        if producer is None or producer >= first or row["orig_shape"] not in by_id[producer]["output_shapes"]:
+            candidates = [lid for lid in sorted(by_id)
+                          if lid < first and row["orig_shape"] in by_id[lid]["output_shapes"]]
+            producer = candidates[-1] if candidates else first - 1
+        row["producer_layer_id"] = producer
+
+
+def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seconds: float,
+                 onnx_path: Path | None, meta: dict[str, Any]) -> dict[str, Any]:
+    import onnx
+
+    import rknn_file
+    import rknn_log
+    parsed = rknn_log.parse_log(log_text)
+    io_info = rknn_file.read_io_info(str(rknn_path))
+    graph = onnx.load(str(WORK / spec.name / "model.onnx")).graph
+
+    def shape_of(value) -> list[int]:
+        return [d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    features_by_name: dict[str, dict[str, Any]] = {}
+    for t in parsed["feature_tensors"]:
+        features_by_name.setdefault(t["tensor"], t)
+    inputs = _io_attrs("input", [v.name for v in graph.input], [shape_of(v) for v in graph.input],
+                       io_info, features_by_name)
+    outputs = _io_attrs("output", [v.name for v in graph.output], [shape_of(v) for v in graph.output],
+                        io_info, features_by_name)
+    internal = max((t["end"] for t in parsed["feature_tensors"]), default=0)
+    const_extent = max((t["end"] for t in parsed["const_tensors"]), default=0)
+    printed_internal = parsed["totals"]["internal"]["bytes"]
+    if abs(printed_internal - internal) > 0.01 * 1024:
+        raise BuildError(spec.name, soc, "report", f"internal size: feature table ends at {internal} B, "
+                         f"log prints {parsed['totals']['internal']['printed']}")
+    printed_weight = parsed["totals"]["weight"]["bytes"]
+    half_step = 0.005 * 1024 + 0.5   # the total is printed in KB with two decimals
+    weight = const_extent if abs(printed_weight - const_extent) <= half_step else int(round(printed_weight))
+    if const_extent > weight:
+        raise BuildError(spec.name, soc, "report", f"const tensors end at {const_extent} B, beyond the "
+                         f"printed weight total {parsed['totals']['weight']['printed']}")
+    _add_producers(parsed["feature_tensors"], parsed["layers"], graph)
+    return {
+        "schema": "rknnlab.compiler_report",
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "model": spec.name,
+        "target": soc,
+        "description": spec.description,
+        "weights": spec.weights,
+        "toolkit": {"rknn_toolkit2": TOOLKIT_VERSION, "librknnc": parsed["compiler_version"]},
+        "compiler_options": parsed["options"],
+        "build": {"seconds": round(seconds, 1), "quantization": "asymmetric int8 (w8a8)",
+                  "mean_values": spec.mean, "std_values": spec.std, "calibration": meta["calibration"]},
+        "rknn_file": {"path": rknn_path.name, "sha256": sha256(rknn_path), "bytes": rknn_path.stat().st_size},
+        "onnx_file": ({"path": "model.onnx", "sha256": sha256(onnx_path), "bytes": onnx_path.stat().st_size}
+                      if onnx_path else None),
+        "log_file": f"{soc}.log.gz",
+        "memory": {
+            "total_weight_size": weight,
+            "total_internal_size": internal,
+            "const_extent": const_extent,
+            "printed": {"weight": parsed["totals"]["weight"]["printed"],
+                        "internal": parsed["totals"]["internal"]["printed"]},
+            "sources": {
+                "total_weight_size": ("end of the last const tensor, which the log's 'Total Weight Memory Size' "
+                                      "confirms" if weight == const_extent else
+                                      "the log's 'Total Weight Memory Size' (printed in KB with two decimals, so "
+                                      "exact to about 5 bytes; larger than the const tensors' extent)"),
+                "total_internal_size": "end of the last feature tensor (Feature Tensor Information Table); "
+                                       "equals the log's 'Total Internal Memory Size'",
+                "const_extent": "end of the last const tensor (Const Tensor Information Table)"},
+        },
+        "inputs": inputs,
+        "outputs": outputs,
+        "layers": parsed["layers"],
+        "feature_tensors": parsed["feature_tensors"],
+        "const_tensors": parsed["const_tensors"],
+    }
+
+
+def validate(report: dict[str, Any]) -> None:
+    import jsonschema
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.validate(report, schema)
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    if isinstance(text, bytes):
+        tmp.write_bytes(text)
+    else:
+        tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False) -> list[str]:
+    """Export, compile and report one model; reports_only re-derives the reports
+    from the logs and models of an earlier full run in work/ (parser changes)."""
+    workdir = WORK / spec.name
+    outdir = DATA / spec.name
+    outdir.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {"name": spec.name, "description": spec.description, "weights": spec.weights,
+                            "seed": SEED, "input_shape_nchw": list(spec.input_shape)}
+    if reports_only:
+        meta = json.loads((outdir / "model.json").read_text())
+        onnx_path = workdir / "model.onnx"
+    else:
+        try:
+            onnx_path = export_model(spec, workdir, meta)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the model and stage named
+            raise BuildError(spec.name, "", "export", repr(exc)) from exc
+    kept_onnx = outdir / "model.onnx" if spec.keep_onnx else None
+    if kept_onnx:
+        shutil.copyfile(onnx_path, kept_onnx)
+    elif (outdir / "model.onnx").exists():
+        (outdir / "model.onnx").unlink()
+    if spec.calibration == "digits":
+        shutil.copyfile(workdir / "testset.npz", outdir / "testset.npz")
+    done = []
+    for soc in socs:
+        if reports_only:
+            old = json.loads((outdir / f"{soc}.report.json").read_text())
+            rknn_path, log_text = workdir / f"{soc}.rknn", (workdir / f"{soc}.log").read_text(errors="replace")
+            seconds = old["build"]["seconds"]
+        else:
+            rknn_path, log_text, seconds = run_compile(spec, soc, workdir)
+        final_rknn = outdir / f"{soc}.rknn"
+        shutil.copyfile(rknn_path, final_rknn)
+        try:
+            report = build_report(spec, soc, final_rknn, log_text, seconds, kept_onnx, meta)
+            validate(report)
+        except BuildError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise BuildError(spec.name, soc, "report", repr(exc)) from exc
+        write_atomic(outdir / f"{soc}.log.gz", gzip.compress(log_text.encode(), mtime=0))
+        write_atomic(outdir / f"{soc}.report.json", json.dumps(report, indent=1) + "\n")
+        if spec.calibration == "digits" and soc == "rk3588":
+            meta.update(json.loads((workdir / "int8_accuracy.json").read_text()))
+        done.append(soc)
+        print(f"  {spec.name} {soc}: {seconds:.1f} s, internal {report['memory']['total_internal_size']} B, "
+              f"weight {report['memory']['total_weight_size']} B, {len(report['layers'])} layers", flush=True)
+    meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
+    meta["onnx_twin"] = spec.keep_onnx
+    write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(CATALOGUE))
+    parser.add_argument("--socs", default=None, help="limit to these SoCs (default: each model's list)")
+    parser.add_argument("--reports-only", action="store_true",
+                        help="re-derive reports from an earlier run's logs in work/ (no compiling)")
+    parser.add_argument("--compile-child", nargs=3, metavar=("MODEL", "SOC", "WORKDIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.compile_child:
+        model, soc, workdir = args.compile_child
+        compile_child(model, soc, Path(workdir))
+        return 0
+    sys.path.insert(0, str(HERE))
+    t0 = time.time()
+    for name in args.models.split(","):
+        if name not in CATALOGUE:
+            parser.error(f"unknown model {name!r}; known: {', '.join(CATALOGUE)}")
+        spec = CATALOGUE[name]
+        socs = [s for s in spec.socs if args.socs is None or s in args.socs.split(",")]
+        print(f"{name}: {', '.join(socs)}", flush=True)
+        try:
+            build_model(spec, socs, args.reports_only)
+        except BuildError as exc:
+            print(f"FAILED {exc}", file=sys.stderr)
+            return 1
+    print(f"total {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Read what the runtime will report about a model's inputs and outputs from
+the .rknn file that rknn-toolkit2 2.5.0 wrote.
+
+The build log lacks the io tensors' quantization parameters and io layouts.
+The .rknn file carries both, in two places we can read without Rockchip code:
+
+* a JSON object per direction, {"<name>": {"dtype": "int8", "layout": "NHWC"}},
+  giving the io type and layout the runtime reports (INPUT_ATTR/OUTPUT_ATTR);
+* a Python-literal dict with a 'quant_tab' entry: the calibrated min/max of
+  each io tensor.  For asymmetric int8 the toolkit derives
+  scale = (max - min) / 255 and zp = round(-min / scale) - 128.
+
+We then find that exact (zp int32, scale float32) pair in the model's
+flatbuffer, where each appears as a one-element vector (a uint32 length 1
+followed by the value).  A tensor whose pair is not found fails the build:
+the formula is checked against the compiled model, never trusted blindly.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import struct
+from typing import Any
+
+IO_JSON = re.compile(rb'\{"[^"{}]+": \{"dtype": "[a-z0-9]+", "layout": "[A-Za-z0-9]+"\}(?:, "[^"{}]+": \{"dtype": "[a-z0-9]+", "layout": "[A-Za-z0-9]+"\})*\}')
+
+
+class RknnFileError(ValueError):
+    pass
+
+
+def _io_layouts(blob: bytes) -> dict[str, dict[str, str]]:
+    layouts: dict[str, dict[str, str]] = {}
+    for match in IO_JSON.finditer(blob):
+        layouts.update(json.loads(match.group(0)))
+    if not layouts:
+        raise RknnFileError("no io dtype/layout JSON found in the .rknn file")
+    return layouts
+
+
+def _quant_tab(blob: bytes) -> dict[str, Any]:
+    start = blob.find(b"{'attrs':")
+    if start < 0:
+        raise RknnFileError("no 'attrs'/'quant_tab' dict found in the .rknn file")
+    depth = 0
+    for end in range(start, len(blob)):
+        ch = blob[end:end + 1]
+        if ch == b"{":
+            depth += 1
+        elif ch == b"}":
+            depth -= 1
+            if depth == 0:
+                break
+    # a plain literal (dicts, lists, str, float, bool): literal_eval runs no code
+    info = ast.literal_eval(blob[start:end + 1].decode("utf-8"))
+    if "quant_tab" not in info:
+        raise RknnFileError("the .rknn attrs dict has no quant_tab")
+    return info
+
+
+def affine_params(min_value: float, max_value: float) -> tuple[int, float]:
+    """zp and scale of asymmetric int8 quantization of [min, max] (float32 scale)."""
+    scale = (max_value - min_value) / 255.0
+    scale32 = struct.unpack("<f", struct.pack("<f", scale))[0]
+    zp = int(round(-min_value / scale)) - 128
+    return zp, scale32
+
+
+def _stored_pair_found(blob: bytes, zp: int, scale: float) -> bool:
+    one = struct.pack("<I", 1)
+    return one + struct.pack("<i", zp) + one + struct.pack("<f", scale) in blob
+
+
+def read_io_info(path: str) -> dict[str, dict[str, Any]]:
+    """{tensor name: {dtype, layout, zp, scale, qnt_source, calib_min, calib_max}}."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if not blob.startswith(b"RKNN"):
+        raise RknnFileError(f"{path} does not start with the RKNN magic")
+    layouts = _io_layouts(blob)
+    tab = _quant_tab(blob)["quant_tab"]
+    info: dict[str, dict[str, Any]] = {}
+    for name, entry in layouts.items():
+        item: dict[str, Any] = {"dtype": entry["dtype"], "layout": entry["layout"]}
+        if entry["dtype"] == "int8":
+            q = tab.get(name)
+            if q is None or q.get("qtype") != "asym" or len(q["min"]) != 1:
+                raise RknnFileError(f"tensor {name!r}: no per-tensor asymmetric quant entry")
+            zp, scale = affine_params(q["min"][0], q["max"][0])
+            # the quantizer may nudge zp by one where -min/scale sits on .5
+            for candidate in (zp, zp - 1, zp + 1):
+                if _stored_pair_found(blob, candidate, scale):
+                    zp = candidate
+                    break
+            else:
+                raise RknnFileError(
+                    f"tensor {name!r}: zp={zp} scale={scale!r} derived from quant_tab "
+                    "not found in the model's flatbuffer")
+            item.update(zp=zp, scale=scale, calib_min=q["min"][0], calib_max=q["max"][0],
+                        qnt_source="quant_tab min/max in the .rknn, verified against the "
+                                   "flatbuffer's stored (zp, scale) pair")
+        info[name] = item
+    return info
