@@ -97,8 +97,8 @@ class Runtime(ABC):
 
     @abstractmethod
     def create_mem2(self, ctx: int, size: int, alloc_flags: int) -> MemPtr:
-        """rknn_create_mem2 (RKNN_MEM_ALLOC_FLAG_*; RKNN_MEM_FLAG_ALLOC_NO_CONTEXT
-        allows ctx == 0)."""
+        """rknn_create_mem2 (alloc_flags: RKNN_FLAG_MEMORY_*, plus
+        RKNN_MEM_FLAG_ALLOC_NO_CONTEXT to allow ctx == 0)."""
 
     @abstractmethod
     def create_mem_from_fd(self, ctx: int, fd: int, virt: int, size: int, offset: int) -> MemPtr:
@@ -111,9 +111,9 @@ class Runtime(ABC):
     @abstractmethod
     def set_io_mem(self, ctx: int, mem: MemPtr, attr: abi.rknn_tensor_attr) -> int:
         """rknn_set_io_mem: bind ``mem`` to the input or output that ``attr``
-        describes (pass the attr you queried: the tensor is found by its name,
-        then its index).  Size the mem from the NATIVE attr's
-        size_with_stride unless you pass a plain attr on purpose."""
+        describes (pass the attr you queried for that tensor).  Size the mem
+        from the NATIVE attr's size_with_stride unless you pass a plain attr
+        on purpose."""
 
     @abstractmethod
     def set_weight_mem(self, ctx: int, mem: MemPtr) -> int:

@@ -1,0 +1,8 @@
+"""``python -m rknnlab``: see :mod:`rknnlab.cli`."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,306 @@
+"""``python -m rknnlab doctor``: what this machine has for the course, and what to do
+about anything missing.
+
+:func:`doctor_report` returns rows ``(section, item, value, status, advice)`` with
+status "ok", "warn" or "missing"; :func:`print_doctor` prints them as aligned plain
+text (readable in a terminal and in a notebook cell). On a PC with no board, the
+simulator is used and that is fine: the doctor says so and exits 0.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import textwrap
+from typing import IO, List, Mapping, NamedTuple, Optional
+
+from . import __version__, board as _board
+from . import paths
+
+OK, WARN, MISSING = "ok", "warn", "missing"
+
+#: packages the course uses, and which extra installs each
+KEY_PACKAGES = (
+    ("numpy", ""),
+    ("psutil", ""),
+    ("onnxruntime", "sim"),
+    ("matplotlib", "lab"),
+    ("pandas", "lab"),
+    ("ipywidgets", "lab"),
+    ("jupyterlab", "lab"),
+)
+
+RUNTIME_SOURCE = ("Rockchip's rknn-toolkit2 repository (github.com/airockchip/rknn-toolkit2), "
+                  "file rknpu2/runtime/Linux/librknn_api/aarch64/librknnrt.so")
+ON_PC = "board only; on a PC the simulator stands in (fine for the course)"
+
+
+class Row(NamedTuple):
+    section: str
+    item: str
+    value: str
+    status: str   # "ok" | "warn" | "missing"
+    advice: str
+
+
+def _pkg_version(name: str) -> Optional[str]:
+    try:
+        from importlib import metadata
+        return metadata.version(name)
+    except Exception:
+        return None
+
+
+def _mhz(hz: Optional[int]) -> str:
+    return f"{hz / 1e6:.0f} MHz" if hz else "?"
+
+
+def _gib(kb: Optional[int]) -> str:
+    return f"{kb / 1024 / 1024:.1f} GiB" if kb else "?"
+
+
+def _board_rows(b: _board.BoardInfo) -> List[Row]:
+    rows: List[Row] = []
+    S = "board"
+    if b.is_rockchip:
+        rows.append(Row(S, "Rockchip board", "yes", OK, ""))
+    else:
+        rows.append(Row(S, "Rockchip board", f"no ({b.machine or 'unknown'} machine)", OK,
+                        "the simulator will be used; that's fine for the course"))
+    rows.append(Row(S, "model", b.model or "unknown", OK, ""))
+    if b.soc:
+        label = b.soc + (f" ({b.soc_variant})" if b.soc_variant else "")
+        if b.soc in _board.SOC_NPU_CORES:
+            cores = f", {b.npu_cores} NPU core{'s' if b.npu_cores != 1 else ''}" if b.npu_cores else ""
+            rows.append(Row(S, "SoC", label + cores, OK, ""))
+        else:
+            rows.append(Row(S, "SoC", label, WARN,
+                            b.notes.get("soc", "") + "; the simulator will be used"))
+    elif b.is_rockchip:
+        rows.append(Row(S, "SoC", "not named in the device tree", WARN,
+                        "compatible: " + ", ".join(b.compatible)))
+    else:
+        rows.append(Row(S, "SoC", "none", MISSING, ON_PC))
+    rows.append(Row(S, "kernel", f"{b.kernel} ({b.machine})", OK, ""))
+    mem = f"MemTotal {_gib(b.mem_total_kb)}"
+    if b.cma_total_kb:
+        mem += f", CmaTotal {b.cma_total_kb // 1024} MiB"
+    rows.append(Row(S, "memory", mem, OK if b.mem_total_kb else WARN, ""))
+    return rows
+
+
+def _npu_rows(b: _board.BoardInfo) -> List[Row]:
+    rows: List[Row] = []
+    S = "npu"
+    on_board = b.is_rockchip or b.rknpu_present or b.npu_driver is not None
+    note = b.notes.get("npu_device", "")
+    if b.npu_device:
+        others = [n for n in b.npu_device_nodes if n != b.npu_device]
+        value = b.npu_device + (f" (also {', '.join(others)})" if others else "") + f", driver {b.npu_driver}"
+        if b.npu_device_access is False:
+            rows.append(Row(S, "NPU device", value, WARN,
+                            f"this user cannot open {b.npu_device}: add it to the group that owns it "
+                            f"(ls -l {b.npu_device}; e.g. sudo usermod -aG render,video $USER, then log in "
+                            "again) or run as root"))
+        else:
+            rows.append(Row(S, "NPU device", value, OK, note if note.startswith("guessed") else ""))
+    elif not on_board:
+        rows.append(Row(S, "NPU device", "none", MISSING, ON_PC))
+        return rows
+    elif b.npu_driver == "rocket":
+        rows.append(Row(S, "NPU device", "none for librknnrt (mainline 'rocket' driver)", MISSING,
+                        "boot a vendor (Rockchip BSP) kernel, e.g. the board maker's image; "
+                        "librknnrt.so talks to the rknpu driver only"))
+    else:
+        rows.append(Row(S, "NPU device", "none", MISSING,
+                        note if note and note != _board.MISSING else
+                        "no rknpu driver: boot a vendor (Rockchip BSP) kernel image for the board "
+                        "(the board maker's Debian/Ubuntu image has it)"))
+
+    def unreadable(key: str, what: str, path: str) -> Row:
+        why = b.notes.get(key, _board.MISSING)
+        if why.startswith(_board.NEEDS_ROOT):
+            return Row(S, what, _board.NEEDS_ROOT, WARN,
+                       f"readable as root: sudo cat {path} (or run the doctor with sudo)")
+        return Row(S, what, why, WARN, "this kernel does not publish it where we look; not needed "
+                   "for the course")
+
+    if b.driver_version:
+        rows.append(Row(S, "rknpu driver", b.driver_version, OK, ""))
+    else:
+        rows.append(unreadable("driver_version", "rknpu driver", "/sys/kernel/debug/rknpu/version"))
+    if b.npu_load:
+        rows.append(Row(S, "NPU load", b.npu_load, OK, ""))
+    else:
+        rows.append(unreadable("npu_load", "NPU load", "/sys/kernel/debug/rknpu/load"))
+    if b.npu_freq_hz:
+        value = _mhz(b.npu_freq_hz) + (f" (max {_mhz(b.npu_max_freq_hz)})" if b.npu_max_freq_hz else "")
+        rows.append(Row(S, "NPU frequency", value, OK, ""))
+    else:
+        rows.append(unreadable("npu_freq", "NPU frequency", "/sys/kernel/debug/rknpu/freq"))
+    return rows
+
+
+def _runtime_rows(b: _board.BoardInfo) -> List[Row]:
+    rows: List[Row] = []
+    S = "runtime"
+    on_board = b.is_rockchip or b.rknpu_present
+    if b.librknnrt_path:
+        rows.append(Row(S, "librknnrt.so", b.librknnrt_path, OK, ""))
+        ver = b.librknnrt_version_number
+        if not b.librknnrt_version:
+            rows.append(Row(S, "librknnrt version", "unknown", WARN,
+                            "no version string in the file: is it really librknnrt.so? "
+                            "Take 2.3.x from " + RUNTIME_SOURCE))
+        elif ver and not ver.startswith("2."):
+            rows.append(Row(S, "librknnrt version", b.librknnrt_version, WARN,
+                            "the course is written against the RKNPU2 runtime 2.3.x: take it from "
+                            + RUNTIME_SOURCE))
+        else:
+            rows.append(Row(S, "librknnrt version", b.librknnrt_version, OK, ""))
+        machine = (b.machine or "").lower()
+        arch = b.librknnrt_arch
+        if arch and machine in ("aarch64", "arm64", "x86_64", "amd64") and \
+                arch != {"arm64": "aarch64", "amd64": "x86_64"}.get(machine, machine):
+            rows.append(Row(S, "librknnrt arch", arch, WARN,
+                            f"built for {arch} but this machine is {b.machine}: it will not load here"
+                            + ("; take the aarch64 build" if machine in ("aarch64", "arm64") else "")))
+    elif on_board:
+        why = b.notes.get("librknnrt", "")
+        rows.append(Row(S, "librknnrt.so", "not found", MISSING,
+                        "copy librknnrt.so 2.3.x to /usr/lib (sudo cp librknnrt.so /usr/lib/), from "
+                        + RUNTIME_SOURCE + f"; or set {_board.ENV_LIBRKNNRT}"
+                        + (f" [{why}]" if why.startswith(_board.ENV_LIBRKNNRT) else "")))
+    else:
+        rows.append(Row(S, "librknnrt.so", "not found", MISSING, ON_PC))
+
+    machine = (b.machine or "").lower()
+    if b.toolkit_lite2_version:
+        rows.append(Row(S, "rknn-toolkit-lite2", b.toolkit_lite2_version, OK, ""))
+    elif machine in ("aarch64", "arm64", "armv7l", "armv8l"):
+        rows.append(Row(S, "rknn-toolkit-lite2", "not installed", WARN if on_board else MISSING,
+                        "pip install rknn-toolkit-lite2 (aarch64 wheels on PyPI; needs librknnrt.so too)"))
+    else:
+        rows.append(Row(S, "rknn-toolkit-lite2", "not installed", MISSING,
+                        f"ARM only (no {b.machine} wheels); not needed with the simulator"))
+    return rows
+
+
+def _python_rows() -> List[Row]:
+    S = "python"
+    rows = []
+    v = sys.version_info
+    rows.append(Row(S, "Python", f"{platform.python_version()} ({sys.executable})",
+                    OK if v >= (3, 9) else WARN, "" if v >= (3, 9) else "rknnlab needs Python 3.9 or newer"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    rows.append(Row(S, "rknnlab", f"{__version__} ({here})", OK, ""))
+    for name, extra in KEY_PACKAGES:
+        ver = _pkg_version(name)
+        if ver:
+            rows.append(Row(S, name, ver, OK, ""))
+        elif not extra:
+            rows.append(Row(S, name, "not installed", MISSING, "pip install -e . (in the repository)"))
+        elif extra == "sim":
+            rows.append(Row(S, name, "not installed", MISSING,
+                            "pip install -e '.[sim]': the simulator computes output values with it"))
+        else:
+            rows.append(Row(S, name, "not installed", WARN,
+                            f"pip install -e '.[{extra}]' for the notebooks (or: make lab)"))
+    return rows
+
+
+def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:
+    S = "backend"
+    rows = []
+    forced = env.get(_board.ENV_BACKEND)
+    try:
+        name, reason = _board.choose_backend("auto", b, env=env)
+    except (ValueError, _board.BackendUnavailableError) as e:
+        rows.append(Row(S, "auto picks", "error", WARN, str(e)))
+        return rows
+    advice = ""
+    if name == "sim" and (b.is_rockchip or b.rknpu_present) and not forced:
+        advice = "fix what is missing above to drive the real NPU"
+    elif forced:
+        advice = f"set by {_board.ENV_BACKEND}={forced}; unset it to let rknnlab decide"
+    rows.append(Row(S, "auto picks", f"{name}: {reason}", OK, advice))
+    return rows
+
+
+def _model_rows(soc: Optional[str], native: bool) -> List[Row]:
+    S = "models"
+    try:
+        mdir = paths.models_dir()
+    except paths.DataNotFoundError as e:
+        return [Row(S, "data/models", "not found", MISSING, str(e))]
+    rows = [Row(S, "data/models", str(mdir), OK, "")]
+    found = False
+    for d in sorted(p for p in mdir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        names = [f.name for f in d.iterdir() if f.is_file()]
+        socs = sorted({n[:-len(".rknn")] for n in names if n.endswith(".rknn")})
+        reports = {n[:-len(".report.json")] for n in names if n.endswith(".report.json")}
+        has_onnx = any(n.endswith(".onnx") for n in names)
+        if not (socs or reports or has_onnx):
+            continue
+        found = True
+        parts = []
+        for s in sorted(set(socs) | reports):
+            kinds = [k for k, ok in (("rknn", s in socs), ("report", s in reports)) if ok]
+            parts.append(s if len(kinds) == 2 else f"{s} ({kinds[0]} only)")
+        value = ", ".join(parts) or "no SoC files"
+        value += "; ONNX twin" if has_onnx else "; no ONNX twin"
+        status, advice = OK, ""
+        if native and soc and soc not in socs:
+            status, advice = WARN, f"no {soc}.rknn: the native backend cannot run this model here"
+        rows.append(Row(S, d.name, value, status, advice))
+    if not found:
+        rows.append(Row(S, "models", "none yet", WARN, f"{mdir} holds no model directories"))
+    return rows
+
+
+def doctor_report(board: Optional[_board.BoardInfo] = None,
+                  env: Optional[Mapping[str, str]] = None) -> List[Row]:
+    """Everything the doctor checks, as rows (section, item, value, status, advice)."""
+    env = os.environ if env is None else env
+    b = board if board is not None else _board.read_board(env=env)
+    rows: List[Row] = []
+    rows += _board_rows(b)
+    rows += _npu_rows(b)
+    rows += _runtime_rows(b)
+    rows += _python_rows()
+    rows += _backend_rows(b, env)
+    try:
+        native = _board.choose_backend("auto", b, env=env)[0] == "native"
+    except Exception:
+        native = False
+    rows += _model_rows(b.soc, native)
+    return rows
+
+
+def format_doctor(rows: List[Row], width: int = 100) -> str:
+    """The rows as aligned plain text, grouped by section."""
+    iw = max([len(r.item) for r in rows] + [4])
+    sw = max(len(s) for s in (OK, WARN, MISSING))
+    indent = " " * (2 + sw + 2 + iw + 2)
+    out = [f"rknnlab doctor (rknnlab {__version__})"]
+    section = None
+    for r in rows:
+        if r.section != section:
+            section = r.section
+            out.append(f"[{section}]")
+        head = f"  {r.status:<{sw}}  {r.item:<{iw}}  "
+        out.append(textwrap.fill(r.value, width=max(width, len(head) + 20), initial_indent=head,
+                                 subsequent_indent=indent, break_on_hyphens=False,
+                                 break_long_words=False))
+        if r.advice:
+            out.append(textwrap.fill("-> " + r.advice, width=max(width, len(indent) + 20),
+                                     initial_indent=indent, subsequent_indent=indent + "   ",
+                                     break_on_hyphens=False, break_long_words=False))
+    return "\n".join(out)
+
+
+def print_doctor(file: Optional[IO[str]] = None, rows: Optional[List[Row]] = None) -> List[Row]:
+    """Print the doctor's report (to stdout by default) and return its rows."""
+    rows = doctor_report() if rows is None else rows
+    print(format_doctor(rows), file=file if file is not None else sys.stdout)
+    return rows

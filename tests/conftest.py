@@ -1,0 +1,41 @@
+"""Shared pytest fixtures."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Dict, Tuple
+
+import pytest
+
+RKNN_DOUBLE_SOURCE = Path(__file__).parent / "native_double" / "rknn_double.c"
+
+
+@pytest.fixture(scope="session")
+def build_rknn_double(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """Compile tests/native_double/rknn_double.c (a C test double of
+    librknnrt.so) into a .so; ``build_rknn_double("DOUBLE_OLD_RUNTIME")`` passes
+    -D defines.  Each variant is built once per session, under its own name so
+    that dlopen never confuses two variants.  Skips if gcc is missing."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C test double of librknnrt.so cannot be built")
+    out_dir = tmp_path_factory.mktemp("rknn_double")
+    built: Dict[Tuple[str, ...], Path] = {}
+
+    def build(*defines: str) -> Path:
+        if defines not in built:
+            library = out_dir / ("librknnrt_double" + "".join(f"_{d}" for d in defines) + ".so")
+            subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-Wall",
+                            *(f"-D{d}" for d in defines), "-o", str(library),
+                            str(RKNN_DOUBLE_SOURCE)], check=True)
+            built[defines] = library
+        return built[defines]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def rknn_double_path(build_rknn_double: Callable[..., Path]) -> Path:
+    """Path of the compiled C test double of librknnrt.so."""
+    return build_rknn_double()

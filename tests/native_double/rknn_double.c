@@ -1,0 +1,1007 @@
+/*
+ * rknn_double.c -- a test double of librknnrt.so, for rknnlab's tests only.
+ *
+ * It exports the runtime's C functions with the runtime's signatures and
+ * struct layouts (declared here from the project's facts sheet, not from
+ * Rockchip's header) and implements their documented behaviour for one fake
+ * model, so that tests can drive rknnlab.rknn.native end to end on any Linux
+ * machine.  It is never a runtime: no NPU, no real model.
+ *
+ * The fake model
+ *   A model is any byte string starting with "RKNN"; the rest of it (up to
+ *   the first NUL, at most 1023 bytes) is what RKNN_QUERY_CUSTOM_STRING
+ *   returns, so tests can see that the model's bytes arrived.
+ *   input  0 "input":  1x4x4x3 NHWC int8, affine zp=-128 scale=1/255
+ *                      (native: same, rows padded to w_stride 8 -> 96 bytes)
+ *   output 0 "scores": 1x10 NCHW int8, affine zp=-10 scale=0.5
+ *                      scores[k] = (sum of the 48 quantized inputs + k) mod 256
+ *   output 1 "boxes":  1x4x2x2 NCHW int8, affine zp=0 scale=0.25
+ *                      boxes[k] = quantized input byte k
+ *                      (native: NC1HWC2 1x1x2x2x16 -> 64 bytes)
+ *   Inputs given as uint8 are quantized as the model's mean/std would
+ *   (q = u - 128), float32 as (q = round(x * 255) - 128); NHWC only.
+ *
+ * Inspection (extra exports, not part of the runtime):
+ *   double_call_log()   every call so far, one "function key=value ..." line
+ *                       per call plus one "function[i] ..." line per array
+ *                       element; double_reset() clears it.
+ *   double_sizeof(), double_offsetof()  the C layout of the structs above.
+ *   double_live_outputs(), double_live_mems()  allocations not yet freed.
+ *
+ * Built by tests/conftest.py with gcc -shared -fPIC -O1.  Defining
+ * DOUBLE_OLD_RUNTIME leaves out rknn_create_mem2 and rknn_set_input_shapes,
+ * to stand for a runtime older than those functions.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ ABI */
+
+#define RKNN_MAX_DIMS 16
+#define RKNN_MAX_NAME_LEN 256
+
+#if UINTPTR_MAX > 0xffffffffu
+typedef uint64_t rknn_context;
+#define HANDLE_BASE 0x5eed000000000000ull /* high bits set: a 32-bit slip shows */
+#else
+typedef uint32_t rknn_context;
+#define HANDLE_BASE 0x5eed0000u
+#endif
+
+enum {
+    RKNN_SUCC = 0, RKNN_ERR_FAIL = -1, RKNN_ERR_MALLOC_FAIL = -4, RKNN_ERR_PARAM_INVALID = -5,
+    RKNN_ERR_MODEL_INVALID = -6, RKNN_ERR_CTX_INVALID = -7, RKNN_ERR_INPUT_INVALID = -8,
+    RKNN_ERR_OUTPUT_INVALID = -9,
+};
+enum { T_FLOAT32 = 0, T_INT8 = 2, T_UINT8 = 3 };
+enum { F_NCHW = 0, F_NHWC = 1, F_NC1HWC2 = 2 };
+enum { QNT_AFFINE = 2 };
+enum {
+    Q_IN_OUT_NUM = 0, Q_INPUT_ATTR = 1, Q_OUTPUT_ATTR = 2, Q_PERF_RUN = 4, Q_SDK_VERSION = 5,
+    Q_MEM_SIZE = 6, Q_CUSTOM_STRING = 7, Q_NATIVE_INPUT_ATTR = 8, Q_NATIVE_OUTPUT_ATTR = 9,
+    Q_NATIVE_NHWC_INPUT_ATTR = 10, Q_NATIVE_NHWC_OUTPUT_ATTR = 11, Q_CURRENT_INPUT_ATTR = 14,
+    Q_CURRENT_OUTPUT_ATTR = 15, Q_CURRENT_NATIVE_INPUT_ATTR = 16, Q_CURRENT_NATIVE_OUTPUT_ATTR = 17,
+};
+#define FLAG_MEM_ALLOC_OUTSIDE 0x10u
+#define FLAG_INTERNAL_ALLOC_OUTSIDE 0x200u
+#define FLAG_MODEL_BUFFER_ZERO_COPY 0x10000u
+#define MEM_FLAG_ALLOC_NO_CONTEXT 0x20000u
+#define MEM_ALLOC_INSIDE 1u
+#define MEM_FROM_FD 2u
+#define MEM_FROM_PHYS 3u
+
+typedef struct { uint32_t n_input; uint32_t n_output; } rknn_input_output_num;
+
+typedef struct {
+    uint32_t index;
+    uint32_t n_dims;
+    uint32_t dims[RKNN_MAX_DIMS];
+    char name[RKNN_MAX_NAME_LEN];
+    uint32_t n_elems;
+    uint32_t size;
+    int fmt;
+    int type;
+    int qnt_type;
+    int8_t fl;
+    int32_t zp;
+    float scale;
+    uint32_t w_stride;
+    uint32_t size_with_stride;
+    uint8_t pass_through;
+    uint32_t h_stride;
+} rknn_tensor_attr;
+
+typedef struct {
+    uint32_t total_weight_size;
+    uint32_t total_internal_size;
+    uint64_t total_dma_allocated_size;
+    uint32_t total_sram_size;
+    uint32_t free_sram_size;
+    uint32_t reserved[10];
+} rknn_mem_size;
+
+typedef struct {
+    void *virt_addr;
+    uint64_t phys_addr;
+    int32_t fd;
+    int32_t offset;
+    uint32_t size;
+    uint32_t flags;
+    void *priv_data;
+} rknn_tensor_mem;
+
+typedef struct {
+    uint32_t index;
+    void *buf;
+    uint32_t size;
+    uint8_t pass_through;
+    int type;
+    int fmt;
+} rknn_input;
+
+typedef struct {
+    uint8_t want_float;
+    uint8_t is_prealloc;
+    uint32_t index;
+    void *buf;
+    uint32_t size;
+} rknn_output;
+
+typedef struct {
+    rknn_context ctx;
+    int32_t real_model_offset;
+    uint32_t real_model_size;
+    int32_t model_buffer_fd;
+    uint32_t model_buffer_flags;
+    uint8_t reserved[112];
+} rknn_init_extend;
+
+typedef struct {
+    uint64_t frame_id;
+    int32_t non_block;
+    int32_t timeout_ms;
+    int32_t fence_fd;
+} rknn_run_extend;
+
+typedef struct { uint64_t frame_id; } rknn_output_extend;
+
+typedef struct {
+    char api_version[256];
+    char drv_version[256];
+} rknn_sdk_version;
+
+typedef struct { int64_t run_duration; } rknn_perf_run;
+
+typedef struct { char string[1024]; } rknn_custom_string;
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------- layout */
+
+#define STRUCT(s) { #s, NULL, sizeof(s) }
+#define FIELD(s, f) { #s, #f, offsetof(s, f) }
+static const struct { const char *type; const char *field; size_t value; } layout[] = {
+    STRUCT(rknn_input_output_num), FIELD(rknn_input_output_num, n_input),
+    FIELD(rknn_input_output_num, n_output),
+    STRUCT(rknn_tensor_attr), FIELD(rknn_tensor_attr, index), FIELD(rknn_tensor_attr, n_dims),
+    FIELD(rknn_tensor_attr, dims), FIELD(rknn_tensor_attr, name), FIELD(rknn_tensor_attr, n_elems),
+    FIELD(rknn_tensor_attr, size), FIELD(rknn_tensor_attr, fmt), FIELD(rknn_tensor_attr, type),
+    FIELD(rknn_tensor_attr, qnt_type), FIELD(rknn_tensor_attr, fl), FIELD(rknn_tensor_attr, zp),
+    FIELD(rknn_tensor_attr, scale), FIELD(rknn_tensor_attr, w_stride),
+    FIELD(rknn_tensor_attr, size_with_stride), FIELD(rknn_tensor_attr, pass_through),
+    FIELD(rknn_tensor_attr, h_stride),
+    STRUCT(rknn_mem_size), FIELD(rknn_mem_size, total_weight_size),
+    FIELD(rknn_mem_size, total_internal_size), FIELD(rknn_mem_size, total_dma_allocated_size),
+    FIELD(rknn_mem_size, total_sram_size), FIELD(rknn_mem_size, free_sram_size),
+    FIELD(rknn_mem_size, reserved),
+    STRUCT(rknn_tensor_mem), FIELD(rknn_tensor_mem, virt_addr), FIELD(rknn_tensor_mem, phys_addr),
+    FIELD(rknn_tensor_mem, fd), FIELD(rknn_tensor_mem, offset), FIELD(rknn_tensor_mem, size),
+    FIELD(rknn_tensor_mem, flags), FIELD(rknn_tensor_mem, priv_data),
+    STRUCT(rknn_input), FIELD(rknn_input, index), FIELD(rknn_input, buf), FIELD(rknn_input, size),
+    FIELD(rknn_input, pass_through), FIELD(rknn_input, type), FIELD(rknn_input, fmt),
+    STRUCT(rknn_output), FIELD(rknn_output, want_float), FIELD(rknn_output, is_prealloc),
+    FIELD(rknn_output, index), FIELD(rknn_output, buf), FIELD(rknn_output, size),
+    STRUCT(rknn_init_extend), FIELD(rknn_init_extend, ctx),
+    FIELD(rknn_init_extend, real_model_offset), FIELD(rknn_init_extend, real_model_size),
+    FIELD(rknn_init_extend, model_buffer_fd), FIELD(rknn_init_extend, model_buffer_flags),
+    FIELD(rknn_init_extend, reserved),
+    STRUCT(rknn_run_extend), FIELD(rknn_run_extend, frame_id), FIELD(rknn_run_extend, non_block),
+    FIELD(rknn_run_extend, timeout_ms), FIELD(rknn_run_extend, fence_fd),
+    STRUCT(rknn_output_extend), FIELD(rknn_output_extend, frame_id),
+    STRUCT(rknn_sdk_version), FIELD(rknn_sdk_version, api_version),
+    FIELD(rknn_sdk_version, drv_version),
+    STRUCT(rknn_perf_run), FIELD(rknn_perf_run, run_duration),
+    STRUCT(rknn_custom_string), FIELD(rknn_custom_string, string),
+};
+
+/* sizeof(struct), or -1 if the double does not declare it */
+EXPORT int double_sizeof(const char *type)
+{
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
+        if (!layout[i].field && strcmp(layout[i].type, type) == 0)
+            return (int)layout[i].value;
+    return -1;
+}
+
+/* offsetof(struct, field), or -1 if unknown */
+EXPORT int double_offsetof(const char *type, const char *field)
+{
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
+        if (layout[i].field && strcmp(layout[i].type, type) == 0 &&
+            strcmp(layout[i].field, field) == 0)
+            return (int)layout[i].value;
+    return -1;
+}
+
+/* ------------------------------------------------------------- call log */
+
+static char *call_log;
+static size_t log_len, log_cap;
+
+static void log_line(const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    int need = vsnprintf(NULL, 0, fmt, args);
+    va_end(args);
+    if (need < 0)
+        return;
+    if (log_len + (size_t)need + 2 > log_cap) {
+        size_t cap = (log_cap ? log_cap * 2 : 4096) + (size_t)need;
+        char *grown = realloc(call_log, cap);
+        if (!grown)
+            return;
+        call_log = grown;
+        log_cap = cap;
+    }
+    va_start(args, fmt);
+    vsnprintf(call_log + log_len, log_cap - log_len, fmt, args);
+    va_end(args);
+    log_len += (size_t)need;
+    call_log[log_len++] = '\n';
+    call_log[log_len] = '\0';
+}
+
+EXPORT const char *double_call_log(void) { return call_log ? call_log : ""; }
+
+EXPORT void double_reset(void)
+{
+    log_len = 0;
+    if (call_log)
+        call_log[0] = '\0';
+}
+
+#define ULL(x) ((unsigned long long)(x))
+#define PTR(p) ((unsigned long)(uintptr_t)(p))
+
+/* ------------------------------------------------------------ the model */
+
+#define N_IN_ELEMS 48
+#define N_OUTPUTS 2
+#define WEIGHT_SIZE 4096u
+#define INTERNAL_SIZE 2048u
+#define IO_SIZE (48u + 10u + 16u)
+
+static rknn_tensor_attr make_attr(uint32_t index, const char *name, uint32_t n_dims,
+                                  const uint32_t *dims, int fmt, int32_t zp, float scale,
+                                  uint32_t n_elems, uint32_t w_stride, uint32_t size_with_stride)
+{
+    rknn_tensor_attr a;
+    memset(&a, 0, sizeof a);
+    a.index = index;
+    a.n_dims = n_dims;
+    memcpy(a.dims, dims, n_dims * sizeof dims[0]);
+    snprintf(a.name, sizeof a.name, "%s", name);
+    a.n_elems = n_elems;
+    a.size = n_elems; /* int8: one byte per element */
+    a.fmt = fmt;
+    a.type = T_INT8;
+    a.qnt_type = QNT_AFFINE;
+    a.zp = zp;
+    a.scale = scale;
+    a.w_stride = w_stride;
+    a.size_with_stride = size_with_stride;
+    return a;
+}
+
+/* which: 0 plain, 1 native, 2 native NHWC */
+static rknn_tensor_attr input_attr(int which)
+{
+    static const uint32_t nhwc[] = {1, 4, 4, 3};
+    if (which)
+        return make_attr(0, "input", 4, nhwc, F_NHWC, -128, 1.0f / 255.0f, 48, 8, 96);
+    return make_attr(0, "input", 4, nhwc, F_NHWC, -128, 1.0f / 255.0f, 48, 4, 48);
+}
+
+static rknn_tensor_attr output_attr(uint32_t index, int which)
+{
+    static const uint32_t scores[] = {1, 10}, boxes[] = {1, 4, 2, 2};
+    static const uint32_t boxes_native[] = {1, 1, 2, 2, 16}, boxes_nhwc[] = {1, 2, 2, 4};
+    if (index == 0)
+        return make_attr(0, "scores", 2, scores, F_NCHW, -10, 0.5f, 10, 0, 10);
+    if (which == 1)
+        return make_attr(1, "boxes", 5, boxes_native, F_NC1HWC2, 0, 0.25f, 64, 2, 64);
+    if (which == 2)
+        return make_attr(1, "boxes", 4, boxes_nhwc, F_NHWC, 0, 0.25f, 16, 2, 16);
+    return make_attr(1, "boxes", 4, boxes, F_NCHW, 0, 0.25f, 16, 0, 16);
+}
+
+/* ------------------------------------------------------------- contexts */
+
+#define MAX_CONTEXTS 64
+
+typedef struct {
+    int live;
+    uint32_t flag;
+    char custom[1024];               /* model payload, copied at init */
+    const char *zero_copy_model;     /* MODEL_BUFFER_ZERO_COPY: the caller's bytes, used in place */
+    uint32_t zero_copy_size;
+    int8_t input[N_IN_ELEMS];        /* quantized input, as inputs_set / the io mem left it */
+    int8_t outputs[N_OUTPUTS][16];   /* results of the last run */
+    int runs;
+    rknn_tensor_mem *io_mem_input;   /* set_io_mem bindings, with the attr they were bound with */
+    rknn_tensor_attr io_attr_input;
+    rknn_tensor_mem *io_mem_output[N_OUTPUTS];
+    rknn_tensor_attr io_attr_output[N_OUTPUTS];
+} context_state;
+
+static context_state contexts[MAX_CONTEXTS];
+
+static context_state *lookup(rknn_context ctx)
+{
+    rknn_context slot = ctx - (rknn_context)HANDLE_BASE;
+    if (ctx < (rknn_context)HANDLE_BASE || slot >= MAX_CONTEXTS || !contexts[slot].live)
+        return NULL;
+    return &contexts[slot];
+}
+
+static int new_context(rknn_context *handle)
+{
+    for (int slot = 0; slot < MAX_CONTEXTS; slot++) {
+        if (!contexts[slot].live) {
+            memset(&contexts[slot], 0, sizeof contexts[slot]);
+            contexts[slot].live = 1;
+            *handle = (rknn_context)HANDLE_BASE + (rknn_context)slot;
+            return slot;
+        }
+    }
+    return -1;
+}
+
+/* The payload of a model in memory, or NULL if the bytes are not a model. */
+static const char *model_payload(const char *bytes, uint32_t size)
+{
+    if (size < 4 || memcmp(bytes, "RKNN", 4) != 0)
+        return NULL;
+    return bytes + 4;
+}
+
+static void copy_payload(char *dst, const char *payload, size_t n)
+{
+    if (n > 1023)
+        n = 1023;
+    memcpy(dst, payload, n);
+    dst[n] = '\0';
+}
+
+EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
+                     rknn_init_extend *extend)
+{
+    if (size == 0)
+        log_line("rknn_init size=0 flag=0x%x ext=%d ext_ctx=%llu model=0x%lx path=%s", flag,
+                 extend != NULL, ULL(extend ? extend->ctx : 0), PTR(model),
+                 model ? (const char *)model : "");
+    else
+        log_line("rknn_init size=%u flag=0x%x ext=%d ext_ctx=%llu model=0x%lx", size, flag,
+                 extend != NULL, ULL(extend ? extend->ctx : 0), PTR(model));
+    if (!context || !model)
+        return RKNN_ERR_PARAM_INVALID;
+
+    char custom[1024];
+    if (size == 0) {
+        FILE *file = fopen((const char *)model, "rb");
+        if (!file)
+            return RKNN_ERR_MODEL_INVALID;
+        char bytes[1028];
+        size_t n = fread(bytes, 1, sizeof bytes, file);
+        fclose(file);
+        const char *payload = model_payload(bytes, (uint32_t)n);
+        if (!payload)
+            return RKNN_ERR_MODEL_INVALID;
+        copy_payload(custom, payload, strnlen(payload, n - 4));
+    } else {
+        const char *payload = model_payload(model, size);
+        if (!payload)
+            return RKNN_ERR_MODEL_INVALID;
+        copy_payload(custom, payload, strnlen(payload, size - 4));
+    }
+
+    rknn_context handle;
+    int slot = new_context(&handle);
+    if (slot < 0)
+        return RKNN_ERR_MALLOC_FAIL;
+    contexts[slot].flag = flag;
+    memcpy(contexts[slot].custom, custom, sizeof custom);
+    if (size > 0 && (flag & FLAG_MODEL_BUFFER_ZERO_COPY)) {
+        contexts[slot].zero_copy_model = model;
+        contexts[slot].zero_copy_size = size;
+    }
+    *context = handle;
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
+{
+    log_line("rknn_dup_context in=%llu", ULL(context_in ? *context_in : 0));
+    if (!context_in || !context_out)
+        return RKNN_ERR_PARAM_INVALID;
+    context_state *source = lookup(*context_in);
+    if (!source)
+        return RKNN_ERR_CTX_INVALID;
+    rknn_context handle;
+    int slot = new_context(&handle);
+    if (slot < 0)
+        return RKNN_ERR_MALLOC_FAIL;
+    contexts[slot].flag = source->flag;
+    memcpy(contexts[slot].custom, source->custom, sizeof source->custom);
+    contexts[slot].zero_copy_model = source->zero_copy_model;
+    contexts[slot].zero_copy_size = source->zero_copy_size;
+    *context_out = handle;
+    return RKNN_SUCC;
+}
+
+/* --------------------------------------------------- output allocations */
+
+#define MAX_ALLOCS 256
+static struct { rknn_context ctx; void *buf; } allocs[MAX_ALLOCS];
+
+static int track_alloc(rknn_context ctx, void *buf)
+{
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (!allocs[i].buf) {
+            allocs[i].ctx = ctx;
+            allocs[i].buf = buf;
+            return 1;
+        }
+    return 0;
+}
+
+static int find_alloc(rknn_context ctx, const void *buf)
+{
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (buf && allocs[i].buf == buf && allocs[i].ctx == ctx)
+            return i;
+    return -1;
+}
+
+EXPORT int double_live_outputs(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        n += allocs[i].buf != NULL;
+    return n;
+}
+
+EXPORT int rknn_destroy(rknn_context context)
+{
+    log_line("rknn_destroy ctx=%llu", ULL(context));
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    /* what outputs_get allocated and nobody released goes with the context */
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (allocs[i].buf && allocs[i].ctx == context) {
+            free(allocs[i].buf);
+            allocs[i].buf = NULL;
+        }
+    state->live = 0;
+    return RKNN_SUCC;
+}
+
+/* ---------------------------------------------------------------- query */
+
+static int fill_attr(int cmd, rknn_tensor_attr *attr)
+{
+    uint32_t index = attr->index;
+    int is_input = cmd == Q_INPUT_ATTR || cmd == Q_NATIVE_INPUT_ATTR ||
+                   cmd == Q_NATIVE_NHWC_INPUT_ATTR || cmd == Q_CURRENT_INPUT_ATTR ||
+                   cmd == Q_CURRENT_NATIVE_INPUT_ATTR;
+    int which = (cmd == Q_NATIVE_INPUT_ATTR || cmd == Q_NATIVE_OUTPUT_ATTR ||
+                 cmd == Q_CURRENT_NATIVE_INPUT_ATTR || cmd == Q_CURRENT_NATIVE_OUTPUT_ATTR) ? 1
+              : (cmd == Q_NATIVE_NHWC_INPUT_ATTR || cmd == Q_NATIVE_NHWC_OUTPUT_ATTR) ? 2 : 0;
+    if (is_input ? index >= 1 : index >= N_OUTPUTS)
+        return RKNN_ERR_PARAM_INVALID;
+    *attr = is_input ? input_attr(which) : output_attr(index, which);
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
+{
+    log_line("rknn_query ctx=%llu cmd=%d size=%u", ULL(context), cmd, size);
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    if (!info)
+        return RKNN_ERR_PARAM_INVALID;
+    switch (cmd) {
+    case Q_IN_OUT_NUM: {
+        if (size != sizeof(rknn_input_output_num))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_input_output_num *num = info;
+        num->n_input = 1;
+        num->n_output = N_OUTPUTS;
+        return RKNN_SUCC;
+    }
+    case Q_INPUT_ATTR: case Q_OUTPUT_ATTR: case Q_NATIVE_INPUT_ATTR: case Q_NATIVE_OUTPUT_ATTR:
+    case Q_NATIVE_NHWC_INPUT_ATTR: case Q_NATIVE_NHWC_OUTPUT_ATTR: case Q_CURRENT_INPUT_ATTR:
+    case Q_CURRENT_OUTPUT_ATTR: case Q_CURRENT_NATIVE_INPUT_ATTR: case Q_CURRENT_NATIVE_OUTPUT_ATTR:
+        if (size != sizeof(rknn_tensor_attr))
+            return RKNN_ERR_PARAM_INVALID;
+        return fill_attr(cmd, info);
+    case Q_PERF_RUN:
+        if (size != sizeof(rknn_perf_run))
+            return RKNN_ERR_PARAM_INVALID;
+        ((rknn_perf_run *)info)->run_duration = state->runs ? 1234 : 0;
+        return RKNN_SUCC;
+    case Q_SDK_VERSION: {
+        if (size != sizeof(rknn_sdk_version))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_sdk_version *version = info;
+        snprintf(version->api_version, sizeof version->api_version, "0.0.1 (rknn_double)");
+        snprintf(version->drv_version, sizeof version->drv_version, "0.0.0");
+        return RKNN_SUCC;
+    }
+    case Q_MEM_SIZE: {
+        if (size != sizeof(rknn_mem_size))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_mem_size *mem = info;
+        memset(mem, 0, sizeof *mem);
+        mem->total_weight_size = WEIGHT_SIZE;
+        mem->total_internal_size = INTERNAL_SIZE;
+        /* what the runtime itself allocated: the user's share is not counted */
+        mem->total_dma_allocated_size =
+            (state->flag & FLAG_MEM_ALLOC_OUTSIDE) ? 0
+            : (state->flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? WEIGHT_SIZE + IO_SIZE
+            : WEIGHT_SIZE + INTERNAL_SIZE + IO_SIZE;
+        return RKNN_SUCC;
+    }
+    case Q_CUSTOM_STRING: {
+        if (size != sizeof(rknn_custom_string))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_custom_string *custom = info;
+        if (state->zero_copy_model) /* read in place: the caller's buffer must still be there */
+            copy_payload(custom->string, state->zero_copy_model + 4,
+                         strnlen(state->zero_copy_model + 4, state->zero_copy_size - 4));
+        else
+            memcpy(custom->string, state->custom, sizeof custom->string);
+        return RKNN_SUCC;
+    }
+    default:
+        return RKNN_ERR_PARAM_INVALID;
+    }
+}
+
+/* ------------------------------------------------------------ inference */
+
+static int8_t clamp_int8(long q) { return (int8_t)(q < -128 ? -128 : q > 127 ? 127 : q); }
+
+/* Quantize one element of the caller's input into the model's int8. */
+static int8_t quantize(const void *buf, int type, size_t i)
+{
+    if (type == T_INT8)
+        return ((const int8_t *)buf)[i];
+    if (type == T_UINT8)
+        return (int8_t)(((const uint8_t *)buf)[i] - 128);
+    float scaled = ((const float *)buf)[i] * 255.0f;
+    return clamp_int8((long)(scaled < 0 ? scaled - 0.5f : scaled + 0.5f) - 128);
+}
+
+EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
+{
+    log_line("rknn_inputs_set ctx=%llu n=%u", ULL(context), n_inputs);
+    for (uint32_t i = 0; inputs && i < n_inputs; i++)
+        log_line("rknn_inputs_set[%u] index=%u buf=0x%lx size=%u pass_through=%u type=%d fmt=%d",
+                 i, inputs[i].index, PTR(inputs[i].buf), inputs[i].size,
+                 inputs[i].pass_through, inputs[i].type, inputs[i].fmt);
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    if (!inputs || n_inputs != 1)
+        return RKNN_ERR_INPUT_INVALID;
+    const rknn_input *in = &inputs[0];
+    if (in->index != 0 || !in->buf)
+        return RKNN_ERR_INPUT_INVALID;
+    if (in->pass_through) {
+        /* already in the native layout: int8 NHWC with rows padded to w_stride */
+        rknn_tensor_attr native = input_attr(1);
+        if (in->size != native.size_with_stride)
+            return RKNN_ERR_INPUT_INVALID;
+        const int8_t *src = in->buf;
+        for (uint32_t h = 0; h < 4; h++)
+            for (uint32_t w = 0; w < 4; w++)
+                memcpy(&state->input[(h * 4 + w) * 3], &src[(h * native.w_stride + w) * 3], 3);
+        return RKNN_SUCC;
+    }
+    size_t element = in->type == T_FLOAT32 ? 4 : (in->type == T_INT8 || in->type == T_UINT8) ? 1 : 0;
+    if (!element || in->fmt != F_NHWC || in->size != N_IN_ELEMS * element)
+        return RKNN_ERR_INPUT_INVALID;
+    for (size_t i = 0; i < N_IN_ELEMS; i++)
+        state->input[i] = quantize(in->buf, in->type, i);
+    return RKNN_SUCC;
+}
+
+/* The input from a bound io mem, laid out as the attr it was bound with says. */
+static void read_input_mem(context_state *state)
+{
+    const rknn_tensor_attr *attr = &state->io_attr_input;
+    uint32_t w_stride = attr->w_stride ? attr->w_stride : 4;
+    const uint8_t *src = state->io_mem_input->virt_addr;
+    for (uint32_t h = 0; h < 4; h++)
+        for (uint32_t w = 0; w < 4; w++)
+            for (uint32_t c = 0; c < 3; c++) {
+                uint8_t byte = src[(h * w_stride + w) * 3 + c];
+                state->input[(h * 4 + w) * 3 + c] =
+                    attr->type == T_UINT8 ? (int8_t)(byte - 128) : (int8_t)byte;
+            }
+}
+
+/* An output into a bound io mem: dense, or NC1HWC2 with C2 = 16 for "boxes". */
+static void write_output_mem(context_state *state, int index)
+{
+    int8_t *dst = state->io_mem_output[index]->virt_addr;
+    const int8_t *result = state->outputs[index];
+    if (index == 1 && state->io_attr_output[1].fmt == F_NC1HWC2) {
+        memset(dst, 0, 64);
+        for (int c = 0; c < 4; c++)
+            for (int hw = 0; hw < 4; hw++)
+                dst[hw * 16 + c] = result[c * 4 + hw];
+    } else {
+        memcpy(dst, result, output_attr((uint32_t)index, 0).n_elems);
+    }
+}
+
+EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
+{
+    log_line("rknn_run ctx=%llu ext=%d non_block=%d timeout_ms=%d", ULL(context), extend != NULL,
+             extend ? extend->non_block : 0, extend ? extend->timeout_ms : 0);
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    if (state->io_mem_input)
+        read_input_mem(state);
+    long sum = 0;
+    for (int i = 0; i < N_IN_ELEMS; i++)
+        sum += state->input[i];
+    for (int k = 0; k < 10; k++)
+        state->outputs[0][k] = (int8_t)(uint8_t)((unsigned long)(sum + k) & 0xff);
+    memcpy(state->outputs[1], state->input, 16);
+    for (int i = 0; i < N_OUTPUTS; i++)
+        if (state->io_mem_output[i])
+            write_output_mem(state, i);
+    state->runs++;
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_wait(rknn_context context, rknn_run_extend *extend)
+{
+    log_line("rknn_wait ctx=%llu ext=%d", ULL(context), extend != NULL);
+    return lookup(context) ? RKNN_SUCC : RKNN_ERR_CTX_INVALID;
+}
+
+static uint32_t output_bytes(const rknn_output *out)
+{
+    return output_attr(out->index, 0).n_elems * (out->want_float ? 4u : 1u);
+}
+
+static void write_output(const context_state *state, const rknn_output *out)
+{
+    rknn_tensor_attr attr = output_attr(out->index, 0);
+    const int8_t *result = state->outputs[out->index];
+    for (uint32_t i = 0; i < attr.n_elems; i++) {
+        if (out->want_float)
+            ((float *)out->buf)[i] = (float)(result[i] - attr.zp) * attr.scale;
+        else
+            ((int8_t *)out->buf)[i] = result[i];
+    }
+}
+
+EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_output outputs[],
+                            rknn_output_extend *extend)
+{
+    log_line("rknn_outputs_get ctx=%llu n=%u ext=%d", ULL(context), n_outputs, extend != NULL);
+    for (uint32_t i = 0; outputs && i < n_outputs; i++)
+        log_line("rknn_outputs_get[%u] index=%u want_float=%u is_prealloc=%u buf=0x%lx size=%u",
+                 i, outputs[i].index, outputs[i].want_float, outputs[i].is_prealloc,
+                 PTR(outputs[i].buf), outputs[i].size);
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    if (!outputs || n_outputs == 0 || n_outputs > N_OUTPUTS)
+        return RKNN_ERR_OUTPUT_INVALID;
+    /* check everything first, so that a failed call allocates nothing */
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        if (outputs[i].index >= N_OUTPUTS)
+            return RKNN_ERR_OUTPUT_INVALID;
+        if (outputs[i].is_prealloc &&
+            (!outputs[i].buf || outputs[i].size < output_bytes(&outputs[i])))
+            return RKNN_ERR_OUTPUT_INVALID;
+    }
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        rknn_output *out = &outputs[i];
+        if (!out->is_prealloc) {
+            out->size = output_bytes(out);
+            out->buf = malloc(out->size);
+            if (!out->buf || !track_alloc(context, out->buf)) {
+                free(out->buf);
+                out->buf = NULL;
+                return RKNN_ERR_MALLOC_FAIL;
+            }
+        }
+        write_output(state, out);
+    }
+    if (extend)
+        extend->frame_id = (uint64_t)state->runs;
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_output outputs[])
+{
+    log_line("rknn_outputs_release ctx=%llu n=%u", ULL(context), n_outputs);
+    for (uint32_t i = 0; outputs && i < n_outputs; i++)
+        log_line("rknn_outputs_release[%u] index=%u is_prealloc=%u buf=0x%lx", i,
+                 outputs[i].index, outputs[i].is_prealloc, PTR(outputs[i].buf));
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    if (!outputs)
+        return RKNN_ERR_PARAM_INVALID;
+    /* a buffer this context did not hand out (a double release) is refused whole */
+    for (uint32_t i = 0; i < n_outputs; i++)
+        if (!outputs[i].is_prealloc && find_alloc(context, outputs[i].buf) < 0)
+            return RKNN_ERR_PARAM_INVALID;
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        if (outputs[i].is_prealloc)
+            continue; /* the caller's memory */
+        int slot = find_alloc(context, outputs[i].buf);
+        free(allocs[slot].buf);
+        allocs[slot].buf = NULL;
+    }
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_set_core_mask(rknn_context context, int core_mask)
+{
+    log_line("rknn_set_core_mask ctx=%llu mask=0x%x", ULL(context), core_mask);
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    switch (core_mask) {
+    case 0: case 1: case 2: case 4: case 3: case 7: case 0xffff:
+        return RKNN_SUCC;
+    default:
+        return RKNN_ERR_PARAM_INVALID;
+    }
+}
+
+EXPORT int rknn_set_batch_core_num(rknn_context context, int core_num)
+{
+    log_line("rknn_set_batch_core_num ctx=%llu n=%d", ULL(context), core_num);
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    return core_num >= 1 && core_num <= 3 ? RKNN_SUCC : RKNN_ERR_PARAM_INVALID;
+}
+
+#ifndef DOUBLE_OLD_RUNTIME
+EXPORT int rknn_set_input_shapes(rknn_context context, uint32_t n_inputs, rknn_tensor_attr attr[])
+{
+    log_line("rknn_set_input_shapes ctx=%llu n=%u", ULL(context), n_inputs);
+    for (uint32_t i = 0; attr && i < n_inputs; i++) {
+        char dims[128] = "";
+        for (uint32_t d = 0; d < attr[i].n_dims && d < RKNN_MAX_DIMS; d++)
+            snprintf(dims + strlen(dims), sizeof dims - strlen(dims), d ? "x%u" : "%u",
+                     attr[i].dims[d]);
+        log_line("rknn_set_input_shapes[%u] index=%u n_dims=%u dims=%s fmt=%d type=%d name=%s", i,
+                 attr[i].index, attr[i].n_dims, dims, attr[i].fmt, attr[i].type, attr[i].name);
+    }
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    rknn_tensor_attr model = input_attr(0);
+    /* the fake model is not dynamic: only its one shape is accepted */
+    if (!attr || n_inputs != 1 || attr[0].n_dims != model.n_dims ||
+        memcmp(attr[0].dims, model.dims, model.n_dims * sizeof model.dims[0]) != 0)
+        return RKNN_ERR_INPUT_INVALID;
+    return RKNN_SUCC;
+}
+#endif
+
+/* --------------------------------------------------------------- memory */
+
+#define MAX_MEMS 256
+static rknn_tensor_mem *mems[MAX_MEMS];
+
+EXPORT int double_live_mems(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_MEMS; i++)
+        n += mems[i] != NULL;
+    return n;
+}
+
+static int mem_slot(const rknn_tensor_mem *mem)
+{
+    for (int i = 0; i < MAX_MEMS; i++)
+        if (mem && mems[i] == mem)
+            return i;
+    return -1;
+}
+
+static rknn_tensor_mem *track_mem(rknn_tensor_mem *mem)
+{
+    for (int i = 0; i < MAX_MEMS; i++)
+        if (!mems[i])
+            return mems[i] = mem;
+    free(mem);
+    return NULL;
+}
+
+/* A shared, file-backed mapping: a dma-buf stand-in with a real fd. */
+static rknn_tensor_mem *alloc_mem(uint64_t size)
+{
+    if (size == 0 || size > UINT32_MAX)
+        return NULL;
+    rknn_tensor_mem *mem = calloc(1, sizeof *mem);
+    if (!mem)
+        return NULL;
+    int fd = memfd_create("rknn_double_mem", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0)
+            close(fd);
+        free(mem);
+        return NULL;
+    }
+    void *virt = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (virt == MAP_FAILED) {
+        close(fd);
+        free(mem);
+        return NULL;
+    }
+    mem->virt_addr = virt;
+    mem->phys_addr = 0; /* behind an IOMMU there is no single physical address */
+    mem->fd = fd;
+    mem->size = (uint32_t)size;
+    mem->flags = MEM_ALLOC_INSIDE;
+    return track_mem(mem);
+}
+
+EXPORT rknn_tensor_mem *rknn_create_mem(rknn_context context, uint32_t size)
+{
+    log_line("rknn_create_mem ctx=%llu size=%u", ULL(context), size);
+    return lookup(context) ? alloc_mem(size) : NULL;
+}
+
+#ifndef DOUBLE_OLD_RUNTIME
+EXPORT rknn_tensor_mem *rknn_create_mem2(rknn_context context, uint64_t size, uint64_t alloc_flags)
+{
+    log_line("rknn_create_mem2 ctx=%llu size=%llu alloc_flags=0x%llx", ULL(context), ULL(size),
+             ULL(alloc_flags));
+    if (!lookup(context) && !(context == 0 && (alloc_flags & MEM_FLAG_ALLOC_NO_CONTEXT)))
+        return NULL;
+    return alloc_mem(size);
+}
+#endif
+
+EXPORT rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context context, int32_t fd, void *virt_addr,
+                                                uint32_t size, int32_t offset)
+{
+    log_line("rknn_create_mem_from_fd ctx=%llu fd=%d virt=0x%lx size=%u offset=%d", ULL(context),
+             fd, PTR(virt_addr), size, offset);
+    if (!lookup(context) || fd < 0)
+        return NULL;
+    rknn_tensor_mem *mem = calloc(1, sizeof *mem);
+    if (!mem)
+        return NULL;
+    mem->virt_addr = virt_addr;
+    mem->fd = fd;
+    mem->offset = offset;
+    mem->size = size;
+    mem->flags = MEM_FROM_FD;
+    return track_mem(mem);
+}
+
+EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context context, uint64_t phys_addr,
+                                                  void *virt_addr, uint32_t size)
+{
+    log_line("rknn_create_mem_from_phys ctx=%llu phys=0x%llx virt=0x%lx size=%u", ULL(context),
+             ULL(phys_addr), PTR(virt_addr), size);
+    if (!lookup(context))
+        return NULL;
+    rknn_tensor_mem *mem = calloc(1, sizeof *mem);
+    if (!mem)
+        return NULL;
+    mem->virt_addr = virt_addr;
+    mem->phys_addr = phys_addr;
+    mem->fd = -1;
+    mem->size = size;
+    mem->flags = MEM_FROM_PHYS;
+    return track_mem(mem);
+}
+
+EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
+{
+    log_line("rknn_destroy_mem ctx=%llu mem=0x%lx", ULL(context), PTR(mem));
+    int slot = mem_slot(mem);
+    if (slot < 0)
+        return RKNN_ERR_PARAM_INVALID; /* not ours, or destroyed already */
+    context_state *state = lookup(context);
+    if (state) { /* a destroyed mem must not stay bound */
+        if (state->io_mem_input == mem)
+            state->io_mem_input = NULL;
+        for (int i = 0; i < N_OUTPUTS; i++)
+            if (state->io_mem_output[i] == mem)
+                state->io_mem_output[i] = NULL;
+    }
+    if (mem->flags == MEM_ALLOC_INSIDE) { /* only what we allocated is ours to unmap */
+        munmap(mem->virt_addr, mem->size);
+        close(mem->fd);
+    }
+    free(mem);
+    mems[slot] = NULL;
+    return RKNN_SUCC;
+}
+
+static int set_model_mem(const char *function, rknn_context context, rknn_tensor_mem *mem,
+                         uint32_t needed)
+{
+    log_line("%s ctx=%llu mem=0x%lx size=%u", function, ULL(context), PTR(mem),
+             mem ? mem->size : 0);
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    if (mem_slot(mem) < 0 || mem->size < needed)
+        return RKNN_ERR_PARAM_INVALID;
+    return RKNN_SUCC;
+}
+
+EXPORT int rknn_set_weight_mem(rknn_context context, rknn_tensor_mem *mem)
+{
+    return set_model_mem("rknn_set_weight_mem", context, mem, WEIGHT_SIZE);
+}
+
+EXPORT int rknn_set_internal_mem(rknn_context context, rknn_tensor_mem *mem)
+{
+    return set_model_mem("rknn_set_internal_mem", context, mem, INTERNAL_SIZE);
+}
+
+EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tensor_attr *attr)
+{
+    if (attr)
+        log_line("rknn_set_io_mem ctx=%llu mem=0x%lx mem_size=%u index=%u size=%u "
+                 "size_with_stride=%u w_stride=%u type=%d fmt=%d pass_through=%u name=%s",
+                 ULL(context), PTR(mem), mem ? mem->size : 0, attr->index, attr->size,
+                 attr->size_with_stride, attr->w_stride, attr->type, attr->fmt,
+                 attr->pass_through, attr->name);
+    else
+        log_line("rknn_set_io_mem ctx=%llu mem=0x%lx attr=NULL", ULL(context), PTR(mem));
+    context_state *state = lookup(context);
+    if (!state)
+        return RKNN_ERR_CTX_INVALID;
+    if (!attr || mem_slot(mem) < 0)
+        return RKNN_ERR_PARAM_INVALID;
+    /* The tensor is found by name.  The double moves int8 (and uint8 input)
+     * only, laid out as the attr says; a mem too small for that is refused
+     * (the real runtime only warns, and then writes past its end). */
+    if (strcmp(attr->name, "input") == 0) {
+        uint32_t layout_bytes = 4 * (attr->w_stride ? attr->w_stride : 4) * 3;
+        if ((attr->type != T_INT8 && attr->type != T_UINT8) || mem->size < layout_bytes)
+            return RKNN_ERR_PARAM_INVALID;
+        state->io_mem_input = mem;
+        state->io_attr_input = *attr;
+        return RKNN_SUCC;
+    }
+    for (int i = 0; i < N_OUTPUTS; i++) {
+        if (strcmp(attr->name, output_attr((uint32_t)i, 0).name) != 0)
+            continue;
+        uint32_t layout_bytes =
+            (i == 1 && attr->fmt == F_NC1HWC2) ? 64 : output_attr((uint32_t)i, 0).size;
+        if (attr->type != T_INT8 || mem->size < layout_bytes)
+            return RKNN_ERR_PARAM_INVALID;
+        state->io_mem_output[i] = mem;
+        state->io_attr_output[i] = *attr;
+        return RKNN_SUCC;
+    }
+    return RKNN_ERR_PARAM_INVALID;
+}
+
+EXPORT int rknn_mem_sync(rknn_context context, rknn_tensor_mem *mem, int mode)
+{
+    log_line("rknn_mem_sync ctx=%llu mem=0x%lx mode=%d", ULL(context), PTR(mem), mode);
+    if (!lookup(context))
+        return RKNN_ERR_CTX_INVALID;
+    if (mem_slot(mem) < 0 || mode < 1 || mode > 3)
+        return RKNN_ERR_PARAM_INVALID;
+    return RKNN_SUCC;
+}

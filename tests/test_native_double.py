@@ -1,0 +1,681 @@
+"""NativeRuntime end to end against a C double of librknnrt.so.
+
+tests/native_double/rknn_double.c implements the runtime's functions for one
+fake model and logs every call with the arguments it received, so these tests
+check what actually crossed the ABI, not just what Python thinks it passed.
+The fake model: input "input" 1x4x4x3 NHWC int8 (zp -128, scale 1/255;
+native rows padded to w_stride 8), outputs "scores" 1x10 (zp -10, scale 0.5,
+scores[k] = sum of the quantized inputs + k, mod 256) and "boxes" 1x4x2x2
+(zp 0, scale 0.25, boxes[k] = quantized input k; native NC1HWC2 of 64 bytes).
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import re
+import weakref
+from pathlib import Path
+from typing import Dict, List, Tuple, Union
+
+import numpy as np
+import pytest
+
+from rknnlab.rknn import abi, buffers, errors, native
+from rknnlab.rknn.native import NativeRuntime
+
+MODEL = b"RKNN" + b"fake model for tests"
+PAYLOAD = "fake model for tests"
+
+Value = Union[int, str]
+
+
+class Double:
+    """The double's inspection functions, over the same loaded library."""
+
+    def __init__(self, path: Path) -> None:
+        self.lib = ctypes.CDLL(str(path))  # same path: dlopen hands back the same instance
+        self.lib.double_call_log.restype = ctypes.c_char_p
+        self.lib.double_sizeof.argtypes = [ctypes.c_char_p]
+        self.lib.double_offsetof.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+
+    def reset(self) -> None:
+        self.lib.double_reset()
+
+    def calls(self, function: str) -> List[Dict[str, Value]]:
+        """The logged calls of ``function`` (or of ``function[i]``, array
+        elements), each as {key: value}, ints parsed."""
+        found = []
+        for line in self.lib.double_call_log().decode().splitlines():
+            name, _, rest = line.partition(" ")
+            if name != function:
+                continue
+            fields: Dict[str, Value] = {}
+            for key, text in re.findall(r"(\w+)=(\S*)", rest):
+                try:
+                    fields[key] = int(text, 0)
+                except ValueError:
+                    fields[key] = text
+            found.append(fields)
+        return found
+
+    def last(self, function: str) -> Dict[str, Value]:
+        calls = self.calls(function)
+        assert calls, f"{function} was never called"
+        return calls[-1]
+
+    def sizeof(self, struct: str) -> int:
+        return self.lib.double_sizeof(struct.encode())
+
+    def offsetof(self, struct: str, field: str) -> int:
+        return self.lib.double_offsetof(struct.encode(), field.encode())
+
+    def live_outputs(self) -> int:
+        return self.lib.double_live_outputs()
+
+    def live_mems(self) -> int:
+        return self.lib.double_live_mems()
+
+
+@pytest.fixture
+def rt(rknn_double_path: Path) -> NativeRuntime:
+    return NativeRuntime(rknn_double_path)
+
+
+@pytest.fixture
+def double(rknn_double_path: Path) -> Double:
+    d = Double(rknn_double_path)
+    d.reset()
+    return d
+
+
+@pytest.fixture
+def ctx(rt: NativeRuntime, double: Double):
+    context = rt.init(MODEL)
+    double.reset()
+    yield context
+    try:
+        rt.destroy(context)
+    except errors.RknnCtxInvalidError:  # the test destroyed it
+        pass
+
+
+def input_image(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (1, 4, 4, 3), dtype=np.uint8)
+
+
+def expected_outputs(quantized: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """What the fake model computes from its int8 input (NHWC order)."""
+    flat = quantized.astype(np.int8).reshape(-1)
+    total = int(flat.astype(np.int64).sum())
+    scores = (((total + np.arange(10)) & 0xFF).astype(np.uint8)).view(np.int8)
+    return scores, flat[:16].copy()
+
+
+def outputs(*indexes: int, **fields: int) -> List[abi.rknn_output]:
+    return [abi.rknn_output(index=i, **fields) for i in indexes]
+
+
+# ---------------------------------------------------------------- layout
+
+def test_ctypes_layout_matches_gcc(double: Double):
+    for name, cls in abi.C_STRUCTS.items():
+        assert double.sizeof(name) == ctypes.sizeof(cls), name
+        for field, *_ in cls._fields_:
+            assert double.offsetof(name, field) == getattr(cls, field).offset, f"{name}.{field}"
+
+
+def test_double_knows_no_field_we_lack(double: Double):
+    assert double.sizeof("rknn_no_such_struct") == -1
+    assert double.offsetof("rknn_tensor_attr", "no_such_field") == -1
+
+
+# ---------------------------------------------------------------- loading
+
+def test_missing_library_lists_the_path_tried(tmp_path: Path):
+    missing = tmp_path / "librknnrt.so"
+    with pytest.raises(errors.RuntimeLibraryNotFound) as caught:
+        NativeRuntime(missing)
+    assert caught.value.tried == [(str(missing), "no such file")]
+    assert str(missing) in str(caught.value)
+    assert "LIBRKNNRT_PATH" in str(caught.value) and "librknnrt.so" in str(caught.value)
+
+
+def test_default_search_lists_every_path(monkeypatch, tmp_path: Path):
+    candidates = (str(tmp_path / "a" / "librknnrt.so"), str(tmp_path / "b" / "librknnrt.so"))
+    monkeypatch.delenv("LIBRKNNRT_PATH", raising=False)
+    monkeypatch.setattr(native, "DEFAULT_LIBRARY_PATHS", candidates)
+    monkeypatch.setattr(native.ctypes.util, "find_library", lambda name: None)
+    with pytest.raises(errors.RuntimeLibraryNotFound) as caught:
+        NativeRuntime()
+    tried = [path for path, _ in caught.value.tried]
+    assert tried == [*candidates, 'ctypes.util.find_library("rknnrt")']
+    for path in tried:
+        assert path in str(caught.value)
+
+
+def test_env_var_names_the_library(monkeypatch, rknn_double_path: Path, tmp_path: Path):
+    monkeypatch.setenv("LIBRKNNRT_PATH", str(rknn_double_path))
+    assert NativeRuntime().library_path == str(rknn_double_path)
+    monkeypatch.setenv("LIBRKNNRT_PATH", str(tmp_path / "gone.so"))
+    with pytest.raises(errors.RuntimeLibraryNotFound) as caught:
+        NativeRuntime()
+    assert [path for path, _ in caught.value.tried] == [str(tmp_path / "gone.so")]
+
+
+def test_unloadable_file_reports_the_loader_error(tmp_path: Path):
+    bogus = tmp_path / "librknnrt.so"
+    bogus.write_bytes(b"not an ELF file")
+    with pytest.raises(errors.RuntimeLibraryNotFound) as caught:
+        NativeRuntime(bogus)
+    (path, reason), = caught.value.tried
+    assert path == str(bogus) and reason != "no such file"
+
+
+def test_function_missing_from_an_older_runtime_fails_when_called(build_rknn_double):
+    old = NativeRuntime(build_rknn_double("DOUBLE_OLD_RUNTIME"))
+    context = old.init(MODEL)  # everything else still works
+    with pytest.raises(errors.RuntimeFunctionMissing, match="rknn_set_input_shapes"):
+        old.set_input_shapes(context, [abi.rknn_tensor_attr()])
+    with pytest.raises(errors.RuntimeFunctionMissing, match="rknn_create_mem2"):
+        old.create_mem2(context, 64, 0)
+    old.destroy(context)
+
+
+def test_backend_name(rt: NativeRuntime):
+    assert rt.backend == "native"
+
+
+# ---------------------------------------------------------------- init
+
+def test_init_from_path_passes_the_path_with_size_0(rt, double, tmp_path: Path):
+    model_file = tmp_path / "model.rknn"
+    model_file.write_bytes(MODEL)
+    for model in (str(model_file), model_file):  # str and PathLike
+        context = rt.init(model)
+        call = double.last("rknn_init")
+        assert (call["size"], call["flag"], call["ext"], call["path"]) == (0, 0, 0, str(model_file))
+        assert rt.query(context, abi.RKNN_QUERY_CUSTOM_STRING).string.decode() == PAYLOAD
+        rt.destroy(context)
+
+
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview,
+                                  lambda b: np.frombuffer(b, dtype=np.uint8)])
+def test_init_from_bytes_passes_pointer_and_length(rt, double, wrap):
+    model = wrap(MODEL)
+    context = rt.init(model, flag=abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    call = double.last("rknn_init")
+    assert call["size"] == len(MODEL)
+    assert call["flag"] == abi.RKNN_FLAG_COLLECT_PERF_MASK
+    assert call["model"] == np.frombuffer(model, dtype=np.uint8).ctypes.data  # no copy on our side
+    assert rt.query(context, abi.RKNN_QUERY_CUSTOM_STRING).string.decode() == PAYLOAD
+    rt.destroy(context)
+
+
+def test_init_extend_reaches_the_runtime(rt, double, ctx):
+    rt.init(MODEL, flag=abi.RKNN_FLAG_SHARE_WEIGHT_MEM, extend=abi.rknn_init_extend(ctx=ctx))
+    call = double.last("rknn_init")
+    assert (call["ext"], call["ext_ctx"], call["flag"]) == (1, ctx, abi.RKNN_FLAG_SHARE_WEIGHT_MEM)
+
+
+def test_init_zero_copy_from_an_address_uses_the_buffer_in_place(rt, double):
+    buffer = ctypes.create_string_buffer(MODEL, 64)
+    zero_copy = rt.init(ctypes.addressof(buffer), flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
+                        size=len(MODEL))
+    call = double.last("rknn_init")
+    assert (call["model"], call["size"]) == (ctypes.addressof(buffer), len(MODEL))
+    copied = rt.init(ctypes.addressof(buffer), size=len(MODEL))
+    buffer.value = b"RKNNchanged in place"
+    assert rt.query(zero_copy, abi.RKNN_QUERY_CUSTOM_STRING).string == b"changed in place"
+    assert rt.query(copied, abi.RKNN_QUERY_CUSTOM_STRING).string.decode() == PAYLOAD
+    rt.destroy(zero_copy)
+    rt.destroy(copied)
+
+
+def test_zero_copy_model_buffer_lives_as_long_as_its_context(rt):
+    model = np.frombuffer(MODEL, dtype=np.uint8).copy()
+    alive = weakref.ref(model)
+    context = rt.init(model, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
+    del model
+    gc.collect()
+    assert alive() is not None
+    assert rt.query(context, abi.RKNN_QUERY_CUSTOM_STRING).string.decode() == PAYLOAD
+    rt.destroy(context)
+    gc.collect()
+    assert alive() is None
+
+
+def test_init_argument_errors(rt, tmp_path: Path):
+    with pytest.raises(ValueError, match="size"):
+        rt.init(0x1000)
+    with pytest.raises(ValueError):
+        rt.init(str(tmp_path / "m.rknn"), size=10)
+    with pytest.raises(ValueError):
+        rt.init(MODEL, size=len(MODEL) + 1)
+
+
+def test_invalid_model_raises_model_invalid(rt, tmp_path: Path):
+    with pytest.raises(errors.RknnModelInvalidError) as caught:
+        rt.init(b"ONNX not a model")
+    error = caught.value
+    assert (error.code, error.name, error.function) == (-6, "RKNN_ERR_MODEL_INVALID", "rknn_init")
+    assert "RKNN_ERR_MODEL_INVALID" in str(error) and "rknn_init" in str(error)
+    with pytest.raises(errors.RknnModelInvalidError):
+        rt.init(str(tmp_path / "missing.rknn"))
+
+
+def test_dup_context(rt, double, ctx):
+    dup = rt.dup_context(ctx)
+    assert dup != ctx
+    assert double.last("rknn_dup_context")["in"] == ctx
+    assert rt.query(dup, abi.RKNN_QUERY_IN_OUT_NUM).n_output == 2
+    rt.destroy(dup)
+
+
+def test_destroyed_context_is_invalid(rt, double):
+    context = rt.init(MODEL)
+    assert context >= 2**32  # the double's handles need all 64 bits
+    rt.destroy(context)
+    assert double.last("rknn_destroy")["ctx"] == context
+    with pytest.raises(errors.RknnCtxInvalidError, match="RKNN_ERR_CTX_INVALID"):
+        rt.run(context)
+    with pytest.raises(errors.RknnCtxInvalidError):
+        rt.query(12345, abi.RKNN_QUERY_IN_OUT_NUM)
+
+
+# ---------------------------------------------------------------- query
+
+@pytest.mark.parametrize("cmd", sorted(abi.QUERY_STRUCTS), ids=lambda c: abi.QUERY_NAMES[c])
+def test_query_passes_sizeof_the_c_struct(rt, double, ctx, cmd):
+    info = rt.query(ctx, cmd)
+    assert isinstance(info, abi.QUERY_STRUCTS[cmd])
+    call = double.last("rknn_query")
+    assert (call["ctx"], call["cmd"]) == (ctx, cmd)
+    assert call["size"] == double.sizeof(type(info).__name__)
+
+
+def test_query_answers(rt, ctx):
+    num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    assert (num.n_input, num.n_output) == (1, 2)
+
+    attr = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    assert (attr.name, buffers.attr_dims(attr)) == (b"input", (1, 4, 4, 3))
+    assert (attr.fmt, attr.type, attr.qnt_type) == (
+        abi.RKNN_TENSOR_NHWC, abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC)
+    assert (attr.zp, attr.size, attr.size_with_stride) == (-128, 48, 48)
+    assert attr.scale == pytest.approx(1 / 255)
+
+    boxes = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    assert (boxes.name, buffers.attr_dims(boxes), boxes.size) == (b"boxes", (1, 4, 2, 2), 16)
+    native_boxes = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    assert native_boxes.fmt == abi.RKNN_TENSOR_NC1HWC2
+    assert (buffers.attr_dims(native_boxes), native_boxes.size_with_stride) == ((1, 1, 2, 2, 16), 64)
+
+    mem = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    assert (mem.total_weight_size, mem.total_internal_size) == (4096, 2048)
+    assert mem.total_dma_allocated_size == 4096 + 2048 + 74
+    assert rt.query(ctx, abi.RKNN_QUERY_SDK_VERSION).api_version.startswith(b"0.0.1")
+    assert rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration == 0
+    rt.run(ctx)
+    assert rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration == 1234
+
+
+def test_query_index_reaches_the_runtime(rt, ctx):
+    with pytest.raises(errors.RknnParamInvalidError):
+        rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=2))
+
+
+def test_query_with_the_wrong_struct_is_param_invalid(rt, double, ctx):
+    with pytest.raises(errors.RknnParamInvalidError) as caught:
+        rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM, abi.rknn_mem_size())
+    assert double.last("rknn_query")["size"] == 64
+    message = str(caught.value)
+    assert "rknn_query" in message and "RKNN_ERR_PARAM_INVALID" in message
+    assert "RKNN_QUERY_IN_OUT_NUM" in message and "Hint:" in message
+
+
+def test_query_without_a_default_struct_needs_info(rt, ctx):
+    with pytest.raises(ValueError, match="RKNN_QUERY_PERF_DETAIL"):
+        rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL)
+
+
+# ---------------------------------------------------------------- inputs
+
+def test_inputs_set_passes_every_field(rt, double, ctx):
+    image = input_image()
+    tensor_input = buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)
+    rt.inputs_set(ctx, [tensor_input])
+    assert double.last("rknn_inputs_set") == {"ctx": ctx, "n": 1}
+    assert double.last("rknn_inputs_set[0]") == {
+        "index": 0, "buf": image.ctypes.data, "size": 48, "pass_through": 0,
+        "type": abi.RKNN_TENSOR_UINT8, "fmt": abi.RKNN_TENSOR_NHWC}
+    rt.run(ctx)
+    outs = outputs(0, 1)
+    rt.outputs_get(ctx, outs)
+    scores, boxes = expected_outputs(image.astype(np.int16) - 128)
+    np.testing.assert_array_equal(buffers.output_view(outs[0], np.int8), scores)
+    np.testing.assert_array_equal(buffers.output_view(outs[1], np.int8, (1, 4, 2, 2)).ravel(), boxes)
+    rt.outputs_release(ctx, outs)
+
+
+def test_inputs_set_float_and_pass_through(rt, double, ctx):
+    image = input_image(1)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image.astype(np.float32) / 255,
+                                                 abi.RKNN_TENSOR_NHWC)])
+    assert (double.last("rknn_inputs_set[0]")["type"], double.last("rknn_inputs_set[0]")["size"]) \
+        == (abi.RKNN_TENSOR_FLOAT32, 192)
+    rt.run(ctx)
+    from_float = outputs(0, 1)
+    rt.outputs_get(ctx, from_float)
+    expected = [view.copy() for view in (buffers.output_view(o, np.int8) for o in from_float)]
+    rt.outputs_release(ctx, from_float)
+
+    # the same image, already quantized and in the native layout (rows padded to w_stride 8)
+    native_attr = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr())
+    padded = np.zeros((1, 4, native_attr.w_stride, 3), dtype=np.int8)
+    padded[:, :, :4, :] = (image.astype(np.int16) - 128).astype(np.int8)
+    assert padded.nbytes == native_attr.size_with_stride
+    rt.inputs_set(ctx, [buffers.input_from_array(0, padded, abi.RKNN_TENSOR_NHWC, pass_through=1)])
+    assert double.last("rknn_inputs_set[0]")["pass_through"] == 1
+    rt.run(ctx)
+    from_native = outputs(0, 1)
+    rt.outputs_get(ctx, from_native)
+    for out, values in zip(from_native, expected):
+        np.testing.assert_array_equal(buffers.output_view(out, np.int8), values)
+    rt.outputs_release(ctx, from_native)
+
+
+def test_inputs_set_accepts_a_ctypes_array(rt, double, ctx):
+    image = input_image()
+    array = (abi.rknn_input * 1)(buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC))
+    rt.inputs_set(ctx, array)
+    assert double.last("rknn_inputs_set[0]")["buf"] == image.ctypes.data
+
+
+def test_wrong_input_size_is_input_invalid(rt, ctx):
+    half = input_image()[:, :2]
+    with pytest.raises(errors.RknnInputInvalidError, match="rknn_inputs_set"):
+        rt.inputs_set(ctx, [buffers.input_from_array(0, np.ascontiguousarray(half),
+                                                     abi.RKNN_TENSOR_NHWC)])
+
+
+# ---------------------------------------------------------------- outputs
+
+def test_outputs_get_runtime_allocates_and_release_frees(rt, double, ctx):
+    rt.run(ctx)
+    before = double.live_outputs()
+    outs = outputs(0, 1)
+    rt.outputs_get(ctx, outs)
+    assert [double.last("rknn_outputs_get[%d]" % i) for i in range(2)] == [
+        {"index": 0, "want_float": 0, "is_prealloc": 0, "buf": 0, "size": 0},
+        {"index": 1, "want_float": 0, "is_prealloc": 0, "buf": 0, "size": 0}]
+    assert all(o.buf for o in outs)  # written back into the caller's structs
+    assert [o.size for o in outs] == [10, 16]
+    with pytest.raises(ValueError, match="want_float"):
+        buffers.output_view(outs[0], np.float32)  # 10 int8 bytes are no whole float32s
+    assert double.live_outputs() == before + 2
+    released = [o.buf for o in outs]
+    rt.outputs_release(ctx, outs)
+    assert [c["buf"] for c in double.calls("rknn_outputs_release[0]") +
+            double.calls("rknn_outputs_release[1]")] == released
+    assert double.live_outputs() == before
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_outputs_release"):
+        rt.outputs_release(ctx, outs)  # the double refuses a second release
+
+
+def test_outputs_get_into_a_ctypes_array(rt, ctx):
+    rt.run(ctx)
+    array = (abi.rknn_output * 2)()
+    array[1].index = 1
+    rt.outputs_get(ctx, array)
+    assert array[0].buf and array[1].size == 16
+    rt.outputs_release(ctx, array)
+
+
+def test_want_float_dequantizes(rt, double, ctx):
+    image = input_image(2)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    outs = outputs(0, 1, want_float=1)
+    rt.outputs_get(ctx, outs)
+    assert double.last("rknn_outputs_get[1]")["want_float"] == 1
+    assert [o.size for o in outs] == [40, 64]
+    scores, boxes = expected_outputs(image.astype(np.int16) - 128)
+    np.testing.assert_allclose(buffers.output_view(outs[0], np.float32),
+                               (scores.astype(np.float32) + 10) * 0.5)
+    np.testing.assert_allclose(buffers.output_view(outs[1], np.float32), boxes * 0.25)
+    rt.outputs_release(ctx, outs)
+
+
+def test_prealloc_outputs_write_into_the_callers_buffers(rt, double, ctx):
+    image = input_image(3)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    scores_buf, boxes_buf = np.zeros(10, np.int8), np.full(32, 99, np.int8)
+    outs = [abi.rknn_output(index=0, is_prealloc=1, buf=scores_buf.ctypes.data, size=10),
+            abi.rknn_output(index=1, is_prealloc=1, buf=boxes_buf.ctypes.data, size=32)]
+    before = double.live_outputs()
+    rt.outputs_get(ctx, outs)
+    assert double.last("rknn_outputs_get[1]") == {
+        "index": 1, "want_float": 0, "is_prealloc": 1, "buf": boxes_buf.ctypes.data, "size": 32}
+    assert [(o.buf, o.size) for o in outs] == [(scores_buf.ctypes.data, 10),
+                                               (boxes_buf.ctypes.data, 32)]
+    assert double.live_outputs() == before
+    scores, boxes = expected_outputs(image.astype(np.int16) - 128)
+    np.testing.assert_array_equal(scores_buf, scores)
+    np.testing.assert_array_equal(boxes_buf[:16], boxes)
+    assert (boxes_buf[16:] == 99).all()  # nothing past the output
+    rt.outputs_release(ctx, outs)  # frees nothing of ours
+    assert double.live_outputs() == before
+
+
+def test_prealloc_buffer_too_small_is_output_invalid(rt, double, ctx):
+    small = np.zeros(10, np.int8)  # 10 bytes: enough for int8 scores, not for float32
+    out = abi.rknn_output(index=0, is_prealloc=1, want_float=1, buf=small.ctypes.data, size=10)
+    before = double.live_outputs()
+    with pytest.raises(errors.RknnOutputInvalidError, match="rknn_outputs_get"):
+        rt.outputs_get(ctx, [out])
+    assert double.live_outputs() == before
+
+
+def test_outputs_get_extend_gets_the_frame_id(rt, ctx):
+    rt.run(ctx)
+    rt.run(ctx)
+    extend = abi.rknn_output_extend()
+    outs = outputs(0)
+    rt.outputs_get(ctx, outs, extend)
+    assert extend.frame_id == 2
+    rt.outputs_release(ctx, outs)
+
+
+# ---------------------------------------------------------------- run, cores, shapes
+
+def test_run_and_wait_pass_the_extend(rt, double, ctx):
+    rt.run(ctx, abi.rknn_run_extend(non_block=1, timeout_ms=500))
+    assert double.last("rknn_run") == {"ctx": ctx, "ext": 1, "non_block": 1, "timeout_ms": 500}
+    rt.wait(ctx, abi.rknn_run_extend())
+    assert double.last("rknn_wait") == {"ctx": ctx, "ext": 1}
+    rt.run(ctx)
+    assert double.last("rknn_run")["ext"] == 0
+
+
+def test_core_mask_and_batch_core_num(rt, double, ctx):
+    rt.set_core_mask(ctx, abi.RKNN_NPU_CORE_0_1_2)
+    assert double.last("rknn_set_core_mask")["mask"] == 7
+    with pytest.raises(errors.RknnParamInvalidError, match="core_mask=0x5"):
+        rt.set_core_mask(ctx, 5)
+    rt.set_batch_core_num(ctx, 3)
+    assert double.last("rknn_set_batch_core_num")["n"] == 3
+
+
+def test_set_input_shapes(rt, double, ctx):
+    attr = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr())
+    rt.set_input_shapes(ctx, [attr])
+    assert double.last("rknn_set_input_shapes[0]")["dims"] == "1x4x4x3"
+    attr.dims[1] = 8
+    with pytest.raises(errors.RknnInputInvalidError):
+        rt.set_input_shapes(ctx, [attr])
+
+
+# ---------------------------------------------------------------- memory
+
+def test_create_mem_and_destroy_mem(rt, double, ctx):
+    before = double.live_mems()
+    mem = rt.create_mem(ctx, 4096)
+    assert isinstance(mem, ctypes.POINTER(abi.rknn_tensor_mem))
+    assert double.last("rknn_create_mem") == {"ctx": ctx, "size": 4096}
+    m = mem.contents
+    assert (m.size, m.flags) == (4096, abi.RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE)
+    assert m.virt_addr and m.fd >= 0 and os.fstat(m.fd).st_size == 4096
+    view = buffers.mem_view(mem)
+    view[:] = 7
+    assert os.pread(m.fd, 4, 100) == b"\x07" * 4  # the CPU mapping is the fd's pages
+    assert double.live_mems() == before + 1
+    address = ctypes.addressof(m)
+    rt.destroy_mem(ctx, mem)
+    assert double.last("rknn_destroy_mem")["mem"] == address
+    assert double.live_mems() == before
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_destroy_mem"):
+        rt.destroy_mem(ctx, mem)
+
+
+def test_create_mem_null_is_malloc_error(rt, ctx):
+    with pytest.raises(errors.RknnMallocError) as caught:
+        rt.create_mem(ctx, 0)
+    assert caught.value.function == "rknn_create_mem"
+    assert "NULL" in str(caught.value) and "RKNN_ERR_MALLOC_FAIL" in str(caught.value)
+
+
+def test_create_mem2_without_context(rt, double):
+    flags = abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+    mem = rt.create_mem2(0, 2**20, flags)
+    assert double.last("rknn_create_mem2") == {"ctx": 0, "size": 2**20, "alloc_flags": flags}
+    assert mem.contents.size == 2**20
+    rt.destroy_mem(0, mem)
+    with pytest.raises(errors.RknnMallocError, match="rknn_create_mem2"):
+        rt.create_mem2(0, 64, abi.RKNN_FLAG_MEMORY_CACHEABLE)
+
+
+def test_create_mem_from_fd_and_phys(rt, double, ctx):
+    base = rt.create_mem(ctx, 8192).contents
+    shared = rt.create_mem_from_fd(ctx, base.fd, base.virt_addr + 4096, 4096, 4096)
+    assert double.last("rknn_create_mem_from_fd") == {
+        "ctx": ctx, "fd": base.fd, "virt": base.virt_addr + 4096, "size": 4096, "offset": 4096}
+    s = shared.contents
+    assert (s.fd, s.offset, s.flags) == (base.fd, 4096, abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_FD)
+    buffers.mem_view(shared)[:4] = 5
+    assert bytes(buffers.mem_view(base, offset=4096)[:4]) == b"\x05" * 4  # same pages
+    phys = rt.create_mem_from_phys(ctx, 0x8000_0000, base.virt_addr, 8192)
+    assert double.last("rknn_create_mem_from_phys")["phys"] == 0x8000_0000
+    assert phys.contents.flags == abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS
+    for mem in (phys, shared, ctypes.pointer(base)):
+        rt.destroy_mem(ctx, mem)
+
+
+def test_zero_copy_io_with_native_attrs(rt, double, ctx):
+    in_attr = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    out_attrs = [rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i))
+                 for i in range(2)]
+    in_mem = rt.create_mem(ctx, in_attr.size_with_stride)
+    out_mems = [rt.create_mem(ctx, a.size_with_stride) for a in out_attrs]
+    rt.set_io_mem(ctx, in_mem, in_attr)
+    call = double.last("rknn_set_io_mem")
+    assert (call["index"], call["name"], call["size_with_stride"], call["w_stride"],
+            call["mem"], call["mem_size"]) == (
+        0, "input", 96, 8, ctypes.addressof(in_mem.contents), 96)
+    for mem, attr in zip(out_mems, out_attrs):
+        rt.set_io_mem(ctx, mem, attr)
+    assert [(c["name"], c["size_with_stride"]) for c in double.calls("rknn_set_io_mem")] == [
+        ("input", 96), ("scores", 10), ("boxes", 64)]
+
+    image = input_image(4)
+    quantized = (image.astype(np.int16) - 128).astype(np.int8)
+    strided = buffers.mem_view(in_mem, np.int8, (1, 4, in_attr.w_stride, 3))
+    strided[:, :, :4, :] = quantized
+    rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+    rt.run(ctx)
+    for mem in out_mems:
+        rt.mem_sync(ctx, mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    assert [c["mode"] for c in double.calls("rknn_mem_sync")] == [1, 2, 2]
+    scores, boxes = expected_outputs(quantized)
+    np.testing.assert_array_equal(buffers.mem_view(out_mems[0], np.int8), scores)
+    nc1hwc2 = buffers.mem_view(out_mems[1], np.int8, (1, 1, 2, 2, 16))
+    nchw = nc1hwc2[..., :4].transpose(0, 1, 4, 2, 3).reshape(1, 4, 2, 2)
+    np.testing.assert_array_equal(nchw.ravel(), boxes)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_mem_sync"):
+        rt.mem_sync(ctx, in_mem, 4)
+    for mem in (in_mem, *out_mems):
+        rt.destroy_mem(ctx, mem)
+
+
+def test_set_io_mem_too_small_for_the_layout(rt, ctx):
+    plain = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    native_attr = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    mem = rt.create_mem(ctx, plain.size)  # seed 001's mistake: 16 bytes, not size_with_stride 64
+    with pytest.raises(errors.RknnParamInvalidError, match="'boxes'"):
+        rt.set_io_mem(ctx, mem, native_attr)
+    rt.destroy_mem(ctx, mem)
+
+
+def test_weight_and_internal_mem_sized_from_mem_size(rt, double):
+    context = rt.init(MODEL, flag=abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    sizes = rt.query(context, abi.RKNN_QUERY_MEM_SIZE)
+    assert sizes.total_dma_allocated_size == 0  # the runtime allocated nothing itself
+    weight = rt.create_mem(context, sizes.total_weight_size)
+    internal = rt.create_mem(context, sizes.total_internal_size)
+    rt.set_weight_mem(context, weight)
+    rt.set_internal_mem(context, internal)
+    assert double.last("rknn_set_weight_mem")["size"] == 4096
+    assert double.last("rknn_set_internal_mem")["size"] == 2048
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_weight_mem"):
+        rt.set_weight_mem(context, internal)
+    for mem in (weight, internal):
+        rt.destroy_mem(context, mem)
+    rt.destroy(context)
+
+
+# ---------------------------------------------------------------- buffers, no runtime needed
+
+def test_input_from_array_keeps_the_array_alive():
+    array = np.arange(48, dtype=np.int8).reshape(1, 4, 4, 3)
+    alive = weakref.ref(array)
+    tensor_input = buffers.input_from_array(2, array, abi.RKNN_TENSOR_NHWC)
+    address = array.ctypes.data
+    del array
+    gc.collect()
+    assert alive() is not None
+    assert (tensor_input.index, tensor_input.buf, tensor_input.size, tensor_input.type) == (
+        2, address, 48, abi.RKNN_TENSOR_INT8)
+
+
+def test_input_from_array_refuses_what_it_cannot_point_at():
+    image = np.zeros((1, 3, 4, 4), np.uint8)
+    with pytest.raises(ValueError, match="contiguous"):
+        buffers.input_from_array(0, image.transpose(0, 2, 3, 1), abi.RKNN_TENSOR_NHWC)
+    with pytest.raises(ValueError, match="float64"):
+        buffers.input_from_array(0, np.zeros(4), abi.RKNN_TENSOR_NHWC)
+    with pytest.raises(TypeError):
+        buffers.input_from_array(0, [1, 2, 3], abi.RKNN_TENSOR_NHWC)
+    explicit = buffers.input_from_array(0, np.zeros(4, np.uint16), abi.RKNN_TENSOR_NCHW,
+                                        type=abi.RKNN_TENSOR_FLOAT16, pass_through=1)
+    assert (explicit.type, explicit.pass_through, explicit.size) == (abi.RKNN_TENSOR_FLOAT16, 1, 8)
+
+
+def test_views_share_memory_and_check_sizes():
+    storage = (ctypes.c_ubyte * 64)()
+    mem = abi.rknn_tensor_mem(virt_addr=ctypes.addressof(storage), size=64)
+    view = buffers.mem_view(mem, np.float32)
+    assert view.shape == (16,)
+    view[0] = 1.0
+    assert bytes(storage[:4]) == np.float32(1.0).tobytes()
+    assert buffers.mem_view(mem, np.uint8, (2, 3), offset=60 - 6).shape == (2, 3)
+    with pytest.raises(ValueError, match="needs"):
+        buffers.mem_view(mem, np.uint8, (2, 3), offset=60)
+    with pytest.raises(ValueError, match="outside"):
+        buffers.mem_view(mem, offset=65)
+    with pytest.raises(ValueError, match="NULL"):
+        buffers.mem_view(abi.rknn_tensor_mem(size=4))
+    out = abi.rknn_output(buf=ctypes.addressof(storage), size=12)
+    np.testing.assert_array_equal(buffers.output_view(out, np.float32, (3,)), view[:3])
+    with pytest.raises(ValueError, match="NULL"):
+        buffers.output_view(abi.rknn_output(), np.int8)
