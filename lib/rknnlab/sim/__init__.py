@@ -1,0 +1,189 @@
+"""The simulator backend: the RKNN runtime with real CPU-side memory and a modeled NPU.
+
+    from rknnlab.sim import SimRuntime, ASSUMPTIONS
+    rt = SimRuntime("rk3588")          # or rknnlab.open_runtime("sim")
+
+Rule: everything on the CPU side is real, only the NPU is modeled.
+
+- Real memory.  What librknnrt mallocs comes from glibc's heap (the model copy,
+  rknn_outputs_get buffers with is_prealloc=0, rknn_tensor_mem structs); DMA
+  buffers (weights, internal, io, create_mem) are memfds mapped with mmap, so
+  ``fd`` is a real descriptor and create_mem_from_fd really shares pages.
+  Pointers are real addresses; rknnlab.rknn.buffers views work on them.
+- Real work.  Input conversion (type, layout, mean/std normalisation,
+  quantization), output conversion (NC1HWC2 -> NCHW, dequantization) and every
+  copy are numpy work on those bytes.
+- Modeled NPU.  rknn_run blocks for a time computed from the compiler report
+  (rknnlab.sim.npu), on a process-wide NPU with the SoC's cores.  Output values
+  come from the model's ONNX twin run with onnxruntime (mobilenet_v2, yolov5n,
+  digits_cnn), or from a deterministic stand-in that changes with the input
+  but means nothing (yolov5s, yolov5s_relu, yolov5m, resnet50): see
+  rknnlab.sim.outputs.
+
+What the simulator does not reproduce (limitations, not claims about a board):
+the onnxruntime session and the small output cache add to the process's RSS
+at the first run of a model (take memory baselines after one run); a run
+whose values take longer to compute than the modeled time (an uncached input
+of a twin model) lasts as long as computing; PERF_DETAIL, CUSTOM_STRING,
+dynamic shapes, asynchronous runs, fences and SRAM are not modeled (their
+flags and queries are refused with an error saying so, never ignored).
+
+Modules: memory (libc heap, memfd DMA buffers), layout (formats, quantization,
+normalisation), npu (timing, cores), outputs (values), model (course models by
+sha256), mems (rknn_tensor_mem), context (per-context state), runtime (the API).
+
+Assumptions: what the simulator assumes about the real runtime where the
+public documentation is silent; each says how a board owner checks it.
+The same list is ``ASSUMPTIONS`` (id, assumption, check), for notebooks.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from .runtime import SimRuntime
+
+#: (id, what the simulator assumes, how a board owner checks it)
+ASSUMPTIONS: List[Tuple[str, str, str]] = [
+    ("A1", "DMA buffers (weights, internal, io, create_mem) get all their pages when they are "
+           "allocated, not when first written: MemFree falls at rknn_init / rknn_create_mem.",
+     "read MemFree in /proc/meminfo before and after rknn_create_mem(ctx, 64 MB) without writing "
+     "to it; it should fall by about 64 MB."),
+    ("A2", "Mapped DMA buffers count in the process's RSS (here as RssShmem, being memfds).",
+     "compare VmRSS, RssFile and RssShmem in /proc/self/status before and after "
+     "rknn_create_mem(ctx, 64 MB) plus writing every byte through virt_addr."),
+    ("A3", "rknn_outputs_get with is_prealloc=0 mallocs a new buffer of exactly the output's size "
+           "on every call; rknn_outputs_release frees it.",
+     "run 1,000 gets without release and watch VmRSS (grows by about 1,000 x the output size) "
+     "and glibc mallinfo2().uordblks; with release it stays flat."),
+    ("A4", "Without RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, rknn_init keeps its own malloc'd copy of the "
+           "whole .rknn file for the context's lifetime.",
+     "mallinfo2().uordblks (or VmRSS) just before and after rknn_init from a buffer: it grows by "
+     "about the file size and falls back at rknn_destroy."),
+    ("A5", "With RKNN_FLAG_MODEL_BUFFER_ZERO_COPY the NPU reads the weights in place from the "
+           "model buffer: no weight buffer is allocated and no model copy is kept.",
+     "RKNN_QUERY_MEM_SIZE total_dma_allocated_size after rknn_init with and without the flag: "
+     "they differ by about total_weight_size."),
+    ("A6", "rknn_destroy frees the outputs_get buffers that were never released.",
+     "1,000 gets without release, then rknn_destroy: VmRSS / mallinfo2 drop back."),
+    ("A7", "rknn_destroy also frees the mems created with that context and not yet destroyed; "
+           "rknn_destroy_mem with the destroyed context then fails (RKNN_ERR_CTX_INVALID).",
+     "rknn_create_mem(ctx, 64 MB), rknn_destroy(ctx) without rknn_destroy_mem: does MemFree "
+     "come back?"),
+    ("A8", "rknn_create_mem_from_fd maps the fd again (a new virt_addr, the same pages); size "
+           "counts from the start of the fd's buffer and the tensor starts offset bytes in, so "
+           "size - offset bytes are usable; the virt argument is not used.",
+     "compare mem->virt_addr with the virt you passed; write through one mapping, read through "
+     "the other; bind a from_fd mem with offset > 0 and see which size set_io_mem accepts."),
+    ("A9", "RKNN_QUERY_MEM_SIZE total_dma_allocated_size = this context's DMA buffers at their "
+           "requested sizes: weights it allocated (not shared ones), internal (unless given from "
+           "outside), io buffers, and create_mem/create_mem2 buffers made with this ctx; "
+           "create_mem_from_fd and RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mems count nowhere.",
+     "query MEM_SIZE after rknn_init, after rknn_create_mem(ctx, 1 MiB + 1), after "
+     "rknn_destroy_mem, after create_mem_from_fd, and for a SHARE_WEIGHT_MEM context."),
+    ("A10", "rknn_init allocates one io DMA buffer per input and output (native size_with_stride); "
+            "with RKNN_FLAG_MEM_ALLOC_OUTSIDE they are allocated on first use instead.",
+     "right after rknn_init, total_dma_allocated_size - total_weight_size - total_internal_size "
+     "should equal the sum of the native size_with_stride of all inputs and outputs."),
+    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments (a board's cacheable "
+            "buffers need it).",
+     "write an input through a cacheable mem and run with and without "
+     "RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs."),
+    ("A12", "rknn_inputs_set takes UINT8, INT8, FLOAT32 and FLOAT16 inputs as raw values: it "
+            "normalises them with the model's mean/std, quantizes with the native zp/scale "
+            "(round half to even, saturating) and writes the native layout; INT8 is not taken as "
+            "already quantized.",
+     "feed one image as UINT8 and as INT8 (pixel values below 128) and compare the outputs; "
+     "compare with pass_through bytes quantized by hand."),
+    ("A13", "An input mem bound with set_io_mem holds INT8 values already quantized (its layout "
+            "converted if the attr is not the native one); a UINT8 or float bound input holds raw "
+            "values that the run normalises and quantizes.",
+     "the model zoo's zero-copy demo sets type UINT8 on the native input attr and writes raw "
+     "pixels: compare its outputs with inputs_set of the same image."),
+    ("A14", "rknn_outputs_get with want_float=0 returns int8 in the plain attr's layout (NCHW for "
+            "4-D outputs, converted from NC1HWC2 on the CPU); want_float=1 float32 in the same "
+            "layout.",
+     "for yolov5s, compare outputs_get(want_float=0) bytes with an output mem bound with the "
+     "native attr."),
+    ("A15", "Error codes where the docs give none: rknn_run before set_weight_mem / "
+            "set_internal_mem with *_ALLOC_OUTSIDE -> PARAM_INVALID; any call but query/destroy "
+            "on a COLLECT_MODEL_INFO_ONLY context -> CTX_INVALID (other queries PARAM_INVALID); "
+            "outputs_get before any run -> OUTPUT_INVALID; an is_prealloc buffer too small -> "
+            "PARAM_INVALID; bad arguments to the create_mem family -> PARAM_INVALID (the C "
+            "function returns NULL); releasing a buffer outputs_get did not allocate -> "
+            "PARAM_INVALID (ignored for is_prealloc=1).",
+     "make each of these calls on a board and compare the return codes."),
+    ("A16", "rknn_run without any rknn_inputs_set runs on whatever the input buffer holds (zeros "
+            "at first) and does not fail.",
+     "rknn_init then rknn_run without rknn_inputs_set: check the return code."),
+    ("A17", "CORE_0_1 and CORE_0_1_2 occupy all their cores for the run and speed its cycle part "
+            "up by n x 0.7 (1.4x on two cores, 2.1x on three); the fixed per-run overhead is not "
+            "divided.",
+     "median rknn_run time of one context with CORE_0, CORE_0_1 and CORE_0_1_2."),
+    ("A18", "RKNN_NPU_CORE_AUTO puts each run on the least busy core (fewest runs holding or "
+            "waiting for it, lowest index on ties); runs on one core queue in wall time.",
+     "two threads with AUTO vs two with CORE_0: compare throughput; watch "
+     "/sys/kernel/debug/rknpu/load."),
+    ("A19", "NPU clocks: rk3588 1 GHz (facts sheet); rk3576 1 GHz, rk3568/rk3566 0.9 GHz and "
+            "rk3562 1 GHz with 1 core are guesses.",
+     "cat /sys/kernel/debug/rknpu/freq (root) or the NPU's devfreq cur_freq/max_freq."),
+    ("A20", "One timing law for every SoC and model: 1.23924 x cycles / clock + 0.59207 ms, fitted "
+            "on rk3588 mobilenet_v2 and yolov5s_relu. The compiler's cycles do not tell SiLU from "
+            "ReLU, so yolov5s gets yolov5s_relu's time. Elsewhere it is rough: rk3568 "
+            "mobilenet_v2 4.72 ms (zoo 5.53), yolov5s 34.4 ms (zoo yolov5s_relu 39.2); rk3576 "
+            "mobilenet_v2 3.56 ms (zoo 2.14).",
+     "median rknn_run wall time over 100 runs on the board vs RKNN_QUERY_PERF_RUN here."),
+    ("A21", "RKNN_QUERY_PERF_RUN gives the modeled duration of the last run in microseconds "
+            "(including the fixed overhead, excluding time queued behind other contexts).",
+     "compare PERF_RUN with the wall time of rknn_run on an idle board."),
+    ("A22", "RKNN_FLAG_PRIOR_HIGH/MEDIUM/LOW are accepted and not modeled: runs waiting for a "
+            "core are served in whatever order the core's lock wakes them.",
+     "two contexts of different priority sharing CORE_0 from two threads: compare their "
+     "latencies."),
+    ("A23", "rknn_dup_context: the new context shares weights and model bytes, allocates its own "
+            "internal and io buffers, keeps the init flags, starts with core mask AUTO and no io "
+            "mems bound.",
+     "MEM_SIZE of the duplicate; run it without binding the original's io mems."),
+    ("A24", "RKNN_FLAG_SHARE_WEIGHT_MEM works only between contexts of the same network (the "
+            "simulator's models carry their weights; on a board the second model is exported "
+            "without them); shared weights live until the last context using them is destroyed.",
+     "destroy the first context, then run the sharing one."),
+    ("A25", "rknn_set_weight_mem needs RKNN_FLAG_MEM_ALLOC_OUTSIDE and copies the weights in "
+            "(real writes); rknn_set_internal_mem needs INTERNAL_ALLOC_OUTSIDE or "
+            "MEM_ALLOC_OUTSIDE; otherwise PARAM_INVALID.",
+     "call them on a context made without those flags."),
+    ("A26", "rknn_set_io_mem finds the tensor by attr.name (attr.index only breaks a tie between "
+            "an input and an output) and reads the buffer's layout and type from attr.fmt / "
+            "attr.type; the mem must hold that layout's bytes (size_with_stride for the native "
+            "attr, n_elems x element size for a dense float attr).",
+     "bind with an attr whose name is wrong, and with a mem one byte too small."),
+    ("A27", "rknn_destroy_mem of a mem still bound unbinds it: io falls back to the runtime's own "
+            "buffers; a destroyed weight/internal mem makes the next rknn_run fail.",
+     "on a board this is undefined (the NPU may read freed pages): check dmesg for IOMMU faults."),
+    ("A28", "The NPU's activations are not simulated, so internal memory is not written during "
+            "runs: contexts sharing one internal buffer while running at the same time get correct "
+            "outputs here, corrupted ones on a board.",
+     "run two contexts sharing internal memory concurrently and compare their outputs with "
+     "sequential runs."),
+    ("A29", "rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM falls back to DRAM (no SRAM is "
+            "simulated; total_sram_size and free_sram_size are 0).",
+     "create_mem2 with TRY_ALLOC_SRAM on a board with and without SRAM in the device tree; "
+     "query MEM_SIZE."),
+    ("A30", "phys_addr of a mem is a made-up NPU (IOMMU) address, page-aligned and increasing; on "
+            "a board it is the IOVA the NPU uses.",
+     "print mem->phys_addr of a few create_mem calls on a board."),
+    ("A31", "NC1HWC2 padding channels (past C) are written as zeros by the input conversion and "
+            "by the twin's outputs (the stand-in fills them with pattern bytes).",
+     "read the padding bytes of a native NC1HWC2 output mem after a run on a board."),
+]
+
+
+def _assumptions_text() -> str:
+    lines = []
+    for key, assumption, check in ASSUMPTIONS:
+        lines.append(f"{key}: {assumption}\n    check: {check}")
+    return "\n".join(lines)
+
+
+__doc__ = f"{__doc__ or ''}\n{_assumptions_text()}\n"
+
+__all__ = ["SimRuntime", "ASSUMPTIONS"]

@@ -1,0 +1,138 @@
+"""What the simulated runtime holds for one rknn_context."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..rknn import abi
+from .layout import Layout
+from .memory import DmaBuffer, heap_free
+from .mems import TensorMem
+from .model import SimModel
+
+
+@dataclass(eq=False)
+class ModelBytes:
+    """The .rknn bytes the runtime keeps: its own malloc'd copy (``heap`` set),
+    or the caller's create_mem2 buffer (RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
+    ``mem`` set).  Shared by dup_context; ``refs`` counts the contexts."""
+    address: int
+    size: int
+    heap: bool
+    mem: Optional[TensorMem] = None
+    refs: int = 1
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs == 0 and self.heap:
+            heap_free(self.address)
+
+
+@dataclass(eq=False)
+class Weights:
+    """Where a context's weights are, shared by dup_context and SHARE_WEIGHT_MEM.
+
+    ``buffer``: allocated by the runtime for context ``owner`` (whose DMA total
+    counts it).  ``mem``: the caller's (set_weight_mem) or the model buffer
+    itself (MODEL_BUFFER_ZERO_COPY).  Neither: MEM_ALLOC_OUTSIDE before
+    set_weight_mem.
+    """
+    owner: int
+    buffer: Optional[DmaBuffer] = None
+    mem: Optional[TensorMem] = None
+    refs: int = 1
+
+    @property
+    def present(self) -> bool:
+        return self.buffer is not None or (self.mem is not None and not self.mem.dead)
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs == 0 and self.buffer is not None:
+            self.buffer.close()
+
+
+@dataclass(eq=False)
+class Binding:
+    """A mem bound to an io tensor by set_io_mem, in the layout of the attr given.
+    ``zero_copy``: that layout is the native one, so the NPU uses the mem as is;
+    otherwise the runtime converts between the mem and its own buffer."""
+    mem: TensorMem
+    layout: Layout
+    zero_copy: bool
+
+
+@dataclass(eq=False)
+class Context:
+    """One live context: its model, its buffers, its bindings."""
+    handle: int
+    model: SimModel
+    flags: int
+    model_bytes: Optional[ModelBytes] = None
+    weights: Optional[Weights] = None
+    internal: Optional[DmaBuffer] = None         # allocated by the runtime
+    internal_mem: Optional[TensorMem] = None     # set_internal_mem
+    # the runtime's own io buffers in native layout (None: not allocated yet)
+    input_staging: List[Optional[DmaBuffer]] = field(default_factory=list)
+    output_staging: List[Optional[DmaBuffer]] = field(default_factory=list)
+    input_bindings: Dict[int, Binding] = field(default_factory=dict)
+    output_bindings: Dict[int, Binding] = field(default_factory=dict)
+    core_mask: int = abi.RKNN_NPU_CORE_AUTO
+    # outputs_get buffers (is_prealloc = 0) not yet released: address -> bytes
+    heap_outputs: Dict[int, int] = field(default_factory=dict)
+    runs: int = 0
+    last_run_us: int = 0
+    alive: bool = True
+    # held for the whole of each API call on this context
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.input_staging = [None] * len(self.model.inputs)
+        self.output_staging = [None] * len(self.model.outputs)
+
+    def has(self, flag: int) -> bool:
+        return bool(self.flags & flag)
+
+    @property
+    def info_only(self) -> bool:
+        return self.has(abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+
+    @property
+    def internal_present(self) -> bool:
+        return self.internal is not None or (self.internal_mem is not None and not self.internal_mem.dead)
+
+    def own_dma_bytes(self) -> int:
+        """Bytes of the DMA buffers the runtime allocated for this context
+        (weights it allocated, internal, io staging; not create_mem mems)."""
+        total = sum(b.size for b in self.input_staging + self.output_staging if b is not None)
+        if self.internal is not None:
+            total += self.internal.size
+        if self.weights is not None and self.weights.owner == self.handle and self.weights.buffer is not None:
+            total += self.weights.buffer.size
+        return total
+
+    def staging(self, outputs: bool, index: int) -> DmaBuffer:
+        """The runtime's own buffer for an io tensor, allocated on first use."""
+        buffers = self.output_staging if outputs else self.input_staging
+        if buffers[index] is None:
+            spec = (self.model.outputs if outputs else self.model.inputs)[index]
+            buffers[index] = DmaBuffer.allocate(spec.native.nbytes, f"rknn-{'out' if outputs else 'in'}{index}")
+        return buffers[index]
+
+    def release_buffers(self) -> None:
+        """Free everything the runtime allocated for this context (rknn_destroy)."""
+        for address in self.heap_outputs:
+            heap_free(address)
+        self.heap_outputs.clear()
+        for buffer in self.input_staging + self.output_staging:
+            if buffer is not None:
+                buffer.close()
+        if self.internal is not None:
+            self.internal.close()
+        if self.weights is not None:
+            self.weights.release()
+        if self.model_bytes is not None:
+            self.model_bytes.release()
+        self.input_bindings.clear()
+        self.output_bindings.clear()

@@ -1,0 +1,85 @@
+"""rknn_tensor_mem objects: the struct the caller holds and the buffer behind it.
+
+The struct is malloc'd, as librknnrt mallocs it, and rknn_destroy_mem frees
+it.  The Python pointer handed out carries the mem's id, so destroying the
+same pointer twice is recognised even after malloc has reused the address.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+
+import numpy as np
+
+from ..rknn import abi
+from .memory import PAGE_SIZE, DmaBuffer, heap_alloc, heap_free
+
+MEM_POINTER = ctypes.POINTER(abi.rknn_tensor_mem)
+#: attribute of the returned pointer objects that holds the mem's id
+ID_ATTRIBUTE = "_rknnlab_mem_id"
+
+_ids = itertools.count(1)
+# Made-up NPU (IOMMU) addresses for phys_addr: the NPU sees buffers at IOVAs, not at
+# CPU physical addresses; each buffer gets the next page-aligned range.
+_iova_lock = threading.Lock()
+_next_iova = 0x1000_0000
+
+
+def _take_iova(size: int) -> int:
+    global _next_iova
+    with _iova_lock:
+        iova = _next_iova
+        _next_iova += -(-size // PAGE_SIZE) * PAGE_SIZE
+        return iova
+
+
+class TensorMem:
+    """One rknn_tensor_mem the runtime made: struct, buffer and bookkeeping.
+
+    ``ctx`` is the context it was created with (0 for
+    RKNN_MEM_FLAG_ALLOC_NO_CONTEXT); ``imported`` marks create_mem_from_fd
+    mems, whose pages somebody else allocated.  ``users`` counts runtime calls
+    touching the bytes right now: a mem destroyed meanwhile is unmapped when
+    the last of them is done.
+    """
+
+    def __init__(self, buffer: DmaBuffer, size: int, offset: int, ctx: int, imported: bool) -> None:
+        self.mem_id = next(_ids)
+        self.buffer = buffer
+        self.size = size
+        self.offset = offset
+        self.ctx = ctx
+        self.imported = imported
+        self.users = 0
+        self.dead = False
+        self.struct_address = heap_alloc(ctypes.sizeof(abi.rknn_tensor_mem))
+        self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
+        struct = self.pointer.contents
+        struct.virt_addr = buffer.address
+        struct.phys_addr = _take_iova(size)
+        struct.fd = buffer.fd
+        struct.offset = offset
+        struct.size = size
+        struct.flags = (abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_FD if imported
+                        else abi.RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE)
+        struct.priv_data = None
+        setattr(self.pointer, ID_ATTRIBUTE, self.mem_id)
+
+    @property
+    def available(self) -> int:
+        """Bytes from ``offset`` to the end: what a tensor bound here may use."""
+        return self.size - self.offset
+
+    def data(self, nbytes: int) -> np.ndarray:
+        """uint8 view of the tensor bytes (``nbytes`` from ``offset``)."""
+        return self.buffer.array(nbytes, self.offset)
+
+    def contains(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in this mem's mapping."""
+        return self.buffer.address <= address and address + nbytes <= self.buffer.address + self.size
+
+    def free(self) -> None:
+        """Unmap the buffer (closing its fd unless imported) and free the struct."""
+        self.buffer.close()
+        heap_free(self.struct_address)

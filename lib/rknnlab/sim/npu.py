@@ -1,0 +1,182 @@
+"""The modeled NPU: how long a run takes, and which core it occupies.
+
+Run time (one core) = CYCLE_TIME_SCALE * (compiler cycles / NPU clock) + RUN_OVERHEAD_S.
+The compiler's per-layer cycle counts (the compiler report) are a pure NPU
+estimate; the scale and the fixed per-run overhead (job submission, cache
+maintenance, interrupt, wake-up) are fitted to the RKNN model zoo's published
+RK3588 single-core numbers (facts sheet section 5):
+
+    mobilenet_v2  rk3588: 1,312,664 cycles -> 1 / 450.7 FPS = 2.2188 ms
+    yolov5s_relu  rk3588: 11,730,226 cycles -> 1 / 66.1 FPS = 15.1286 ms
+    a = (15.1286 - 2.2188) / (11.730226 - 1.312664) = 1.23924
+    b = 2.2188 - a * 1.312664 = 0.59207 ms
+
+(:func:`calibrate` does this computation; tests/test_sim_timing.py redoes it
+from the reports.)  Other SoCs reuse a and b with their own cycle counts and
+clocks, which the zoo's numbers bear out only roughly (see ASSUMPTIONS A20).
+
+The NPU is process-wide: one :class:`Npu` per SoC, one lock per core.  A run
+holds the locks of its cores for its modeled time, so runs on different cores
+overlap in wall time and runs on the same core queue.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Tuple
+
+from ..rknn import abi
+
+
+@dataclass(frozen=True)
+class SocNpu:
+    """What the timing model needs to know about one SoC's NPU."""
+    cores: int
+    clock_hz: float
+
+
+#: NPU cores (facts sheet section 3) and clocks (RK3588 1 GHz, facts sheet; the
+#: others are assumptions, ASSUMPTIONS A19).
+SOCS: Dict[str, SocNpu] = {
+    "rk3588": SocNpu(cores=3, clock_hz=1.0e9),
+    "rk3576": SocNpu(cores=2, clock_hz=1.0e9),
+    "rk3568": SocNpu(cores=1, clock_hz=0.9e9),
+    "rk3566": SocNpu(cores=1, clock_hz=0.9e9),
+    "rk3562": SocNpu(cores=1, clock_hz=1.0e9),
+}
+SOC_ALIASES = {"rk3588s": "rk3588"}
+
+#: the zoo's RK3588 single-core figures the timing is calibrated against
+CALIBRATION_POINTS = (("mobilenet_v2", 1 / 450.7), ("yolov5s_relu", 1 / 66.1))
+#: a and b of the module docstring (computed by calibrate(), then fixed here so
+#: that timing does not move when a report is rebuilt; the tests recompute them)
+CYCLE_TIME_SCALE = 1.23924
+RUN_OVERHEAD_S = 0.59207e-3
+#: A run spread over n cores runs n * this faster (ASSUMPTIONS A17).
+MULTI_CORE_EFFICIENCY = 0.7
+
+#: masks of rknn_set_core_mask -> the cores they name (ALL = every core the SoC has)
+_MASK_CORES: Dict[int, Tuple[int, ...]] = {
+    abi.RKNN_NPU_CORE_0: (0,), abi.RKNN_NPU_CORE_1: (1,), abi.RKNN_NPU_CORE_2: (2,),
+    abi.RKNN_NPU_CORE_0_1: (0, 1), abi.RKNN_NPU_CORE_0_1_2: (0, 1, 2),
+}
+# the last stretch of a wait is spun rather than slept: sleep() overshoots by ~0.05-0.1 ms
+_SPIN_S = 0.2e-3
+
+
+def calibrate(cycles_fast: int, seconds_fast: float, cycles_slow: int, seconds_slow: float,
+              clock_hz: float) -> Tuple[float, float]:
+    """(a, b) such that a * cycles / clock_hz + b hits both measured run times."""
+    scale = (seconds_slow - seconds_fast) / ((cycles_slow - cycles_fast) / clock_hz)
+    return scale, seconds_fast - scale * cycles_fast / clock_hz
+
+
+def soc_npu(soc: str) -> SocNpu:
+    """The NPU of ``soc`` (ValueError naming the known SoCs otherwise)."""
+    name = SOC_ALIASES.get(soc.lower(), soc.lower())
+    if name not in SOCS:
+        raise ValueError(f"the simulator does not know SoC {soc!r}; known: {', '.join(SOCS)}")
+    return SOCS[name]
+
+
+def run_seconds(cycles: int, soc: str, n_cores: int = 1) -> float:
+    """Modeled wall time of one rknn_run of a model of ``cycles`` on ``n_cores`` cores."""
+    speedup = 1.0 if n_cores == 1 else n_cores * MULTI_CORE_EFFICIENCY
+    return CYCLE_TIME_SCALE * cycles / soc_npu(soc).clock_hz / speedup + RUN_OVERHEAD_S
+
+
+def wait_until(deadline: float) -> None:
+    """Block until time.perf_counter() reaches ``deadline``: sleep for the bulk,
+    then busy-wait for the last fraction of a millisecond.  The busy wait does
+    not yield: sched_yield would hand the core to any busy process (and come
+    back milliseconds late on a loaded machine), sleep(0) costs the timer slack."""
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return
+        if remaining > _SPIN_S:
+            time.sleep(remaining - _SPIN_S)
+
+
+@dataclass(frozen=True)
+class RunSlot:
+    """One run's hold on the NPU: its cores, modeled duration and start (perf_counter)."""
+    cores: Tuple[int, ...]
+    seconds: float
+    start: float
+
+
+class Npu:
+    """The NPU of one SoC as the whole process sees it."""
+
+    def __init__(self, soc: str) -> None:
+        self.soc = soc
+        self.n_cores = soc_npu(soc).cores
+        self._core_locks = [threading.Lock() for _ in range(self.n_cores)]
+        # runs holding or waiting for each core, so AUTO can pick the least busy
+        self._claims = [0] * self.n_cores
+        self._claims_lock = threading.Lock()
+
+    def mask_valid(self, core_mask: int) -> bool:
+        """Whether this SoC has the cores ``core_mask`` names."""
+        if core_mask in (abi.RKNN_NPU_CORE_AUTO, abi.RKNN_NPU_CORE_ALL):
+            return True
+        cores = _MASK_CORES.get(core_mask)
+        return cores is not None and max(cores) < self.n_cores
+
+    def cores_of(self, core_mask: int) -> Tuple[int, ...]:
+        """The cores a fixed mask names (AUTO is resolved per run by :meth:`occupy`)."""
+        if core_mask == abi.RKNN_NPU_CORE_ALL:
+            return tuple(range(self.n_cores))
+        return _MASK_CORES[core_mask]
+
+    @contextmanager
+    def occupy(self, core_mask: int, cycles: int, since: float) -> Iterator[RunSlot]:
+        """Hold the cores of ``core_mask`` for one run of ``cycles`` asked for at
+        ``since`` (perf_counter): waits for the cores to be free (queueing
+        behind other contexts' runs), yields the slot, and on leaving blocks
+        until the modeled time has passed since the run started, which is
+        ``since`` if the cores were free (the runtime's own overhead is part of
+        the modeled time), else when they became free.  Work done inside the
+        block overlaps the modeled time; work longer than it makes the run
+        that long."""
+        with self._claims_lock:
+            if core_mask == abi.RKNN_NPU_CORE_AUTO:
+                cores: Tuple[int, ...] = (min(range(self.n_cores), key=self._claims.__getitem__),)
+            else:
+                cores = self.cores_of(core_mask)
+            for core in cores:
+                self._claims[core] += 1
+        held: List[int] = []
+        queued = False
+        try:
+            for core in cores:  # always in ascending order: no deadlock between masks
+                lock = self._core_locks[core]
+                if not lock.acquire(blocking=False):
+                    lock.acquire()
+                    queued = True
+                held.append(core)
+            start = time.perf_counter() if queued else since
+            slot = RunSlot(cores, run_seconds(cycles, self.soc, len(cores)), start)
+            yield slot
+            wait_until(slot.start + slot.seconds)
+        finally:
+            for core in held:
+                self._core_locks[core].release()
+            with self._claims_lock:
+                for core in cores:
+                    self._claims[core] -= 1
+
+
+_npus: Dict[str, Npu] = {}
+_npus_lock = threading.Lock()
+
+
+def npu_for(soc: str) -> Npu:
+    """The process-wide NPU of ``soc``: every SimRuntime of that SoC shares it."""
+    with _npus_lock:
+        if soc not in _npus:
+            _npus[soc] = Npu(soc)
+        return _npus[soc]

@@ -1,0 +1,152 @@
+"""What the modeled NPU computes: output values from native input bytes.
+
+Two sources, chosen per model by whether its fp32 ONNX twin is present:
+
+- :class:`TwinValues` (mobilenet_v2, yolov5n, digits_cnn): the native int8
+  input is dequantized, laid out NCHW and run through the twin with
+  onnxruntime; the float outputs are quantized with each output's zp/scale
+  into its native layout.  Values match the INT8 model up to quantization
+  error (the twin is the network before INT8 conversion).  Results are cached
+  on the exact input bytes, so a repeated input costs a fingerprint and a
+  memcmp instead of an inference.
+- :class:`StandInValues` (yolov5s, yolov5s_relu, yolov5m, resnet50: no twin
+  shipped): a fixed pseudo-random int8 pattern per output (seeded by the model
+  name), rotated by a checksum of all input bytes.  Deterministic, changes
+  with any input byte, costs one roll per output; the values mean nothing
+  (no detections, no classes) and padding bytes are not kept zero.
+"""
+from __future__ import annotations
+
+import threading
+import zlib
+from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from .layout import dequantize, quantize
+from .memory import address_of, same_bytes
+
+if TYPE_CHECKING:
+    from .model import SimModel
+
+#: inputs remembered per model; a small number keeps the simulator's own RSS out
+#: of the measurements (a video pipeline with double buffering needs 2)
+CACHE_ENTRIES = 4
+#: onnxruntime threads per inference: small, so contexts on several threads
+#: do not oversubscribe the host's cores
+ONNX_THREADS = 2
+# bytes sampled (evenly spread) for the cheap fingerprint that precedes memcmp
+_FINGERPRINT_SAMPLES = 1024
+
+
+def _fingerprint(native_inputs: Sequence[np.ndarray]) -> Tuple[int, ...]:
+    prints = []
+    for data in native_inputs:
+        step = max(1, data.size // _FINGERPRINT_SAMPLES)
+        prints.append(hash((data.size, data[::step].tobytes())))
+    return tuple(prints)
+
+
+class TwinValues:
+    """Outputs from the model's ONNX twin (onnxruntime), cached on input bytes."""
+
+    def __init__(self, model: "SimModel") -> None:
+        self.model = model
+        self._session = None
+        self._session_lock = threading.Lock()
+        # most recent first: (fingerprint, input copies, native outputs)
+        self._cache: List[Tuple[Tuple[int, ...], List[np.ndarray], List[np.ndarray]]] = []
+        self._cache_lock = threading.Lock()
+        self.inferences = 0  # onnxruntime calls so far (the cache's misses)
+
+    def compute(self, native_inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Native int8 output bytes (one uint8 array per output, native size)
+        for the native input bytes given (one uint8 array per input)."""
+        fingerprint = _fingerprint(native_inputs)
+        with self._cache_lock:
+            for position, (cached_print, cached_inputs, outputs) in enumerate(self._cache):
+                if cached_print == fingerprint and all(
+                        a.nbytes == b.nbytes and same_bytes(address_of(a), address_of(b), a.nbytes)
+                        for a, b in zip(cached_inputs, native_inputs)):
+                    self._cache.insert(0, self._cache.pop(position))
+                    return outputs
+        # a private copy: the key, and safe from writes to the io buffers meanwhile
+        inputs = [np.array(data, copy=True) for data in native_inputs]
+        outputs = self._infer(inputs)
+        with self._cache_lock:
+            self._cache.insert(0, (fingerprint, inputs, outputs))
+            del self._cache[CACHE_ENTRIES:]
+        return outputs
+
+    def _infer(self, native_inputs: List[np.ndarray]) -> List[np.ndarray]:
+        session = self._get_session()
+        onnx_inputs = [i.name for i in session.get_inputs()]
+        onnx_outputs = [o.name for o in session.get_outputs()]
+        feed = {}
+        for spec, data, onnx_name in zip(self.model.inputs, native_inputs,
+                                          _matched(self.model.inputs, onnx_inputs)):
+            values = dequantize(spec.native.read(data), spec.zp, spec.scale)
+            feed[onnx_name] = np.ascontiguousarray(values)
+        results = dict(zip(onnx_outputs, session.run(None, feed)))
+        self.inferences += 1
+        outputs = []
+        for spec, onnx_name in zip(self.model.outputs, _matched(self.model.outputs, onnx_outputs)):
+            values = np.asarray(results[onnx_name]).reshape(spec.logical)
+            native = np.zeros(spec.native.nbytes, np.uint8)
+            spec.native.write(quantize(values, spec.zp, spec.scale), native)
+            outputs.append(native)
+        return outputs
+
+    def _get_session(self):  # -> onnxruntime.InferenceSession
+        with self._session_lock:
+            if self._session is None:
+                try:
+                    import onnxruntime
+                except ImportError as exc:
+                    raise ImportError(
+                        f"the simulator computes {self.model.name}'s outputs with onnxruntime, "
+                        "which is not installed: pip install 'rknnlab[sim]' (or onnxruntime)") from exc
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = ONNX_THREADS
+                options.inter_op_num_threads = 1
+                options.log_severity_level = 3
+                self._session = onnxruntime.InferenceSession(
+                    str(self.model.report.onnx_path), options, providers=["CPUExecutionProvider"])
+            return self._session
+
+
+def _matched(specs, onnx_names: List[str]) -> List[str]:
+    """The ONNX io name for each RKNN tensor: by name where all match, else by position."""
+    names = [spec.name for spec in specs]
+    if set(names) <= set(onnx_names):
+        return names
+    if len(onnx_names) != len(names):
+        raise ValueError(f"the ONNX twin has {len(onnx_names)} tensors where the model has {len(names)}")
+    return onnx_names
+
+
+class StandInValues:
+    """Deterministic stand-in outputs for models shipped without an ONNX twin."""
+
+    def __init__(self, model: "SimModel") -> None:
+        self.model = model
+        self._patterns = []
+        for spec in model.outputs:
+            seed = zlib.crc32(f"{model.name}/{spec.index}".encode())
+            self._patterns.append(
+                np.random.default_rng(seed).integers(-128, 128, spec.native.nbytes, dtype=np.int8)
+                .view(np.uint8))
+
+    def compute(self, native_inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        checksum = 0
+        for data in native_inputs:
+            checksum = zlib.crc32(data, checksum)
+        return [np.roll(pattern, checksum % pattern.size) for pattern in self._patterns]
+
+
+def values_for(model: "SimModel") -> Union[TwinValues, StandInValues]:
+    """The output source of ``model``: its ONNX twin if shipped, else the stand-in."""
+    onnx_path = model.report.onnx_path
+    if onnx_path is not None and onnx_path.exists():
+        return TwinValues(model)
+    return StandInValues(model)

@@ -1,0 +1,895 @@
+"""SimRuntime: the RKNN C API with real CPU-side memory and a modeled NPU.
+
+Each method keeps the semantics of the C function of the same name (facts
+sheet section 1) and raises the RknnError subclass of the code the runtime
+would return, with a message that says what was wrong.  Where the public docs
+are silent, the choice made is listed in rknnlab.sim.ASSUMPTIONS.
+
+Locking: each context has a lock held for the whole of every call that
+touches its own buffers (inputs_set, run, outputs_get/release, set_weight_mem,
+destroy), so rknn_destroy waits for a run in another thread; the other calls
+(query, the mem calls, set_core_mask, dup_context) only take the runtime's
+lock, briefly, so that a query from another thread does not wait for a run.
+The runtime's lock guards the tables; mems in use by a call are pinned, so
+destroying them from another thread unmaps them only when the call is done.
+NPU core locks are taken inside a context's lock and never while the
+runtime's lock is held.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from ..rknn import abi, errors
+from ..rknn.runtime import MemPtr, ModelSource, Runtime
+from .context import Binding, Context, ModelBytes, Weights
+from .layout import Layout, LayoutError, dequantize
+from .memory import DmaBuffer, array_at, heap_alloc, heap_free
+from .mems import ID_ATTRIBUTE, MEM_POINTER, TensorMem
+from .model import SimModel, TensorSpec, UnknownModelError, identify
+from .npu import SOC_ALIASES, npu_for, soc_npu
+
+API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
+DRIVER_VERSION = "none (simulated)"
+
+#: init flags the simulator honours (the priorities are values of the low two bits)
+_PRIORITY_BITS = abi.RKNN_FLAG_PRIOR_MEDIUM | abi.RKNN_FLAG_PRIOR_LOW
+_HONOURED_FLAGS = (_PRIORITY_BITS | abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE | abi.RKNN_FLAG_SHARE_WEIGHT_MEM
+                   | abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE
+                   | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
+_MEM_ALLOC_FLAGS = (abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+                    | abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+
+#: query command -> (attr kind, outputs?) for the six attr queries
+_ATTR_QUERIES: Dict[int, Tuple[str, bool]] = {
+    abi.RKNN_QUERY_INPUT_ATTR: ("plain", False),
+    abi.RKNN_QUERY_OUTPUT_ATTR: ("plain", True),
+    abi.RKNN_QUERY_NATIVE_INPUT_ATTR: ("native", False),
+    abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR: ("native", True),
+    abi.RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR: ("native_nhwc", False),
+    abi.RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR: ("native_nhwc", True),
+}
+_ANSWERED = set(_ATTR_QUERIES) | {abi.RKNN_QUERY_IN_OUT_NUM, abi.RKNN_QUERY_MEM_SIZE,
+                                  abi.RKNN_QUERY_SDK_VERSION, abi.RKNN_QUERY_PERF_RUN}
+_INFO_ONLY_ANSWERED = (abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_IN_OUT_NUM)
+
+_INPUT_TYPES = (abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_FLOAT32,
+                abi.RKNN_TENSOR_FLOAT16)
+_OUTPUT_TYPES = (abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_FLOAT32, abi.RKNN_TENSOR_FLOAT16)
+
+# context handles are unique in the process, never reused: a stale handle is always caught
+_handles = itertools.count(0x5100)
+
+
+def _error(code: int, function: str, detail: str) -> errors.RknnError:
+    return errors.error_for(code, function, detail)
+
+
+def _type_name(rknn_type: int) -> str:
+    return abi.TYPE_NAMES.get(rknn_type, str(rknn_type))
+
+
+def _fmt_name(fmt: int) -> str:
+    return abi.FMT_NAMES.get(fmt, str(fmt))
+
+
+def _flag_names(bits: int) -> str:
+    names = []
+    for bit in range(32):
+        value = 1 << bit
+        if bits & value:
+            names.append(abi.INIT_FLAG_NAMES.get(value, f"0x{value:x}"))
+    return ", ".join(names)
+
+
+class SimRuntime(Runtime):
+    """The RKNN runtime of one simulated SoC (``rk3588`` by default).
+
+    Memory is real (libc malloc, memfd + mmap DMA stand-ins), layout
+    conversion and (de)quantization are real numpy work, and rknn_run blocks
+    for the NPU time modeled from the compiler report, on a process-wide NPU
+    with the SoC's cores.  Only the course models in data/models load.
+    """
+
+    backend = "sim"
+
+    def __init__(self, soc: str = "rk3588") -> None:
+        soc_npu(soc)  # ValueError naming the known SoCs
+        self.soc = SOC_ALIASES.get(soc.lower(), soc.lower())
+        self.npu = npu_for(self.soc)
+        self._lock = threading.RLock()
+        self._contexts: Dict[int, Context] = {}
+        self._destroyed: Set[int] = set()
+        self._mems_by_address: Dict[int, TensorMem] = {}
+        self._mems_by_id: Dict[int, TensorMem] = {}
+
+    def __repr__(self) -> str:
+        return f"<SimRuntime {self.soc}: {len(self._contexts)} contexts, {len(self._mems_by_id)} mems>"
+
+    # ------------------------------------------------------------------ plumbing
+    def _context(self, ctx: int, function: str) -> Context:
+        with self._lock:
+            context = self._contexts.get(ctx)
+            if context is not None:
+                return context
+            if ctx in self._destroyed:
+                detail = f"context 0x{ctx:x} was destroyed (rknn_destroy); every later call with it fails"
+            elif not ctx:
+                detail = "ctx is 0: rknn_init did not succeed, or the context was never made"
+            else:
+                detail = f"0x{ctx:x} is not a context of this runtime"
+            raise _error(abi.RKNN_ERR_CTX_INVALID, function, detail)
+
+    @contextmanager
+    def _using(self, ctx: int, function: str, info_only_ok: bool = False,
+               exclusive: bool = True) -> Iterator[Context]:
+        """The live context ``ctx``; ``exclusive``: locked for the call."""
+        context = self._context(ctx, function)
+        if context.info_only and not info_only_ok:
+            raise _error(abi.RKNN_ERR_CTX_INVALID, function,
+                         "this context was made with RKNN_FLAG_COLLECT_MODEL_INFO_ONLY: it only "
+                         "answers RKNN_QUERY_MEM_SIZE and RKNN_QUERY_IN_OUT_NUM; init again "
+                         "without the flag to run the model")
+        if not exclusive:
+            yield context
+            return
+        with context.lock:
+            self._check_alive(context, function)  # destroyed while we waited for the lock?
+            yield context
+
+    @staticmethod
+    def _check_alive(context: Context, function: str) -> None:
+        if not context.alive:
+            raise _error(abi.RKNN_ERR_CTX_INVALID, function, f"context 0x{context.handle:x} was destroyed")
+
+    def _mem(self, mem: MemPtr, function: str) -> TensorMem:
+        """The live TensorMem behind a pointer (or struct) the caller passes."""
+        if isinstance(mem, MEM_POINTER):
+            if not mem:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, function, "mem is NULL")
+            mem_id = getattr(mem, ID_ATTRIBUTE, None)
+            address = ctypes.addressof(mem.contents)
+        elif isinstance(mem, abi.rknn_tensor_mem):
+            mem_id, address = None, ctypes.addressof(mem)
+        else:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, function,
+                         f"mem must be the rknn_tensor_mem pointer a create_mem call returned, "
+                         f"not {type(mem).__name__}")
+        with self._lock:
+            record = (self._mems_by_id.get(mem_id) if mem_id is not None
+                      else self._mems_by_address.get(address))
+        if record is None:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, function,
+                         "this mem was already destroyed (rknn_destroy_mem, or rknn_destroy of the "
+                         "context that created it)" if mem_id is not None else
+                         "this rknn_tensor_mem was not made by this runtime's create_mem family, "
+                         "or was already destroyed")
+        return record
+
+    @contextmanager
+    def _pinned(self, mems: Sequence[TensorMem], function: str) -> Iterator[None]:
+        """Keep the mems' pages mapped while a call reads or writes them, even if
+        another thread destroys them meanwhile."""
+        with self._lock:
+            if any(mem.dead for mem in mems):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, function,
+                             "a mem this call uses was destroyed (rknn_destroy_mem) by another thread")
+            for mem in mems:
+                mem.users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for mem in mems:
+                    mem.users -= 1
+                    if mem.dead and mem.users == 0:
+                        mem.free()
+
+    def _register_mem(self, mem: TensorMem, context: Optional[Context], function: str) -> MemPtr:
+        with self._lock:
+            if context is not None and not context.alive:
+                mem.free()
+                self._check_alive(context, function)
+            self._mems_by_address[mem.struct_address] = mem
+            self._mems_by_id[mem.mem_id] = mem
+        return mem.pointer
+
+    def _kill_mem(self, mem: TensorMem) -> None:
+        """Forget a mem, unbind it everywhere, free it (now, or when its last user is done)."""
+        with self._lock:
+            self._mems_by_address.pop(mem.struct_address, None)
+            self._mems_by_id.pop(mem.mem_id, None)
+            mem.dead = True
+            for context in self._contexts.values():
+                for bindings in (context.input_bindings, context.output_bindings):
+                    for index in [i for i, b in bindings.items() if b.mem is mem]:
+                        del bindings[index]
+                if context.internal_mem is mem:
+                    context.internal_mem = None
+            if mem.users == 0:
+                mem.free()
+
+    def _mem_containing(self, address: int, size: int) -> Optional[TensorMem]:
+        with self._lock:
+            for mem in self._mems_by_id.values():
+                if mem.contains(address, size):
+                    return mem
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+    def init(self, model: ModelSource, flag: int = 0,
+             extend: Optional[abi.rknn_init_extend] = None, size: Optional[int] = None) -> int:
+        """rknn_init.  A path, the model bytes, or (MODEL_BUFFER_ZERO_COPY) the
+        virt_addr of a create_mem2 buffer holding them plus ``size``.  The
+        model must be one of the course models (known by its sha256)."""
+        fn = "rknn_init"
+        unknown = flag & ~_HONOURED_FLAGS
+        if unknown or (flag & _PRIORITY_BITS) == _PRIORITY_BITS:
+            what = _flag_names(unknown) if unknown else "PRIOR_MEDIUM | PRIOR_LOW (0x3, not a priority)"
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"flag 0x{flag:x}: {what} is not modeled by the simulator, which does not "
+                         "ignore flags silently; drop it here, or use a board (backend='native')")
+        zero_copy = bool(flag & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
+        model_bytes, model_address, model_mem = self._read_model(model, zero_copy, extend, size, fn)
+        if not model_bytes.startswith(b"RKNN"):
+            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                         f"the {len(model_bytes)} bytes do not start with 'RKNN' (an ONNX file? a "
+                         "truncated download?)")
+        try:
+            sim_model = identify(model_bytes)
+        except UnknownModelError as exc:
+            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                         "the simulator only knows the course models in data/models; this file's "
+                         f"sha256 is {exc.sha256}; on a board the native backend runs any model") from None
+        if sim_model.target != self.soc:
+            raise _error(abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH, fn,
+                         f"{sim_model.name} was compiled for {sim_model.target}, this simulator is a "
+                         f"{self.soc}: load data/models/{sim_model.name}/{self.soc}.rknn, or "
+                         f"SimRuntime(soc='{sim_model.target}')")
+        context = Context(next(_handles), sim_model, flag)
+        if not context.info_only:  # a model-info context allocates nothing
+            if flag & abi.RKNN_FLAG_SHARE_WEIGHT_MEM:
+                context.weights = self._share_weights(extend, sim_model, fn)
+            try:
+                self._allocate(context, model_bytes, model_address, model_mem)
+            except (OSError, MemoryError) as exc:
+                with self._lock:
+                    context.release_buffers()
+                raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
+        with self._lock:
+            self._contexts[context.handle] = context
+        return context.handle
+
+    def _read_model(self, model: ModelSource, zero_copy: bool, extend: Optional[abi.rknn_init_extend],
+                    size: Optional[int], fn: str) -> Tuple[bytes, int, Optional[TensorMem]]:
+        """(model bytes, their address if the caller's memory holds them, the
+        create_mem2 mem holding them for ZERO_COPY)."""
+        address = 0
+        if isinstance(model, (str, os.PathLike)):
+            if size:
+                raise ValueError("a model path is passed with size 0; drop size=")
+            if zero_copy:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY needs the model in a create_mem2 "
+                             "buffer (pass its virt_addr and size), not a path")
+            try:
+                with open(model, "rb") as f:
+                    data = f.read()
+            except OSError as exc:
+                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn, f"cannot read {os.fspath(model)!r}: {exc}") from None
+        elif isinstance(model, int):
+            if not size:
+                raise ValueError("a model address needs its size: init(address, size=n)")
+            if zero_copy and self._mem_containing(model, size) is None:
+                address, data = 0, b""  # not ours to read: refused below
+            else:
+                address, data = model, ctypes.string_at(model, size)
+        else:
+            view = np.frombuffer(model, dtype=np.uint8)
+            if size is not None and size != view.nbytes:
+                raise ValueError(f"size={size} but the model buffer holds {view.nbytes} bytes")
+            address, data = (view.ctypes.data if view.nbytes else 0), view.tobytes()
+        if extend is not None and extend.real_model_size:
+            start, end = extend.real_model_offset, extend.real_model_offset + extend.real_model_size
+            if start < 0 or end > len(data):
+                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                             f"extend.real_model_offset/size [{start}, {end}) lie outside the "
+                             f"{len(data)} bytes given")
+            data, address = data[start:end], (address + start if address else 0)
+        model_mem = None
+        if zero_copy:
+            model_mem = self._mem_containing(address, len(data)) if address and data else None
+            if model_mem is None:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: the model bytes must lie in a buffer "
+                             "from rknn_create_mem2 (RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0); "
+                             "pass its virt_addr and the model size")
+            if extend is not None and extend.model_buffer_fd > 0 and extend.model_buffer_fd != model_mem.buffer.fd:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"extend.model_buffer_fd={extend.model_buffer_fd} is not the fd "
+                             f"({model_mem.buffer.fd}) of the mem holding the model")
+        return data, address, model_mem
+
+    def _share_weights(self, extend: Optional[abi.rknn_init_extend], model: SimModel, fn: str) -> Weights:
+        """The weights of extend.ctx, with a reference taken for the new context."""
+        if extend is None or not extend.ctx:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         "RKNN_FLAG_SHARE_WEIGHT_MEM needs extend.ctx = the context whose weights to share")
+        with self._lock:
+            source = self._context(extend.ctx, fn)
+            if source.model.name != model.name:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"RKNN_FLAG_SHARE_WEIGHT_MEM: context 0x{extend.ctx:x} runs "
+                             f"{source.model.name}, this model is {model.name}; weights are shared "
+                             "between builds of the same network")
+            if source.weights is None:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"context 0x{extend.ctx:x} has no weights to share (a model-info-only context)")
+            source.weights.refs += 1
+            return source.weights
+
+    def _allocate(self, context: Context, model_bytes: bytes, model_address: int,
+                  model_mem: Optional[TensorMem]) -> None:
+        """What rknn_init allocates: the model copy, weights (unless shared),
+        internal, io buffers."""
+        model = context.model
+        if model_mem is not None:
+            context.model_bytes = ModelBytes(model_address, len(model_bytes), heap=False, mem=model_mem)
+        else:
+            copy = heap_alloc(len(model_bytes))
+            ctypes.memmove(copy, model_bytes, len(model_bytes))
+            context.model_bytes = ModelBytes(copy, len(model_bytes), heap=True)
+        outside = context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+        if context.weights is None:  # not shared with another context (SHARE_WEIGHT_MEM)
+            if outside:
+                context.weights = Weights(context.handle)
+            elif model_mem is not None:  # the NPU reads the weights where they are
+                context.weights = Weights(context.handle, mem=model_mem)
+            else:
+                context.weights = Weights(context.handle, buffer=self._weight_buffer(model, model_bytes))
+        self._allocate_buffers(context)
+
+    @staticmethod
+    def _allocate_buffers(context: Context) -> None:
+        """A context's own internal and io buffers, unless allocated outside."""
+        model = context.model
+        outside = context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+        if not (outside or context.has(abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)) and model.report.total_internal_size:
+            context.internal = DmaBuffer.allocate(model.report.total_internal_size, "rknn-internal")
+        if not outside:
+            for i in range(len(model.inputs)):
+                context.staging(False, i)
+            for i in range(len(model.outputs)):
+                context.staging(True, i)
+
+    @staticmethod
+    def _weight_buffer(model: SimModel, model_bytes: bytes) -> Optional[DmaBuffer]:
+        size = model.report.total_weight_size
+        if not size:
+            return None
+        buffer = DmaBuffer.allocate(size, "rknn-weight")
+        _copy_weights(model_bytes, buffer.array())
+        return buffer
+
+    def dup_context(self, ctx: int) -> int:
+        """rknn_dup_context: a new context of the same model and flags sharing
+        the weights (and the model bytes); its own internal and io buffers,
+        core mask AUTO, no io mems bound."""
+        fn = "rknn_dup_context"
+        with self._using(ctx, fn, exclusive=False) as source:
+            context = Context(next(_handles), source.model, source.flags)
+            with self._lock:
+                self._check_alive(source, fn)
+                context.model_bytes = source.model_bytes
+                context.weights = source.weights
+                source.model_bytes.refs += 1
+                source.weights.refs += 1
+            try:
+                self._allocate_buffers(context)
+            except (OSError, MemoryError) as exc:
+                with self._lock:
+                    context.release_buffers()
+                raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
+        with self._lock:
+            self._contexts[context.handle] = context
+        return context.handle
+
+    def destroy(self, ctx: int) -> int:
+        """rknn_destroy: frees everything the runtime allocated for the context,
+        including outputs_get buffers not yet released and the mems created
+        with it (ASSUMPTIONS A6, A7); weights shared with other contexts live
+        on until the last of them is destroyed."""
+        fn = "rknn_destroy"
+        with self._using(ctx, fn, info_only_ok=True) as context:
+            with self._lock:
+                context.alive = False
+                del self._contexts[ctx]
+                self._destroyed.add(ctx)
+                for mem in [m for m in self._mems_by_id.values() if m.ctx == ctx]:
+                    self._kill_mem(mem)
+                context.release_buffers()
+        return 0
+
+    def close(self) -> None:
+        """Destroy every context and mem of this runtime."""
+        with self._lock:
+            handles = list(self._contexts)
+        for handle in handles:
+            try:
+                self.destroy(handle)
+            except errors.RknnCtxInvalidError:  # destroyed by another thread meanwhile
+                pass
+        with self._lock:
+            for mem in list(self._mems_by_id.values()):
+                self._kill_mem(mem)
+
+    # ------------------------------------------------------------------ information
+    def query(self, ctx: int, cmd: int, info: Optional[ctypes.Structure] = None) -> ctypes.Structure:
+        """rknn_query for IN_OUT_NUM, the six *_ATTR commands, MEM_SIZE,
+        SDK_VERSION and PERF_RUN (the modeled NPU time of the last run)."""
+        fn = "rknn_query"
+        name = abi.QUERY_NAMES.get(cmd, f"cmd {cmd}")
+        with self._using(ctx, fn, info_only_ok=True, exclusive=False) as context:
+            if context.info_only and cmd not in _INFO_ONLY_ANSWERED:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{name}: a RKNN_FLAG_COLLECT_MODEL_INFO_ONLY context only answers "
+                             "RKNN_QUERY_MEM_SIZE and RKNN_QUERY_IN_OUT_NUM")
+            if cmd not in _ANSWERED:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"{name} is not modeled by the simulator")
+            expected = abi.QUERY_STRUCTS[cmd]
+            if info is None:
+                info = expected()
+            elif not isinstance(info, expected):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{name} fills an {expected.__name__} ({ctypes.sizeof(expected)} B), "
+                             f"not a {type(info).__name__} ({ctypes.sizeof(info)} B)")
+            self._answer(context, cmd, info, fn)
+        return info
+
+    def _answer(self, context: Context, cmd: int, info: ctypes.Structure, fn: str) -> None:
+        model = context.model
+        if cmd in _ATTR_QUERIES:
+            kind, outputs = _ATTR_QUERIES[cmd]
+            specs = model.outputs if outputs else model.inputs
+            if info.index >= len(specs):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{abi.QUERY_NAMES[cmd]}: index {info.index} is out of range, "
+                             f"{model.name} has {len(specs)} {'output' if outputs else 'input'}(s)")
+            ctypes.memmove(ctypes.addressof(info), ctypes.addressof(specs[info.index].attrs[kind]),
+                           ctypes.sizeof(info))
+        elif cmd == abi.RKNN_QUERY_IN_OUT_NUM:
+            info.n_input, info.n_output = len(model.inputs), len(model.outputs)
+        elif cmd == abi.RKNN_QUERY_MEM_SIZE:
+            info.total_weight_size = model.report.total_weight_size
+            info.total_internal_size = model.report.total_internal_size
+            info.total_dma_allocated_size = self._dma_total(context)
+            info.total_sram_size = info.free_sram_size = 0
+        elif cmd == abi.RKNN_QUERY_SDK_VERSION:
+            info.api_version = API_VERSION.encode()
+            info.drv_version = DRIVER_VERSION.encode()
+        elif cmd == abi.RKNN_QUERY_PERF_RUN:
+            info.run_duration = context.last_run_us
+
+    def _dma_total(self, context: Context) -> int:
+        """DMA bytes of this context: what the runtime allocated for it, plus the
+        create_mem buffers made with it (not imported ones: ASSUMPTIONS A9)."""
+        with self._lock:
+            made_here = sum(m.size for m in self._mems_by_id.values()
+                            if m.ctx == context.handle and not m.imported)
+            return context.own_dma_bytes() + made_here
+
+    # ------------------------------------------------------------------ inference
+    def inputs_set(self, ctx: int, inputs: Sequence[abi.rknn_input]) -> int:
+        """rknn_inputs_set: converts each input (UINT8/INT8/FLOAT32/FLOAT16, NHWC
+        or NCHW) into the native layout: normalise with the model's mean/std,
+        quantize with the native zp/scale, lay out with strides.  pass_through
+        copies bytes already in the native layout."""
+        fn = "rknn_inputs_set"
+        with self._using(ctx, fn) as context:
+            model = context.model
+            if not 0 < len(inputs) <= len(model.inputs):
+                raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                             f"{len(inputs)} inputs given, {model.name} has {len(model.inputs)}")
+            plans = [self._input_plan(context, tensor_input, fn) for tensor_input in inputs]
+            for tensor_input, (spec, source_layout, binding) in zip(inputs, plans):
+                mems = [binding.mem] if binding is not None else []
+                with self._pinned(mems, fn):
+                    if binding is not None:
+                        target = binding.mem.data(spec.native.nbytes)
+                    else:
+                        target = context.staging(False, spec.index).array(spec.native.nbytes)
+                    source = array_at(tensor_input.buf, tensor_input.size)
+                    if source_layout is None:  # pass_through
+                        target[:] = source
+                    else:
+                        raw = source_layout.read(source)
+                        spec.native.write(model.quantizers[spec.index](raw), target)
+        return 0
+
+    def _input_plan(self, context: Context, tensor_input: abi.rknn_input, fn: str
+                    ) -> Tuple[TensorSpec, Optional[Layout], Optional[Binding]]:
+        """(spec, layout of the caller's bytes or None for pass_through, zero-copy binding)."""
+        model = context.model
+        index = tensor_input.index
+        if index >= len(model.inputs):
+            raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                         f"input index {index} is out of range, {model.name} has {len(model.inputs)}")
+        spec = model.inputs[index]
+        if not tensor_input.buf:
+            raise _error(abi.RKNN_ERR_INPUT_INVALID, fn, f"input {index}: buf is NULL")
+        binding = context.input_bindings.get(index)
+        if binding is not None and not binding.zero_copy:
+            raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                         f"input {index} is bound (set_io_mem) to a mem in {_type_name(binding.layout.rknn_type)} "
+                         f"{_fmt_name(binding.layout.fmt)}: write your data into that mem; the simulator "
+                         "does not model rknn_inputs_set into a converting binding")
+        if tensor_input.pass_through:
+            expected, layout = spec.native.nbytes, None
+            what = "the native attr's size_with_stride (pass_through)"
+        else:
+            if tensor_input.type not in _INPUT_TYPES:
+                raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                             f"input {index}: type {_type_name(tensor_input.type)} is not modeled; use "
+                             "UINT8, INT8, FLOAT32 or FLOAT16")
+            fmt = tensor_input.fmt
+            if len(spec.logical) == 4 and fmt not in (abi.RKNN_TENSOR_NHWC, abi.RKNN_TENSOR_NCHW):
+                raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                             f"input {index}: fmt {_fmt_name(fmt)}; pass NHWC or NCHW (or the native "
+                             "layout with pass_through=1)")
+            layout = spec.layout(fmt if len(spec.logical) == 4 else abi.RKNN_TENSOR_UNDEFINED,
+                                 tensor_input.type)
+            expected = layout.nbytes
+            what = f"n_elems {layout.n_elems} x {layout.dtype.itemsize} B ({_type_name(tensor_input.type)})"
+        if tensor_input.size != expected:
+            raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
+                         f"input {index}: size {tensor_input.size} B given, expected {expected} B = {what}")
+        return spec, layout, binding
+
+    def run(self, ctx: int, extend: Optional[abi.rknn_run_extend] = None) -> int:
+        """rknn_run: reads the native inputs (staging buffer or bound mem),
+        computes the outputs, writes them native (staging or bound mem,
+        converting for bound mems in another layout) and blocks for the
+        modeled NPU time (longer if computing the values takes longer)."""
+        fn = "rknn_run"
+        with self._using(ctx, fn) as context:
+            called_at = time.perf_counter()
+            model = context.model
+            if not context.weights.present:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "the context has no weight memory: with RKNN_FLAG_MEM_ALLOC_OUTSIDE call "
+                             "rknn_set_weight_mem (and rknn_set_internal_mem) before rknn_run, and do "
+                             "not destroy that mem (or the zero-copy model buffer) while the context lives")
+            if not context.internal_present and model.report.total_internal_size:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "the context has no internal memory: with RKNN_FLAG_MEM_ALLOC_OUTSIDE or "
+                             "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE call rknn_set_internal_mem before rknn_run "
+                             f"(a mem of at least total_internal_size = {model.report.total_internal_size} B)")
+            with self._lock:
+                in_bindings = dict(context.input_bindings)
+                out_bindings = dict(context.output_bindings)
+            mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
+            with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.npu_cycles, called_at) as slot:
+                native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
+                                 for spec in model.inputs]
+                results = model.values.compute(native_inputs)
+                for spec, native in zip(model.outputs, results):
+                    self._store_output(context, spec, native, out_bindings.get(spec.index))
+            context.runs += 1
+            context.last_run_us = round(slot.seconds * 1e6)
+        return 0
+
+    def _native_input(self, context: Context, spec: TensorSpec, binding: Optional[Binding]) -> np.ndarray:
+        """The native bytes the NPU reads for one input."""
+        nbytes = spec.native.nbytes
+        if binding is not None and binding.zero_copy:
+            return binding.mem.data(nbytes)
+        staging = context.staging(False, spec.index).array(nbytes)
+        if binding is not None:  # the NPU's input stage converts the bound mem's layout/type
+            raw = binding.layout.read(binding.mem.data(binding.layout.nbytes))
+            if binding.layout.rknn_type == abi.RKNN_TENSOR_INT8:  # already quantized: layout only
+                spec.native.write(raw, staging)
+            else:
+                spec.native.write(context.model.quantizers[spec.index](raw), staging)
+        return staging
+
+    def _store_output(self, context: Context, spec: TensorSpec, native: np.ndarray,
+                      binding: Optional[Binding]) -> None:
+        nbytes = spec.native.nbytes
+        if binding is not None and binding.zero_copy:
+            binding.mem.data(nbytes)[:] = native
+            return
+        context.staging(True, spec.index).array(nbytes)[:] = native
+        if binding is not None:  # converted after the run, on the CPU
+            _write_output(spec, native, binding.layout, binding.mem.data(binding.layout.nbytes))
+
+    def outputs_get(self, ctx: int, outputs: Sequence[abi.rknn_output],
+                    extend: Optional[abi.rknn_output_extend] = None) -> int:
+        """rknn_outputs_get: each output in the plain attr's layout (NCHW for
+        4-D), float32 dequantized (want_float=1) or int8.  is_prealloc=0:
+        mallocs exactly the bytes needed and sets buf/size (release them with
+        outputs_release); is_prealloc=1: writes into the caller's buf.
+
+        Allowed on an output bound with set_io_mem too (it copies from the
+        bound mem), but mixing both, as the seed course does, copies every
+        output twice: read the bound mem instead."""
+        fn = "rknn_outputs_get"
+        with self._using(ctx, fn) as context:
+            model = context.model
+            if not context.runs:
+                raise _error(abi.RKNN_ERR_OUTPUT_INVALID, fn, "no rknn_run yet: there are no outputs to get")
+            if not 0 < len(outputs) <= len(model.outputs):
+                raise _error(abi.RKNN_ERR_OUTPUT_INVALID, fn,
+                             f"{len(outputs)} outputs asked for, {model.name} has {len(model.outputs)}")
+            plans = [self._output_plan(model, output, fn) for output in outputs]
+            with self._lock:
+                bindings = dict(context.output_bindings)
+            for output, (spec, layout) in zip(outputs, plans):
+                binding = bindings.get(spec.index)
+                zero_copy = binding is not None and binding.zero_copy
+                with self._pinned([binding.mem] if zero_copy else [], fn):
+                    source = (binding.mem.data(spec.native.nbytes) if zero_copy
+                              else context.staging(True, spec.index).array(spec.native.nbytes))
+                    if output.is_prealloc:
+                        target = array_at(output.buf, layout.nbytes)
+                    else:
+                        try:
+                            address = heap_alloc(layout.nbytes)
+                        except MemoryError as exc:
+                            raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
+                        context.heap_outputs[address] = layout.nbytes
+                        output.buf, output.size = address, layout.nbytes
+                        target = array_at(address, layout.nbytes)
+                    _write_output(spec, source, layout, target)
+            if extend is not None:
+                extend.frame_id = context.runs
+        return 0
+
+    @staticmethod
+    def _output_plan(model: SimModel, output: abi.rknn_output, fn: str) -> Tuple[TensorSpec, Layout]:
+        """(spec, layout the caller gets), checking index and preallocated size."""
+        if output.index >= len(model.outputs):
+            raise _error(abi.RKNN_ERR_OUTPUT_INVALID, fn,
+                         f"output index {output.index} is out of range, {model.name} has {len(model.outputs)}")
+        spec = model.outputs[output.index]
+        layout = spec.plain_layout(abi.RKNN_TENSOR_FLOAT32 if output.want_float else abi.RKNN_TENSOR_INT8)
+        if output.is_prealloc:
+            if not output.buf:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"output {output.index}: is_prealloc=1 with buf NULL")
+            if output.size < layout.nbytes:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"output {output.index}: is_prealloc=1 buffer of {output.size} B given, "
+                             f"{layout.nbytes} B needed ({layout.n_elems} x "
+                             f"{'float32' if output.want_float else 'int8'})")
+        return spec, layout
+
+    def outputs_release(self, ctx: int, outputs: Sequence[abi.rknn_output]) -> int:
+        """rknn_outputs_release: frees the buffers outputs_get allocated
+        (is_prealloc=0) and sets their buf to NULL; is_prealloc=1 outputs are
+        the caller's and are left alone."""
+        fn = "rknn_outputs_release"
+        with self._using(ctx, fn) as context:
+            to_free: List[abi.rknn_output] = []
+            for output in outputs:
+                if output.is_prealloc:
+                    continue
+                if not output.buf or output.buf not in context.heap_outputs or \
+                        any(o.buf == output.buf for o in to_free):
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 f"output {output.index}: buf "
+                                 f"{'NULL' if not output.buf else hex(output.buf)} was not allocated by "
+                                 "rknn_outputs_get of this context (already released?)")
+                to_free.append(output)
+            for output in to_free:
+                del context.heap_outputs[output.buf]
+                heap_free(output.buf)
+                output.buf = None
+        return 0
+
+    def set_core_mask(self, ctx: int, core_mask: int) -> int:
+        """rknn_set_core_mask: AUTO takes the least busy core at each run;
+        multi-core masks occupy all their cores (ASSUMPTIONS A17)."""
+        fn = "rknn_set_core_mask"
+        with self._using(ctx, fn, exclusive=False) as context:
+            if not self.npu.mask_valid(core_mask):
+                valid = [name for value, name in abi.CORE_MASK_NAMES.items() if self.npu.mask_valid(value)]
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"core mask {abi.CORE_MASK_NAMES.get(core_mask, hex(core_mask))}: the "
+                             f"{self.soc} has {self.npu.n_cores} NPU core(s); valid masks: {', '.join(valid)}")
+            context.core_mask = core_mask
+        return 0
+
+    # ------------------------------------------------------------------ memory
+    def create_mem(self, ctx: int, size: int) -> MemPtr:
+        """rknn_create_mem: a new DMA buffer (memfd + mmap, pages backed now)."""
+        return self._create_mem("rknn_create_mem", ctx, size, 0)
+
+    def create_mem2(self, ctx: int, size: int, alloc_flags: int) -> MemPtr:
+        """rknn_create_mem2: CACHEABLE/NON_CACHEABLE are accepted (memory is
+        coherent here); TRY_ALLOC_SRAM falls back to DRAM (no SRAM modeled);
+        RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0 (then no context counts it)."""
+        return self._create_mem("rknn_create_mem2", ctx, size, alloc_flags)
+
+    def _create_mem(self, fn: str, ctx: int, size: int, alloc_flags: int) -> MemPtr:
+        unknown = alloc_flags & ~_MEM_ALLOC_FLAGS
+        both = abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+        if unknown or (alloc_flags & both) == both:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"alloc_flags 0x{alloc_flags:x}: " + (f"unknown bits 0x{unknown:x}" if unknown else
+                                                              "CACHEABLE and NON_CACHEABLE together"))
+        if size <= 0:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"size {size}: a mem needs at least one byte")
+        if alloc_flags & abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT:
+            if ctx:
+                self._context(ctx, fn)
+            return self._new_mem(fn, size, None)
+        with self._using(ctx, fn, exclusive=False) as context:
+            return self._new_mem(fn, size, context)
+
+    def _new_mem(self, fn: str, size: int, context: Optional[Context]) -> MemPtr:
+        try:
+            buffer = DmaBuffer.allocate(size, "rknn-mem")
+        except OSError as exc:
+            raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, f"size {size}: {exc}") from None
+        mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False)
+        return self._register_mem(mem, context, fn)
+
+    def create_mem_from_fd(self, ctx: int, fd: int, virt: int, size: int, offset: int) -> MemPtr:
+        """rknn_create_mem_from_fd: maps bytes [0, size) of ``fd`` again (the same
+        pages, a new virt_addr: ASSUMPTIONS A8); the tensor starts ``offset``
+        bytes in.  ``virt`` is not used."""
+        fn = "rknn_create_mem_from_fd"
+        with self._using(ctx, fn, exclusive=False) as context:
+            if size <= 0 or not 0 <= offset < size:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"size {size}, offset {offset}: need size > 0 and 0 <= offset < size "
+                             "(size counts from the start of the fd's buffer)")
+            try:
+                buffer = DmaBuffer.map_fd(fd, size)
+            except (OSError, ValueError) as exc:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"fd {fd}: {exc}") from None
+            return self._register_mem(TensorMem(buffer, size, offset, ctx, imported=True), context, fn)
+
+    def destroy_mem(self, ctx: int, mem: MemPtr) -> int:
+        """rknn_destroy_mem: unmaps the buffer (closing the fd it made), frees
+        the struct and unbinds the mem wherever it was bound."""
+        fn = "rknn_destroy_mem"
+        if not ctx:
+            record = self._mem(mem, fn)
+            if record.ctx:
+                raise _error(abi.RKNN_ERR_CTX_INVALID, fn,
+                             f"ctx is 0 but the mem belongs to context 0x{record.ctx:x}")
+            self._kill_mem(record)
+            return 0
+        with self._using(ctx, fn, info_only_ok=True, exclusive=False):
+            self._kill_mem(self._mem(mem, fn))
+        return 0
+
+    def set_io_mem(self, ctx: int, mem: MemPtr, attr: abi.rknn_tensor_attr) -> int:
+        """rknn_set_io_mem: binds ``mem`` to the tensor named attr.name (attr.index
+        decides between an input and an output of the same name).  The mem
+        holds the tensor in attr's fmt/type: the native attr means zero-copy,
+        anything else is converted by the runtime around the run.  Needs
+        mem.size - mem.offset >= the bytes of that layout."""
+        fn = "rknn_set_io_mem"
+        with self._using(ctx, fn, exclusive=False) as context:
+            record = self._mem(mem, fn)
+            model = context.model
+            name = attr.name.decode("utf-8", "replace")
+            found = [(False, s) for s in model.inputs if s.name == name] + \
+                    [(True, s) for s in model.outputs if s.name == name]
+            if len(found) > 1:
+                found = [(o, s) for o, s in found if s.index == attr.index]
+            if len(found) != 1:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"no tensor named {name!r} (index {attr.index}); inputs: "
+                             f"{[s.name for s in model.inputs]}, outputs: {[s.name for s in model.outputs]}; "
+                             "pass an attr from rknn_query")
+            is_output, spec = found[0]
+            allowed = _OUTPUT_TYPES if is_output else _INPUT_TYPES
+            if attr.type not in allowed:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{name}: type {_type_name(attr.type)} is not modeled for an "
+                             f"{'output' if is_output else 'input'} mem; use "
+                             + ", ".join(_type_name(t) for t in allowed))
+            try:
+                layout = spec.layout(attr.fmt, attr.type, attr)
+            except LayoutError as exc:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"{name}: {exc}") from None
+            if record.available < layout.nbytes:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{name}: the mem has size - offset = {record.available} B, the tensor needs "
+                             f"{layout.nbytes} B in {_type_name(attr.type)} {_fmt_name(attr.fmt)} "
+                             "(size zero-copy mems from the NATIVE attr's size_with_stride)")
+            binding = Binding(record, layout, zero_copy=layout == spec.native)
+            with self._lock:
+                self._check_alive(context, fn)
+                if record.dead:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, "the mem was destroyed meanwhile")
+                (context.output_bindings if is_output else context.input_bindings)[spec.index] = binding
+        return 0
+
+    def set_weight_mem(self, ctx: int, mem: MemPtr) -> int:
+        """rknn_set_weight_mem (RKNN_FLAG_MEM_ALLOC_OUTSIDE): the runtime copies
+        the weights from the model into the mem (real writes)."""
+        fn = "rknn_set_weight_mem"
+        with self._using(ctx, fn) as context:
+            record = self._mem(mem, fn)
+            if not context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "the context was not made with RKNN_FLAG_MEM_ALLOC_OUTSIDE: the runtime "
+                             "owns its weight memory")
+            if context.weights.owner != context.handle:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"the weights belong to context 0x{context.weights.owner:x} (shared by "
+                             "RKNN_FLAG_SHARE_WEIGHT_MEM or rknn_dup_context): set them there")
+            needed = context.model.report.total_weight_size
+            if record.available < needed:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"the mem has size - offset = {record.available} B, total_weight_size is {needed} B")
+            source = context.model_bytes
+            if source.mem is not None and source.mem.dead:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "the zero-copy model buffer was destroyed: the weights cannot be loaded")
+            with self._pinned([record] + ([source.mem] if source.mem is not None else []), fn):
+                _copy_weights(array_at(source.address, source.size), record.data(needed))
+            with self._lock:
+                context.weights.mem = record
+        return 0
+
+    def set_internal_mem(self, ctx: int, mem: MemPtr) -> int:
+        """rknn_set_internal_mem (MEM_ALLOC_OUTSIDE / INTERNAL_ALLOC_OUTSIDE).
+        One mem may serve several contexts that run one after another (the
+        documented pattern: create_mem of the largest size, then
+        create_mem_from_fd per context); the pages are really shared."""
+        fn = "rknn_set_internal_mem"
+        with self._using(ctx, fn, exclusive=False) as context:
+            record = self._mem(mem, fn)
+            if not (context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE) or context.has(abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             "the context was made without RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE (or "
+                             "MEM_ALLOC_OUTSIDE): the runtime owns its internal memory")
+            needed = context.model.report.total_internal_size
+            if record.available < needed:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"the mem has size - offset = {record.available} B, total_internal_size is {needed} B")
+            with self._lock:
+                self._check_alive(context, fn)
+                if record.dead:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, "the mem was destroyed meanwhile")
+                context.internal_mem = record
+        return 0
+
+    def mem_sync(self, ctx: int, mem: MemPtr, mode: int) -> int:
+        """rknn_mem_sync: validated, otherwise nothing to do (simulated memory is
+        coherent: ASSUMPTIONS A11)."""
+        fn = "rknn_mem_sync"
+        with self._using(ctx, fn, exclusive=False):
+            self._mem(mem, fn)
+            if mode not in abi.MEM_SYNC_NAMES:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"mode {mode}: use RKNN_MEMORY_SYNC_TO_DEVICE (1), FROM_DEVICE (2) or BIDIRECTIONAL (3)")
+        return 0
+
+
+def _copy_weights(model_bytes: "bytes | np.ndarray", target: np.ndarray) -> None:
+    """Fill a weight buffer from the model: the simulator does not know where in
+    the file the weights sit, so it copies the model's first bytes (what counts
+    is that the pages are written, as when the runtime loads the weights)."""
+    source = np.frombuffer(model_bytes, dtype=np.uint8) if isinstance(model_bytes, bytes) else model_bytes
+    n = min(source.size, target.size)
+    target[:n] = source[:n]
+    target[n:] = 0
+
+
+def _write_output(spec: TensorSpec, native: np.ndarray, layout: Layout, target: np.ndarray) -> None:
+    """Native int8 output bytes -> ``target`` in ``layout`` (int8, or float dequantized)."""
+    q = spec.native.read(native)
+    values = q if layout.rknn_type == abi.RKNN_TENSOR_INT8 else dequantize(q, spec.zp, spec.scale)
+    layout.write(values, target)

@@ -1,0 +1,348 @@
+"""Every misuse raises the RknnError subclass of the code a runtime returns, with
+a message that says what was wrong; nothing crashes the process."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+from rknnlab import models
+from rknnlab.rknn import abi, buffers, errors
+from rknnlab.sim import SimRuntime
+
+
+@pytest.fixture
+def rt():
+    runtime = SimRuntime("rk3588")
+    yield runtime
+    runtime.close()
+
+
+def _path(name: str, soc: str = "rk3588") -> str:
+    return str(models.model_path(name, soc))
+
+
+@pytest.fixture
+def digits(rt):
+    """A digits_cnn context with an input set and one run done."""
+    ctx = rt.init(_path("digits_cnn"))
+    image = np.zeros((1, 8, 8, 1), np.uint8)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    return ctx
+
+
+# ---------------------------------------------------------------------------- rknn_init
+def test_init_refuses_what_is_not_an_rknn_model(rt, tmp_path):
+    with pytest.raises(errors.RknnModelInvalidError, match="start with 'RKNN'"):
+        rt.init(b"\x08\x01onnx-ish bytes")
+    with pytest.raises(errors.RknnModelInvalidError, match="cannot read"):
+        rt.init(str(tmp_path / "missing.rknn"))
+
+
+def test_init_names_the_sha256_of_an_unknown_model(rt):
+    data = b"RKNN" + bytes(100)
+    with pytest.raises(errors.RknnModelInvalidError) as caught:
+        rt.init(data)
+    message = str(caught.value)
+    assert models.sha256_of(data) in message
+    assert "course models" in message and "native backend" in message
+
+
+def test_init_refuses_a_model_built_for_another_soc(rt):
+    with pytest.raises(errors.RknnTargetPlatformUnmatchError, match="rk3568"):
+        rt.init(_path("mobilenet_v2", "rk3568"))
+
+
+@pytest.mark.parametrize("flag,name", [
+    (abi.RKNN_FLAG_ENABLE_SRAM, "RKNN_FLAG_ENABLE_SRAM"),
+    (abi.RKNN_FLAG_ASYNC_MASK, "RKNN_FLAG_ASYNC_MASK"),
+    (abi.RKNN_FLAG_COLLECT_PERF_MASK, "RKNN_FLAG_COLLECT_PERF_MASK"),
+    (abi.RKNN_FLAG_PRIOR_LOW | abi.RKNN_FLAG_FENCE_IN_OUTSIDE, "RKNN_FLAG_FENCE_IN_OUTSIDE"),
+    (0x3, "not a priority"),
+])
+def test_init_refuses_flags_it_does_not_model(rt, flag, name):
+    with pytest.raises(errors.RknnParamInvalidError, match=name) as caught:
+        rt.init(_path("digits_cnn"), flag)
+    assert "not modeled" in str(caught.value)
+
+
+def test_init_accepts_the_priorities(rt):
+    for flag in (abi.RKNN_FLAG_PRIOR_HIGH, abi.RKNN_FLAG_PRIOR_MEDIUM, abi.RKNN_FLAG_PRIOR_LOW):
+        rt.destroy(rt.init(_path("digits_cnn"), flag))
+
+
+def test_zero_copy_needs_a_create_mem2_buffer(rt):
+    data = models.model_path("digits_cnn").read_bytes()
+    with pytest.raises(errors.RknnParamInvalidError, match="create_mem2"):
+        rt.init(data, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
+    holder = np.frombuffer(data, np.uint8).copy()
+    with pytest.raises(errors.RknnParamInvalidError, match="create_mem2"):
+        rt.init(holder.ctypes.data, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, size=holder.nbytes)
+    mem = rt.create_mem2(0, len(data), abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    buffers.mem_view(mem)[:] = holder
+    with pytest.raises(errors.RknnParamInvalidError, match="model_buffer_fd"):
+        rt.init(mem.contents.virt_addr, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
+                abi.rknn_init_extend(model_buffer_fd=mem.contents.fd + 100), size=len(data))
+    ctx = rt.init(buffers.mem_view(mem), abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)  # a view of it works too
+    rt.destroy(ctx)
+    rt.destroy_mem(0, mem)
+
+
+def test_share_weight_mem_needs_a_live_context_of_the_same_network(rt):
+    with pytest.raises(errors.RknnParamInvalidError, match="extend.ctx"):
+        rt.init(_path("digits_cnn"), abi.RKNN_FLAG_SHARE_WEIGHT_MEM)
+    other = rt.init(_path("mobilenet_v2"))
+    with pytest.raises(errors.RknnParamInvalidError, match="same network"):
+        rt.init(_path("digits_cnn"), abi.RKNN_FLAG_SHARE_WEIGHT_MEM, abi.rknn_init_extend(ctx=other))
+    rt.destroy(other)
+    with pytest.raises(errors.RknnCtxInvalidError):
+        rt.init(_path("digits_cnn"), abi.RKNN_FLAG_SHARE_WEIGHT_MEM, abi.rknn_init_extend(ctx=other))
+
+
+# ---------------------------------------------------------------------------- rknn_query
+def test_query_errors(rt, digits):
+    with pytest.raises(errors.RknnParamInvalidError, match="index 1 is out of range"):
+        rt.query(digits, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    with pytest.raises(errors.RknnParamInvalidError, match="not modeled"):
+        rt.query(digits, abi.RKNN_QUERY_PERF_DETAIL, abi.rknn_perf_run())
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_mem_size"):
+        rt.query(digits, abi.RKNN_QUERY_MEM_SIZE, abi.rknn_tensor_attr())
+
+
+def test_model_info_only_context_answers_mem_size_only(rt):
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+    rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    with pytest.raises(errors.RknnParamInvalidError, match="COLLECT_MODEL_INFO_ONLY"):
+        rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR)
+    with pytest.raises(errors.RknnCtxInvalidError, match="COLLECT_MODEL_INFO_ONLY"):
+        rt.run(ctx)
+    with pytest.raises(errors.RknnCtxInvalidError):
+        rt.create_mem(ctx, 100)
+
+
+def test_sdk_version_says_simulator(rt, digits):
+    version = rt.query(digits, abi.RKNN_QUERY_SDK_VERSION)
+    assert b"rknnlab simulator" in version.api_version
+    assert version.drv_version == b"none (simulated)"
+
+
+# ---------------------------------------------------------------------------- inputs
+def test_inputs_set_errors(rt, digits):
+    image = np.zeros((1, 8, 8, 1), np.uint8)
+    wrong_size = abi.rknn_input(index=0, buf=image.ctypes.data, size=63, type=abi.RKNN_TENSOR_UINT8,
+                                fmt=abi.RKNN_TENSOR_NHWC)
+    with pytest.raises(errors.RknnInputInvalidError, match="size 63 B given, expected 64 B"):
+        rt.inputs_set(digits, [wrong_size])
+    as_float = buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_FLOAT32)
+    with pytest.raises(errors.RknnInputInvalidError, match="expected 256 B"):
+        rt.inputs_set(digits, [as_float])
+    with pytest.raises(errors.RknnInputInvalidError, match="out of range"):
+        rt.inputs_set(digits, [buffers.input_from_array(1, image, abi.RKNN_TENSOR_NHWC)])
+    with pytest.raises(errors.RknnInputInvalidError, match="NULL"):
+        rt.inputs_set(digits, [abi.rknn_input(index=0, size=64, type=abi.RKNN_TENSOR_UINT8)])
+    with pytest.raises(errors.RknnInputInvalidError, match="pass_through"):
+        rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC, pass_through=1)])
+    with pytest.raises(errors.RknnInputInvalidError, match="not modeled"):
+        rt.inputs_set(digits, [buffers.input_from_array(0, image.astype(np.int16), abi.RKNN_TENSOR_NHWC)])
+    with pytest.raises(errors.RknnInputInvalidError, match="NHWC or NCHW"):
+        rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NC1HWC2)])
+
+
+# ---------------------------------------------------------------------------- outputs
+def test_outputs_get_before_any_run(rt):
+    ctx = rt.init(_path("digits_cnn"))
+    with pytest.raises(errors.RknnOutputInvalidError, match="no rknn_run yet"):
+        rt.outputs_get(ctx, [abi.rknn_output(want_float=1)])
+
+
+def test_outputs_get_errors(rt, digits):
+    small = np.zeros(9, np.float32)
+    output = abi.rknn_output(want_float=1, is_prealloc=1, buf=small.ctypes.data, size=small.nbytes)
+    with pytest.raises(errors.RknnParamInvalidError, match="36 B given, 40 B needed"):
+        rt.outputs_get(digits, [output])
+    with pytest.raises(errors.RknnOutputInvalidError, match="out of range"):
+        rt.outputs_get(digits, [abi.rknn_output(index=1)])
+
+
+def test_outputs_release_errors(rt, digits):
+    foreign = ctypes.create_string_buffer(40)
+    with pytest.raises(errors.RknnParamInvalidError, match="not allocated"):
+        rt.outputs_release(digits, [abi.rknn_output(is_prealloc=0, buf=ctypes.addressof(foreign), size=40)])
+    rt.outputs_release(digits, [abi.rknn_output(is_prealloc=1, buf=ctypes.addressof(foreign), size=40)])
+    output = abi.rknn_output(want_float=1)
+    rt.outputs_get(digits, [output])
+    copy = abi.rknn_output(want_float=1, buf=output.buf, size=output.size)
+    rt.outputs_release(digits, [output])
+    with pytest.raises(errors.RknnParamInvalidError, match="already released"):
+        rt.outputs_release(digits, [copy])  # the same buffer twice
+    with pytest.raises(errors.RknnParamInvalidError, match="NULL"):
+        rt.outputs_release(digits, [output])
+
+
+# ---------------------------------------------------------------------------- memory
+def test_create_mem_errors(rt, digits):
+    with pytest.raises(errors.RknnParamInvalidError, match="at least one byte"):
+        rt.create_mem(digits, 0)
+    with pytest.raises(errors.RknnCtxInvalidError, match="ctx is 0"):
+        rt.create_mem(0, 100)
+    with pytest.raises(errors.RknnParamInvalidError, match="CACHEABLE and NON_CACHEABLE"):
+        rt.create_mem2(digits, 100, abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE)
+    with pytest.raises(errors.RknnParamInvalidError, match="unknown bits"):
+        rt.create_mem2(digits, 100, 0x80)
+    sram = rt.create_mem2(digits, 100, abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM)  # falls back to DRAM
+    rt.destroy_mem(digits, sram)
+
+
+def test_create_mem_from_fd_errors(rt, digits):
+    with pytest.raises(errors.RknnParamInvalidError, match="fd"):
+        rt.create_mem_from_fd(digits, 987654, None, 4096, 0)
+    mem = rt.create_mem(digits, 4096)
+    with pytest.raises(errors.RknnParamInvalidError, match="holds 4096 bytes"):
+        rt.create_mem_from_fd(digits, mem.contents.fd, None, 8192, 0)
+    with pytest.raises(errors.RknnParamInvalidError, match="offset"):
+        rt.create_mem_from_fd(digits, mem.contents.fd, None, 4096, 4096)
+
+
+def test_destroy_mem_twice_is_an_error_not_a_crash(rt, digits):
+    mem = rt.create_mem(digits, 4096)
+    rt.destroy_mem(digits, mem)
+    with pytest.raises(errors.RknnParamInvalidError, match="already destroyed"):
+        rt.destroy_mem(digits, mem)
+    again = rt.create_mem(digits, 4096)  # malloc may hand the same struct address back
+    with pytest.raises(errors.RknnParamInvalidError, match="already destroyed"):
+        rt.destroy_mem(digits, mem)
+    assert buffers.mem_view(again).sum() == 0  # ... and the new mem is untouched
+    with pytest.raises(errors.RknnParamInvalidError, match="not made by this runtime"):
+        rt.destroy_mem(digits, ctypes.pointer(abi.rknn_tensor_mem()))
+    with pytest.raises(errors.RknnParamInvalidError, match="NULL"):
+        rt.destroy_mem(digits, ctypes.POINTER(abi.rknn_tensor_mem)())
+
+
+def test_set_io_mem_errors(rt, digits):
+    attr = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    small = rt.create_mem(digits, attr.size_with_stride - 1)
+    with pytest.raises(errors.RknnParamInvalidError, match=f"needs {attr.size_with_stride} B"):
+        rt.set_io_mem(digits, small, attr)
+    offset = rt.create_mem_from_fd(digits, small.contents.fd, None, attr.size_with_stride - 1, 1)
+    with pytest.raises(errors.RknnParamInvalidError, match="size - offset"):
+        rt.set_io_mem(digits, offset, attr)
+    big = rt.create_mem(digits, 4096)
+    attr.name = b"nope"
+    with pytest.raises(errors.RknnParamInvalidError, match="no tensor named 'nope'"):
+        rt.set_io_mem(digits, big, attr)
+    out_attr = rt.query(digits, abi.RKNN_QUERY_OUTPUT_ATTR)
+    out_attr.type = abi.RKNN_TENSOR_FLOAT32  # 10 floats need 40 B, not size = 10
+    with pytest.raises(errors.RknnParamInvalidError, match="needs 40 B"):
+        rt.set_io_mem(digits, rt.create_mem(digits, 20), out_attr)
+    out_attr.type = abi.RKNN_TENSOR_UINT8
+    with pytest.raises(errors.RknnParamInvalidError, match="not modeled"):
+        rt.set_io_mem(digits, big, out_attr)
+
+
+def test_inputs_set_into_a_converting_binding_is_refused(rt, digits):
+    attr = rt.query(digits, abi.RKNN_QUERY_INPUT_ATTR)
+    attr.type = abi.RKNN_TENSOR_UINT8
+    rt.set_io_mem(digits, rt.create_mem(digits, 4096), attr)
+    image = np.zeros((1, 8, 8, 1), np.uint8)
+    with pytest.raises(errors.RknnInputInvalidError, match="bound"):
+        rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+
+
+def test_weight_and_internal_mem_errors(rt, digits):
+    big = rt.create_mem(digits, 1 << 16)
+    with pytest.raises(errors.RknnParamInvalidError, match="MEM_ALLOC_OUTSIDE"):
+        rt.set_weight_mem(digits, big)
+    with pytest.raises(errors.RknnParamInvalidError, match="INTERNAL_ALLOC_OUTSIDE"):
+        rt.set_internal_mem(digits, big)
+    outside = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    size = rt.query(outside, abi.RKNN_QUERY_MEM_SIZE)
+    small = rt.create_mem(outside, 16)
+    with pytest.raises(errors.RknnParamInvalidError, match=f"total_weight_size is {size.total_weight_size}"):
+        rt.set_weight_mem(outside, small)
+    with pytest.raises(errors.RknnParamInvalidError, match=f"total_internal_size is {size.total_internal_size}"):
+        rt.set_internal_mem(outside, small)
+
+
+def test_mem_sync_errors(rt, digits):
+    mem = rt.create_mem(digits, 4096)
+    for mode in (1, 2, 3):
+        rt.mem_sync(digits, mem, mode)
+    with pytest.raises(errors.RknnParamInvalidError, match="mode 4"):
+        rt.mem_sync(digits, mem, 4)
+    rt.destroy_mem(digits, mem)
+    with pytest.raises(errors.RknnParamInvalidError, match="already destroyed"):
+        rt.mem_sync(digits, mem, 1)
+
+
+def test_destroying_a_bound_mem_unbinds_it(rt, digits):
+    attr = rt.query(digits, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+    mem = rt.create_mem(digits, attr.size_with_stride)
+    rt.set_io_mem(digits, mem, attr)
+    rt.run(digits)
+    rt.destroy_mem(digits, mem)
+    rt.run(digits)  # back on the runtime's own output buffer, no crash
+
+
+# ---------------------------------------------------------------------------- contexts
+def test_every_call_after_destroy_is_ctx_invalid(rt, digits):
+    mem = rt.create_mem(digits, 4096)
+    rt.destroy(digits)
+    attr = abi.rknn_tensor_attr()
+    calls = {
+        "query": lambda: rt.query(digits, abi.RKNN_QUERY_IN_OUT_NUM),
+        "inputs_set": lambda: rt.inputs_set(digits, []),
+        "run": lambda: rt.run(digits),
+        "outputs_get": lambda: rt.outputs_get(digits, [abi.rknn_output()]),
+        "outputs_release": lambda: rt.outputs_release(digits, [abi.rknn_output()]),
+        "set_core_mask": lambda: rt.set_core_mask(digits, abi.RKNN_NPU_CORE_0),
+        "create_mem": lambda: rt.create_mem(digits, 100),
+        "create_mem2": lambda: rt.create_mem2(digits, 100, 0),
+        "create_mem_from_fd": lambda: rt.create_mem_from_fd(digits, 0, None, 100, 0),
+        "destroy_mem": lambda: rt.destroy_mem(digits, mem),
+        "set_io_mem": lambda: rt.set_io_mem(digits, mem, attr),
+        "set_weight_mem": lambda: rt.set_weight_mem(digits, mem),
+        "set_internal_mem": lambda: rt.set_internal_mem(digits, mem),
+        "mem_sync": lambda: rt.mem_sync(digits, mem, 1),
+        "dup_context": lambda: rt.dup_context(digits),
+        "destroy": lambda: rt.destroy(digits),
+    }
+    for name, call in calls.items():
+        with pytest.raises(errors.RknnCtxInvalidError, match="destroyed"):
+            call()
+
+
+def test_unknown_contexts_are_ctx_invalid(rt):
+    for ctx in (0, 12345, 2 ** 40):
+        with pytest.raises(errors.RknnCtxInvalidError):
+            rt.run(ctx)
+    other = SimRuntime("rk3588")
+    ctx = other.init(_path("digits_cnn"))
+    with pytest.raises(errors.RknnCtxInvalidError, match="not a context of this runtime"):
+        rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    other.close()
+
+
+def test_unknown_soc_is_a_value_error():
+    with pytest.raises(ValueError, match="rk3588"):
+        SimRuntime("rk9999")
+
+
+def test_messages_carry_a_hint(rt):
+    with pytest.raises(errors.RknnError) as caught:
+        rt.run(4242)
+    assert "Hint:" in str(caught.value) and caught.value.name == "RKNN_ERR_CTX_INVALID"
+
+
+def test_fds_are_not_leaked(rt):
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        ctx = rt.init(_path("digits_cnn"))
+        mem = rt.create_mem(ctx, 4096)
+        rt.create_mem_from_fd(ctx, mem.contents.fd, None, 4096, 0)
+        rt.dup_context(ctx)
+        rt.destroy(ctx)
+    rt.close()
+    assert len(os.listdir("/proc/self/fd")) == before
