@@ -308,3 +308,11 @@ def test_env_forcing_native_where_impossible(tmp_path):
     b = _board(tmp_path, lib=False)
     with pytest.raises(BackendUnavailableError, match="RKNNLAB_BACKEND=native"):
         choose_backend("auto", b, env={"RKNNLAB_BACKEND": "native"})
+
+
+def test_source_label_names_the_simulator_or_the_board(tmp_path):
+    assert board.source_label("sim", "rk3576") == "simulated RK3576 — rknnlab sim"
+    root = fb.rk3588_board(tmp_path)
+    label = board.source_label("native", "rk3588", read_board(str(root)))
+    assert "RK3588" in label and "sim" not in label
+    assert read_board(str(root)).model in label

@@ -541,3 +541,13 @@ def choose_backend(requested: str = "auto", board: Optional[BoardInfo] = None,
 def _native_reason(b: BoardInfo) -> str:
     ver = f" {b.librknnrt_version_number}" if b.librknnrt_version_number else ""
     return f"librknnrt.so{ver} at {b.librknnrt_path} and NPU device {b.npu_device}"
+
+
+def source_label(backend: str, soc: str, board: Optional[BoardInfo] = None) -> str:
+    """The line every figure and table carries: "simulated RK3588 — rknnlab sim",
+    or the board's model and SoC ("Radxa ROCK 5B (RK3588, NPU)")."""
+    if backend == "sim":
+        return f"simulated {soc.upper()} — rknnlab sim"
+    b = board or read_board()
+    name = b.model or (b.soc or soc or "unknown board").upper()
+    return f"{name} ({(b.soc_variant or b.soc or soc or '?').upper()}, NPU)"

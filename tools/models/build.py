@@ -294,7 +294,7 @@ def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info
 
     Plain attrs: layout and type from the .rknn io JSON, shape from the ONNX graph.
     Native attrs: the compiler's NativeShape for that tensor (feature table).
-    Assumptions (A1-A4 in data/models/README.md) are marked in 'sources'."""
+    Assumptions (R1-R4 in data/models/README.md) are marked in 'sources'."""
     attrs = []
     for index, (name, shape) in enumerate(zip(names, onnx_shapes)):
         info = io_info[name]
@@ -319,7 +319,7 @@ def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info
             n_, c1, h_, w_, c2 = native_shape
             if c2 == shape[1] and kind == "input":
                 # C2 holding all channels is NHWC in memory; C1 > 1 then means the
-                # rows are padded to C1 * W pixels (assumption A1)
+                # rows are padded to C1 * W pixels (assumption R1)
                 native = _attr(index, name, [n_, h_, w_, c2], "RKNN_TENSOR_NHWC", type_name, info["zp"],
                                info["scale"], w_ * c1, n_ * h_ * w_ * c1 * c2 * elem)
             else:
@@ -342,9 +342,9 @@ def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info
                 "type": "io JSON embedded in the .rknn",
                 "zp_scale": info["qnt_source"],
                 "native": f"feature tensor table NativeShape {native_shape} ({feat['fmt']})",
-                "w_stride": "assumption A1 (NHWC: width times the native C1 padding factor; 0 for NC1HWC2/UNDEFINED)",
-                "h_stride": "assumption A2 (0)",
-                "native_nhwc": "assumption A3 (dims NHWC, unpadded)",
+                "w_stride": "assumption R1 (NHWC: width times the native C1 padding factor; 0 for NC1HWC2/UNDEFINED)",
+                "h_stride": "assumption R2 (0)",
+                "native_nhwc": "assumption R3 (dims NHWC, unpadded)",
             },
         })
     return attrs

@@ -134,6 +134,8 @@ class NativeRuntime(Runtime):
 
     def __init__(self, path: Optional[LibraryPath] = None) -> None:
         self.library_path, self._lib = load_library(path)
+        from ..board import read_board
+        self.soc = read_board().soc or ""
         self._functions = _bind(self._lib)
         # Model buffers that the runtime uses in place (MODEL_BUFFER_ZERO_COPY)
         # must outlive their context; keyed by context.

@@ -41,6 +41,15 @@ class Runtime(ABC):
 
     #: "native" or "sim"
     backend: str = ""
+    #: the SoC this runtime drives ("rk3588", ...): the board's, or the one simulated
+    soc: str = ""
+
+    @property
+    def source(self) -> str:
+        """What produced the numbers, for figure titles and tables:
+        "simulated RK3588 — rknnlab sim" or the board's name and SoC."""
+        from ..board import source_label
+        return source_label(self.backend, self.soc)
 
     # -- context lifecycle -------------------------------------------------
     @abstractmethod
