@@ -52,6 +52,161 @@ def _doctor_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- book, export
+@command
+def _book(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("book", help="build the course as an HTML book (for instructors)",
+                       description="Build the course book from book.toml.")
+    bsub = p.add_subparsers(dest="book_command", metavar="<book command>")
+    b = bsub.add_parser(
+        "build", help="execute every notebook and build the static HTML site",
+        description="Execute every written notebook listed in book.toml (unchanged ones come "
+                    "from the cache) and build a static, offline HTML site into _build/html/ "
+                    "(_build/html-<lang>, _build/html-instructor, ... for the other languages "
+                    "and editions).")
+    b.add_argument("--lang", help="language (one of book.toml's [book] languages; default: the first)")
+    b.add_argument("--edition", choices=("student", "instructor"),
+                   help="student: solution cells removed; instructor: kept and marked "
+                        "(default: book.toml's [build] edition)")
+    b.add_argument("--backend", choices=("auto", "sim", "native"),
+                   help="what executes the notebooks (default: book.toml's [build] backend)")
+    b.add_argument("--book", help="the book.toml (default: ./book.toml or the first one above)")
+    b.add_argument("-o", "--out", help="output directory (default: _build/html...)")
+    b.add_argument("--jobs", type=int, help="notebooks executed at once (default: one per CPU)")
+    b.set_defaults(func=_book_build_main)
+    p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
+
+
+def _book_build_main(args: argparse.Namespace) -> int:
+    from .book.build import BookBuildError, build_book
+    from .book.config import BookConfigError
+    try:
+        build_book(args.book, lang=args.lang, edition=args.edition, backend=args.backend,
+                   out_dir=args.out, jobs=args.jobs)
+    except (BookConfigError, BookBuildError) as e:
+        print(f"book build failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@command
+def _export(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("export", help="export one notebook to a self-contained HTML file",
+                       description="Execute one notebook (through the book's cache) and write it "
+                                   "as one self-contained HTML file, figures inline, nothing "
+                                   "loaded from the network.")
+    p.add_argument("notebook", help="the .ipynb to export")
+    p.add_argument("--to", choices=("html",), default="html", help="output format (html)")
+    p.add_argument("--edition", choices=("student", "instructor"), default="student",
+                   help="student (default): solution cells removed; instructor: kept and marked")
+    p.add_argument("--backend", choices=("auto", "sim", "native"), default="auto")
+    p.add_argument("--no-execute", action="store_true",
+                   help="export the notebook's saved outputs instead of executing it")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    p.add_argument("-o", "--out", help="output file (default: _build/export/<name>[-instructor].html)")
+    p.set_defaults(func=_export_main)
+
+
+def _export_main(args: argparse.Namespace) -> int:
+    from .book.build import BookBuildError
+    from .book.export import export_notebook
+    try:
+        export_notebook(args.notebook, to=args.to, edition=args.edition, out=args.out,
+                        backend=args.backend, execute=not args.no_execute, timeout=args.timeout)
+    except (BookBuildError, FileNotFoundError, ValueError) as e:
+        print(f"export failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- run, show
+@command
+def _run_cmd(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("run", help="run variants (each in a fresh process) and print the summary",
+                       description="Run one or more variants of an inference loop, each in its own "
+                                   "process, with every runtime call timed and memory sampled; "
+                                   "print the summary and optionally save a JSON trace.")
+    p.add_argument("--variant", "-v", action="append", required=True, metavar="V",
+                   help="a built-in variant (repeat for several); 'list' lists them")
+    p.add_argument("--model", "-m", default="mobilenet_v2", help="course model name or .rknn path")
+    p.add_argument("--iterations", "-n", type=int, default=200, help="measured iterations (default 200)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up iterations (default 10)")
+    p.add_argument("--backend", default="auto", help="auto, sim or native (default auto)")
+    p.add_argument("--soc", help="SoC the simulator plays (default rk3588; a board is itself)")
+    p.add_argument("--sample-hz", type=float, default=200.0, help="memory samples per second (0: off)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", "-o", help="write the result as a JSON trace here")
+    p.set_defaults(func=_run_main)
+
+
+def _run_main(args: argparse.Namespace) -> int:
+    from .experiment import BUILTIN, GROUPS, RunError, run
+    if "list" in args.variant:
+        for name, f in BUILTIN.items():
+            print(f"{name:20s} {(f.__doc__ or '').strip().splitlines()[0]}")
+        for name, group in GROUPS.items():
+            print(f"{name:20s} = {', '.join(g.__name__ for g in group)}")
+        return 0
+    try:
+        result = run(args.variant, model=args.model, iterations=args.iterations, warmup=args.warmup,
+                     backend=args.backend, soc=args.soc, sample_hz=args.sample_hz, seed=args.seed)
+    except RunError as exc:
+        print(f"rknnlab run: {exc}", file=sys.stderr)
+        return 2
+    _print_result(result)
+    if args.out:
+        result.save(args.out)
+        print(f"trace written to {args.out}")
+    return 0 if not result.errors else 1
+
+
+def _print_result(result) -> None:
+    import pandas as pd
+    cols = ["status", "iterations", "iter_median_ms", "iter_p95_ms", "iters_per_s", "rss_slope_kb_per_1k_iter",
+            "rss_peak_kb", "memfree_drop_kb", "dma_peak_bytes"]
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 2):
+        print(result.summary[[c for c in cols if c in result.summary]])
+    print()
+    print(result.describe())
+
+
+@command
+def _show(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("show", help="summarize a saved JSON trace (and draw its figures)",
+                       description="Load a trace written by `run --out` or Result.save, print its "
+                                   "summary and, with --png, write the standard figures.")
+    p.add_argument("trace", help="the trace (.json or .json.gz)")
+    p.add_argument("--png", metavar="DIR", help="write memory, timing and phase figures here as PNG")
+    p.set_defaults(func=_show_main)
+
+
+def _show_main(args: argparse.Namespace) -> int:
+    from .experiment import TraceError, load
+    try:
+        result = load(args.trace)
+    except TraceError as exc:
+        print(f"rknnlab show: {exc}", file=sys.stderr)
+        return 2
+    meta = result.meta
+    print(f"{args.trace}: {meta['model']['name']} ({meta['model']['soc']}), {result.source}; "
+          f"rknnlab {meta['rknnlab_version']}, recorded {meta.get('created', '?')} on "
+          f"{meta['host'].get('hostname', '?')}")
+    _print_result(result)
+    if args.png:
+        import os
+        import matplotlib
+        matplotlib.use("Agg")
+        from . import plot
+        os.makedirs(args.png, exist_ok=True)
+        figs = {"memory_rss": plot.memory(result, "rss"), "memory_memfree": plot.memory(result, "mem_free"),
+                "iteration_times": plot.iteration_times(result), "phases": plot.phases(result)}
+        for name, fig in figs.items():
+            path = os.path.join(args.png, f"{name}.png")
+            fig.savefig(path, dpi=120)
+            print(f"wrote {path}")
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

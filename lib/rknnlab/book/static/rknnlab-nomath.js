@@ -1,0 +1,1 @@
+/* rknnlab: the book loads no MathJax (no CDN, offline); math stays as TeX source. */

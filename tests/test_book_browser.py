@@ -1,0 +1,211 @@
+"""The built book in headless Chromium with the network blocked (the fixture book).
+
+Every page loads with no failed request and no request leaving the machine, pages whose
+notebook has a figure show it rendered, every internal link resolves, search finds a
+page, and the student edition shows no solution cell. A screenshot of a chapter page goes
+to tests/_artifacts/book-chapter.png.
+
+Needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver) and
+selenium (the dev extra). Without them the test skips, saying so, except in CI (CI=true),
+where it fails instead.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urldefrag, urlparse
+from urllib.request import urlopen
+
+import pytest
+
+import bookhelpers as bh
+
+pytestmark = pytest.mark.timeout(900)
+
+CHROMIUM = os.environ.get("RKNNLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = os.environ.get("RKNNLAB_CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
+INSTALL_HINT = ("install Debian's browser and driver (apt-get install chromium chromium-driver) "
+                "and selenium (pip install -e '.[dev]')")
+
+
+def _missing():
+    missing = []
+    if not Path(CHROMIUM).is_file():
+        missing.append(f"chromium ({CHROMIUM} not found)")
+    if not Path(CHROMEDRIVER).is_file():
+        missing.append(f"chromedriver ({CHROMEDRIVER} not found)")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("the Python package selenium")
+    return missing
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    missing = _missing()
+    if missing:
+        msg = f"browser test needs {', '.join(missing)}: {INSTALL_HINT}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{msg} (CI=true: this test must run in CI, .ci/run installs them)")
+        pytest.skip(msg)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,1400",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                # the network is blocked: every host name but the local server's fails to resolve
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    bh.book_needs()
+    rep = bh.build("student")
+    handler = functools.partial(_Quiet, directory=str(rep.out_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield rep, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def _network_events(driver):
+    """(urls requested, failures) since the last call, from Chrome's performance log."""
+    urls, failed, by_id = [], [], {}
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        method, params = msg.get("method"), msg.get("params", {})
+        if method == "Network.requestWillBeSent":
+            url = params["request"]["url"]
+            by_id[params["requestId"]] = url
+            urls.append(url)
+        elif method == "Network.loadingFailed":
+            if params.get("canceled"):
+                continue
+            failed.append(f"{by_id.get(params['requestId'], params['requestId'])}: {params.get('errorText')}")
+        elif method == "Network.responseReceived":
+            status = params["response"]["status"]
+            if status >= 400:
+                failed.append(f"{params['response']['url']}: HTTP {status}")
+    return urls, failed
+
+
+def _load(driver, url):
+    driver.get(url)
+    for _ in range(100):
+        if driver.execute_script("return document.readyState") == "complete":
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # late requests (fonts, icons) start after the load event
+
+
+def _has_figure(stage: Path, docname: str) -> bool:
+    nb = stage / (docname + ".ipynb")
+    if not nb.is_file():
+        return False
+    data = json.loads(nb.read_text(encoding="utf-8"))
+    return any(k.startswith("image/") for c in data["cells"] for o in c.get("outputs", [])
+               for k in o.get("data", {}))
+
+
+def test_the_book_in_headless_chromium_offline(browser, site):
+    rep, base = site
+    root = rep.out_dir
+    stage = bh.WORK / "_build" / "stage" / "en-student"
+    pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                   if "_static" not in p.parts)
+    assert "index.html" in pages and "chapters/01_figure.html" in pages
+    browser.get_log("performance")
+    problems, links, visited = [], set(), set()
+    for page in pages:
+        _load(browser, base + page)
+        visited.add(page)
+        urls, failed = _network_events(browser)
+        problems += [f"{page}: failed request {f}" for f in failed]
+        problems += [f"{page}: request leaves the machine: {u}" for u in urls
+                     if urlparse(u).scheme in ("http", "https", "ws", "wss")
+                     and urlparse(u).hostname != "127.0.0.1"]
+        for entry in browser.get_log("browser"):
+            if entry.get("level") == "SEVERE":
+                problems.append(f"{page}: console error: {entry.get('message')}")
+        if _has_figure(stage, page[: -len(".html")]):
+            n = browser.execute_script(
+                "return Array.from(document.querySelectorAll('article img'))"
+                ".filter(i => i.complete && i.naturalWidth > 0).length")
+            if n < 1:
+                problems.append(f"{page}: the notebook has a figure but no image is rendered")
+        if browser.execute_script("return document.querySelectorAll('.tag_solution').length"):
+            problems.append(f"{page}: the student edition shows a solution cell")
+        if "FIXTURE-SOLUTION-TEXT" in browser.page_source:
+            problems.append(f"{page}: the student edition contains the solution's text")
+        for href in browser.execute_script(
+                "return Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"):
+            if href.startswith(base):
+                links.add((page, href))
+    # every internal link resolves: the file is served, and an anchor exists on its page
+    from bs4 import BeautifulSoup
+    ids = {}
+    for page, href in sorted(links):
+        target, frag = urldefrag(href)
+        try:
+            with urlopen(target, timeout=10) as r:
+                status = r.status
+                body = r.read().decode("utf-8", "replace") if target.endswith(".html") or target.endswith("/") else ""
+        except Exception as e:  # HTTPError, URLError
+            problems.append(f"{page}: link {href} does not resolve ({e})")
+            continue
+        if status != 200:
+            problems.append(f"{page}: link {href}: HTTP {status}")
+        if frag and body:
+            if target not in ids:
+                ids[target] = {el.get("id") for el in BeautifulSoup(body, "html.parser").find_all(id=True)}
+            if frag not in ids[target]:
+                problems.append(f"{page}: link {href}: no element with id {frag!r}")
+    assert not problems, "\n".join(problems)
+    assert {(p, h) for p, h in links if h.startswith(base + "labs/")}, "the lab is linked"
+
+
+def test_search_works_offline(browser, site):
+    _, base = site
+    _load(browser, base + "search.html?q=matplotlib")
+    found = []
+    for _ in range(100):
+        found = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.href)")
+        if found:
+            break
+        time.sleep(0.1)
+    assert any("chapters/01_figure.html" in h for h in found), found
+
+
+def test_screenshot_of_a_chapter_page(browser, site):
+    _, base = site
+    browser.set_window_size(1280, 1700)  # tall enough for the title, the note and the figure
+    _load(browser, base + "chapters/01_figure.html")
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = bh.ARTIFACTS / "book-chapter.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000

@@ -1,0 +1,106 @@
+"""`python -m rknnlab export NOTEBOOK --to html`: one self-contained, offline HTML file."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bookhelpers as bh
+
+bh.book_needs()
+
+import nbformat  # noqa: E402
+from bs4 import BeautifulSoup  # noqa: E402
+
+from rknnlab.book.build import BookBuildError  # noqa: E402
+from rknnlab.book.export import export_notebook  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+# a 1x1 PNG
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201e221bc330000000049454e44ae426082")
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("export") / "book"
+    shutil.copytree(bh.FIXTURE, root)
+    return root
+
+
+def remote_refs(html: str):
+    s = BeautifulSoup(html, "html.parser")
+    bad = [f"<{el.name} {a}={el.get(a)}>" for el in s.find_all(["script", "link", "img", "iframe"])
+           for a in ("src", "href") if re.match(r"\s*(https?:)?//", el.get(a) or "")]
+    for style in s.find_all("style"):
+        bad += re.findall(r"(?:@import[^;]*https?://[^;]*|url\(\s*['\"]?https?://[^)]*\))", style.get_text())
+    return bad
+
+
+def test_export_is_one_self_contained_file_with_the_figure_inline(book):
+    out = export_notebook(book / "chapters" / "01_figure.ipynb", backend="sim", log=lambda s: None)
+    assert out == book / "_build" / "export" / "01_figure.html"
+    html = out.read_text(encoding="utf-8")
+    s = BeautifulSoup(html, "html.parser")
+    imgs = [img["src"] for img in s.find_all("img")]
+    assert imgs and all(src.startswith("data:image/") for src in imgs), imgs
+    assert not s.find_all("script", src=True), "no external scripts (no require.js, no MathJax)"
+    assert not s.find_all("link", href=True), "stylesheets are inline"
+    assert remote_refs(html) == []
+    note = s.select_one(".rknnlab-provenance")
+    assert note is not None and "simulated RK3588 — rknnlab sim" in note.get_text()
+    assert s.title.get_text() == "Fixture chapter: a figure"
+
+
+def test_student_export_has_no_solution_and_instructor_export_marks_it(book):
+    nb = book / "labs" / "lab01_exercise.ipynb"
+    student = export_notebook(nb, edition="student", backend="sim", log=lambda s: None)
+    text = student.read_text(encoding="utf-8")
+    assert "FIXTURE-SOLUTION-TEXT" not in text
+    assert not BeautifulSoup(text, "html.parser").select(".celltag_solution")
+    assert "double(x)" in text  # the exercise prompt stays
+    teacher = export_notebook(nb, edition="instructor", backend="sim", log=lambda s: None)
+    assert teacher.name == "lab01_exercise-instructor.html"
+    s = BeautifulSoup(teacher.read_text(encoding="utf-8"), "html.parser")
+    cells = s.select(".celltag_solution")
+    assert len(cells) == 1 and "FIXTURE-SOLUTION-TEXT" in cells[0].get_text()
+    assert "Solution (instructor edition)" in s.select_one(".rknnlab-solution-marker").get_text()
+
+
+def test_markdown_images_are_embedded_and_no_execute_keeps_saved_outputs(tmp_path):
+    (tmp_path / "pic.png").write_bytes(PNG)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Pictures\n\n![a picture](pic.png)"),
+        nbformat.v4.new_code_cell("1 + 1", execution_count=1, outputs=[
+            nbformat.v4.new_output("execute_result", {"text/plain": "SAVED-OUTPUT"}, execution_count=1)]),
+    ])
+    nbformat.write(nb, str(tmp_path / "pics.ipynb"))
+    out = export_notebook(tmp_path / "pics.ipynb", execute=False, out=tmp_path / "o.html",
+                          log=lambda s: None)
+    html = out.read_text(encoding="utf-8")
+    assert "SAVED-OUTPUT" in html
+    imgs = [img["src"] for img in BeautifulSoup(html, "html.parser").find_all("img")]
+    assert imgs and imgs[0].startswith("data:image/png;base64,"), imgs
+
+
+def test_cli_export_and_a_failing_notebook(book, tmp_path):
+    out = tmp_path / "handout.html"
+    proc = subprocess.run([sys.executable, "-m", "rknnlab", "export",
+                           str(book / "chapters" / "01_figure.ipynb"), "--to", "html",
+                           "--edition", "student", "--backend", "sim", "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and "data:image/png" in out.read_text(encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "rknnlab", "export",
+                           str(book / "chapters" / "02_broken.ipynb"), "--backend", "sim",
+                           "-o", str(tmp_path / "x.html")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    assert "chapters/02_broken.ipynb, cell 3" in proc.stderr and "ZeroDivisionError" in proc.stderr
+    assert not (tmp_path / "x.html").exists()
+    with pytest.raises(BookBuildError):
+        export_notebook(book / "chapters" / "02_broken.ipynb", backend="sim", log=lambda s: None)
