@@ -1,0 +1,229 @@
+"""The process one variant runs in: ``python -m rknnlab.experiment._child``.
+
+The parent (rknnlab.experiment.runner) writes a JSON spec to stdin: the
+variant (a built-in's name, an importable module + qualname, or source code
+with the plain values, modules and functions it refers to), the backend, the
+model, the seeded inputs' recipe and the sampling rate.  This process opens
+the runtime, wraps it in the instrumented proxy, starts the memory sampler,
+calls the variant and writes JSON lines to the file descriptor the spec
+names: ``progress`` messages (new samples and iterations, a few per second,
+so a crash still leaves a memory curve) and finally one ``result``.
+
+JSON only, never pickle: nothing in the spec is executed except the
+variant's own source, which the notebook's user wrote.
+"""
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import json
+import linecache
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+
+class _Channel:
+    def __init__(self, fd: int) -> None:
+        self._f = os.fdopen(fd, "w", buffering=1 << 16)
+        self._lock = threading.Lock()
+
+    def send(self, message: Dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":"), allow_nan=False, default=_jsonable)
+        with self._lock:
+            self._f.write(line + "\n")
+            self._f.flush()
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def _samples(d: Dict[str, list]) -> Dict[str, list]:
+    """Probe columns -> JSON: stage codes -> names, whole numbers -> int."""
+    from .instrument import STAGES
+    out: Dict[str, list] = {}
+    for k, v in d.items():
+        if k == "stage":
+            out[k] = [None if x is None else STAGES[int(x)] for x in v]
+        elif k.endswith(("_pct",)):
+            out[k] = v
+        else:
+            out[k] = [None if x is None else int(x) for x in v]
+    return out
+
+
+def load_variant(spec: Dict[str, Any]) -> Callable[..., Any]:
+    kind = spec["kind"]
+    if kind == "builtin":
+        from . import variants
+        return variants.BUILTIN[spec["name"]]
+    if kind == "import":
+        obj: Any = importlib.import_module(spec["module"])
+        for part in spec["qualname"].split("."):
+            obj = getattr(obj, part)
+        return obj
+    if kind != "source":
+        raise ValueError(f"unknown variant kind {kind!r}")
+    import rknnlab
+    from . import variants
+    from ..rknn import abi, buffers, errors
+    ns: Dict[str, Any] = {"__name__": "__variant__", "__builtins__": __builtins__,
+                          "np": np, "rknnlab": rknnlab, "abi": abi, "buffers": buffers,
+                          "errors": errors}
+    ns.update({k: getattr(variants, k) for k in ("query_io", "frame_input", "VariantUnavailable")})
+    for name, (module, attr) in spec.get("imports", {}).items():
+        try:
+            m = importlib.import_module(module)
+            ns[name] = getattr(m, attr) if attr else m
+        except Exception:  # leave it undefined: a NameError names it if the variant uses it
+            pass
+    ns.update(spec.get("globals", {}))
+    for i, (name, source) in enumerate(list(spec.get("functions", {}).items()) + [(spec["name"], spec["source"])]):
+        filename = f"<variant {spec['name']}: {name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns)
+    return ns[spec["name"]]
+
+
+def open_backend(backend: str, soc: str = "") -> Any:
+    if ":" in backend:  # "package.module:factory", for tests and custom backends
+        module, attr = backend.split(":", 1)
+        return getattr(importlib.import_module(module), attr)()
+    import rknnlab
+    opener = getattr(rknnlab, "open_runtime", None)
+    if opener is None:
+        raise RuntimeError("this rknnlab has no open_runtime(): the runtime backends are not installed")
+    try:
+        return opener(backend=backend, soc=soc or None)
+    except TypeError:  # an open_runtime without soc
+        return opener(backend=backend)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    chan = _Channel(spec["fd"])
+    faulthandler.enable()  # a segfault prints the Python stack to stderr, which the parent keeps
+    t0 = time.perf_counter_ns()
+
+    from ..probe import Probe
+    from .instrument import InstrumentedRuntime, Recorder
+    from .variants import VariantContext, VariantUnavailable
+
+    rec = Recorder(t0)
+    status, error, tb_text = "ok", None, None
+    probe: Optional[Probe] = None
+    rt = None
+    sent = {"samples": 0, "iterations": 0}
+    stop_stream = threading.Event()
+    last_iteration = [None]
+
+    def stream() -> None:
+        while not stop_stream.wait(spec.get("stream_every_s", 0.25)):
+            send_progress()
+
+    def send_progress() -> None:
+        msg: Dict[str, Any] = {"event": "progress", "iteration": last_iteration[0]}
+        if probe is not None:
+            n = len(probe)
+            msg["samples"] = _samples(probe.take(sent["samples"]))
+            sent["samples"] = n
+        its = rec.iteration_columns(sent["iterations"])
+        msg["iterations"] = its
+        sent["iterations"] += len(its["iteration"])
+        chan.send(msg)
+
+    # the iteration in progress, in a shared file mapping the parent reads if
+    # this process dies: a plain memory write per iteration, no system call
+    marker = None
+    if spec.get("progress_file"):
+        import mmap
+        import struct
+        with open(spec["progress_file"], "r+b") as f:
+            marker = mmap.mmap(f.fileno(), 16)
+        pack = struct.Struct("qq").pack_into
+
+    def on_iteration(i: int, done: bool) -> None:
+        if done:
+            last_iteration[0] = i
+        if marker is not None:
+            pack(marker, 0, i + 1, int(done))
+
+    streamer = threading.Thread(target=stream, name="rknnlab-stream", daemon=True)
+    try:
+        func = load_variant(spec["variant"])
+        rng = np.random.default_rng(spec["seed"])
+        shape = tuple(spec["input_shape"])
+        inputs = [rng.integers(0, 256, size=shape, dtype=np.uint8) for _ in range(spec["n_frames"])]
+        rt = open_backend(spec["backend"], spec.get("soc", ""))
+        lab = VariantContext(InstrumentedRuntime(rt, rec), rec, spec["model_path"], inputs,
+                             spec["iterations"], spec["warmup"], spec.get("model", ""),
+                             spec.get("soc", ""), spec.get("params"), progress=on_iteration,
+                             trim_after_warmup=spec.get("trim_after_warmup", True))
+        if spec["sample_hz"]:
+            probe = Probe(spec["sample_hz"], t0_ns=t0,
+                          extra=lambda: (rec.iteration, rec.stage_code, rec.dma_bytes),
+                          extra_columns=("iteration", "stage", "dma_bytes"))
+            probe.start()
+        streamer.start()
+        func(lab)
+    except VariantUnavailable as exc:
+        status, error = "skipped", str(exc)
+    except BaseException as exc:  # the variant's own error: report it, keep the data so far
+        status, error, tb_text = "error", f"{type(exc).__name__}: {exc}", _user_traceback(exc)
+        if isinstance(exc, NameError) and spec["variant"].get("kind") == "source":
+            error += (" (the variant runs in a fresh process, which gets its source, the modules, "
+                      "plain values and functions it uses, but not other objects of the notebook: "
+                      "import or create them inside the variant)")
+    finally:
+        wall = time.perf_counter_ns() - t0
+        stop_stream.set()
+        if probe is not None:
+            probe.stop()
+        if streamer.is_alive():
+            streamer.join()
+        send_progress()
+        result: Dict[str, Any] = {
+            "event": "result", "status": status, "error": error, "traceback": tb_text,
+            "wall_ns": wall, "calls": rec.call_columns(), "sdk": rec.sdk,
+            "backend": getattr(rt, "backend", None) or spec["backend"],
+            "probe": None if probe is None else {
+                "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,
+                "cpu_ns": probe.cpu_ns, "notes": probe.notes, "slow_every": probe.slow_every},
+        }
+        try:
+            chan.send(result)
+        except (TypeError, ValueError) as exc:
+            chan.send({"event": "result", "status": "error", "wall_ns": wall,
+                       "error": f"could not encode the result as JSON: {exc}", "calls": None})
+        if probe is not None:
+            probe.close()
+        if rt is not None:
+            try:
+                rt.close()
+            except Exception:
+                pass
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # do not wait for threads a variant left running

@@ -1,0 +1,409 @@
+"""What ``rknnlab.run`` returns: the raw columns of each variant's run, and
+tidy pandas DataFrames made from them on demand.
+
+=============  ================================================================
+frame          one row per
+=============  ================================================================
+``calls``      runtime call: variant, function (the phase), stage, iteration,
+               start_s, duration_us, bytes, thread, ctx, core_mask (the
+               context's last rknn_set_core_mask; 0 = AUTO), ok
+``iterations`` loop iteration: variant, iteration, stage, start_s, duration_ms
+``samples``    memory sample: variant, t_s, iteration, stage, mem_free_kb, ...,
+               rss_kb, pss_kb, heap_*_bytes, dma_bytes (npu_* on a board)
+``phases``     variant x function over the measured iterations: calls,
+               median_us, p95_us, mean_us, total_ms, bytes_per_call
+``summary``    variant: status, iterations, iter_median_ms, iter_p95_ms,
+               iters_per_s, memfree_drop_kb, rss_slope_kb_per_1k_iter,
+               rss_peak_kb, pss_peak_kb, heap_in_use_growth_bytes (last - first
+               measured sample), heap_growth_per_iter_bytes (slope of the
+               heap's lower envelope, see floor_slope), dma_peak_bytes,
+               and <function>_median_us / <function>_p95_us per phase
+=============  ================================================================
+
+Stages: "setup" (before the loop), "warmup", "measure", "teardown".  The
+summary uses the measured iterations only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+STATUSES = ("ok", "error", "crashed", "timeout", "skipped")
+
+
+@dataclass
+class VariantRun:
+    """One variant's run, as columns (JSON-ready)."""
+    name: str
+    status: str = "error"
+    error: Optional[str] = None
+    traceback: Optional[str] = None
+    doc: str = ""
+    source: str = ""
+    returncode: Optional[int] = None
+    wall_s: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    backend: Optional[str] = None
+    sdk: Dict[str, str] = field(default_factory=dict)
+    probe: Optional[Dict[str, Any]] = None
+    calls: Dict[str, list] = field(default_factory=dict)
+    iterations: Dict[str, list] = field(default_factory=dict)
+    samples: Dict[str, list] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "VariantRun":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def _median(x: "np.ndarray") -> float:
+    return float(np.median(x)) if len(x) else math.nan
+
+
+def _p95(x: "np.ndarray") -> float:
+    return float(np.percentile(x, 95)) if len(x) else math.nan
+
+
+def rss_slope_per_1k(iteration: "np.ndarray", rss_kb: "np.ndarray") -> float:
+    """Least-squares slope of RSS (kB; or any memory column) against the
+    iteration number, times 1,000."""
+    ok = ~(np.isnan(iteration) | np.isnan(rss_kb))
+    if ok.sum() < 2 or np.ptp(iteration[ok]) == 0:
+        return math.nan
+    return float(np.polyfit(iteration[ok], rss_kb[ok], 1)[0] * 1000)
+
+
+def floor_slope(iteration: "np.ndarray", values: "np.ndarray", bins: int = 8) -> float:
+    """Slope (per iteration) of the lower envelope of ``values``: the minimum in
+    each of ``bins`` equal iteration ranges, fitted by least squares.
+
+    For the heap in use: transient buffers (a conversion's temporary) make
+    samples jump up and down by hundreds of kB depending on when they land,
+    while a leak raises the floor.  The envelope ignores the first and keeps
+    the second."""
+    ok = ~(np.isnan(iteration) | np.isnan(values))
+    x, y = iteration[ok], values[ok]
+    if len(x) < 2 or np.ptp(x) == 0:
+        return math.nan
+    bins = max(2, min(bins, len(x) // 3))
+    edges = np.linspace(x.min(), x.max(), bins + 1)
+    xs, ys = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (x >= lo) & (x <= hi)
+        if m.any():
+            j = np.argmin(np.where(m, y, np.inf))
+            xs.append(x[j])
+            ys.append(y[j])
+    if len(xs) < 2 or np.ptp(xs) == 0:
+        return math.nan
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+class Result:
+    """The variants' runs plus the run's metadata (``meta``: backend, source,
+    board, runtime versions, model, host, parameters)."""
+
+    def __init__(self, meta: Dict[str, Any], runs: List[VariantRun]) -> None:
+        self.meta = meta
+        self.runs = runs
+        self._cache: Dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ access
+    @property
+    def source(self) -> str:
+        """Where the numbers come from, e.g. "simulated RK3588 — rknnlab sim"."""
+        return self.meta.get("source", "unknown source")
+
+    @property
+    def variants(self) -> List[str]:
+        return [r.name for r in self.runs]
+
+    def __getitem__(self, name: str) -> VariantRun:
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise KeyError(f"no variant {name!r} in this result; it has {', '.join(self.variants)}")
+
+    @property
+    def errors(self) -> Dict[str, str]:
+        """variant -> error message, for the variants that did not finish."""
+        return {r.name: f"{r.status}: {r.error}" for r in self.runs if r.status != "ok"}
+
+    # ------------------------------------------------------------------ frames
+    def _frame(self, key: str):
+        if key in self._cache:
+            return self._cache[key]
+        import pandas as pd
+        parts = []
+        for r in self.runs:
+            cols = getattr(r, key)
+            if not cols:
+                continue
+            n = min(len(v) for v in cols.values())
+            if n == 0:
+                continue
+            df = pd.DataFrame({k: v[:n] for k, v in cols.items()})
+            df.insert(0, "variant", r.name)
+            parts.append(df)
+        if parts:
+            df = pd.concat(parts, ignore_index=True)
+        else:
+            df = pd.DataFrame({"variant": pd.Series(dtype=object)})
+        df["variant"] = pd.Categorical(df["variant"], categories=self.variants)
+        self._cache[key] = df
+        return df
+
+    @property
+    def calls(self):
+        """One row per runtime call (see the module docstring)."""
+        if "calls_t" not in self._cache:
+            import pandas as pd
+            df = self._frame("calls").copy()
+            if "t_start_ns" in df:
+                df["iteration"] = df["iteration"].astype("Int64")
+                df["start_s"] = df.pop("t_start_ns") / 1e9
+                df["duration_us"] = df.pop("duration_ns") / 1e3
+                df["bytes"] = pd.to_numeric(df["bytes"]).astype("Int64")
+                df["ctx"] = pd.to_numeric(df["ctx"]).astype("Int64")
+                df["thread"] = pd.to_numeric(df["thread"]).astype("Int64")
+                if "core_mask" in df:
+                    df["core_mask"] = pd.to_numeric(df["core_mask"]).astype("Int64")
+                df["ok"] = df["ok"].astype(bool)
+            self._cache["calls_t"] = df
+        return self._cache["calls_t"]
+
+    @property
+    def iterations(self):
+        """One row per loop iteration."""
+        if "iterations_t" not in self._cache:
+            df = self._frame("iterations").copy()
+            if "t_start_ns" in df:
+                df["iteration"] = df["iteration"].astype(int)
+                df["start_s"] = df.pop("t_start_ns") / 1e9
+                df["duration_ms"] = df.pop("duration_ns") / 1e6
+            self._cache["iterations_t"] = df
+        return self._cache["iterations_t"]
+
+    @property
+    def samples(self):
+        """One row per memory sample; kB as /proc gives them, bytes for heap and DMA."""
+        if "samples_t" not in self._cache:
+            import pandas as pd
+            df = self._frame("samples").copy()
+            if "t_ns" in df:
+                df.insert(1, "t_s", df.pop("t_ns") / 1e9)
+                df["iteration"] = pd.to_numeric(df["iteration"]).astype("Int64")
+                for c in df.columns:
+                    if c.endswith(("_kb", "_bytes", "_pct", "_hz")):
+                        df[c] = pd.to_numeric(df[c]).astype(float)
+            self._cache["samples_t"] = df
+        return self._cache["samples_t"]
+
+    @property
+    def phases(self):
+        """variant x function over the measured iterations."""
+        if "phases" not in self._cache:
+            import pandas as pd
+            calls = self.calls
+            rows = []
+            if len(calls) and "stage" in calls:
+                m = calls[calls["stage"] == "measure"]
+                for (v, fn), g in m.groupby(["variant", "function"], observed=True, sort=False):
+                    d = g["duration_us"].to_numpy(float)
+                    b = g["bytes"].dropna()
+                    rows.append({"variant": v, "function": fn, "calls": len(g),
+                                 "median_us": _median(d), "p95_us": _p95(d),
+                                 "mean_us": float(d.mean()), "total_ms": float(d.sum() / 1e3),
+                                 "bytes_per_call": float(b.mean()) if len(b) else math.nan})
+            df = pd.DataFrame(rows, columns=["variant", "function", "calls", "median_us", "p95_us",
+                                             "mean_us", "total_ms", "bytes_per_call"])
+            self._cache["phases"] = df
+        return self._cache["phases"]
+
+    @property
+    def summary(self):
+        """One row per variant (see the module docstring for the columns)."""
+        if "summary" in self._cache:
+            return self._cache["summary"]
+        import pandas as pd
+        its, smp, ph = self.iterations, self.samples, self.phases
+        rows = []
+        for r in self.runs:
+            row: Dict[str, Any] = {"variant": r.name, "status": r.status}
+            it = its[(its["variant"] == r.name) & (its["stage"] == "measure")] if "stage" in its else its.iloc[:0]
+            d = it["duration_ms"].to_numpy(float) if len(it) else np.array([])
+            row["iterations"] = len(it)
+            row["iter_median_ms"] = _median(d)
+            row["iter_p95_ms"] = _p95(d)
+            if len(it):
+                span = (it["start_s"].iloc[-1] + it["duration_ms"].iloc[-1] / 1e3) - it["start_s"].iloc[0]
+                row["iters_per_s"] = len(it) / span if span > 0 else math.nan
+            else:
+                row["iters_per_s"] = math.nan
+            s = smp[smp["variant"] == r.name] if "variant" in smp else smp
+            sm = s[s["stage"] == "measure"] if "stage" in s else s.iloc[:0]
+            def col(name: str):
+                return sm[name].dropna() if name in sm else sm.iloc[:0, :0]
+            mf = col("mem_free_kb")
+            row["memfree_drop_kb"] = float(mf.iloc[0] - mf.iloc[-1]) if len(mf) >= 2 else math.nan
+            rss = col("rss_kb")
+            row["rss_start_kb"] = float(rss.iloc[0]) if len(rss) else math.nan
+            row["rss_slope_kb_per_1k_iter"] = (
+                rss_slope_per_1k(sm["iteration"].to_numpy(float, na_value=np.nan),
+                                 sm["rss_kb"].to_numpy(float)) if len(rss) else math.nan)
+            row["rss_peak_kb"] = float(s["rss_kb"].max()) if len(s) and "rss_kb" in s else math.nan
+            row["pss_peak_kb"] = float(s["pss_kb"].max()) if len(s) and "pss_kb" in s else math.nan
+            heap = col("heap_in_use_bytes")
+            row["rss_samples"] = len(rss)
+            row["heap_samples"] = len(heap)
+            if len(heap) >= 2:
+                row["heap_in_use_growth_bytes"] = float(heap.iloc[-1] - heap.iloc[0])
+                row["heap_growth_per_iter_bytes"] = floor_slope(
+                    sm["iteration"].to_numpy(float, na_value=np.nan),
+                    sm["heap_in_use_bytes"].to_numpy(float))
+            else:
+                row["heap_in_use_growth_bytes"] = math.nan
+                row["heap_growth_per_iter_bytes"] = math.nan
+            row["dma_peak_bytes"] = (float(s["dma_bytes"].max()) if len(s) and "dma_bytes" in s
+                                     and s["dma_bytes"].notna().any() else math.nan)
+            row["wall_s"] = r.wall_s
+            for _, p in ph[ph["variant"] == r.name].iterrows():
+                row[f"{p['function']}_median_us"] = p["median_us"]
+                row[f"{p['function']}_p95_us"] = p["p95_us"]
+            row["error"] = r.error
+            rows.append(row)
+        df = pd.DataFrame(rows).set_index("variant")
+        self._cache["summary"] = df
+        return df
+
+    # ------------------------------------------------------------------ words
+    def describe(self) -> str:
+        """What changed between the variants, in words."""
+        s = self.summary
+        p = self.meta.get("parameters", {})
+        lines = [f"{len(self.runs)} variant(s) on {self.meta.get('model', {}).get('name', '?')}, "
+                 f"{p.get('iterations', '?')} measured iterations after {p.get('warmup', '?')} warm-up, "
+                 f"{self.source}."]
+        ok = s[s["status"] == "ok"]
+        for name, row in s.iterrows():
+            if row["status"] != "ok":
+                lines.append(f"- {name}: {row['status'].upper()} — {row['error']}")
+                continue
+            slope = row["rss_slope_kb_per_1k_iter"]
+            heap = row.get("heap_growth_per_iter_bytes", math.nan)
+            if math.isnan(slope):
+                mem = "RSS not sampled"
+            elif not self._judged(row):
+                mem = (f"RSS {slope / 1024:+.1f} MiB per 1,000 iterations (too few samples "
+                       "to judge growth: run more iterations)")
+            elif not self._grows(row):
+                mem = f"RSS about flat ({slope / 1024:+.1f} MiB per 1,000 iterations)"
+            else:
+                mem = (f"RSS grows {slope / 1024:+.1f} MiB per 1,000 iterations "
+                       f"(about {slope * 1.024:+.0f} bytes per iteration)")
+            if not math.isnan(heap):
+                mem += f", malloc heap in use {heap:+.0f} bytes per iteration"
+            phases = self.phases[self.phases["variant"] == name].sort_values("median_us", ascending=False)
+            top = ", ".join(f"{f['function']} {f['median_us']:.0f} us" for _, f in phases.head(3).iterrows())
+            dma = row["dma_peak_bytes"]
+            dma_s = f"; DMA {dma / 2**20:.1f} MiB" if not math.isnan(dma) else ""
+            lines.append(f"- {name}: {row['iter_median_ms']:.2f} ms per iteration (median; p95 "
+                         f"{row['iter_p95_ms']:.2f}), {row['iters_per_s']:.0f} iterations/s; {mem}; "
+                         f"peak RSS {row['rss_peak_kb'] / 1024:.1f} MiB{dma_s}. Slowest phases: {top}.")
+        if len(ok) >= 2:
+            lines.extend(self._against_baseline(ok))
+            fastest = ok["iter_median_ms"].idxmin()
+            slowest = ok["iter_median_ms"].idxmax()
+            ratio = ok.loc[slowest, "iter_median_ms"] / ok.loc[fastest, "iter_median_ms"]
+            if ratio < 1.02:
+                lines.append("All finished variants are within 2% of each other's median iteration time.")
+            else:
+                lines.append(f"Fastest: {fastest}; slowest: {slowest} ({ratio:.2f}x the fastest's median).")
+            growing = [n for n, r in ok.iterrows() if self._grows(r)]
+            if growing:
+                lines.append("Memory grows in: " + ", ".join(growing) + " (a leak if it never levels off).")
+            elif all(self._judged(r) for _, r in ok.iterrows()):
+                lines.append("No variant's memory grows with the iterations.")
+        return "\n".join(lines)
+
+    def _against_baseline(self, ok) -> List[str]:
+        """One line per variant: its median iteration against the first one's,
+        and the phase whose median per iteration changed most."""
+        from ..plot import phase_table
+        base = ok.index[0]
+        try:
+            table = phase_table(self, list(ok.index)).fillna(0.0)
+        except Exception:  # no calls recorded
+            table = None
+        out = []
+        for name in ok.index[1:]:
+            ratio = ok.loc[name, "iter_median_ms"] / ok.loc[base, "iter_median_ms"]
+            text = f"{name} vs {base}: {ratio:.2f}x the time per iteration"
+            if table is not None and len(table.columns) and name in table.index and base in table.index:
+                diff = (table.loc[name] - table.loc[base])
+                fn = diff.abs().idxmax()
+                if abs(diff[fn]) < 0.02 * ok.loc[base, "iter_median_ms"]:
+                    out.append(text + "; no phase changed by more than 2%.")
+                    continue
+                text += (f"; the biggest change is in {fn} ({table.loc[base, fn]:.3f} -> "
+                         f"{table.loc[name, fn]:.3f} ms per iteration)")
+            out.append(text + ".")
+        return out
+
+    def _repr_html_(self) -> str:
+        import html
+        cols = [c for c in ("status", "iterations", "iter_median_ms", "iter_p95_ms", "iters_per_s",
+                            "rss_slope_kb_per_1k_iter", "rss_peak_kb", "heap_growth_per_iter_bytes",
+                            "memfree_drop_kb", "dma_peak_bytes") if c in self.summary]
+        return (f"<pre>{html.escape(self.describe())}</pre>"
+                + self.summary[cols].to_html(float_format=lambda x: f"{x:,.2f}"))
+
+    #: what counts as growth in describe(): the harness itself and re-touched
+    #: heap pages move RSS by up to ~1 MiB per 1,000 iterations in short runs
+    GROWTH_RSS_KB_PER_1K = 2048.0
+    GROWTH_HEAP_BYTES_PER_ITER = 1024.0
+
+    #: fewer measured samples than this: no verdict on growth
+    GROWTH_MIN_SAMPLES = 20
+
+    @classmethod
+    def _grows(cls, row: Any) -> bool:
+        slope = row["rss_slope_kb_per_1k_iter"]
+        heap = row.get("heap_growth_per_iter_bytes", math.nan)
+        rss_ok = row.get("rss_samples", 0) >= cls.GROWTH_MIN_SAMPLES
+        heap_ok = row.get("heap_samples", 0) >= cls.GROWTH_MIN_SAMPLES
+        return bool((rss_ok and not math.isnan(slope) and slope >= cls.GROWTH_RSS_KB_PER_1K)
+                    or (heap_ok and not math.isnan(heap) and heap >= cls.GROWTH_HEAP_BYTES_PER_ITER))
+
+    @classmethod
+    def _judged(cls, row: Any) -> bool:
+        return row.get("rss_samples", 0) >= cls.GROWTH_MIN_SAMPLES
+
+    def __repr__(self) -> str:
+        st = ", ".join(f"{r.name}: {r.status}" for r in self.runs)
+        return f"<rknnlab Result {self.meta.get('model', {}).get('name', '?')} — {self.source}; {st}>"
+
+    # ------------------------------------------------------------------ traces
+    def to_dict(self) -> Dict[str, Any]:
+        from .trace import result_to_dict
+        return result_to_dict(self)
+
+    def save(self, path) -> None:
+        """Write the result as a JSON trace (see rknnlab.experiment.trace)."""
+        from .trace import save
+        save(self, path)
+
+    @classmethod
+    def load(cls, path) -> "Result":
+        from .trace import load
+        return load(path)

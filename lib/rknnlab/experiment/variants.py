@@ -1,0 +1,434 @@
+"""Variants: plain functions that run an inference loop through a runtime.
+
+A variant takes one argument, ``lab`` (a :class:`VariantContext`), and uses
+
+- ``lab.rt``: the runtime, one method per C function; every call is timed
+  automatically, so a variant needs no timing code;
+- ``lab.model_path``: the .rknn file; ``lab.inputs``: seeded uint8 NHWC
+  frames (``lab.input(i)`` cycles through them);
+- ``for i in lab.loop():``: ``lab.warmup`` warm-up iterations, then
+  ``lab.iterations`` measured ones; each iteration's number is attached to
+  the calls and memory samples made during it (``with lab.iteration(i):``
+  does the same for a loop of your own);
+- ``lab.timed("name")``: time a block that is not a runtime call.
+
+The harness runs each variant in a fresh process.  A variant defined in a
+notebook cell is sent there as source code: use modules, plain values and
+functions of the notebook freely, but objects (arrays, open runtimes) must
+be made inside the variant.
+
+The built-ins below are the course's, each with the C it stands for.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..rknn import abi, buffers
+from ..rknn.abi import (RKNN_MEMORY_SYNC_FROM_DEVICE, RKNN_MEMORY_SYNC_TO_DEVICE,
+                        RKNN_QUERY_IN_OUT_NUM, RKNN_QUERY_INPUT_ATTR,
+                        RKNN_QUERY_NATIVE_INPUT_ATTR, RKNN_QUERY_NATIVE_OUTPUT_ATTR,
+                        RKNN_QUERY_OUTPUT_ATTR, RKNN_TENSOR_NHWC, RKNN_TENSOR_UINT8,
+                        rknn_output, rknn_tensor_attr)
+from .instrument import Recorder
+
+
+class VariantUnavailable(RuntimeError):
+    """This variant cannot run here (e.g. needs a board); the result marks it skipped."""
+
+
+class VariantContext:
+    """What a variant gets: the instrumented runtime, the model, the inputs, the loop."""
+
+    def __init__(self, rt: Any, recorder: Recorder, model_path: str, inputs: Sequence[np.ndarray],
+                 iterations: int, warmup: int = 0, model: str = "", soc: str = "",
+                 params: Optional[Dict[str, Any]] = None,
+                 progress: Optional[Callable[[int, bool], None]] = None,
+                 trim_after_warmup: bool = True) -> None:
+        self.rt = rt
+        self.recorder = recorder
+        self.model_path = str(model_path)
+        self.model = model
+        self.soc = soc
+        self.inputs = list(inputs)
+        self.iterations = int(iterations)
+        self.warmup = int(warmup)
+        self.params = dict(params or {})
+        self._progress = progress
+        self.trim_after_warmup = trim_after_warmup
+
+    @property
+    def total(self) -> int:
+        """warm-up + measured iterations."""
+        return self.warmup + self.iterations
+
+    def input(self, i: int) -> np.ndarray:
+        """The seeded frame for iteration ``i`` (the frames repeat in a cycle)."""
+        return self.inputs[i % len(self.inputs)]
+
+    def stage_of(self, i: int) -> str:
+        return "warmup" if i < self.warmup else "measure"
+
+    @contextmanager
+    def iteration(self, i: int) -> Iterator[int]:
+        """Mark iteration ``i`` (0 .. total-1; the first ``warmup`` are warm-up)."""
+        rec = self.recorder
+        stage = self.stage_of(i)
+        if i == self.warmup and self.trim_after_warmup:
+            malloc_trim()
+        rec.iteration, rec.stage = i, stage
+        if self._progress is not None:
+            self._progress(i, False)
+        t = time.perf_counter_ns()
+        try:
+            yield i
+        finally:
+            rec.add_iteration(i, stage, t, time.perf_counter_ns() - t)
+            rec.iteration = None
+            if self._progress is not None:
+                self._progress(i, True)
+
+    def loop(self) -> Iterator[int]:
+        """``for i in lab.loop():`` the warm-up iterations, then the measured ones."""
+        for i in range(self.total):
+            with self.iteration(i):
+                yield i
+        self.recorder.stage = "teardown"
+
+    def timed(self, name: str, nbytes: Optional[int] = None):
+        """``with lab.timed("postprocess"):`` records the block like a runtime call."""
+        return self.recorder.timed(name, nbytes)
+
+
+# --------------------------------------------------------------------------- helpers
+def malloc_trim() -> bool:
+    """glibc malloc_trim(0): give the heap's free pages back to the system.
+
+    The harness calls it once, just before the first measured iteration
+    (``trim_after_warmup``): warm-up (e.g. the first inference) leaves free
+    but resident chunks in the heap, which later mallocs would reuse without
+    RSS moving, hiding a leak for thousands of iterations.  After the trim,
+    RSS growth in the measured loop is new memory.  False where there is no
+    glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def query_io(rt: Any, ctx: int, native: bool = False) -> Tuple[List[rknn_tensor_attr], List[rknn_tensor_attr]]:
+    """rknn_query IN_OUT_NUM, then INPUT_ATTR/OUTPUT_ATTR (or the NATIVE_* ones) per tensor."""
+    n = rt.query(ctx, RKNN_QUERY_IN_OUT_NUM)
+    q_in = RKNN_QUERY_NATIVE_INPUT_ATTR if native else RKNN_QUERY_INPUT_ATTR
+    q_out = RKNN_QUERY_NATIVE_OUTPUT_ATTR if native else RKNN_QUERY_OUTPUT_ATTR
+    ins = [rt.query(ctx, q_in, rknn_tensor_attr(index=i)) for i in range(n.n_input)]
+    outs = [rt.query(ctx, q_out, rknn_tensor_attr(index=i)) for i in range(n.n_output)]
+    return ins, outs
+
+
+def frame_input(frame: np.ndarray) -> List[abi.rknn_input]:
+    """rknn_input inputs[1] = {.index=0, .buf=frame, .size=..., .type=UINT8, .fmt=NHWC}."""
+    return [buffers.input_from_array(0, frame, fmt=RKNN_TENSOR_NHWC, type=RKNN_TENSOR_UINT8)]
+
+
+def _outputs(out_attrs: Sequence[rknn_tensor_attr], want_float: int) -> List[rknn_output]:
+    return [rknn_output(index=a.index, want_float=want_float, is_prealloc=0) for a in out_attrs]
+
+
+def _prealloc(out_attrs: Sequence[rknn_tensor_attr], want_float: int
+              ) -> Tuple[List[rknn_output], List[np.ndarray]]:
+    keep, outs = [], []
+    for a in out_attrs:
+        arr = np.empty(a.n_elems, dtype=np.float32 if want_float else np.int8)
+        keep.append(arr)
+        outs.append(rknn_output(index=a.index, want_float=want_float, is_prealloc=1,
+                                buf=arr.ctypes.data, size=arr.nbytes))
+    return outs, keep
+
+
+# --------------------------------------------------------------------------- the course's variants
+def alloc_per_call(lab: VariantContext) -> None:
+    """The runtime allocates the outputs on every call; each get is released.
+
+    C::
+
+        rknn_output outs[1] = {{.want_float = 1, .is_prealloc = 0}};
+        for (i = 0; i < n; i++) {
+            rknn_inputs_set(ctx, 1, inputs);
+            rknn_run(ctx, NULL);
+            rknn_outputs_get(ctx, 1, outs, NULL);    /* runtime mallocs outs[0].buf */
+            rknn_outputs_release(ctx, 1, outs);      /* ... and frees it */
+        }
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        outs = _outputs(out_attrs, want_float=1)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def leak_no_release(lab: VariantContext) -> None:
+    """The classic leak: is_prealloc = 0 and rknn_outputs_release never called.
+    Memory grows by about one output (n_elems x 4 bytes with want_float) per iteration.
+
+    C::
+
+        for (i = 0; i < n; i++) {
+            rknn_inputs_set(ctx, 1, inputs);
+            rknn_run(ctx, NULL);
+            rknn_outputs_get(ctx, 1, outs, NULL);    /* a new buffer every time */
+            /* rknn_outputs_release(ctx, 1, outs);      forgotten */
+        }
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        outs = _outputs(out_attrs, want_float=1)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def prealloc_output(lab: VariantContext) -> None:
+    """The caller owns the output buffers (is_prealloc = 1), allocated once.
+
+    C::
+
+        float *buf = malloc(n_elems * sizeof(float));          /* once */
+        rknn_output outs[1] = {{.want_float = 1, .is_prealloc = 1,
+                                .buf = buf, .size = n_elems * sizeof(float)}};
+        for (i = 0; i < n; i++) {
+            rknn_inputs_set(ctx, 1, inputs);
+            rknn_run(ctx, NULL);
+            rknn_outputs_get(ctx, 1, outs, NULL);    /* writes into buf */
+        }
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs, _keep = _prealloc(out_attrs, want_float=1)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def _zero_copy(lab: VariantContext, bind_each_iteration: bool) -> None:
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    in_attrs, out_attrs = query_io(rt, ctx, native=True)
+    in_attr = in_attrs[0]
+    in_attr.type = RKNN_TENSOR_UINT8       # we write uint8 NHWC frames; the runtime converts
+    in_attr.fmt = RKNN_TENSOR_NHWC
+    in_mem = rt.create_mem(ctx, in_attr.size_with_stride)
+    out_mems = [rt.create_mem(ctx, a.size_with_stride) for a in out_attrs]
+
+    def bind() -> None:
+        rt.set_io_mem(ctx, in_mem, in_attr)
+        for mem, a in zip(out_mems, out_attrs):
+            rt.set_io_mem(ctx, mem, a)
+
+    if not bind_each_iteration:
+        bind()
+    in_view = buffers.mem_view(in_mem)
+    for i in lab.loop():
+        if bind_each_iteration:
+            bind()
+        frame = lab.input(i).reshape(-1)
+        in_view[:frame.size] = frame
+        rt.mem_sync(ctx, in_mem, RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        for mem in out_mems:
+            rt.mem_sync(ctx, mem, RKNN_MEMORY_SYNC_FROM_DEVICE)
+    for mem in [in_mem] + out_mems:
+        rt.destroy_mem(ctx, mem)
+    rt.destroy(ctx)
+
+
+def zero_copy_io(lab: VariantContext) -> None:
+    """Zero-copy: DMA buffers from rknn_create_mem, bound once with rknn_set_io_mem;
+    no inputs_set / outputs_get.  Sized from the NATIVE attrs' size_with_stride.
+
+    C::
+
+        rknn_tensor_mem *in = rknn_create_mem(ctx, in_attr.size_with_stride);
+        rknn_tensor_mem *out = rknn_create_mem(ctx, out_attr.size_with_stride);
+        rknn_set_io_mem(ctx, in, &in_attr);  rknn_set_io_mem(ctx, out, &out_attr);  /* once */
+        for (i = 0; i < n; i++) {
+            memcpy(in->virt_addr, frame, size);
+            rknn_mem_sync(ctx, in, RKNN_MEMORY_SYNC_TO_DEVICE);
+            rknn_run(ctx, NULL);
+            rknn_mem_sync(ctx, out, RKNN_MEMORY_SYNC_FROM_DEVICE);
+        }
+        rknn_destroy_mem(ctx, in);  rknn_destroy_mem(ctx, out);
+    """
+    _zero_copy(lab, bind_each_iteration=False)
+
+
+def rebind_each_iter(lab: VariantContext) -> None:
+    """Zero-copy, but rknn_set_io_mem inside the loop on every frame (as seed 001 does).
+
+    C::
+
+        for (i = 0; i < n; i++) {
+            rknn_set_io_mem(ctx, in, &in_attr);      /* again, every frame */
+            rknn_set_io_mem(ctx, out, &out_attr);
+            memcpy(in->virt_addr, frame, size);
+            rknn_mem_sync(ctx, in, RKNN_MEMORY_SYNC_TO_DEVICE);
+            rknn_run(ctx, NULL);
+            rknn_mem_sync(ctx, out, RKNN_MEMORY_SYNC_FROM_DEVICE);
+        }
+    """
+    _zero_copy(lab, bind_each_iteration=True)
+
+
+def reinit_each_iter(lab: VariantContext) -> None:
+    """A whole context per frame: rknn_init ... rknn_destroy inside the loop.
+
+    C::
+
+        for (i = 0; i < n; i++) {
+            rknn_init(&ctx, model_path, 0, 0, NULL);   /* weights, internal mem, io: all again */
+            rknn_inputs_set(ctx, 1, inputs);
+            rknn_run(ctx, NULL);
+            rknn_outputs_get(ctx, 1, outs, NULL);
+            rknn_outputs_release(ctx, 1, outs);
+            rknn_destroy(ctx);
+        }
+    """
+    rt = lab.rt
+    for i in lab.loop():
+        ctx = rt.init(lab.model_path)
+        n = rt.query(ctx, RKNN_QUERY_IN_OUT_NUM)
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        outs = [rknn_output(index=k, want_float=1, is_prealloc=0) for k in range(n.n_output)]
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+        rt.destroy(ctx)
+
+
+def want_float(lab: VariantContext) -> None:
+    """Outputs dequantized to float32 by the runtime on the CPU (want_float = 1):
+    4 bytes per element and CPU time per element.
+
+    C::
+
+        rknn_output outs[1] = {{.want_float = 1, .is_prealloc = 1, .buf = fbuf, .size = n * 4}};
+        rknn_outputs_get(ctx, 1, outs, NULL);
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs, _keep = _prealloc(out_attrs, want_float=1)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def want_int8(lab: VariantContext) -> None:
+    """Outputs kept as the model's int8 (want_float = 0): 1 byte per element, no dequantize;
+    post-process on int8 with the attr's zp/scale (as the model zoo's YOLO demos do).
+
+    C::
+
+        rknn_output outs[1] = {{.want_float = 0, .is_prealloc = 1, .buf = qbuf, .size = n}};
+        rknn_outputs_get(ctx, 1, outs, NULL);
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs, _keep = _prealloc(out_attrs, want_float=0)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+#: the pair of chapter 6: run them together
+want_float_vs_int8 = (want_float, want_int8)
+
+
+# --------------------------------------------------------------------------- rknn-toolkit-lite2 (boards only)
+def _rknnlite(lab: VariantContext) -> Any:
+    try:
+        from rknnlite.api import RKNNLite  # type: ignore[import-not-found]
+    except ImportError:
+        raise VariantUnavailable(
+            "needs a board with rknn-toolkit-lite2 (pip install rknn-toolkit-lite2 on the board); "
+            "the rknnlite package is not installed here") from None
+    lite = RKNNLite()
+    if lite.load_rknn(lab.model_path) != 0:
+        raise RuntimeError(f"RKNNLite.load_rknn({lab.model_path!r}) failed")
+    if lite.init_runtime() != 0:
+        raise RuntimeError("RKNNLite.init_runtime() failed (is this the board the model was compiled for?)")
+    return lite
+
+
+def lite_inference(lab: VariantContext) -> None:
+    """rknn-toolkit-lite2: ``outputs = rknn_lite.inference(inputs=[frame])`` per frame
+    (new numpy outputs each time; Python's refcounting frees the old ones)."""
+    lite = _rknnlite(lab)
+    try:
+        for i in lab.loop():
+            with lab.timed("inference"):
+                outputs = lite.inference(inputs=[lab.input(i)])
+            del outputs
+    finally:
+        lite.release()
+
+
+def lite_reuse_outputs(lab: VariantContext) -> None:
+    """rknn-toolkit-lite2 2.5.0: ``inference(inputs=[frame], reuse_outputs=True)``
+    reuses the output arrays between calls (read them before the next call)."""
+    lite = _rknnlite(lab)
+    try:
+        for i in lab.loop():
+            with lab.timed("inference"):
+                outputs = lite.inference(inputs=[lab.input(i)], reuse_outputs=True)
+            del outputs
+    finally:
+        lite.release()
+
+
+def lite_gc_collect(lab: VariantContext) -> None:
+    """rknn-toolkit-lite2 with ``gc.collect()`` after every frame (the folk remedy; it costs time)."""
+    lite = _rknnlite(lab)
+    try:
+        for i in lab.loop():
+            with lab.timed("inference"):
+                outputs = lite.inference(inputs=[lab.input(i)])
+            del outputs
+            with lab.timed("gc_collect"):
+                gc.collect()
+    finally:
+        lite.release()
+
+
+#: name -> variant, the ones ``run("name")`` and the CLI accept
+BUILTIN: Dict[str, Callable[[VariantContext], None]] = {f.__name__: f for f in (
+    alloc_per_call, leak_no_release, prealloc_output, zero_copy_io, rebind_each_iter,
+    reinit_each_iter, want_float, want_int8, lite_inference, lite_reuse_outputs, lite_gc_collect)}
+
+#: names that stand for several variants
+GROUPS: Dict[str, Tuple[Callable[[VariantContext], None], ...]] = {
+    "want_float_vs_int8": want_float_vs_int8,
+    "lite": (lite_inference, lite_reuse_outputs, lite_gc_collect),
+}

@@ -1,0 +1,330 @@
+"""Figures of a run (or of a compiler report), with matplotlib only.
+
+Every function returns a matplotlib Figure; pass ``ax=`` to draw into an
+axis of your own.  Each figure names its source in the title ("simulated
+RK3588 — rknnlab sim" or the board's name) and its units on the axes, uses
+line styles as well as colours (readable in print and in grey), and the
+course's fixed size, so exported HTML and PDF look the same.
+
+==========================  ==================================================
+:func:`memory`              MemFree / MemAvailable / RSS / PSS / heap / DMA
+                            over time, one line per variant, iteration marks
+:func:`iteration_times`     time per iteration, one line per variant
+:func:`phases`              stacked bars: median time per iteration in each
+                            phase (runtime function), per variant
+:func:`memory_plan`         the compiler's internal-buffer plan: one bar per
+                            tensor lifetime (x: layers, y: offset)
+:func:`gantt`               the calls over time, one lane per thread (and context)
+==========================  ==================================================
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+FIGSIZE = (8.0, 4.2)
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+#: metric -> (column, label, divisor to the unit, unit)
+METRICS: Dict[str, Tuple[str, str, float, str]] = {
+    "mem_free": ("mem_free_kb", "MemFree (system)", 1024.0, "MiB"),
+    "mem_available": ("mem_available_kb", "MemAvailable (system)", 1024.0, "MiB"),
+    "cma_free": ("cma_free_kb", "CmaFree (system)", 1024.0, "MiB"),
+    "rss": ("rss_kb", "RSS of the variant's process", 1024.0, "MiB"),
+    "pss": ("pss_kb", "PSS of the variant's process", 1024.0, "MiB"),
+    "heap": ("heap_in_use_bytes", "malloc heap in use (mallinfo2)", 2.0 ** 20, "MiB"),
+    "heap_free": ("heap_free_bytes", "free bytes kept in the malloc heap (mallinfo2)", 2.0 ** 20, "MiB"),
+    "dma": ("dma_bytes", "runtime DMA total (RKNN_QUERY_MEM_SIZE)", 2.0 ** 20, "MiB"),
+}
+
+
+def _plt():
+    import matplotlib
+    import matplotlib.pyplot as plt  # noqa: F401  (the backend the notebook chose)
+    return matplotlib, plt
+
+
+def _new(ax=None, figsize=FIGSIZE):
+    _, plt = _plt()
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return fig, ax
+
+
+def _style(i: int) -> Dict[str, Any]:
+    return {"linestyle": LINESTYLES[i % len(LINESTYLES)], "color": f"C{i % 10}"}
+
+
+def _title(ax, what: str, source: str) -> None:
+    ax.set_title(f"{what}\n{source}", fontsize=10, loc="left")
+
+
+def _variants(result, variants: Optional[Sequence[str]]) -> List[str]:
+    names = list(result.variants)
+    if variants is None:
+        return names
+    missing = [v for v in variants if v not in names]
+    if missing:
+        raise KeyError(f"no variant {', '.join(missing)} in this result; it has {', '.join(names)}")
+    return list(variants)
+
+
+def _note_missing(ax, result, shown: List[str]) -> None:
+    failed = [f"{r.name} ({r.status})" for r in result.runs if r.name in shown and r.status != "ok"]
+    if failed:
+        ax.text(0.99, 0.01, "not finished: " + ", ".join(failed), transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8, color="0.3")
+
+
+# --------------------------------------------------------------------------- memory over time
+def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] = None,
+           ax=None, marks: int = 10, relative: bool = False):
+    """``metric`` over time (s since the variant's process started), one line per variant.
+
+    Metrics: mem_free, mem_available, cma_free, rss, pss, heap, heap_free, dma.
+    ``marks`` iteration marks per variant (a marker where every k-th iteration
+    starts, labelled with its number); the warm-up is shaded.  ``relative``:
+    subtract each variant's first measured value (shows growth)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    col, label, div, unit = METRICS[metric]
+    fig, ax = _new(ax)
+    samples, its = result.samples, result.iterations
+    names = _variants(result, variants)
+    drawn = 0
+    for i, name in enumerate(names):
+        s = samples[samples["variant"] == name] if len(samples) else samples
+        if col not in s or s[col].notna().sum() == 0:
+            continue
+        s = s[s[col].notna()]
+        t = s["t_s"].to_numpy(float)
+        y = s[col].to_numpy(float) / div
+        if relative:
+            m = s["stage"].to_numpy() == "measure"
+            y = y - (y[m][0] if m.any() else y[0])
+        st = _style(i)
+        ax.plot(t, y, label=name, linewidth=1.4, **st)
+        drawn += 1
+        it = its[its["variant"] == name] if len(its) else its
+        if len(it) and marks:
+            step = max(1, int(math.ceil(len(it) / marks)))
+            pick = it.iloc[::step]
+            tx = pick["start_s"].to_numpy(float)
+            ty = np.interp(tx, t, y)
+            ax.plot(tx, ty, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=4,
+                    color=st["color"], gid=f"marks:{name}")
+            for x_, y_, n_ in zip(tx[::2], ty[::2], pick["iteration"].to_numpy()[::2]):
+                ax.annotate(str(int(n_)), (x_, y_), textcoords="offset points", xytext=(0, 5),
+                            fontsize=6, color=st["color"], ha="center")
+            w = it[it["stage"] == "warmup"]
+            if len(w):
+                ax.axvspan(w["start_s"].iloc[0], w["start_s"].iloc[-1] + w["duration_ms"].iloc[-1] / 1e3,
+                           color=st["color"], alpha=0.08, linewidth=0)
+    ax.set_xlabel("time since the variant's process started (s)")
+    ax.set_ylabel(f"{'change in ' if relative else ''}{label.split(' (')[0]} ({unit})")
+    _title(ax, f"{label} over time (markers: iteration starts, numbered; shaded: warm-up)",
+           result.source)
+    ax.grid(True, alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, f"no {label} samples in this result", transform=ax.transAxes,
+                ha="center", va="center")
+    _note_missing(ax, result, names)
+    return fig
+
+
+# --------------------------------------------------------------------------- timing
+def iteration_times(result, variants: Optional[Sequence[str]] = None, ax=None,
+                    warmup: bool = True, log: bool = False):
+    """Time per iteration (ms) against the iteration number, one line per variant;
+    warm-up iterations in a thin dotted line."""
+    fig, ax = _new(ax)
+    its = result.iterations
+    names = _variants(result, variants)
+    for i, name in enumerate(names):
+        it = its[its["variant"] == name] if len(its) else its
+        if not len(it):
+            continue
+        st = _style(i)
+        m = it[it["stage"] == "measure"]
+        ax.plot(m["iteration"].to_numpy(), m["duration_ms"].to_numpy(float), label=name,
+                linewidth=1.0, **st)
+        w = it[it["stage"] == "warmup"]
+        if warmup and len(w):
+            ax.plot(w["iteration"].to_numpy(), w["duration_ms"].to_numpy(float), linestyle=":",
+                    color=st["color"], linewidth=0.8, gid=f"warmup:{name}")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("time per iteration (ms)")
+    _title(ax, "Time per iteration (dotted: warm-up)", result.source)
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8, loc="best")
+    _note_missing(ax, result, names)
+    return fig
+
+
+def phase_table(result, variants: Optional[Sequence[str]] = None):
+    """variant x function: the median over measured iterations of the time (ms)
+    each iteration spent in that function (the data of :func:`phases`)."""
+    import pandas as pd
+    calls = result.calls
+    names = _variants(result, variants)
+    if not len(calls) or "stage" not in calls:
+        return pd.DataFrame(index=pd.Index(names, name="variant"))
+    m = calls[(calls["stage"] == "measure") & calls["variant"].isin(names)]
+    per_it = (m.groupby(["variant", "iteration", "function"], observed=True)["duration_us"].sum()
+              .unstack("function", fill_value=0.0))
+    table = per_it.groupby(level="variant", observed=True).median() / 1e3
+    order = list(dict.fromkeys(m["function"]))  # first-call order: init, query, inputs_set, ...
+    return table.reindex(index=[n for n in names if n in table.index], columns=order)
+
+
+def phases(result, variants: Optional[Sequence[str]] = None, ax=None):
+    """Stacked bars: per variant, the median time per iteration spent in each
+    phase (runtime function, or a lab.timed block), in ms."""
+    fig, ax = _new(ax)
+    table = phase_table(result, variants)
+    x = np.arange(len(table.index))
+    bottom = np.zeros(len(x))
+    hatches = ("", "//", "..", "xx", "\\\\", "--", "oo", "++")
+    for j, fn in enumerate(table.columns):
+        h = table[fn].fillna(0.0).to_numpy(float)
+        ax.bar(x, h, bottom=bottom, label=fn, color=f"C{j % 10}", hatch=hatches[j % len(hatches)],
+               edgecolor="white", linewidth=0.5, gid=f"phase:{fn}")
+        bottom += h
+    for xi, total in zip(x, bottom):
+        ax.annotate(f"{total:.2f} ms", (xi, total), textcoords="offset points", xytext=(0, 3),
+                    ha="center", fontsize=8)
+    if len(bottom) and bottom.max() > 0:
+        ax.set_ylim(0, bottom.max() * 1.12)  # room for the totals under the title
+    ax.set_xticks(x, list(table.index), rotation=15 if len(x) > 3 else 0)
+    ax.set_ylabel("median time per iteration (ms)")
+    _title(ax, "Where an iteration's time goes, by runtime function (measured iterations)",
+           result.source)
+    ax.grid(True, axis="y", alpha=0.3)
+    if len(table.columns):
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+# --------------------------------------------------------------------------- compiler memory plan
+def memory_plan(report_or_model: Union[str, Any], soc: str = "rk3588", ax=None,
+                labels: int = 0):
+    """The compiler's plan of the internal (activation) buffer of a model.
+
+    One bar per tensor lifetime: from the layer that writes it to the last
+    layer that reads it (x), at its offset in the internal buffer (y, KiB),
+    as tall as its size.  Bars that share a height at different layers are
+    reuse.  Annotated: the total internal size against the naive sum (every
+    tensor in a buffer of its own).  Accepts a CompilerReport or a model name."""
+    from . import models
+    report = (models.load_report(report_or_model, soc) if isinstance(report_or_model, str)
+              else report_or_model)
+    spans = report.lifetimes()
+    fig, ax = _new(ax, figsize=(8.0, 4.8))
+    kib = 1024.0
+    views = {t for pair in report.view_pairs() for t in pair}
+    for i, t in enumerate(spans):
+        view = t.tensor in views
+        ax.bar(t.first_layer, t.size / kib, width=t.last_layer - t.first_layer + 1,
+               bottom=t.start / kib, align="edge", color=f"C{i % 10}", alpha=0.75,
+               edgecolor="black", linewidth=0.4, hatch="//" if view else None, gid=f"tensor:{t.tensor}")
+        if labels and i < labels:
+            ax.text(t.first_layer, (t.start + t.size / 2) / kib, t.tensor, fontsize=6, va="center")
+    total = report.total_internal_size
+    naive = report.naive_activation_bytes()
+    ax.axhline(total / kib, color="black", linestyle="--", linewidth=1)
+    ax.annotate(f"internal buffer: {total / kib:,.0f} KiB (RKNN_QUERY_MEM_SIZE total_internal_size)\n"
+                f"every tensor in its own buffer: {naive / kib:,.0f} KiB "
+                f"({naive / total:.1f}x; reuse saves {(naive - total) / kib:,.0f} KiB)",
+                xy=(0.01, 0.99), xycoords="axes fraction", va="top", fontsize=8,
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85})
+    n_layers = max((t.last_layer for t in spans), default=0) + 1
+    ax.set_xlim(0, max(n_layers, len(report.layers)))
+    ax.set_ylim(0, max(total / kib * 1.25, 1))
+    ax.set_xlabel("layer (index in the compiled graph)")
+    ax.set_ylabel("offset in the internal buffer (KiB)")
+    hatch_note = "; hatched: concat/split views" if views else ""
+    _title(ax, f"Memory plan of {report.model} ({len(spans)} activation tensors{hatch_note})",
+           f"rknn-toolkit2 compiler report, {report.target.upper()}")
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+# --------------------------------------------------------------------------- pipeline Gantt
+def gantt(result, variant: Optional[str] = None, iterations: Optional[Tuple[int, int]] = None,
+          ax=None, lanes: str = "thread"):
+    """The runtime calls of one variant on a time line: one lane per thread
+    (``lanes="thread"``), per thread and context (``"thread_ctx"``) or per
+    NPU core mask of the call's context (``"core"``: what rknn_set_core_mask
+    set, AUTO before), one colour per function.  ``iterations=(first, last)`` limits the window
+    (default: the first 5 measured iterations)."""
+    import pandas as pd
+    pd_na = pd.NA
+    fig, ax = _new(ax)
+    names = _variants(result, [variant] if variant else None)
+    name = names[0]
+    calls = result.calls
+    c = calls[calls["variant"] == name] if len(calls) else calls
+    if iterations is None and len(c):
+        measured = c[c["stage"] == "measure"]["iteration"].dropna()
+        first = int(measured.min()) if len(measured) else 0
+        iterations = (first, first + 4)
+    if iterations is not None and len(c):
+        c = c[(c["iteration"] >= iterations[0]) & (c["iteration"] <= iterations[1])]
+    if not len(c):
+        ax.text(0.5, 0.5, f"no calls of {name} in this window", transform=ax.transAxes, ha="center")
+        _title(ax, f"Calls of {name}", result.source)
+        return fig
+    if lanes == "core":
+        from .rknn import abi
+        masks = c["core_mask"].astype(object) if "core_mask" in c else [None] * len(c)
+        keys = [f"NPU {abi.CORE_MASK_NAMES.get(int(m), hex(int(m)))[len('RKNN_NPU_'):]}"
+                if m is not None and m is not pd_na else "CPU side (no context)" for m in masks]
+    elif lanes == "thread_ctx":
+        keys = [f"thread {int(t)} / ctx {'-' if x is None or x is pd_na or x != x else int(x)}"
+                for t, x in zip(c["thread"], c["ctx"].astype(object))]
+    else:
+        keys = [f"thread {int(t)}" for t in c["thread"]]
+    lane_names = sorted(set(keys))
+    lane_of = {k: i for i, k in enumerate(lane_names)}
+    funcs = list(dict.fromkeys(c["function"]))
+    t0 = float(c["start_s"].min())
+    for j, fn in enumerate(funcs):
+        sel = (c["function"] == fn).to_numpy()
+        rows = [lane_of[k] for k, s in zip(keys, sel) if s]
+        starts = (c["start_s"].to_numpy(float)[sel] - t0) * 1e3
+        widths = c["duration_us"].to_numpy(float)[sel] / 1e3
+        ax.barh(rows, widths, left=starts, height=0.6, color=f"C{j % 10}", label=fn,
+                edgecolor="black", linewidth=0.3, gid=f"calls:{fn}")
+    its = result.iterations
+    it = its[(its["variant"] == name)]
+    if iterations is not None:
+        it = it[(it["iteration"] >= iterations[0]) & (it["iteration"] <= iterations[1])]
+    for s_, n_ in zip(it["start_s"].to_numpy(float), it["iteration"].to_numpy()):
+        ax.axvline((s_ - t0) * 1e3, color="0.5", linewidth=0.6, linestyle=":")
+        ax.text((s_ - t0) * 1e3, len(lane_names) - 0.4, f"it {n_}", fontsize=7, color="0.3")
+    ax.set_yticks(range(len(lane_names)), lane_names)
+    ax.set_ylim(-0.6, len(lane_names) - 0.1)
+    ax.set_xlabel(f"time since iteration {iterations[0] if iterations else ''} started (ms)")
+    _title(ax, f"Runtime calls of {name}, iterations {iterations[0]}-{iterations[1]}"
+           if iterations else f"Runtime calls of {name}", result.source)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def overview(result, metric: str = "rss") -> List[Any]:
+    """The standard figures of a run: memory (``metric`` and MemFree), iteration
+    times, phases.  What the runner panel shows after a run."""
+    figs = [memory(result, metric), iteration_times(result), phases(result)]
+    if metric != "mem_free":
+        figs.insert(1, memory(result, "mem_free"))
+    return figs

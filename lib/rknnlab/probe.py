@@ -1,0 +1,429 @@
+"""Samplers: what memory looks like while a variant runs.
+
+Each sampler reads one source cheaply enough to run at 200 Hz (up to 1 kHz)
+without disturbing what it measures: files are opened once and re-read with
+``os.pread`` (no open/close per sample), and parsed by looking up only the
+fields we keep.
+
+=====================  ==============================================  ==========
+sampler                source                                          unit
+=====================  ==============================================  ==========
+:class:`MemInfo`       /proc/meminfo: MemFree, MemAvailable, Cached,   kB
+                       Buffers, CmaFree, CmaTotal (where present)
+:class:`ProcessMemory` /proc/<pid>/statm (RSS) and, less often,        kB
+                       /proc/<pid>/smaps_rollup (PSS)
+:class:`Heap`          glibc ``mallinfo2()`` (``mallinfo()`` before     bytes
+                       glibc 2.33: 32-bit fields that wrap at 4 GiB)
+:class:`NpuLoad`       rknpu ``load`` (debugfs/procfs) and the NPU      %, Hz
+                       devfreq ``cur_freq``, where readable (a board)
+DMA total              the runtime's RKNN_QUERY_MEM_SIZE                bytes
+                       ``total_dma_allocated_size``: queried by the
+                       instrumented runtime after each call that
+                       changes it, see rknnlab.experiment
+=====================  ==============================================  ==========
+
+:class:`Probe` bundles them into one background thread that appends a row per
+tick to typed column arrays (``array('d')``: 8 bytes a value, no Python
+object per value, so the probe's own memory grows by ~150 bytes a sample;
+NaN marks a value not read).  RSS is read on every tick; /proc/meminfo and the heap at ``mid_hz`` (25 Hz);
+PSS (the kernel walks every page table) and the NPU files at ``slow_hz``
+(1 Hz); the other rows hold NaN (None in JSON).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import os
+from array import array
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+DEFAULT_HZ = 200.0
+MAX_HZ = 1000.0
+
+#: /proc/meminfo fields we keep, as (meminfo key, column name)
+MEMINFO_FIELDS = (
+    ("MemFree", "mem_free_kb"),
+    ("MemAvailable", "mem_available_kb"),
+    ("Cached", "cached_kb"),
+    ("Buffers", "buffers_kb"),
+    ("CmaFree", "cma_free_kb"),
+    ("CmaTotal", "cma_total_kb"),
+)
+
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024 if hasattr(os, "sysconf") else 4
+
+
+class _KeptFile:
+    """A file opened once and re-read from offset 0 on every ``read()``."""
+
+    def __init__(self, path: str, size: int = 1 << 14) -> None:
+        self.path = path
+        self.size = size
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def read(self) -> bytes:
+        data = os.pread(self.fd, self.size, 0)
+        while len(data) == self.size:  # grew beyond the buffer: read it all
+            self.size *= 2
+            data = os.pread(self.fd, self.size, 0)
+        return data
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _field_kb(data: bytes, key: bytes) -> Optional[int]:
+    """The number after ``\\n<key>`` in a "Key:   123 kB" file (data starts with \\n)."""
+    i = data.find(key)
+    if i < 0:
+        return None
+    i += len(key)
+    j = data.find(b"\n", i)
+    parts = data[i:j if j >= 0 else None].split()
+    return int(parts[0]) if parts else None
+
+
+class MemInfo:
+    """/proc/meminfo: the system-wide view (what an out-of-memory comes from)."""
+
+    def __init__(self, path: str = "/proc/meminfo") -> None:
+        self._file = _KeptFile(path)
+        first = b"\n" + self._file.read()
+        #: the fields this kernel has (CmaFree/CmaTotal only with CONFIG_CMA)
+        self.fields = [(b"\n" + k.encode() + b":", col) for k, col in MEMINFO_FIELDS
+                       if (b"\n" + k.encode() + b":") in first]
+        self.columns = [col for _, col in self.fields]
+
+    def sample(self) -> Dict[str, Optional[int]]:
+        data = b"\n" + self._file.read()
+        return {col: _field_kb(data, key) for key, col in self.fields}
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ProcessMemory:
+    """A process's resident memory: RSS from /proc/<pid>/statm (cheap), PSS
+    from /proc/<pid>/smaps_rollup (the kernel walks all mappings: costly,
+    so :class:`Probe` reads it less often).  PSS is None where smaps_rollup
+    is missing (kernels before 4.14) or unreadable."""
+
+    columns = ("rss_kb", "pss_kb")
+
+    def __init__(self, pid: Optional[int] = None) -> None:
+        where = "self" if pid is None else str(pid)
+        self._statm = _KeptFile(f"/proc/{where}/statm", 256)
+        try:
+            self._rollup: Optional[_KeptFile] = _KeptFile(f"/proc/{where}/smaps_rollup", 4096)
+        except OSError:
+            self._rollup = None
+
+    def rss_kb(self) -> int:
+        return int(self._statm.read().split()[1]) * _PAGE_KB
+
+    def pss_kb(self) -> Optional[int]:
+        if self._rollup is None:
+            return None
+        try:
+            return _field_kb(self._rollup.read(), b"\nPss:")
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        self._statm.close()
+        if self._rollup is not None:
+            self._rollup.close()
+
+
+class _mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+
+
+class _mallinfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+
+
+class Heap:
+    """glibc's malloc statistics of this process (fragmentation made visible).
+
+    ``heap_arena_bytes``: bytes the main arena got from the system (brk);
+    ``heap_in_use_bytes``: bytes in allocated chunks, plus mmap'ed chunks
+    (``uordblks + hblkhd``); ``heap_free_bytes``: free bytes kept inside the
+    arena (``fordblks``): large and growing while in-use stays flat means
+    fragmentation.  Uses ``mallinfo2`` (glibc >= 2.33); on older glibc falls
+    back to ``mallinfo``, whose int fields wrap above 2 GiB (``self.note``
+    says so).  ``available`` is False where there is no glibc (musl)."""
+
+    columns = ("heap_arena_bytes", "heap_in_use_bytes", "heap_free_bytes")
+
+    def __init__(self) -> None:
+        self.note = ""
+        self._fn: Optional[Callable[[], ctypes.Structure]] = None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            self.note = "no C library found: heap statistics unavailable"
+            return
+        fn = getattr(libc, "mallinfo2", None)
+        if fn is not None:
+            fn.restype = _mallinfo2
+            fn.argtypes = []
+            self.function = "mallinfo2"
+        else:
+            fn = getattr(libc, "mallinfo", None)
+            if fn is None:
+                self.note = "libc has neither mallinfo2 nor mallinfo (not glibc?)"
+                return
+            fn.restype = _mallinfo
+            fn.argtypes = []
+            self.function = "mallinfo"
+            self.note = ("glibc older than 2.33: using mallinfo(), whose fields are 32-bit "
+                         "and wrap above 2 GiB")
+        self._fn = fn
+
+    @property
+    def available(self) -> bool:
+        return self._fn is not None
+
+    def sample(self) -> Dict[str, Optional[int]]:
+        if self._fn is None:
+            return dict.fromkeys(self.columns)
+        m = self._fn()
+        mask = (1 << 32) - 1 if isinstance(m, _mallinfo) else -1
+        return {"heap_arena_bytes": m.arena & mask,
+                "heap_in_use_bytes": (m.uordblks & mask) + (m.hblkhd & mask),
+                "heap_free_bytes": m.fordblks & mask}
+
+
+class NpuLoad:
+    """rknpu's per-core load (%) and the NPU clock (Hz), where readable.
+
+    On a PC, or on a board where debugfs needs root, ``available`` is False
+    and samples are None."""
+
+    columns = ("npu_load_pct", "npu_freq_hz")
+
+    def __init__(self, root: str = "/") -> None:
+        from . import board  # only paths and the parser; no hardware access
+        self._load: Optional[_KeptFile] = None
+        self._freq: Optional[_KeptFile] = None
+        for d in board.RKNPU_INFO_DIRS:
+            try:
+                self._load = _KeptFile(os.path.join(root, d.lstrip("/"), "load"), 512)
+                self._load.read()
+                break
+            except OSError:
+                self._load = None
+        _, _, freq_path = board.read_npu_freq(root)
+        if freq_path:
+            try:
+                self._freq = _KeptFile(freq_path, 64)
+            except OSError:
+                self._freq = None
+
+    @property
+    def available(self) -> bool:
+        return self._load is not None or self._freq is not None
+
+    def sample(self) -> Dict[str, Optional[float]]:
+        load: Optional[float] = None
+        freq: Optional[int] = None
+        if self._load is not None:
+            try:
+                text = self._load.read()
+                pcts = [int(x.split(b"%")[0].split()[-1]) for x in text.split(b",") if b"%" in x]
+                load = sum(pcts) / len(pcts) if pcts else None
+            except (OSError, ValueError, IndexError):
+                load = None
+        if self._freq is not None:
+            try:
+                freq = int(self._freq.read().strip() or 0) or None
+            except (OSError, ValueError):
+                freq = None
+        return {"npu_load_pct": load, "npu_freq_hz": freq}
+
+    def close(self) -> None:
+        for f in (self._load, self._freq):
+            if f is not None:
+                f.close()
+
+
+class Probe:
+    """Samples memory in a background thread at ``hz`` (default 200, at most 1000).
+
+    Each tick appends one row: ``t_ns`` (perf_counter_ns minus ``t0_ns``),
+    ``rss_kb`` and whatever ``extra()`` returns (the experiment adds the
+    iteration number, the stage and the runtime's DMA total); at ``mid_hz``
+    (25 Hz) also the meminfo and heap fields, at ``slow_hz`` (1 Hz) also
+    ``pss_kb`` and the NPU fields (NaN / None on the other ticks).  So the
+    process's RSS is seen at the full rate, and the costlier sources at a
+    rate that keeps the whole probe near 1% of a core at 200 Hz.
+
+    ``pid=None`` watches this process (and only then the heap: mallinfo
+    works in-process only).  Use as a context manager, or start()/stop().
+    """
+
+    def __init__(self, hz: float = DEFAULT_HZ, pid: Optional[int] = None,
+                 extra: Optional[Callable[[], Sequence[object]]] = None,
+                 extra_columns: Sequence[str] = (), t0_ns: Optional[int] = None,
+                 mid_hz: float = 25.0, slow_hz: float = 1.0, npu: bool = True) -> None:
+        if not 0 < hz <= MAX_HZ:
+            raise ValueError(f"sample rate {hz} Hz: expected more than 0 and at most {MAX_HZ:g} Hz")
+        self.hz = float(hz)
+        self.period_ns = int(1e9 / hz)
+        #: PSS and the NPU files are read every this many ticks (``slow_hz``,
+        #: 1 Hz by default: smaps_rollup costs ~1.3 ms in a 125 MB process
+        #: with onnxruntime loaded, the kernel walks all its page tables)
+        self.slow_every = max(1, int(round(hz / slow_hz)))
+        #: /proc/meminfo and mallinfo2 every this many ticks (``mid_hz``, 25 Hz
+        #: by default: each costs 5-70 us depending on how cold the caches are)
+        self.mid_every = max(1, int(round(hz / mid_hz)))
+        self.t0_ns = time.perf_counter_ns() if t0_ns is None else t0_ns
+        self.meminfo = MemInfo()
+        self.process = ProcessMemory(pid)
+        self.heap: Optional[Heap] = Heap() if pid is None else None
+        npu_probe = NpuLoad() if npu else None
+        self.npu = npu_probe if npu_probe is not None and npu_probe.available else None
+        #: ``extra()`` returns one value per name in ``extra_columns`` (None allowed)
+        self._extra = extra
+        self.extra_columns = list(extra_columns)
+        self.mid_columns = self.meminfo.columns + (list(Heap.columns) if self.heap is not None else [])
+        self.slow_columns = ["pss_kb"] + (list(NpuLoad.columns) if self.npu is not None else [])
+        self.columns: List[str] = (["t_ns"] + self.extra_columns + ["rss_kb"]
+                                   + self.mid_columns + self.slow_columns)
+        # every tick: t, extras, rss; mid and slow tiers: their own rows, with
+        # the tick number each was read at (no NaN padding on the fast path)
+        self._t = array("q")
+        self._rss = array("d")
+        self._extras = [array("d") for _ in self.extra_columns]
+        self._mid_rows = array("q")
+        self._mid = {c: array("d") for c in self.mid_columns}
+        self._slow_rows = array("q")
+        self._slow = {c: array("d") for c in self.slow_columns}
+        self.notes: List[str] = []
+        if self.heap is not None and self.heap.note:
+            self.notes.append(self.heap.note)
+        self.ticks = 0
+        self.late_ticks = 0  # ticks skipped because a sample overran its period
+        self.cpu_ns = 0      # CPU time the sampling thread used
+        self._stopping = False
+        self._thread: Optional[threading.Thread] = None
+        self._rss_fd = self.process._statm.fd
+
+    # one tick -----------------------------------------------------------
+    def sample(self) -> None:
+        """Take one sample now (the thread calls this at ``hz``)."""
+        i = self.ticks
+        self._t.append(time.perf_counter_ns() - self.t0_ns)
+        if self._extra is not None:
+            for arr, v in zip(self._extras, self._extra()):
+                arr.append(math.nan if v is None else v)
+        self._rss.append(int(os.pread(self._rss_fd, 256, 0).split()[1]) * _PAGE_KB)
+        if i % self.mid_every == 0:
+            self._mid_rows.append(i)
+            mid = self._mid
+            for k, v in self.meminfo.sample().items():
+                mid[k].append(math.nan if v is None else v)
+            if self.heap is not None:
+                for k, v in self.heap.sample().items():
+                    mid[k].append(math.nan if v is None else v)
+        if i % self.slow_every == 0:
+            self._slow_rows.append(i)
+            pss = self.process.pss_kb()
+            self._slow["pss_kb"].append(math.nan if pss is None else pss)
+            if self.npu is not None:
+                for k, v in self.npu.sample().items():
+                    self._slow[k].append(math.nan if v is None else v)
+        self.ticks = i + 1
+
+    # the thread -----------------------------------------------------------
+    def _loop(self) -> None:
+        # time.sleep, not Event.wait: a timed Event.wait costs ~3x the CPU per
+        # wake-up (a lock with timeout); the stop flag is seen within one period
+        cpu0 = time.thread_time_ns()
+        clock, sleep, period = time.perf_counter_ns, time.sleep, self.period_ns
+        next_t = clock()
+        while not self._stopping:
+            self.sample()
+            next_t += period
+            now = clock()
+            if now > next_t:  # overran: skip the missed ticks rather than burst
+                missed = (now - next_t) // period + 1
+                self.late_ticks += missed
+                next_t += missed * period
+            sleep((next_t - now) / 1e9)
+        self.cpu_ns = time.thread_time_ns() - cpu0
+
+    def start(self) -> "Probe":
+        self._thread = threading.Thread(target=self._loop, name="rknnlab-probe", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stopping = True
+            self._thread.join()
+            self._thread = None
+            self.sample()  # a last row, so the end state is always recorded
+
+    def close(self) -> None:
+        self.stop()
+        self.meminfo.close()
+        self.process.close()
+        if self.npu is not None:
+            self.npu.close()
+
+    def __enter__(self) -> "Probe":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def take(self, start: int = 0) -> Dict[str, list]:
+        """The rows from ``start`` on, as columns of plain lists, None for a
+        value not read on that tick (JSON-ready; for streaming partial results)."""
+        n = len(self)
+        out: Dict[str, list] = {"t_ns": self._t[start:n].tolist()}
+        for name, arr in zip(self.extra_columns, self._extras):
+            out[name] = [None if x != x else x for x in arr[start:n]]
+        out["rss_kb"] = self._rss[start:n].tolist()
+        for rows, tier in ((self._mid_rows, self._mid), (self._slow_rows, self._slow)):
+            m = min([len(rows)] + [len(v) for v in tier.values()])
+            cols = {k: [None] * (n - start) for k in tier}
+            for j in range(m):
+                r = rows[j]
+                if start <= r < n:
+                    for k, v in tier.items():
+                        x = v[j]
+                        cols[k][r - start] = None if x != x else x
+            out.update(cols)
+        return {c: out[c] for c in self.columns}
+
+    @property
+    def data(self) -> Dict[str, list]:
+        """All rows so far, as columns (see :meth:`take`)."""
+        return self.take()
+
+    def __len__(self) -> int:
+        return min([len(self._t), len(self._rss)] + [len(a) for a in self._extras])
+
+
+def snapshot(pid: Optional[int] = None) -> Dict[str, Optional[int]]:
+    """One reading of every source, as a dict (for a quick look in a notebook)."""
+    p = Probe(hz=1, pid=pid, npu=True)
+    try:
+        p.sample()
+        row = {k: v[0] for k, v in p.take().items()}
+        row.pop("t_ns")
+        return row
+    finally:
+        p.close()

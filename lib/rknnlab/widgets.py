@@ -1,0 +1,238 @@
+"""The runner panel: pick a model and variants, run, watch memory and timing live.
+
+    from rknnlab.widgets import RunnerPanel
+    panel = RunnerPanel()          # model dropdown, variant checkboxes, iterations slider, Run
+    panel                           # (display it; press Run)
+    panel.result                    # after a run: the rknnlab Result
+
+    RunnerPanel(iterations=300).run()   # or: run now, block, figures as cell outputs
+
+The run happens in a background thread (the kernel stays responsive); the
+progress bar and two live plots (RSS over time, time per iteration) update
+from the child process's streamed samples, a few times a second.  When the
+run ends, the panel shows the same static figures as :mod:`rknnlab.plot`
+(memory, MemFree, iteration times, phases) in its Output area.  In notebooks
+that are executed headless (book builds, nbconvert) use ``panel.run()``: it
+runs at once and displays the figures as ordinary cell outputs, which every
+HTML export keeps.  Needs ipywidgets (the ``lab`` extra).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Sequence
+
+from .experiment import variants as _variants
+
+#: variants offered by default (the lite ones need a board)
+DEFAULT_VARIANTS = ("alloc_per_call", "leak_no_release", "prealloc_output", "zero_copy_io",
+                    "rebind_each_iter", "reinit_each_iter", "want_float", "want_int8")
+
+
+class LiveData:
+    """Streamed progress, accumulated per variant (the panel's plot data).
+
+    ``feed(msg)`` takes a runner progress message; ``rss[variant]`` is
+    (t_s list, MiB list), ``iter_ms[variant]`` (iteration list, ms list)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.rss: Dict[str, tuple] = {}
+        self.iter_ms: Dict[str, tuple] = {}
+        self.done: Dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.version = 0
+
+    def feed(self, msg: Dict[str, Any]) -> None:
+        name = msg["variant"]
+        with self.lock:
+            s = msg.get("samples") or {}
+            if s.get("t_ns"):
+                ts, ys = self.rss.setdefault(name, ([], []))
+                for t, r in zip(s["t_ns"], s.get("rss_kb", [])):
+                    if r is not None:
+                        ts.append(t / 1e9)
+                        ys.append(r / 1024)
+            it = msg.get("iterations") or {}
+            if it.get("iteration"):
+                xs, ys = self.iter_ms.setdefault(name, ([], []))
+                xs.extend(it["iteration"])
+                ys.extend(d / 1e6 for d in it["duration_ns"])
+                self.done[name] = it["iteration"][-1] + 1
+            self.version += 1
+
+
+class RunnerPanel:
+    """Model dropdown, variant checkboxes, iterations slider, Run button,
+    progress bar, live plots; after a run, the static rknnlab.plot figures."""
+
+    def __init__(self, models: Optional[Sequence[str]] = None,
+                 variants: Sequence[str] = DEFAULT_VARIANTS, iterations: int = 200,
+                 backend: str = "auto", sample_hz: float = 200.0, refresh_s: float = 0.5,
+                 **run_kwargs: Any) -> None:
+        import ipywidgets as w
+        from . import models as _models
+        self.backend = backend
+        self.sample_hz = sample_hz
+        self.refresh_s = refresh_s
+        self.run_kwargs = run_kwargs
+        self.result = None
+        self.error: Optional[BaseException] = None
+        self._thread: Optional[threading.Thread] = None
+        names = list(models) if models is not None else _models.list_models()
+        self.model = w.Dropdown(options=names, value="mobilenet_v2" if "mobilenet_v2" in names else names[0],
+                                description="model")
+        self.checks = {v: w.Checkbox(value=v in ("leak_no_release", "prealloc_output"), description=v,
+                                     indent=False, layout=w.Layout(width="210px"))
+                       for v in variants if v in _variants.BUILTIN}
+        self.iterations = w.IntSlider(value=iterations, min=10, max=2000, step=10,
+                                      description="iterations", continuous_update=False)
+        self.button = w.Button(description="Run", button_style="primary", icon="play")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="", bar_style="info")
+        self.status = w.HTML(value="")
+        self.live = w.Output()
+        self.figures = w.Output()
+        self.button.on_click(lambda _b: self.start())
+        self.widget = w.VBox([
+            w.HBox([self.model, self.iterations]),
+            w.HBox(list(self.checks.values()), layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([self.button, self.progress, self.status]),
+            self.live, self.figures])
+
+    # ------------------------------------------------------------------ display
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+    @property
+    def selected(self) -> List[str]:
+        return [name for name, box in self.checks.items() if box.value]
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> None:
+        """Start a run in a background thread (what the Run button does)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        chosen = self.selected
+        if not chosen:
+            self.status.value = "<b>pick at least one variant</b>"
+            return
+        n = int(self.iterations.value)
+        warmup = int(self.run_kwargs.get("warmup", 10))
+        live = LiveData(total=(n + warmup) * len(chosen))
+        self.progress.max = live.total
+        self.progress.value = 0
+        self.progress.bar_style = "info"
+        self.button.disabled = True
+        self.figures.clear_output()
+        self.status.value = f"running {', '.join(chosen)} ..."
+        self._live_data = live
+        self._thread = threading.Thread(target=self._run, args=(chosen, n, live), daemon=True,
+                                        name="rknnlab-panel")
+        self._thread.start()
+
+    def run(self, timeout: Optional[float] = None) -> Any:
+        """Run with the panel's current choices, block until done, and show the
+        description and static figures as ordinary outputs of the calling cell.
+
+        Use this in notebooks that are executed headless (book builds,
+        nbconvert): a button click never happens there, and ordinary cell
+        outputs, unlike an Output widget's, are in every HTML export."""
+        from IPython.display import display
+        display(self.widget)
+        self.start()
+        result = self.wait(timeout)
+        self.show()
+        return result
+
+    def show(self) -> None:
+        """Display the last result's description and figures in the current cell."""
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+        from . import plot
+        if self.result is None:
+            print("no result yet" + (f": {self.error}" if self.error else ""))
+            return
+        print(self.result.describe())
+        for fig in plot.overview(self.result):
+            display(fig)
+            plt.close(fig)
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Block until the run ends; returns the result (for scripts and tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.result
+
+    def _run(self, chosen: List[str], n: int, live: LiveData) -> None:
+        from . import run
+        stop = threading.Event()
+        drawer = threading.Thread(target=self._draw_loop, args=(live, stop), daemon=True)
+        drawer.start()
+        try:
+            self.result = run(chosen, model=self.model.value, iterations=n, backend=self.backend,
+                              sample_hz=self.sample_hz, on_progress=live.feed, **self.run_kwargs)
+            self.error = None
+        except BaseException as exc:  # shown in the panel; the kernel goes on
+            self.error = exc
+        finally:
+            stop.set()
+            drawer.join()
+            self.button.disabled = False
+        self._finish()
+
+    def _draw_loop(self, live: LiveData, stop: threading.Event) -> None:
+        seen = -1
+        while not stop.wait(self.refresh_s):
+            if live.version != seen:
+                seen = live.version
+                self._draw_live(live)
+        self._draw_live(live)
+
+    def _draw_live(self, live: LiveData) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+        with live.lock:
+            done = sum(live.done.values())
+            rss = {k: (list(a), list(b)) for k, (a, b) in live.rss.items()}
+            its = {k: (list(a), list(b)) for k, (a, b) in live.iter_ms.items()}
+        self.progress.value = min(done, self.progress.max)
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
+        for i, (name, (t, y)) in enumerate(rss.items()):
+            a1.plot(t, y, label=name, color=f"C{i}")
+        for i, (name, (x, y)) in enumerate(its.items()):
+            a2.plot(x, y, label=name, color=f"C{i}", linewidth=0.8)
+        a1.set_xlabel("time (s)")
+        a1.set_ylabel("RSS (MiB)")
+        a1.set_title("RSS of the variant's process (live)", fontsize=9, loc="left")
+        a2.set_xlabel("iteration")
+        a2.set_ylabel("time per iteration (ms)")
+        a2.set_title("Time per iteration (live)", fontsize=9, loc="left")
+        for a in (a1, a2):
+            a.grid(True, alpha=0.3)
+            if a.lines:
+                a.legend(fontsize=7)
+        with self.live:
+            self.live.clear_output(wait=True)
+            display(fig)
+        plt.close(fig)
+
+    def _finish(self) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+        from . import plot
+        if self.error is not None:
+            self.progress.bar_style = "danger"
+            self.status.value = f"<b>run failed:</b> {type(self.error).__name__}: {self.error}"
+            return
+        r = self.result
+        self.progress.value = self.progress.max
+        self.progress.bar_style = "success" if not r.errors else "warning"
+        problems = "; ".join(f"{k}: {v}" for k, v in r.errors.items())
+        self.status.value = "done" + (f" — {problems}" if problems else "")
+        self.live.clear_output()
+        with self.figures:
+            self.figures.clear_output(wait=True)
+            print(r.describe())
+            for fig in plot.overview(r):
+                display(fig)
+                plt.close(fig)
