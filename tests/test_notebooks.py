@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: notebooks to execute, relative to the repository root
 NOTEBOOKS = [
+    "chapters/00_setup.ipynb",
     "chapters/01_memory_layers.ipynb",
+    "chapters/04_output_reuse.ipynb",
 ]
 
 #: seconds for a whole notebook (the course's budget is 60 s each on the simulator)

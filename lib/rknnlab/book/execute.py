@@ -182,7 +182,11 @@ def _run_notebook(nb_json: str, cwd: str, timeout: int, env: Dict[str, str]) -> 
 
     client = NotebookClient(nb, timeout=None if timeout < 0 else timeout, kernel_name="python3",
                             resources={"metadata": {"path": cwd}}, on_cell_start=on_start,
-                            record_timing=False, store_widget_state=False)
+                            record_timing=False,
+                            # nbclient 0.11's Output-widget capture writes into the stored widget
+                            # state and fails without it; the state is dropped below (the static
+                            # figures a widget draws go to ordinary outputs)
+                            store_widget_state=True)
     t0 = time.monotonic()
     # the kernel's own stderr (ipykernel's start-up warnings, a crash's last words) goes to a log
     log_path = env.get("RKNNLAB_KERNEL_LOG")
@@ -203,6 +207,7 @@ def _run_notebook(nb_json: str, cwd: str, timeout: int, env: Dict[str, str]) -> 
     finally:
         if kernel_err:
             kernel_err.close()
+    nb.metadata.pop("widgets", None)
     return {"ok": True, "nb": nbformat.writes(nb), "seconds": time.monotonic() - t0}
 
 

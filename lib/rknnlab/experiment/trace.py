@@ -105,11 +105,22 @@ def validate(data: Any, where: str = "trace") -> None:
         _structural_check(data, where)
     else:
         try:
-            jsonschema.validate(data, schema())
+            # the schema types every column; checking a few values per column is
+            # enough there (full traces hold ~10^5 values), _check_tables does the rest
+            jsonschema.validate(_skeleton(data), schema())
         except jsonschema.ValidationError as exc:
             at = "/".join(str(p) for p in exc.absolute_path)
             raise TraceError(f"{where} is malformed at {at or '<top>'}: {exc.message}") from None
     _check_tables(data, where)
+
+
+def _skeleton(value: Any, keep: int = 16) -> Any:
+    """``value`` with every list cut to its first ``keep`` items (recursively)."""
+    if isinstance(value, dict):
+        return {k: _skeleton(v, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_skeleton(v, keep) for v in value[:keep]]
+    return value
 
 
 def _need(cond: bool, where: str, what: str) -> None:
