@@ -71,6 +71,19 @@ def test_memory_relative_and_other_metrics(result):
         plot.memory(result, variants=["nope"])
 
 
+def test_memory_by_iteration_shows_only_the_measured_loop(result):
+    ax = plot.memory(result, "heap", by_iteration=True).axes[0]
+    s = result.samples
+    for name, ln in _lines(ax).items():
+        sv = s[(s["variant"] == name) & (s["stage"] == "measure") & s["heap_in_use_bytes"].notna()]
+        np.testing.assert_allclose(ln.get_xdata(), sv["iteration"])
+        y = sv["heap_in_use_bytes"].to_numpy(float) / 2**20
+        np.testing.assert_allclose(ln.get_ydata(), y - y[0])
+    leaky = _lines(ax)["leaky"].get_ydata()
+    assert leaky[-1] == pytest.approx(4 * (ITER - 1) / 1024)
+    assert ax.get_xlabel() == "measured iteration"
+
+
 def test_memory_says_when_there_is_nothing(result):
     ax = plot.memory(result, "cma_free").axes[0]
     assert any("no CmaFree" in t.get_text() for t in ax.texts)

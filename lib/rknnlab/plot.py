@@ -82,13 +82,18 @@ def _note_missing(ax, result, shown: List[str]) -> None:
 
 # --------------------------------------------------------------------------- memory over time
 def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] = None,
-           ax=None, marks: int = 10, relative: bool = False):
+           ax=None, marks: int = 10, relative: bool = False, by_iteration: bool = False):
     """``metric`` over time (s since the variant's process started), one line per variant.
 
     Metrics: mem_free, mem_available, cma_free, rss, pss, heap, heap_free, dma.
     ``marks`` iteration marks per variant (a marker where every k-th iteration
     starts, labelled with its number); the warm-up is shaded.  ``relative``:
-    subtract each variant's first measured value (shows growth)."""
+    subtract each variant's first measured value (shows growth).
+    ``by_iteration``: only the measured iterations, against the iteration
+    number, so that start-up and warm-up do not set the scale (small leaks
+    show); implies ``relative``."""
+    if by_iteration:
+        return _memory_by_iteration(result, metric, variants, ax)
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
     col, label, div, unit = METRICS[metric]
@@ -133,6 +138,37 @@ def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] =
         ax.legend(fontsize=8, loc="best")
     else:
         ax.text(0.5, 0.5, f"no {label} samples in this result", transform=ax.transAxes,
+                ha="center", va="center")
+    _note_missing(ax, result, names)
+    return fig
+
+
+def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]], ax):
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    col, label, div, unit = METRICS[metric]
+    fig, ax = _new(ax)
+    samples = result.samples
+    names = _variants(result, variants)
+    drawn = 0
+    for i, name in enumerate(names):
+        s = samples[samples["variant"] == name] if len(samples) else samples
+        if col not in s or "iteration" not in s:
+            continue
+        s = s[s[col].notna() & (s["stage"] == "measure") & s["iteration"].notna()]
+        if not len(s):
+            continue
+        y = s[col].to_numpy(float) / div
+        ax.plot(s["iteration"].to_numpy(float), y - y[0], label=name, linewidth=1.4, **_style(i))
+        drawn += 1
+    ax.set_xlabel("measured iteration")
+    ax.set_ylabel(f"change in {label.split(' (')[0]} since the first measured iteration ({unit})")
+    _title(ax, f"{label} during the measured iterations", result.source)
+    ax.grid(True, alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, f"no {label} samples in the measured iterations", transform=ax.transAxes,
                 ha="center", va="center")
     _note_missing(ax, result, names)
     return fig

@@ -60,9 +60,11 @@ class RknnMallocError(RknnError):
 
 class RknnParamInvalidError(RknnError):
     code_value = abi.RKNN_ERR_PARAM_INVALID
-    hint = ("an argument is wrong: a query size that is not sizeof() of the struct the "
-            "command fills, a NULL pointer, an index past n_input/n_output, or a buffer "
-            "too small for the tensor.")
+    hint = ("an argument is wrong: a buffer too small for the tensor (an is_prealloc "
+            "output needs n_elems x 4 bytes with want_float, a mem needs the native "
+            "size_with_stride), an index past n_input/n_output, a NULL pointer, a query size "
+            "that is not sizeof() of the struct the command fills, or a flag or command this "
+            "runtime does not support (the message says which).")
 
 
 class RknnModelInvalidError(RknnError):
@@ -87,9 +89,8 @@ class RknnInputInvalidError(RknnError):
 
 class RknnOutputInvalidError(RknnError):
     code_value = abi.RKNN_ERR_OUTPUT_INVALID
-    hint = ("an output request does not match the model: wrong count or index, or an "
-            "is_prealloc buffer smaller than the output in the requested type (want_float "
-            "needs n_elems x 4 bytes).")
+    hint = ("an output request does not match the model or the context's state: wrong "
+            "count or index, or outputs asked for before any rknn_run.")
 
 
 class RknnDeviceUnmatchError(RknnError):
