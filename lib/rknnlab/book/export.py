@@ -8,6 +8,9 @@ written with nbconvert's HTMLExporter (JupyterLab look) with every image inline
 """
 from __future__ import annotations
 
+import copy
+import html
+import re
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -78,11 +81,43 @@ def _title(nb, default: str) -> str:
     return default
 
 
+# ```{admonition} Title / ```{warning} ... up to the closing fence of the same length
+_ADMONITION = re.compile(
+    r"^(?P<fence>`{3,}|:{3,})\{(?P<kind>admonition|note|tip|warning|important|caution|attention|danger|error|hint|seealso)\}"
+    r"[ \t]*(?P<title>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+    re.DOTALL | re.MULTILINE)
+
+
+def _admonitions_to_html(source: str) -> str:
+    """MyST admonition blocks as HTML boxes: nbconvert's Markdown knows no MyST
+    directives and would print them as code.  The book (myst-nb) renders them itself."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    def box(m: "re.Match[str]") -> str:
+        kind, title, body = m.group("kind"), m.group("title").strip(), m.group("body")
+        css = kind
+        lines = body.splitlines()
+        while lines and lines[0].startswith(":"):          # directive options (:class: warning)
+            key, _, value = lines.pop(0)[1:].partition(":")
+            if key.strip() == "class":
+                css = value.strip() or css
+        title = title or kind.capitalize()
+        inner = markdown2html_mistune("\n".join(lines))
+        return (f'<div class="admonition {html.escape(css)}">\n'
+                f'<p class="admonition-title">{html.escape(title)}</p>\n{inner}\n</div>')
+
+    return _ADMONITION.sub(box, source)
+
+
 def notebook_to_html(nb: nbformat.NotebookNode, title: str = "notebook",
                      path: Optional[Path] = None) -> str:
     """nbconvert's HTML (JupyterLab look), self-contained: images inline, no remote assets.
     ``path``: the notebook's directory, where relative image paths in markdown are found."""
     from nbconvert import HTMLExporter
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _admonitions_to_html(cell.source)
     exporter = HTMLExporter(template_name="rknnlab_html", extra_template_basedirs=[str(TEMPLATES)],
                             embed_images=True)
     css = (HERE / "static" / "rknnlab.css").read_text(encoding="utf-8")
