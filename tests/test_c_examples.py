@@ -1,0 +1,54 @@
+"""The course's C examples compile against our own declarations of the C API
+(tests/c_api/rknn_api.h) and run against the C test double of librknnrt.so."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "c"
+
+
+@pytest.fixture(scope="module")
+def output_reuse(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    exe = tmp_path_factory.mktemp("c_examples") / "output_reuse"
+    subprocess.run([gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+                    str(EXAMPLES / "output_reuse.c"), str(rknn_double_path),
+                    f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)], check=True)
+    return exe
+
+
+@pytest.fixture
+def fake_model(tmp_path: Path) -> Path:
+    model = tmp_path / "model.rknn"
+    model.write_bytes(b"RKNN fake model for the C example")
+    return model
+
+
+def test_output_reuse_keeps_its_buffers_and_its_memory(output_reuse: Path, fake_model: Path):
+    env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")   # the double's call log grows per call
+    run = subprocess.run([str(output_reuse), str(fake_model), "20000"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "frames: 20000" in out
+    assert "our buffers used on every frame: yes" in out
+    assert "output follows input: yes" in out
+    growth = int(re.search(r"growth: (-?\d+) kB", out).group(1))
+    assert growth < 256, out   # 20,000 frames with a per-frame leak would add megabytes
+
+
+def test_output_reuse_reports_a_bad_model(output_reuse: Path, tmp_path: Path):
+    bad = tmp_path / "bad.rknn"
+    bad.write_bytes(b"not a model")
+    run = subprocess.run([str(output_reuse), str(bad), "1"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "rknn_init" in run.stderr and "-6" in run.stderr   # RKNN_ERR_MODEL_INVALID
