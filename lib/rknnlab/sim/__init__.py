@@ -84,10 +84,14 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "with RKNN_FLAG_MEM_ALLOC_OUTSIDE they are allocated on first use instead.",
      "right after rknn_init, total_dma_allocated_size - total_weight_size - total_internal_size "
      "should equal the sum of the native size_with_stride of all inputs and outputs."),
-    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments (a board's cacheable "
-            "buffers need it).",
-     "write an input through a cacheable mem and run with and without "
-     "RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs."),
+    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments. On a board, cacheable "
+            "buffers shared by CPU and NPU need it, except where the runtime does it itself: the "
+            "init flags RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE exist to turn off "
+            "a flush of bound io mems that the runtime otherwise performs around rknn_run (the "
+            "simulator refuses those flags).",
+     "init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, write an input through a cacheable mem "
+     "and run with and without RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs (then the same "
+     "without the flag)."),
     ("A12", "rknn_inputs_set takes UINT8, INT8, FLOAT32 and FLOAT16 inputs as raw values: it "
             "normalises them with the model's mean/std, quantizes with the native zp/scale "
             "(round half to even, saturating) and writes the native layout; INT8 is not taken as "
