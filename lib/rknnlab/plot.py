@@ -162,8 +162,8 @@ def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]],
         ax.plot(s["iteration"].to_numpy(float), y - y[0], label=name, linewidth=1.4, **_style(i))
         drawn += 1
     ax.set_xlabel("measured iteration")
-    ax.set_ylabel(f"change in {label.split(' (')[0]} since the first measured iteration ({unit})")
-    _title(ax, f"{label} during the measured iterations", result.source)
+    ax.set_ylabel(f"change in {label.split(' (')[0]} ({unit})")
+    _title(ax, f"{label} during the measured iterations (change since the first)", result.source)
     ax.grid(True, alpha=0.3)
     if drawn:
         ax.legend(fontsize=8, loc="best")

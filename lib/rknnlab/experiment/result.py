@@ -318,7 +318,7 @@ class Result:
             dma = row["dma_peak_bytes"]
             dma_s = f"; DMA {dma / 2**20:.1f} MiB" if not math.isnan(dma) else ""
             lines.append(f"- {name}: {row['iter_median_ms']:.2f} ms per iteration (median; p95 "
-                         f"{row['iter_p95_ms']:.2f}), {row['iters_per_s']:.0f} iterations/s; {mem}; "
+                         f"{row['iter_p95_ms']:.2f}), {row['iters_per_s']:.0f} iterations/s over the whole loop; {mem}; "
                          f"peak RSS {row['rss_peak_kb'] / 1024:.1f} MiB{dma_s}. Slowest phases: {top}.")
         if len(ok) >= 2:
             lines.extend(self._against_baseline(ok))
@@ -353,7 +353,8 @@ class Result:
                 diff = (table.loc[name] - table.loc[base])
                 fn = diff.abs().idxmax()
                 if abs(diff[fn]) < 0.02 * ok.loc[base, "iter_median_ms"]:
-                    out.append(text + "; no phase changed by more than 2%.")
+                    out.append(text + f"; no phase changed by more than 2% of {base}'s median "
+                               "iteration time.")
                     continue
                 text += (f"; the biggest change is in {fn} ({table.loc[base, fn]:.3f} -> "
                          f"{table.loc[name, fn]:.3f} ms per iteration)")
