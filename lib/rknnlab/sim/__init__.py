@@ -178,6 +178,14 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A31", "NC1HWC2 padding channels (past C) are written as zeros by the input conversion and "
             "by the twin's outputs (the stand-in fills them with pattern bytes).",
      "read the padding bytes of a native NC1HWC2 output mem after a run on a board."),
+    ("A32", "Native NC1HWC2 tensors have no row padding: C1 x H x W x C2 bytes, as the compiler's plan "
+            "reserves (report assumption R5); the plain attr's size_with_stride equals its size.",
+     "print the NATIVE_OUTPUT_ATTR and OUTPUT_ATTR of yolov5s: size_with_stride and w_stride of the "
+     "40x40 and 20x20 heads (runtime 1.5.2 padded their rows to 48 and 32 pixels)."),
+    ("A33", "rknn_outputs_release frees the buf pointers of the outputs passed in (those the runtime "
+            "allocated), whichever get they came from.",
+     "get twice without release, then release the first get's structs: no crash, and "
+     "mallinfo2().uordblks falls by one output."),
 ]
 
 
