@@ -3,12 +3,15 @@
     PYTHONPATH=lib python benchmarks/bench_harness.py [--quick]
 
 Prints:
-1. the sampler's CPU cost at 200 Hz (and 1 kHz), as a share of one core,
-   measured with the thread's own CPU clock while it samples this process
-   (with onnxruntime and the simulator loaded, so smaps_rollup has a
+1. the sampler's CPU cost at 200 Hz and 1 kHz, as a share of one core, for
+   each backend (the C thread, the Python thread): the sampler thread's own
+   CPU clock, and the whole process's CPU time (time.process_time) with the
+   sampler on against off over the same wall time, while it samples this
+   process (with onnxruntime and the simulator loaded, so smaps_rollup has a
    realistic number of mappings to walk);
 2. the change of a variant's median iteration time with sampling at 200 Hz
-   against sampling off (prealloc_output on the simulator, runs alternated);
+   against sampling off (prealloc_output on the simulator, runs alternated),
+   per backend;
 3. the wall time of a 200-iteration mobilenet_v2 run of three variants on
    the simulator (budget: 15 s);
 4. the instrumentation's overhead per runtime call.
@@ -16,36 +19,56 @@ Prints:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 
 
-def sampler_cost(hz: float, seconds: float) -> dict:
+def sampler_cost(hz: float, seconds: float, backend: str = "auto", rss_only: bool = False) -> dict:
+    """The sampler thread's CPU time over ``seconds``, and the process's CPU
+    time with the sampler on minus the same wall time with it off.
+    ``rss_only``: meminfo, heap, PSS read once only (the floor: a wake-up and
+    a statm read per tick)."""
     from rknnlab import probe
-    p = probe.Probe(hz=hz)
+    c0 = time.process_time()
+    time.sleep(seconds)
+    idle = time.process_time() - c0
+    rates = {"mid_hz": 1e-6, "slow_hz": 1e-6, "npu": False} if rss_only else {}
+    p = probe.Probe(hz=hz, backend=backend, **rates)
+    c0 = time.process_time()
     p.start()
     time.sleep(seconds)
     p.stop()
+    busy = time.process_time() - c0
     ticks, cpu = p.ticks, p.cpu_ns
     p.close()
-    return {"hz": hz, "ticks": ticks, "expected": int(hz * seconds), "late": p.late_ticks,
-            "cpu_share": cpu / (seconds * 1e9), "us_per_sample": cpu / max(ticks, 1) / 1e3}
+    return {"hz": hz, "backend": p.backend, "ticks": ticks, "expected": int(hz * seconds),
+            "late": p.late_ticks, "cpu_share": cpu / (seconds * 1e9),
+            "process_share": (busy - idle) / seconds, "us_per_sample": cpu / max(ticks, 1) / 1e3}
 
 
-def median_impact(reps: int, iterations: int) -> dict:
+def median_impact(reps: int, iterations: int, backend: str = "auto") -> dict:
     import rknnlab
     on, off = [], []
-    for _ in range(reps):
-        for hz, bucket in ((0, off), (200, on)):
-            r = rknnlab.run(["prealloc_output"], iterations=iterations, backend="sim", sample_hz=hz)
-            bucket.append(float(r.summary.loc["prealloc_output", "iter_median_ms"]))
+    saved = os.environ.get("RKNNLAB_SAMPLER")
+    os.environ["RKNNLAB_SAMPLER"] = backend  # the child processes inherit it
+    try:
+        for _ in range(reps):
+            for hz, bucket in ((0, off), (200, on)):
+                r = rknnlab.run(["prealloc_output"], iterations=iterations, backend="sim", sample_hz=hz)
+                bucket.append(float(r.summary.loc["prealloc_output", "iter_median_ms"]))
+    finally:
+        if saved is None:
+            os.environ.pop("RKNNLAB_SAMPLER", None)
+        else:
+            os.environ["RKNNLAB_SAMPLER"] = saved
     m_on, m_off = statistics.median(on), statistics.median(off)
     return {"off_ms": off, "on_ms": on, "median_off": m_off, "median_on": m_on,
             "change": (m_on - m_off) / m_off}
 
 
-def paired_impact(blocks: int, per_block: int) -> dict:
+def paired_impact(blocks: int, per_block: int, backend: str = "auto") -> dict:
     """In one process: the prealloc_output loop on the simulator, in blocks of
     ``per_block`` iterations alternating sampler on (200 Hz) and off; the
     median iteration time of all "on" iterations against all "off" ones.
@@ -75,7 +98,7 @@ def paired_impact(blocks: int, per_block: int) -> dict:
     for b in range(blocks):
         on = b % 2 == 0
         if on:
-            p = probe.Probe(hz=200)
+            p = probe.Probe(hz=200, backend=backend)
             p.start()
         loop(per_block, times[on])
         if on:
@@ -134,26 +157,41 @@ def main(argv=None) -> int:
     from rknnlab import models
     ctx = rt.init(str(models.model_path("mobilenet_v2")))
 
-    print("1. sampler CPU cost (thread CPU time / wall time, one core = 100%)")
-    for hz in (200.0, 1000.0):
-        c = sampler_cost(hz, seconds)
-        print(f"   {hz:6.0f} Hz: {c['cpu_share'] * 100:.2f}% of one core, {c['us_per_sample']:.1f} us "
-              f"per sample, {c['ticks']} samples of {c['expected']} expected ({c['late']} skipped late)")
+    from rknnlab import probe
+    lib, note = probe.load_sampler()
+    backends = ["c", "python"] if lib is not None else ["python"]
+    if lib is None:
+        print(f"   (no C sampler: {note})")
+
+    print("1. sampler CPU cost, one core = 100% (the sampler thread's CPU clock; the process's "
+          "CPU time on minus off over the same wall time)")
+    for backend in backends:
+        for hz in (200.0, 1000.0):
+            c = sampler_cost(hz, seconds, backend)
+            print(f"   {backend:>6} {hz:6.0f} Hz: thread {c['cpu_share'] * 100:.2f}%, process "
+                  f"{c['process_share'] * 100:+.2f}% of one core, {c['us_per_sample']:.1f} us per "
+                  f"sample, {c['ticks']} samples of {c['expected']} expected ({c['late']} skipped late)")
+    if "c" in backends:  # what is left when the sampler only wakes and reads statm
+        c = sampler_cost(200.0, seconds, "c", rss_only=True)
+        print(f"   floor: c 200 Hz reading RSS only: thread {c['cpu_share'] * 100:.2f}%, "
+              f"{c['us_per_sample']:.1f} us per sample (mostly the kernel's wake-up of the thread)")
     rt.destroy(ctx)
     rt.close()
 
-    print("2a. median iteration time, sampler off vs 200 Hz, in one process "
-          "(prealloc_output loop, sim, alternating blocks of 50 iterations)")
-    pm = paired_impact(16 if args.quick else 40, 50)
-    print(f"   off {pm['median_off']:.4f} ms, on {pm['median_on']:.4f} ms ({pm['n']} iterations each): "
-          f"change {pm['change'] * 100:+.2f}%")
-    print("2b. the same through rknnlab.run (a fresh process per run, runs alternated; "
-          "includes run-to-run noise)")
-    m = median_impact(reps, 300)
-    print(f"   off: {', '.join(f'{x:.3f}' for x in m['off_ms'])} ms")
-    print(f"   on:  {', '.join(f'{x:.3f}' for x in m['on_ms'])} ms")
-    print(f"   median of medians: off {m['median_off']:.3f} ms, on {m['median_on']:.3f} ms, "
-          f"change {m['change'] * 100:+.2f}%")
+    for backend in backends:
+        print(f"2a. [{backend}] median iteration time, sampler off vs 200 Hz, in one process "
+              "(prealloc_output loop, sim, alternating blocks of 50 iterations)")
+        pm = paired_impact(16 if args.quick else 40, 50, backend)
+        print(f"   off {pm['median_off']:.4f} ms, on {pm['median_on']:.4f} ms ({pm['n']} iterations "
+              f"each): change {pm['change'] * 100:+.2f}%")
+    for backend in backends:
+        print(f"2b. [{backend}] the same through rknnlab.run (a fresh process per run, runs "
+              "alternated; includes run-to-run noise)")
+        m = median_impact(reps, 300, backend)
+        print(f"   off: {', '.join(f'{x:.3f}' for x in m['off_ms'])} ms")
+        print(f"   on:  {', '.join(f'{x:.3f}' for x in m['on_ms'])} ms")
+        print(f"   median of medians: off {m['median_off']:.3f} ms, on {m['median_on']:.3f} ms, "
+              f"change {m['change'] * 100:+.2f}%")
 
     print("3. three variants x 200 iterations of mobilenet_v2 on the simulator")
     w = three_variants(200)

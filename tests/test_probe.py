@@ -141,3 +141,160 @@ def test_npu_probe_reads_a_fake_board(tmp_path):
 def test_snapshot():
     row = probe.snapshot()
     assert row["rss_kb"] > 0 and row["mem_free_kb"] > 0
+
+
+# --------------------------------------------------------------------------- the C sampler
+def _c_probe(**kw):
+    lib, note = probe.load_sampler()
+    if lib is None:
+        pytest.skip(f"no C sampler here: {note}")
+    return probe.Probe(backend="c", **kw)
+
+
+def _statm_rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+def test_c_sampler_builds_here():
+    # the development machines and CI have a C compiler: the C sampler must build
+    lib, note = probe.load_sampler()
+    assert lib is not None, note
+    p = probe.Probe()
+    try:
+        assert p.backend == "c", p.notes
+    finally:
+        p.close()
+
+
+def test_c_sampler_rate_clock_and_columns():
+    p = _c_probe(hz=200, extra_columns=("iteration", "stage"))
+    before = time.perf_counter_ns() - p.t0_ns
+    p.start()
+    for i in range(5):
+        p.extra_values[0] = i
+        time.sleep(0.1)
+    p.stop()
+    after = time.perf_counter_ns() - p.t0_ns
+    try:
+        cols = p.take()
+        n = len(p)
+        # 0.5 s at 200 Hz = 100 ticks (+ the final one); allow a slow CI machine
+        assert 70 <= n <= 105, n
+        assert p.ticks == n
+        assert all(len(v) == n for v in cols.values())
+        t = cols["t_ns"]
+        assert t == sorted(t)
+        # the rows are on the perf_counter clock: inside [before, after]
+        assert before <= t[0] and t[-1] <= after, (before, t[0], t[-1], after)
+        assert (t[-2] - t[0]) / (n - 2) == pytest.approx(5e6, rel=0.25)  # 5 ms apart
+        assert cols["iteration"][0] == 0 and cols["iteration"][-1] == 4
+        assert set(cols["iteration"]) == {0, 1, 2, 3, 4}
+        assert all(v is None for v in cols["stage"])  # never written: NaN -> None
+        # mid columns (meminfo, heap) on every 8th tick, PSS on every 200th, None elsewhere
+        for c in ("mem_free_kb", "mem_available_kb", "cached_kb", "buffers_kb", "heap_in_use_bytes"):
+            seen = [i for i, v in enumerate(cols[c]) if v is not None]
+            assert seen == [i for i in range(n) if i % p.mid_every == 0], c
+        if os.path.exists("/proc/self/smaps_rollup"):
+            assert [i for i, v in enumerate(cols["pss_kb"]) if v is not None] == [0]
+            assert cols["pss_kb"][0] > 0
+        ref = _proc_meminfo()
+        last_mid = cols["mem_available_kb"][-1 - (n - 1) % p.mid_every]
+        assert abs(last_mid - ref["MemAvailable"]) < 65536
+        assert 0 < cols["heap_in_use_bytes"][0] < 1 << 40
+    finally:
+        p.close()
+
+
+def test_c_sampler_rss_matches_statm():
+    p = _c_probe(hz=100)
+    try:
+        buf = ctypes.create_string_buffer(32 << 20)  # touched: RSS grows by 32 MiB
+        ref = _statm_rss_kb()
+        p.sample()
+        rss = p.take()["rss_kb"][-1]
+        assert abs(rss - ref) < 2048, (rss, ref)
+        del buf
+    finally:
+        p.close()
+
+
+def test_c_sampler_streams_while_running():
+    p = _c_probe(hz=500)
+    try:
+        p.start()
+        time.sleep(0.1)
+        first = p.take()
+        time.sleep(0.1)
+        n1 = len(first["t_ns"])
+        rest = p.take(n1)
+        p.stop()
+        assert n1 > 10 and len(rest["t_ns"]) > 10
+        assert rest["t_ns"][0] > first["t_ns"][-1]
+        assert len(p) >= n1 + len(rest["t_ns"])
+        assert p.cpu_ns > 0
+    finally:
+        p.close()
+
+
+def test_python_sampler_forced(monkeypatch):
+    monkeypatch.setenv("RKNNLAB_SAMPLER", "python")
+    p = probe.Probe(hz=200, extra_columns=("iteration",))
+    assert p.backend == "python"
+    with p:
+        p.extra_values[0] = 7
+        time.sleep(0.1)
+    cols = p.take()
+    assert 10 <= len(p) <= 30
+    assert cols["iteration"][-1] == 7
+    q = probe.Probe(backend="python")
+    assert q.backend == "python"
+    q.close()
+
+
+def test_extra_callable_uses_the_python_sampler():
+    p = probe.Probe(extra=lambda: (1,), extra_columns=("x",))
+    try:
+        assert p.backend == "python"
+        assert any("extra() callable" in n for n in p.notes)
+    finally:
+        p.close()
+    with pytest.raises(RuntimeError, match="extra"):
+        probe.Probe(extra=lambda: (1,), extra_columns=("x",), backend="c")
+
+
+def test_broken_compiler_falls_back_to_python(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(probe.tempfile, "tempdir", None)
+    monkeypatch.setattr(probe, "_loaded", {})
+    lib, note = probe.load_sampler()
+    assert lib is None and "did not build" in note and "/bin/false" in note
+    p = probe.Probe(hz=100)
+    try:
+        assert p.backend == "python"
+        assert any("C sampler not used" in n and "did not build" in n for n in p.notes), p.notes
+        with p:
+            time.sleep(0.05)
+        assert len(p) >= 3
+    finally:
+        p.close()
+    with pytest.raises(RuntimeError, match="did not build"):
+        probe.Probe(backend="c")
+
+
+def test_c_sampler_cache_is_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(probe, "_loaded", {})
+    lib, note = probe.load_sampler()
+    if lib is None:
+        pytest.skip(note)
+    built = list((tmp_path / "rknnlab").glob("_sampler-*.so"))
+    assert len(built) == 1
+    mtime = built[0].stat().st_mtime_ns
+    monkeypatch.setattr(probe, "_loaded", {})
+    monkeypatch.setattr(probe.subprocess, "run", None)  # would fail if it compiled again
+    lib2, note2 = probe.load_sampler()
+    assert lib2 is not None, note2
+    assert built[0].stat().st_mtime_ns == mtime

@@ -22,23 +22,42 @@ DMA total              the runtime's RKNN_QUERY_MEM_SIZE                bytes
                        changes it, see rknnlab.experiment
 =====================  ==============================================  ==========
 
-:class:`Probe` bundles them into one background thread that appends a row per
+:class:`Probe` bundles them into one background sampler that appends a row per
 tick to typed column arrays (``array('d')``: 8 bytes a value, no Python
 object per value, so the probe's own memory grows by ~150 bytes a sample;
 NaN marks a value not read).  RSS is read on every tick; /proc/meminfo and the heap at ``mid_hz`` (25 Hz);
 PSS (the kernel walks every page table) and the NPU files at ``slow_hz``
 (1 Hz); the other rows hold NaN (None in JSON).
+
+The sampler is a small C thread (``_sampler.c``, compiled on first use with
+the system's C compiler into ``$XDG_CACHE_HOME/rknnlab`` and loaded with
+ctypes): it never takes Python's GIL, so it does not stall the variant's
+Python code, and costs about half the CPU of a Python thread (most of what
+is left is the kernel waking the thread; benchmarks/bench_harness.py
+measures both).  Where no compiler is found or
+the build fails, :class:`Probe` falls back to a Python thread that reads the
+same sources (``Probe.backend`` says which ran, ``Probe.notes`` why).  The
+environment variable ``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
+import hashlib
 import math
 import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import weakref
 from array import array
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 DEFAULT_HZ = 200.0
 MAX_HZ = 1000.0
@@ -257,16 +276,144 @@ class NpuLoad:
                 f.close()
 
 
+# --------------------------------------------------------------------------- the C sampler
+SAMPLER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sampler.c")
+_SAMPLER_ABI = 1
+_MAX_EXTRA = 16  # MAX_EXTRA in _sampler.c
+_loaded: Dict[str, Tuple[Optional[ctypes.CDLL], str]] = {}
+_load_lock = threading.Lock()
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "rknnlab")
+
+
+def _compiler() -> Optional[List[str]]:
+    cc = os.environ.get("CC")
+    if cc:
+        return shlex.split(cc)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    i64, vp, cp = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p
+    lib.rk_sampler_abi.restype = ctypes.c_int
+    lib.rk_sampler_new.restype = vp
+    lib.rk_sampler_new.argtypes = [cp, cp, cp, cp, cp, ctypes.c_int, i64, i64, ctypes.c_long,
+                                   ctypes.c_long, ctypes.c_int, vp]
+    lib.rk_sampler_start.restype = ctypes.c_int
+    lib.rk_sampler_start.argtypes = [vp]
+    for name in ("rk_sampler_stop", "rk_sampler_sample", "rk_sampler_free"):
+        getattr(lib, name).restype = None
+        getattr(lib, name).argtypes = [vp]
+    lib.rk_sampler_stats.restype = None
+    lib.rk_sampler_stats.argtypes = [vp, ctypes.POINTER(i64)]
+    lib.rk_sampler_drain.restype = ctypes.c_long
+    lib.rk_sampler_drain.argtypes = [vp, ctypes.c_int, ctypes.c_long, vp, vp, vp]
+    return lib
+
+
+def load_sampler() -> Tuple[Optional[ctypes.CDLL], str]:
+    """The compiled C sampler (built now if not cached) and a note: ``(lib, "")``
+    or ``(None, why not)``.  The library is cached per user under
+    ``$XDG_CACHE_HOME/rknnlab`` (``~/.cache/rknnlab``), keyed by a hash of the
+    source, the machine and the compiler command (``$CC``, else cc/gcc/clang)."""
+    if not sys.platform.startswith("linux"):
+        return None, f"the C sampler reads Linux's /proc: not built on {sys.platform}"
+    try:
+        with open(SAMPLER_SOURCE, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        return None, f"the C sampler's source is missing ({exc})"
+    cc = _compiler()
+    key = hashlib.sha256(b"\0".join([source, platform.machine().encode(), sys.platform.encode(),
+                                     " ".join(cc or []).encode()])).hexdigest()[:16]
+    with _load_lock:
+        if key in _loaded:
+            return _loaded[key]
+        result = _build_and_load(source, cc, key)
+        _loaded[key] = result
+        return result
+
+
+def _build_and_load(source: bytes, cc: Optional[List[str]], key: str) -> Tuple[Optional[ctypes.CDLL], str]:
+    name = f"_sampler-{key}.so"
+    dirs = [_cache_dir(), os.path.join(tempfile.gettempdir(), f"rknnlab-{os.getuid()}")]
+    for d in dirs:  # already built (by this or another process)
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            try:
+                lib = _declare(ctypes.CDLL(path))
+                if lib.rk_sampler_abi() == _SAMPLER_ABI:
+                    return lib, ""
+            except (OSError, AttributeError):
+                pass
+    if cc is None:
+        return None, "no C compiler found (cc, gcc, clang; or set CC)"
+    errors = []
+    for d in dirs:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=name + ".", suffix=".tmp", dir=d)
+            os.close(fd)
+        except OSError as exc:
+            errors.append(f"{d}: {exc}")
+            continue
+        cmd = cc + ["-O2", "-shared", "-fPIC", "-pthread", "-o", tmp, SAMPLER_SOURCE, "-ldl"]
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            if proc.returncode != 0:
+                out = proc.stdout.decode("utf-8", "replace").strip()
+                return None, (f"the C sampler did not build ({' '.join(cmd[:1])} exited with "
+                              f"{proc.returncode}{': ' + out[-500:] if out else ''})")
+            path = os.path.join(d, name)
+            os.replace(tmp, path)  # atomic: concurrent builders race harmlessly
+            lib = _declare(ctypes.CDLL(path))
+            if lib.rk_sampler_abi() != _SAMPLER_ABI:
+                return None, "the C sampler built but reports another ABI version"
+            return lib, ""
+        except (OSError, subprocess.SubprocessError, AttributeError) as exc:
+            return None, f"the C sampler did not build or load ({type(exc).__name__}: {exc})"
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return None, "no writable cache directory for the C sampler (" + "; ".join(errors) + ")"
+
+
+_running: "weakref.WeakSet[Probe]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:  # no C thread reads Python memory while the interpreter shuts down
+    for p in list(_running):
+        p.stop()
+
+
 class Probe:
-    """Samples memory in a background thread at ``hz`` (default 200, at most 1000).
+    """Samples memory in the background at ``hz`` (default 200, at most 1000).
 
     Each tick appends one row: ``t_ns`` (perf_counter_ns minus ``t0_ns``),
-    ``rss_kb`` and whatever ``extra()`` returns (the experiment adds the
-    iteration number, the stage and the runtime's DMA total); at ``mid_hz``
-    (25 Hz) also the meminfo and heap fields, at ``slow_hz`` (1 Hz) also
-    ``pss_kb`` and the NPU fields (NaN / None on the other ticks).  So the
-    process's RSS is seen at the full rate, and the costlier sources at a
-    rate that keeps the whole probe near 1% of a core at 200 Hz.
+    the ``extra_columns`` values, ``rss_kb``; at ``mid_hz`` (25 Hz) also the
+    meminfo and heap fields, at ``slow_hz`` (1 Hz) also ``pss_kb`` and the NPU
+    fields (NaN / None on the other ticks).  So the process's RSS is seen at
+    the full rate, and the costlier sources at a rate that keeps the probe
+    cheap.
+
+    The extra values (the experiment's iteration number, stage and DMA
+    total) come from :attr:`extra_values`, a ctypes double array the caller
+    writes (``probe.extra_values[k] = v``, NaN for none) and every tick
+    copies: the C sampler reads it without Python.  An ``extra()`` callable
+    returning one value per column also works, but needs the Python thread
+    (with ``backend="auto"`` it selects it, and says so in :attr:`notes`).
+
+    ``backend``: "auto" (the default, or ``$RKNNLAB_SAMPLER``): the C sampler
+    where it builds, else the Python thread; "c" (an error if it does not
+    build) or "python".  :attr:`backend` is the one that runs.
 
     ``pid=None`` watches this process (and only then the heap: mallinfo
     works in-process only).  Use as a context manager, or start()/stop().
@@ -275,9 +422,13 @@ class Probe:
     def __init__(self, hz: float = DEFAULT_HZ, pid: Optional[int] = None,
                  extra: Optional[Callable[[], Sequence[object]]] = None,
                  extra_columns: Sequence[str] = (), t0_ns: Optional[int] = None,
-                 mid_hz: float = 25.0, slow_hz: float = 1.0, npu: bool = True) -> None:
+                 mid_hz: float = 25.0, slow_hz: float = 1.0, npu: bool = True,
+                 backend: Optional[str] = None) -> None:
         if not 0 < hz <= MAX_HZ:
             raise ValueError(f"sample rate {hz} Hz: expected more than 0 and at most {MAX_HZ:g} Hz")
+        want = (backend or os.environ.get("RKNNLAB_SAMPLER") or "auto").lower()
+        if want not in ("auto", "c", "python"):
+            raise ValueError(f"sampler backend {want!r}: expected 'auto', 'c' or 'python'")
         self.hz = float(hz)
         self.period_ns = int(1e9 / hz)
         #: PSS and the NPU files are read every this many ticks (``slow_hz``,
@@ -293,9 +444,11 @@ class Probe:
         self.heap: Optional[Heap] = Heap() if pid is None else None
         npu_probe = NpuLoad() if npu else None
         self.npu = npu_probe if npu_probe is not None and npu_probe.available else None
-        #: ``extra()`` returns one value per name in ``extra_columns`` (None allowed)
         self._extra = extra
         self.extra_columns = list(extra_columns)
+        #: the values the extra columns copy each tick (write them; NaN = none)
+        self.extra_values = (ctypes.c_double * max(1, len(self.extra_columns)))(
+            *([math.nan] * max(1, len(self.extra_columns))))
         self.mid_columns = self.meminfo.columns + (list(Heap.columns) if self.heap is not None else [])
         self.slow_columns = ["pss_kb"] + (list(NpuLoad.columns) if self.npu is not None else [])
         self.columns: List[str] = (["t_ns"] + self.extra_columns + ["rss_kb"]
@@ -318,15 +471,57 @@ class Probe:
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self._rss_fd = self.process._statm.fd
+        #: "c" (the compiled sampler) or "python" (the Python thread)
+        self.backend = "python"
+        self._lib: Optional[ctypes.CDLL] = None
+        self._h: Optional[int] = None
+        self._drain_lock = threading.Lock()
+        if want != "python":
+            why = ""
+            if extra is not None:
+                why = "an extra() callable needs the Python sampler (write Probe.extra_values instead)"
+            elif len(self.extra_columns) > _MAX_EXTRA:
+                why = f"the C sampler copies at most {_MAX_EXTRA} extra columns"
+            else:
+                lib, why = load_sampler()
+                if lib is not None:
+                    self._open_c(lib, pid)
+                    if self._h is None:
+                        why = "the C sampler could not open its files"
+            if self._h is None:
+                if want == "c":
+                    self.close()
+                    raise RuntimeError(f"the C sampler is not available: {why}")
+                self.notes.append(f"Python sampler thread (C sampler not used: {why})")
+
+    def _open_c(self, lib: ctypes.CDLL, pid: Optional[int]) -> None:
+        enc = lambda f: f.path.encode() if f is not None else None  # noqa: E731
+        heap = self.heap is not None and self.heap.available
+        h = lib.rk_sampler_new(
+            enc(self.process._statm), enc(self.meminfo._file), enc(self.process._rollup),
+            enc(self.npu._load) if self.npu is not None else None,
+            enc(self.npu._freq) if self.npu is not None else None,
+            int(heap), self.period_ns, self.t0_ns, self.mid_every, self.slow_every,
+            len(self.extra_columns), ctypes.addressof(self.extra_values))
+        if h:
+            self._lib, self._h, self.backend = lib, h, "c"
+            self._meminfo_index = [k for k, (_, col) in enumerate(MEMINFO_FIELDS)
+                                   if col in self.meminfo.columns]
 
     # one tick -----------------------------------------------------------
     def sample(self) -> None:
-        """Take one sample now (the thread calls this at ``hz``)."""
+        """Take one sample now (the sampler does this at ``hz``)."""
+        if self._h is not None:
+            self._lib.rk_sampler_sample(self._h)
+            return
         i = self.ticks
         self._t.append(time.perf_counter_ns() - self.t0_ns)
         if self._extra is not None:
             for arr, v in zip(self._extras, self._extra()):
                 arr.append(math.nan if v is None else v)
+        else:
+            for arr, v in zip(self._extras, self.extra_values):
+                arr.append(v)
         self._rss.append(int(os.pread(self._rss_fd, 256, 0).split()[1]) * _PAGE_KB)
         if i % self.mid_every == 0:
             self._mid_rows.append(i)
@@ -344,6 +539,48 @@ class Probe:
                 for k, v in self.npu.sample().items():
                     self._slow[k].append(math.nan if v is None else v)
         self.ticks = i + 1
+
+    # the C sampler's rows -> the column arrays ------------------------------
+    def _drain(self) -> None:
+        if self._h is None:
+            return
+        lib, h = self._lib, self._h
+        with self._drain_lock:
+            stats = (ctypes.c_int64 * 6)()
+            lib.rk_sampler_stats(h, stats)
+            self.ticks, self.late_ticks = stats[0], stats[1]
+            if stats[2]:
+                self.cpu_ns = stats[2]
+            for which in (0, 1, 2):
+                n = stats[3 + which]
+                if n <= 0:
+                    continue
+                w = len(self.extra_columns) + 1 if which == 0 else (9 if which == 1 else 3)
+                ticks = array("q", bytes(8 * n))
+                t_ns = array("q", bytes(8 * n)) if which == 0 else None
+                v = array("d", bytes(8 * n * w))
+                n = lib.rk_sampler_drain(h, which, n, ticks.buffer_info()[0],
+                                         t_ns.buffer_info()[0] if t_ns is not None else None,
+                                         v.buffer_info()[0])
+                col = lambda c: v[c * n:(c + 1) * n]  # noqa: E731
+                if which == 0:
+                    self._t.extend(t_ns[:n])
+                    for k, arr in enumerate(self._extras):
+                        arr.extend(col(k))
+                    self._rss.extend(col(len(self._extras)))
+                elif which == 1:
+                    self._mid_rows.extend(ticks[:n])
+                    for k, c in zip(self._meminfo_index, self.meminfo.columns):
+                        self._mid[c].extend(col(k))
+                    if self.heap is not None:
+                        for k, c in enumerate(Heap.columns):
+                            self._mid[c].extend(col(len(MEMINFO_FIELDS) + k))
+                else:
+                    self._slow_rows.extend(ticks[:n])
+                    self._slow["pss_kb"].extend(col(0))
+                    if self.npu is not None:
+                        for k, c in enumerate(NpuLoad.columns):
+                            self._slow[c].extend(col(1 + k))
 
     # the thread -----------------------------------------------------------
     def _loop(self) -> None:
@@ -364,11 +601,26 @@ class Probe:
         self.cpu_ns = time.thread_time_ns() - cpu0
 
     def start(self) -> "Probe":
+        if self._h is not None:
+            if self._lib.rk_sampler_start(self._h) != 0:
+                raise RuntimeError("could not start the C sampler thread")
+            self._c_running = True
+            _running.add(self)
+            return self
+        self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="rknnlab-probe", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        if self._h is not None:
+            if getattr(self, "_c_running", False):
+                self._c_running = False
+                _running.discard(self)
+                self._lib.rk_sampler_stop(self._h)
+                self.sample()  # a last row, so the end state is always recorded
+            self._drain()
+            return
         if self._thread is not None:
             self._stopping = True
             self._thread.join()
@@ -377,10 +629,19 @@ class Probe:
 
     def close(self) -> None:
         self.stop()
+        if self._h is not None:
+            h, self._h = self._h, None
+            self._lib.rk_sampler_free(h)
         self.meminfo.close()
         self.process.close()
         if self.npu is not None:
             self.npu.close()
+
+    def __del__(self) -> None:
+        h = getattr(self, "_h", None)
+        if h is not None:  # never leave a C thread reading extra_values after it is freed
+            self._h = None
+            self._lib.rk_sampler_free(h)
 
     def __enter__(self) -> "Probe":
         return self.start()
@@ -391,7 +652,8 @@ class Probe:
     def take(self, start: int = 0) -> Dict[str, list]:
         """The rows from ``start`` on, as columns of plain lists, None for a
         value not read on that tick (JSON-ready; for streaming partial results)."""
-        n = len(self)
+        self._drain()
+        n = self._rows()
         out: Dict[str, list] = {"t_ns": self._t[start:n].tolist()}
         for name, arr in zip(self.extra_columns, self._extras):
             out[name] = [None if x != x else x for x in arr[start:n]]
@@ -413,8 +675,12 @@ class Probe:
         """All rows so far, as columns (see :meth:`take`)."""
         return self.take()
 
-    def __len__(self) -> int:
+    def _rows(self) -> int:
         return min([len(self._t), len(self._rss)] + [len(a) for a in self._extras])
+
+    def __len__(self) -> int:
+        self._drain()
+        return self._rows()
 
 
 def snapshot(pid: Optional[int] = None) -> Dict[str, Optional[int]]:

@@ -141,9 +141,9 @@ def main() -> int:
     def send_progress() -> None:
         msg: Dict[str, Any] = {"event": "progress", "iteration": last_iteration[0]}
         if probe is not None:
-            n = len(probe)
-            msg["samples"] = _samples(probe.take(sent["samples"]))
-            sent["samples"] = n
+            rows = probe.take(sent["samples"])
+            sent["samples"] += len(rows["t_ns"])  # rows the sampler adds meanwhile go next time
+            msg["samples"] = _samples(rows)
         its = rec.iteration_columns(sent["iterations"])
         msg["iterations"] = its
         sent["iterations"] += len(its["iteration"])
@@ -177,9 +177,10 @@ def main() -> int:
                              spec.get("soc", ""), spec.get("params"), progress=on_iteration,
                              trim_after_warmup=spec.get("trim_after_warmup", True))
         if spec["sample_hz"]:
-            probe = Probe(spec["sample_hz"], t0_ns=t0,
-                          extra=lambda: (rec.iteration, rec.stage_code, rec.dma_bytes),
-                          extra_columns=("iteration", "stage", "dma_bytes"))
+            # the sampler copies iteration, stage and DMA total from an array the
+            # recorder writes on each change (no Python call per sample)
+            probe = Probe(spec["sample_hz"], t0_ns=t0, extra_columns=("iteration", "stage", "dma_bytes"))
+            rec.share_state(probe.extra_values)
             probe.start()
         streamer.start()
         func(lab)
@@ -205,7 +206,8 @@ def main() -> int:
             "backend": getattr(rt, "backend", None) or spec["backend"],
             "probe": None if probe is None else {
                 "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,
-                "cpu_ns": probe.cpu_ns, "notes": probe.notes, "slow_every": probe.slow_every},
+                "cpu_ns": probe.cpu_ns, "notes": probe.notes, "slow_every": probe.slow_every,
+                "backend": probe.backend},
         }
         try:
             chan.send(result)

@@ -8,7 +8,8 @@ function names.  After the calls that change device memory (init, the
 create_mem family, destroy_mem, the set_*_mem binders, destroy) it asks the
 runtime for RKNN_QUERY_MEM_SIZE on every live context, unrecorded, and keeps
 the sum of ``total_dma_allocated_size`` as ``recorder.dma_bytes``, which the
-memory sampler copies into each sample.
+memory sampler copies into each sample (:meth:`Recorder.share_state` mirrors
+iteration, stage and DMA total into the array the sampler reads).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ DMA_CHANGING = frozenset({
 STAGES = ("setup", "warmup", "measure", "teardown")
 _STAGE_CODE = {name: i for i, name in enumerate(STAGES)}
 _NONE = -1  # stands for None in the integer arrays
+_NAN = float("nan")  # stands for None in the sampler's state array
 
 
 class Recorder:
@@ -58,12 +60,64 @@ class Recorder:
             "duration_ns": array("q")}
         self.functions: List[str] = []
         self._function_code: Dict[str, int] = {}
-        self.iteration: Optional[int] = None
-        self.stage_code = 0
-        self.dma_bytes: Optional[int] = None
+        #: where iteration, stage_code and dma_bytes are mirrored (see share_state)
+        self._shared: Any = None
+        self._iteration: Optional[int] = None
+        self._stage_code = 0
+        self._dma_bytes: Optional[int] = None
         self.sdk: Dict[str, str] = {}
         self._threads: Dict[int, int] = {}
         self._lock = threading.Lock()
+
+    def share_state(self, values: Any) -> None:
+        """Mirror ``iteration``, ``stage_code`` and ``dma_bytes`` into
+        ``values[0:3]`` (floats, NaN for None) on every change: the memory
+        sampler (rknnlab.probe.Probe.extra_values) copies them each tick
+        without calling Python, so it also sees the moments between two
+        iterations: there the mirror keeps the iteration just finished (a
+        sample in the warm-up or measured stage always has an iteration
+        number), and it goes to NaN when the stage changes outside an
+        iteration (teardown).  ``None`` stops mirroring."""
+        self._shared = values
+        if values is not None:
+            for k, v in enumerate((self._iteration, self._stage_code, self._dma_bytes)):
+                values[k] = _NAN if v is None else v
+
+    @property
+    def iteration(self) -> Optional[int]:
+        """The iteration in progress (None between iterations)."""
+        return self._iteration
+
+    @iteration.setter
+    def iteration(self, value: Optional[int]) -> None:
+        self._iteration = value
+        if self._shared is not None and value is not None:
+            self._shared[0] = value
+
+    @property
+    def stage_code(self) -> int:
+        """The index of the current stage in STAGES."""
+        return self._stage_code
+
+    @stage_code.setter
+    def stage_code(self, value: int) -> None:
+        self._stage_code = value
+        shared = self._shared
+        if shared is not None:
+            shared[1] = value
+            if self._iteration is None:
+                shared[0] = _NAN
+
+    @property
+    def dma_bytes(self) -> Optional[int]:
+        """The runtime's DMA total after the last call that changes it (None before)."""
+        return self._dma_bytes
+
+    @dma_bytes.setter
+    def dma_bytes(self, value: Optional[int]) -> None:
+        self._dma_bytes = value
+        if self._shared is not None:
+            self._shared[2] = _NAN if value is None else value
 
     @property
     def stage(self) -> str:
@@ -99,11 +153,11 @@ class Recorder:
         if lane is None:
             lane = self.thread_lane()
         code = function if isinstance(function, int) else self.function_code(function)
-        it = self.iteration
+        it = self._iteration
         with self._lock:  # rows stay aligned when pipeline threads call at once
             c["function"].append(code)
             c["iteration"].append(_NONE if it is None else it)
-            c["stage"].append(self.stage_code)
+            c["stage"].append(self._stage_code)
             c["t_start_ns"].append(t_start - self.t0_ns)
             c["duration_ns"].append(duration)
             c["bytes"].append(_NONE if nbytes is None else int(nbytes))

@@ -12,8 +12,10 @@ nothing is pickled.
 
 Why the sampler runs in the child (a thread): glibc's mallinfo2 and the
 runtime's DMA total can only be read from inside the process; the /proc
-files are read with os.pread on descriptors kept open, which keeps a sample
-at ~10-20 us (see benchmarks/bench_harness.py for the measured cost).
+files are read with pread on descriptors kept open, by a C thread that never
+takes the GIL (rknnlab.probe; a Python thread where no C compiler is found:
+the result's ``probe["backend"]`` says which), see
+benchmarks/bench_harness.py for the measured cost.
 """
 from __future__ import annotations
 
