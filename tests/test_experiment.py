@@ -279,6 +279,39 @@ def test_a_variant_defined_in_a_notebook_cell():
     assert "Defined in a notebook cell." == r["notebook_variant"].doc
 
 
+ALIAS_CELL = '''
+def count_frames(lab):
+    n = 0
+    for _ in lab.loop():
+        n += 1
+    return n
+
+tally = count_frames          # an alias, as notebooks make them
+
+
+def make_variant(step):
+    def aliased_variant(lab):
+        print("frames", tally(lab), "step", step(1))
+    return aliased_variant
+
+
+def double(x):
+    return 2 * x
+'''
+
+
+def test_helpers_reached_under_another_name_are_sent():
+    import linecache
+    filename = "<ipython-input-9-alias>"
+    linecache.cache[filename] = (len(ALIAS_CELL), None, ALIAS_CELL.splitlines(True), filename)
+    ns = {"__name__": "__main__"}
+    exec(compile(ALIAS_CELL, filename, "exec"), ns)
+    variant = ns["make_variant"](ns["double"])   # a closure variable named step, bound to double
+    r = run(variant, iterations=6, warmup=0, backend=BACKEND, sample_hz=0)
+    assert r.errors == {}, (r.errors, r["aliased_variant"].traceback)
+    assert r["aliased_variant"].stdout.strip() == "frames 6 step 2"
+
+
 def pipeline_two_cores(lab):
     """Two contexts on two NPU cores, fed from two threads."""
     import threading

@@ -171,3 +171,8 @@ def test_unknown_model_or_soc_is_a_clear_error():
         models.load_report("yolov5m", "rk3568")
     with pytest.raises(models.ReportError, match="known models"):
         models.load_report("no_such_model")
+
+
+def test_rk3566_boards_get_the_rk3568_models():
+    report = models.load_report("mobilenet_v2", "rk3566")
+    assert report.target == "rk3568"

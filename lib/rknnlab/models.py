@@ -191,7 +191,12 @@ def model_info(name: str, root: Optional[Path] = None) -> Dict[str, Any]:
         raise ReportError(f"no model named {name!r} (looked for {path})") from None
 
 
+#: SoCs that run another SoC's models: RK3566 and RK3568 share one NPU, compiled for as rk3568
+SOC_MODELS = {"rk3566": "rk3568"}
+
+
 def load_report(name: str, soc: str = "rk3588", root: Optional[Path] = None) -> CompilerReport:
+    soc = SOC_MODELS.get(soc, soc)
     directory = (root or models_dir()) / name
     path = directory / f"{soc}.report.json"
     if not path.exists():

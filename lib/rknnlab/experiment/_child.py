@@ -92,6 +92,8 @@ def load_variant(spec: Dict[str, Any]) -> Callable[..., Any]:
         filename = f"<variant {spec['name']}: {name}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         exec(compile(source, filename, "exec"), ns)
+    for alias, defined_as in spec.get("aliases", {}).items():
+        ns[alias] = ns[defined_as]
     return ns[spec["name"]]
 
 

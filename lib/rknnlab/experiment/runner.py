@@ -160,6 +160,8 @@ def _collect_globals(func: Callable[..., Any], spec: Dict[str, Any], seen: set) 
                 spec["functions"][name] = _source(value)
             except (OSError, TypeError, SyntaxError):
                 continue
+            if value.__name__ != name:   # reached under another name (alias = f, a closure variable)
+                spec.setdefault("aliases", {})[name] = value.__name__
             _collect_globals(value, spec, seen)
         else:
             where = _importable(value)
