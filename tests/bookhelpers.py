@@ -10,6 +10,7 @@ from typing import Dict, Tuple
 import pytest
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "book"
+ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(__file__).resolve().parent / "_build" / "book-fixture"
 ARTIFACTS = Path(__file__).resolve().parent / "_artifacts"
 

@@ -1,9 +1,10 @@
-"""The built book in headless Chromium with the network blocked (the fixture book).
+"""The built book in headless Chromium with the network blocked: the fixture book (test
+data: a figure, an exercise with a solution, search) and the real course book.
 
 Every page loads with no failed request and no request leaving the machine, pages whose
 notebook has a figure show it rendered, every internal link resolves, search finds a
-page, and the student edition shows no solution cell. A screenshot of a chapter page goes
-to tests/_artifacts/book-chapter.png.
+page, and the student edition shows no solution cell. Screenshots of a chapter page go
+to tests/_artifacts/ (book-chapter.png, course-chapter04.png).
 
 Needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver) and
 selenium (the dev extra). Without them the test skips, saying so, except in CI (CI=true),
@@ -131,18 +132,14 @@ def _has_figure(stage: Path, docname: str) -> bool:
                for k in o.get("data", {}))
 
 
-def test_the_book_in_headless_chromium_offline(browser, site):
-    rep, base = site
-    root = rep.out_dir
-    stage = bh.WORK / "_build" / "stage" / "en-student"
+def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str = ""):
+    """Load every page of the site at ``base``: the problems found, and the internal links."""
     pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
                    if "_static" not in p.parts)
-    assert "index.html" in pages and "chapters/01_figure.html" in pages
     browser.get_log("performance")
-    problems, links, visited = [], set(), set()
+    problems, links = [], set()
     for page in pages:
         _load(browser, base + page)
-        visited.add(page)
         urls, failed = _network_events(browser)
         problems += [f"{page}: failed request {f}" for f in failed]
         problems += [f"{page}: request leaves the machine: {u}" for u in urls
@@ -159,7 +156,7 @@ def test_the_book_in_headless_chromium_offline(browser, site):
                 problems.append(f"{page}: the notebook has a figure but no image is rendered")
         if browser.execute_script("return document.querySelectorAll('.tag_solution').length"):
             problems.append(f"{page}: the student edition shows a solution cell")
-        if "FIXTURE-SOLUTION-TEXT" in browser.page_source:
+        if solution_text and solution_text in browser.page_source:
             problems.append(f"{page}: the student edition contains the solution's text")
         for href in browser.execute_script(
                 "return Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"):
@@ -184,8 +181,56 @@ def test_the_book_in_headless_chromium_offline(browser, site):
                 ids[target] = {el.get("id") for el in BeautifulSoup(body, "html.parser").find_all(id=True)}
             if frag not in ids[target]:
                 problems.append(f"{page}: link {href}: no element with id {frag!r}")
+    return pages, problems, links
+
+
+def test_the_book_in_headless_chromium_offline(browser, site):
+    rep, base = site
+    stage = bh.WORK / "_build" / "stage" / "en-student"
+    pages, problems, links = _check_pages(browser, rep.out_dir, base, stage, "FIXTURE-SOLUTION-TEXT")
+    assert "index.html" in pages and "chapters/01_figure.html" in pages
     assert not problems, "\n".join(problems)
     assert {(p, h) for p, h in links if h.startswith(base + "labs/")}, "the lab is linked"
+
+
+def _serve(directory: Path):
+    handler = functools.partial(_Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@pytest.fixture(scope="module")
+def course_site():
+    """The real course book (student edition, simulator), built into the repository's _build/."""
+    bh.book_needs()
+    from rknnlab.book.build import build_book
+    from rknnlab.book.config import load_book
+    cfg = load_book(bh.ROOT / "book.toml")
+    rep = build_book(bh.ROOT / "book.toml", edition="student", backend="sim", log=lambda s: None)
+    server, base = _serve(rep.out_dir)
+    yield cfg, rep, base
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_course_book_in_headless_chromium_offline(browser, course_site):
+    cfg, rep, base = course_site
+    stage = bh.ROOT / "_build" / "stage" / "en-student"
+    pages, problems, _ = _check_pages(browser, rep.out_dir, base, stage)
+    for entry in cfg.entries():
+        if entry.status == "ready":
+            page = entry.docname + ".html"
+            assert page in pages, f"{entry.file} is ready in book.toml but has no page"
+    assert not problems, "\n".join(problems)
+    # the lab's solutions exist in the source and are gone from the student pages
+    lab = json.loads((bh.ROOT / "labs" / "lab04_output_reuse.ipynb").read_text())
+    assert any("solution" in c.get("metadata", {}).get("tags", []) for c in lab["cells"])
+    shot = bh.ARTIFACTS / "course-chapter04.png"
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.set_window_size(1280, 1700)
+    _load(browser, base + "chapters/04_output_reuse.html")
+    assert browser.save_screenshot(str(shot))
 
 
 def test_search_works_offline(browser, site):
