@@ -202,6 +202,19 @@ def leak_no_release(lab: VariantContext) -> None:
     rt.destroy(ctx)
 
 
+def _prealloc_loop(lab: VariantContext, want_float: int) -> None:
+    """Set, run, get into buffers allocated once (is_prealloc = 1)."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs, _keep = _prealloc(out_attrs, want_float=want_float)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
 def prealloc_output(lab: VariantContext) -> None:
     """The caller owns the output buffers (is_prealloc = 1), allocated once.
 
@@ -216,15 +229,7 @@ def prealloc_output(lab: VariantContext) -> None:
             rknn_outputs_get(ctx, 1, outs, NULL);    /* writes into buf */
         }
     """
-    rt = lab.rt
-    ctx = rt.init(lab.model_path)
-    _, out_attrs = query_io(rt, ctx)
-    outs, _keep = _prealloc(out_attrs, want_float=1)
-    for i in lab.loop():
-        rt.inputs_set(ctx, frame_input(lab.input(i)))
-        rt.run(ctx)
-        rt.outputs_get(ctx, outs)
-    rt.destroy(ctx)
+    _prealloc_loop(lab, want_float=1)
 
 
 def _zero_copy(lab: VariantContext, bind_each_iteration: bool) -> None:
@@ -331,15 +336,7 @@ def want_float(lab: VariantContext) -> None:
         rknn_output outs[1] = {{.want_float = 1, .is_prealloc = 1, .buf = fbuf, .size = n * 4}};
         rknn_outputs_get(ctx, 1, outs, NULL);
     """
-    rt = lab.rt
-    ctx = rt.init(lab.model_path)
-    _, out_attrs = query_io(rt, ctx)
-    outs, _keep = _prealloc(out_attrs, want_float=1)
-    for i in lab.loop():
-        rt.inputs_set(ctx, frame_input(lab.input(i)))
-        rt.run(ctx)
-        rt.outputs_get(ctx, outs)
-    rt.destroy(ctx)
+    _prealloc_loop(lab, want_float=1)
 
 
 def want_int8(lab: VariantContext) -> None:
@@ -351,18 +348,10 @@ def want_int8(lab: VariantContext) -> None:
         rknn_output outs[1] = {{.want_float = 0, .is_prealloc = 1, .buf = qbuf, .size = n}};
         rknn_outputs_get(ctx, 1, outs, NULL);
     """
-    rt = lab.rt
-    ctx = rt.init(lab.model_path)
-    _, out_attrs = query_io(rt, ctx)
-    outs, _keep = _prealloc(out_attrs, want_float=0)
-    for i in lab.loop():
-        rt.inputs_set(ctx, frame_input(lab.input(i)))
-        rt.run(ctx)
-        rt.outputs_get(ctx, outs)
-    rt.destroy(ctx)
+    _prealloc_loop(lab, want_float=0)
 
 
-#: the pair of chapter 6: run them together
+#: the pair chapter 4 compares: run them together
 want_float_vs_int8 = (want_float, want_int8)
 
 

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -257,15 +257,9 @@ class SimRuntime(Runtime):
         if not context.info_only:  # a model-info context allocates nothing
             if flag & abi.RKNN_FLAG_SHARE_WEIGHT_MEM:
                 context.weights = self._share_weights(extend, sim_model, fn)
-            try:
-                self._allocate(context, model_bytes, model_address, model_mem)
-            except (OSError, MemoryError) as exc:
-                with self._lock:
-                    context.release_buffers()
-                raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
-        with self._lock:
-            self._contexts[context.handle] = context
-        return context.handle
+            self._allocate_or_fail(context, fn, lambda: self._allocate(context, model_bytes, model_address,
+                                                                     model_mem))
+        return self._register(context)
 
     def _read_model(self, model: ModelSource, zero_copy: bool, extend: Optional[abi.rknn_init_extend],
                     size: Optional[int], fn: str) -> Tuple[bytes, int, Optional[TensorMem]]:
@@ -391,12 +385,19 @@ class SimRuntime(Runtime):
                 context.weights = source.weights
                 source.model_bytes.refs += 1
                 source.weights.refs += 1
-            try:
-                self._allocate_buffers(context)
-            except (OSError, MemoryError) as exc:
-                with self._lock:
-                    context.release_buffers()
-                raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
+            self._allocate_or_fail(context, fn, lambda: self._allocate_buffers(context))
+        return self._register(context)
+
+    def _allocate_or_fail(self, context: Context, fn: str, allocate: Callable[[], None]) -> None:
+        """Run ``allocate``; on failure free what it got and raise RKNN_ERR_MALLOC_FAIL."""
+        try:
+            allocate()
+        except (OSError, MemoryError) as exc:
+            with self._lock:
+                context.release_buffers()
+            raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, str(exc)) from None
+
+    def _register(self, context: Context) -> int:
         with self._lock:
             self._contexts[context.handle] = context
         return context.handle
