@@ -133,12 +133,16 @@ def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] =
     ax.set_ylabel(f"{'change in ' if relative else ''}{label.split(' (')[0]} ({unit})")
     _title(ax, f"{label} over time (markers: iteration starts, numbered; shaded: warm-up)",
            result.source)
+    return _finish_lines(fig, ax, drawn, f"no {label} samples in this result", result, names)
+
+
+def _finish_lines(fig, ax, drawn: int, empty: str, result, names: List[str]):
+    """Grid, legend (or a note that nothing was drawn), unfinished variants named."""
     ax.grid(True, alpha=0.3)
     if drawn:
         ax.legend(fontsize=8, loc="best")
     else:
-        ax.text(0.5, 0.5, f"no {label} samples in this result", transform=ax.transAxes,
-                ha="center", va="center")
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center")
     _note_missing(ax, result, names)
     return fig
 
@@ -164,14 +168,7 @@ def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]],
     ax.set_xlabel("measured iteration")
     ax.set_ylabel(f"change in {label.split(' (')[0]} ({unit})")
     _title(ax, f"{label} during the measured iterations (change since the first)", result.source)
-    ax.grid(True, alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=8, loc="best")
-    else:
-        ax.text(0.5, 0.5, f"no {label} samples in the measured iterations", transform=ax.transAxes,
-                ha="center", va="center")
-    _note_missing(ax, result, names)
-    return fig
+    return _finish_lines(fig, ax, drawn, f"no {label} samples in the measured iterations", result, names)
 
 
 # --------------------------------------------------------------------------- timing
