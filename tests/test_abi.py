@@ -303,7 +303,7 @@ def test_check_passes_non_negative_returns():
 def test_unknown_code_is_a_plain_rknn_error():
     error = errors.error_for(-99, "rknn_init")
     assert type(error) is errors.RknnError
-    assert error.name == "RKNN_ERR_UNKNOWN(-99)" and "rknn_init returned -99" in str(error)
+    assert error.name == "unknown error code -99" and "rknn_init returned -99" in str(error)
 
 
 def test_library_errors_are_not_rknn_errors():

@@ -21,7 +21,7 @@ class RknnError(Exception):
 
     def __init__(self, code: int, function: str, detail: str = "") -> None:
         self.code = code
-        self.name = abi.ERROR_NAMES.get(code, f"RKNN_ERR_UNKNOWN({code})")
+        self.name = abi.ERROR_NAMES.get(code, f"unknown error code {code}")
         self.function = function
         self.detail = detail
         message = f"{function} returned {code} ({self.name})"
