@@ -546,9 +546,8 @@ def check_prealloc_variant(variant: Callable[[Any], None], model: str = LAB4_MOD
                            f"your buffer(s) ({sizes}), the same address every time, with the values a "
                            "runtime-allocated get gives for the same frames")
             if records.get("releases"):
-                details.append(f"rknn_outputs_release was called {records['releases']} times: harmless but "
-                               "not needed, with is_prealloc=1 the buffers are yours and the runtime frees "
-                               "nothing")
+                details.append(f"rknn_outputs_release was called {records['releases']} times: fine, it "
+                               "pairs with each get and, with is_prealloc=1, frees nothing of yours")
         finally:
             if ref_ctx is not None:
                 rt.destroy(ref_ctx)
