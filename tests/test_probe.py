@@ -169,6 +169,7 @@ def test_c_sampler_builds_here():
 
 def test_c_sampler_rate_clock_and_columns():
     p = _c_probe(hz=200, extra_columns=("iteration", "stage"))
+    p.extra_values[0] = 0   # before start: the thread's first sample is taken at once
     before = time.perf_counter_ns() - p.t0_ns
     p.start()
     for i in range(5):
