@@ -52,3 +52,20 @@ def test_output_reuse_reports_a_bad_model(output_reuse: Path, tmp_path: Path):
     run = subprocess.run([str(output_reuse), str(bad), "1"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "rknn_init" in run.stderr and "-6" in run.stderr   # RKNN_ERR_MODEL_INVALID
+
+
+def test_our_header_has_the_facts_sheet_layouts(tmp_path: Path):
+    """tests/c_api/rknn_api.h and the test double declare the structs separately (the double
+    keeps looser types for its own bookkeeping); the sizes pin both to the same ABI."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found")
+    sizes = {"rknn_input_output_num": 8, "rknn_tensor_attr": 376, "rknn_mem_size": 64,
+             "rknn_tensor_mem": 40, "rknn_input": 32, "rknn_output": 24, "rknn_init_extend": 136,
+             "rknn_run_extend": 24, "rknn_output_extend": 8}
+    src = tmp_path / "layout.c"
+    src.write_text('#include <stddef.h>\n#include "rknn_api.h"\n' + "".join(
+        f'_Static_assert(sizeof({name}) == {size}, "{name}");\n' for name, size in sizes.items())
+        + '_Static_assert(offsetof(rknn_tensor_attr, size_with_stride) == 364, "size_with_stride");\n'
+        + '_Static_assert(offsetof(rknn_output, buf) == 8, "rknn_output.buf");\n')
+    subprocess.run([gcc, "-fsyntax-only", "-I", str(ROOT / "tests" / "c_api"), str(src)], check=True)
