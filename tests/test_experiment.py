@@ -94,7 +94,7 @@ def test_summary_agrees_with_the_raw_frames(result):
         sm = sv[sv["stage"] == "measure"]
         mf = sm["mem_free_kb"].dropna()
         assert row["memfree_drop_kb"] == mf.iloc[0] - mf.iloc[-1]
-        assert len(mf) >= len(sm) // 10  # meminfo at 25 Hz of the 200
+        assert len(mf) >= len(sm) // 25  # meminfo at 10 Hz of the 200
         heap = sm["heap_in_use_bytes"].dropna()
         assert row["heap_in_use_growth_bytes"] == heap.iloc[-1] - heap.iloc[0]
         slope = np.polyfit(sm["iteration"].astype(float), sm["rss_kb"], 1)[0] * 1000

@@ -25,19 +25,27 @@ DMA total              the runtime's RKNN_QUERY_MEM_SIZE                bytes
 :class:`Probe` bundles them into one background sampler that appends a row per
 tick to typed column arrays (``array('d')``: 8 bytes a value, no Python
 object per value, so the probe's own memory grows by ~150 bytes a sample;
-NaN marks a value not read).  RSS is read on every tick; /proc/meminfo and the heap at ``mid_hz`` (25 Hz);
-PSS (the kernel walks every page table) and the NPU files at ``slow_hz``
-(1 Hz); the other rows hold NaN (None in JSON).
+NaN marks a value not read).  RSS is read for every row (200 Hz);
+/proc/meminfo, the heap and the NPU files at ``mid_hz`` (10 Hz); PSS (the
+kernel walks every page table: milliseconds) at ``slow_hz`` (every 5 s) and
+in the first and last rows; the other rows hold NaN (None in JSON).
 
-The sampler is a small C thread (``_sampler.c``, compiled on first use with
+The sampler is small C code (``_sampler.c``, compiled on first use with
 the system's C compiler into ``$XDG_CACHE_HOME/rknnlab`` and loaded with
-ctypes): it never takes Python's GIL, so it does not stall the variant's
-Python code, and costs about half the CPU of a Python thread (most of what
-is left is the kernel waking the thread; benchmarks/bench_harness.py
-measures both).  Where no compiler is found or
-the build fails, :class:`Probe` falls back to a Python thread that reads the
-same sources (``Probe.backend`` says which ran, ``Probe.notes`` why).  The
-environment variable ``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
+ctypes) with a thread that never takes Python's GIL, so it does not stall
+the variant's Python code.  Most of what a sampling thread costs is the
+kernel waking it (12-30 us of CPU a wake-up in a virtual machine), so the
+code being measured may also *poll* (:meth:`Probe.poll`, which
+rknnlab.experiment calls around every runtime call): a poll reads RSS when
+the current 5 ms slot has no sample yet, which costs a few microseconds and
+no wake-up, and while polls fill the slots the thread wakes only for the
+meminfo/heap rows (25 Hz).  When polls stop coming (a call that blocks, a
+variant that makes no runtime calls), the thread takes over every slot
+within one 1/mid_hz period.  benchmarks/bench_harness.py measures both ways.
+Where no compiler is found or the build fails, :class:`Probe` falls back to
+a Python thread that reads the same sources and ignores polls
+(``Probe.backend`` says which ran, ``Probe.notes`` why).  The environment
+variable ``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
 """
 from __future__ import annotations
 
@@ -278,8 +286,10 @@ class NpuLoad:
 
 # --------------------------------------------------------------------------- the C sampler
 SAMPLER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sampler.c")
-_SAMPLER_ABI = 1
+_SAMPLER_ABI = 4
 _MAX_EXTRA = 16  # MAX_EXTRA in _sampler.c
+_W_MID = 11      # W_MID in _sampler.c: meminfo (6), heap (3), NPU (2)
+_NEVER = 2 ** 63 - 1
 _loaded: Dict[str, Tuple[Optional[ctypes.CDLL], str]] = {}
 _load_lock = threading.Lock()
 
@@ -308,6 +318,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
                                    ctypes.c_long, ctypes.c_int, vp]
     lib.rk_sampler_start.restype = ctypes.c_int
     lib.rk_sampler_start.argtypes = [vp]
+    lib.rk_sampler_poll.restype = i64
+    lib.rk_sampler_poll.argtypes = [vp]
     for name in ("rk_sampler_stop", "rk_sampler_sample", "rk_sampler_free"):
         getattr(lib, name).restype = None
         getattr(lib, name).argtypes = [vp]
@@ -397,12 +409,18 @@ def _stop_all() -> None:  # no C thread reads Python memory while the interprete
 class Probe:
     """Samples memory in the background at ``hz`` (default 200, at most 1000).
 
-    Each tick appends one row: ``t_ns`` (perf_counter_ns minus ``t0_ns``),
-    the ``extra_columns`` values, ``rss_kb``; at ``mid_hz`` (25 Hz) also the
-    meminfo and heap fields, at ``slow_hz`` (1 Hz) also ``pss_kb`` and the NPU
-    fields (NaN / None on the other ticks).  So the process's RSS is seen at
-    the full rate, and the costlier sources at a rate that keeps the probe
-    cheap.
+    Time is cut into slots of 1/``hz`` from :meth:`start`, and each slot
+    gets one row: ``t_ns`` (perf_counter_ns minus ``t0_ns``), the
+    ``extra_columns`` values, ``rss_kb``; every 1/``mid_hz`` (10 Hz) a row
+    also holds the meminfo, heap and NPU fields, every 1/``slow_hz`` (5 s)
+    and in the first and last rows also ``pss_kb`` (NaN / None in the other
+    rows).  So the
+    process's RSS is seen at the full rate, and the costlier sources at a
+    rate that keeps the probe cheap.  Rows are taken by the sampler thread,
+    or (C sampler) by :meth:`poll` from the code being measured, whichever
+    comes first in a slot; :attr:`late_ticks` counts the slots that got
+    none (the thread was late, or polls left a slot empty while the thread
+    was sleeping on their account).
 
     The extra values (the experiment's iteration number, stage and DMA
     total) come from :attr:`extra_values`, a ctypes double array the caller
@@ -422,7 +440,7 @@ class Probe:
     def __init__(self, hz: float = DEFAULT_HZ, pid: Optional[int] = None,
                  extra: Optional[Callable[[], Sequence[object]]] = None,
                  extra_columns: Sequence[str] = (), t0_ns: Optional[int] = None,
-                 mid_hz: float = 25.0, slow_hz: float = 1.0, npu: bool = True,
+                 mid_hz: float = 10.0, slow_hz: float = 0.2, npu: bool = True,
                  backend: Optional[str] = None) -> None:
         if not 0 < hz <= MAX_HZ:
             raise ValueError(f"sample rate {hz} Hz: expected more than 0 and at most {MAX_HZ:g} Hz")
@@ -431,12 +449,13 @@ class Probe:
             raise ValueError(f"sampler backend {want!r}: expected 'auto', 'c' or 'python'")
         self.hz = float(hz)
         self.period_ns = int(1e9 / hz)
-        #: PSS and the NPU files are read every this many ticks (``slow_hz``,
-        #: 1 Hz by default: smaps_rollup costs ~1.3 ms in a 125 MB process
-        #: with onnxruntime loaded, the kernel walks all its page tables)
+        #: PSS is read every this many slots (``slow_hz``, every 5 s by
+        #: default: smaps_rollup costs 0.4-2 ms in a 125 MB process with
+        #: onnxruntime loaded, the kernel walks all its page tables)
         self.slow_every = max(1, int(round(hz / slow_hz)))
-        #: /proc/meminfo and mallinfo2 every this many ticks (``mid_hz``, 25 Hz
-        #: by default: each costs 5-70 us depending on how cold the caches are)
+        #: /proc/meminfo, mallinfo2 and the NPU files every this many slots
+        #: (``mid_hz``, 10 Hz by default: meminfo costs 5-25 us, mallinfo2
+        #: 10-200 us, growing with the free chunks it walks)
         self.mid_every = max(1, int(round(hz / mid_hz)))
         self.t0_ns = time.perf_counter_ns() if t0_ns is None else t0_ns
         self.meminfo = MemInfo()
@@ -446,11 +465,12 @@ class Probe:
         self.npu = npu_probe if npu_probe is not None and npu_probe.available else None
         self._extra = extra
         self.extra_columns = list(extra_columns)
-        #: the values the extra columns copy each tick (write them; NaN = none)
+        #: the values the extra columns copy into each row (write them; NaN = none)
         self.extra_values = (ctypes.c_double * max(1, len(self.extra_columns)))(
             *([math.nan] * max(1, len(self.extra_columns))))
-        self.mid_columns = self.meminfo.columns + (list(Heap.columns) if self.heap is not None else [])
-        self.slow_columns = ["pss_kb"] + (list(NpuLoad.columns) if self.npu is not None else [])
+        self.mid_columns = (self.meminfo.columns + (list(Heap.columns) if self.heap is not None else [])
+                            + (list(NpuLoad.columns) if self.npu is not None else []))
+        self.slow_columns = ["pss_kb"]
         self.columns: List[str] = (["t_ns"] + self.extra_columns + ["rss_kb"]
                                    + self.mid_columns + self.slow_columns)
         # every tick: t, extras, rss; mid and slow tiers: their own rows, with
@@ -465,9 +485,16 @@ class Probe:
         self.notes: List[str] = []
         if self.heap is not None and self.heap.note:
             self.notes.append(self.heap.note)
-        self.ticks = 0
-        self.late_ticks = 0  # ticks skipped because a sample overran its period
+        self.ticks = 0       # rows taken
+        self.late_ticks = 0  # slots of the schedule that got no row
         self.cpu_ns = 0      # CPU time the sampling thread used
+        self.poll_rows = 0   # rows taken by poll() (C sampler)
+        self.poll_ns = 0     # wall time poll() spent taking them, on the polling threads
+        self.wakes = 0       # the C sampler thread's wake-ups after its first row
+        self.slot0_ns = 0    # where slot 0 starts (C sampler), on the t_ns scale
+        # when poll() next needs to call the C sampler: what the last call said
+        # (the start of the next slot without a row), "never" while stopped
+        self._poll_due = [_NEVER]
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self._rss_fd = self.process._statm.fd
@@ -505,12 +532,36 @@ class Probe:
             len(self.extra_columns), ctypes.addressof(self.extra_values))
         if h:
             self._lib, self._h, self.backend = lib, h, "c"
+            self.poll = self._c_poll(lib.rk_sampler_poll, h, self._poll_due)
             self._meminfo_index = [k for k, (_, col) in enumerate(MEMINFO_FIELDS)
                                    if col in self.meminfo.columns]
 
-    # one tick -----------------------------------------------------------
+    @staticmethod
+    def _c_poll(poll_c: Callable[[int], int], h: int, due: List[int]) -> Callable[[], None]:
+        clock = time.perf_counter_ns
+
+        def poll() -> None:
+            if clock() >= due[0]:  # most polls stop here: no call into C
+                due[0] = poll_c(h)
+        poll.__doc__ = Probe.poll.__doc__
+        return poll
+
+    def poll(self) -> None:
+        """Take a fast row (RSS, extras) if the current slot has none yet.
+
+        Call it from the code being measured, as often as you like (about
+        0.1 us when no row is due, a few us when one is): while polls fill
+        the slots the sampler thread sleeps, which is what keeps sampling at
+        200 Hz under 1% of a core.  Polls come from the running code, so
+        their rows fall between its steps (rknnlab.experiment polls right
+        before and right after every runtime call); the thread still fills
+        in when polls stop coming.  A no-op for the Python sampler and
+        while the probe is stopped."""
+
+    # one row -------------------------------------------------------------
     def sample(self) -> None:
-        """Take one sample now (the sampler does this at ``hz``)."""
+        """Take one sample now (the sampler does this at ``hz``); with the C
+        sampler, a row with every tier, outside the schedule."""
         if self._h is not None:
             self._lib.rk_sampler_sample(self._h)
             return
@@ -531,13 +582,13 @@ class Probe:
             if self.heap is not None:
                 for k, v in self.heap.sample().items():
                     mid[k].append(math.nan if v is None else v)
+            if self.npu is not None:
+                for k, v in self.npu.sample().items():
+                    mid[k].append(math.nan if v is None else v)
         if i % self.slow_every == 0:
             self._slow_rows.append(i)
             pss = self.process.pss_kb()
             self._slow["pss_kb"].append(math.nan if pss is None else pss)
-            if self.npu is not None:
-                for k, v in self.npu.sample().items():
-                    self._slow[k].append(math.nan if v is None else v)
         self.ticks = i + 1
 
     # the C sampler's rows -> the column arrays ------------------------------
@@ -546,16 +597,18 @@ class Probe:
             return
         lib, h = self._lib, self._h
         with self._drain_lock:
-            stats = (ctypes.c_int64 * 6)()
+            stats = (ctypes.c_int64 * 10)()
             lib.rk_sampler_stats(h, stats)
             self.ticks, self.late_ticks = stats[0], stats[1]
             if stats[2]:
                 self.cpu_ns = stats[2]
+            self.poll_rows, self.poll_ns, self.wakes = stats[6], stats[7], stats[8]
+            self.slot0_ns = stats[9]
             for which in (0, 1, 2):
                 n = stats[3 + which]
                 if n <= 0:
                     continue
-                w = len(self.extra_columns) + 1 if which == 0 else (9 if which == 1 else 3)
+                w = len(self.extra_columns) + 1 if which == 0 else (_W_MID if which == 1 else 1)
                 ticks = array("q", bytes(8 * n))
                 t_ns = array("q", bytes(8 * n)) if which == 0 else None
                 v = array("d", bytes(8 * n * w))
@@ -575,12 +628,12 @@ class Probe:
                     if self.heap is not None:
                         for k, c in enumerate(Heap.columns):
                             self._mid[c].extend(col(len(MEMINFO_FIELDS) + k))
+                    if self.npu is not None:
+                        for k, c in enumerate(NpuLoad.columns):
+                            self._mid[c].extend(col(len(MEMINFO_FIELDS) + len(Heap.columns) + k))
                 else:
                     self._slow_rows.extend(ticks[:n])
                     self._slow["pss_kb"].extend(col(0))
-                    if self.npu is not None:
-                        for k, c in enumerate(NpuLoad.columns):
-                            self._slow[c].extend(col(1 + k))
 
     # the thread -----------------------------------------------------------
     def _loop(self) -> None:
@@ -605,6 +658,7 @@ class Probe:
             if self._lib.rk_sampler_start(self._h) != 0:
                 raise RuntimeError("could not start the C sampler thread")
             self._c_running = True
+            self._poll_due[0] = 0  # the next poll asks the sampler
             _running.add(self)
             return self
         self._stopping = False
@@ -616,6 +670,7 @@ class Probe:
         if self._h is not None:
             if getattr(self, "_c_running", False):
                 self._c_running = False
+                self._poll_due[0] = _NEVER  # no poll calls into C from now on (it may be freed)
                 _running.discard(self)
                 self._lib.rk_sampler_stop(self._h)
                 self.sample()  # a last row, so the end state is always recorded
@@ -631,6 +686,7 @@ class Probe:
         self.stop()
         if self._h is not None:
             h, self._h = self._h, None
+            self._poll_due[0] = _NEVER
             self._lib.rk_sampler_free(h)
         self.meminfo.close()
         self.process.close()
@@ -641,6 +697,7 @@ class Probe:
         h = getattr(self, "_h", None)
         if h is not None:  # never leave a C thread reading extra_values after it is freed
             self._h = None
+            self._poll_due[0] = _NEVER  # a poll() that outlives us must not call into C
             self._lib.rk_sampler_free(h)
 
     def __enter__(self) -> "Probe":

@@ -183,6 +183,7 @@ def main() -> int:
             # recorder writes on each change (no Python call per sample)
             probe = Probe(spec["sample_hz"], t0_ns=t0, extra_columns=("iteration", "stage", "dma_bytes"))
             rec.share_state(probe.extra_values)
+            rec.poll = probe.poll  # samples between runtime calls; the thread fills the gaps
             probe.start()
         streamer.start()
         func(lab)
@@ -209,7 +210,8 @@ def main() -> int:
             "probe": None if probe is None else {
                 "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,
                 "cpu_ns": probe.cpu_ns, "notes": probe.notes, "slow_every": probe.slow_every,
-                "backend": probe.backend},
+                "backend": probe.backend, "poll_rows": probe.poll_rows, "poll_ns": probe.poll_ns,
+                "wakes": probe.wakes},
         }
         try:
             chan.send(result)

@@ -10,12 +10,15 @@ name, an importable module + qualname, or its source code (with the plain
 values, modules and functions it refers to).  Everything crosses as JSON;
 nothing is pickled.
 
-Why the sampler runs in the child (a thread): glibc's mallinfo2 and the
-runtime's DMA total can only be read from inside the process; the /proc
-files are read with pread on descriptors kept open, by a C thread that never
-takes the GIL (rknnlab.probe; a Python thread where no C compiler is found:
-the result's ``probe["backend"]`` says which), see
-benchmarks/bench_harness.py for the measured cost.
+Why the sampler runs in the child: glibc's mallinfo2 and the runtime's DMA
+total can only be read from inside the process; the /proc files are read
+with pread on descriptors kept open.  The instrumented runtime polls the
+sampler after every call (a sample when one is due: at most one per 5 ms
+slot), and a C thread that never takes the GIL fills the slots the polls
+leave empty, e.g. during a call that blocks (rknnlab.probe; a Python thread
+that ignores polls where no C compiler is found: the result's
+``probe["backend"]`` says which, ``probe["poll_rows"]`` how many rows the
+polls took).  See benchmarks/bench_harness.py for the measured cost.
 """
 from __future__ import annotations
 
