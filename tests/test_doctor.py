@@ -209,3 +209,23 @@ def test_python_m_rknnlab_doctor_json():
     rows = json.loads(p.stdout)
     assert {"section", "item", "value", "status", "advice"} == set(rows[0])
     assert any(r["item"] == "auto picks" for r in rows)
+
+
+def test_memory_sampler_row(tmp_path, models, monkeypatch):
+    from rknnlab import probe
+    b = read_board(str(fb.pc(tmp_path / "root")), machine="x86_64", env=NO_ENV)
+    row = _one(doctor.doctor_report(board=b, env=NO_ENV), "memory sampler")
+    assert row.section == "python" and row.status == "ok" and row.value.startswith("C (")
+    assert row.value.endswith(".so)")
+    forced = _one(doctor.doctor_report(board=b, env={"RKNNLAB_SAMPLER": "python"}), "memory sampler")
+    assert forced.value.startswith("Python thread") and "RKNNLAB_SAMPLER" in forced.advice
+    # no working compiler, nothing cached: the Python thread, and how to get the C one
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(probe.tempfile, "tempdir", None)
+    monkeypatch.setattr(probe, "_loaded", {})
+    rows = doctor.doctor_report(board=b, env=NO_ENV)
+    _check_invariants(rows)
+    row = _one(rows, "memory sampler")
+    assert row.status == "warn" and "did not build" in row.value and "apt install gcc" in row.advice

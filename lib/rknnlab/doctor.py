@@ -209,6 +209,23 @@ def _python_rows() -> List[Row]:
     return rows
 
 
+def _sampler_row(env: Mapping[str, str]) -> Row:
+    """Which memory sampler rknnlab.run will use: the C one (built on first use
+    with the system's C compiler) or the Python thread, which costs about
+    twice the CPU and ignores the runtime calls' polls."""
+    from . import probe
+    forced = (env.get("RKNNLAB_SAMPLER") or "").lower()
+    if forced == "python":
+        return Row("python", "memory sampler", "Python thread (RKNNLAB_SAMPLER=python)", OK,
+                   "unset RKNNLAB_SAMPLER for the cheaper C sampler")
+    lib, why = probe.load_sampler()
+    if lib is not None:
+        return Row("python", "memory sampler", f"C ({lib._name})", OK, "")
+    return Row("python", "memory sampler", f"Python thread: {why}", WARN,
+               "install a C compiler (sudo apt install gcc) for the C sampler: the Python thread "
+               "costs about twice the CPU at 200 Hz (benchmarks/bench_harness.py)")
+
+
 def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:
     S = "backend"
     rows = []
@@ -268,6 +285,7 @@ def doctor_report(board: Optional[_board.BoardInfo] = None,
     rows += _npu_rows(b)
     rows += _runtime_rows(b)
     rows += _python_rows()
+    rows.append(_sampler_row(env))
     rows += _backend_rows(b, env)
     try:
         native = _board.choose_backend("auto", b, env=env)[0] == "native"
