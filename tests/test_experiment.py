@@ -128,6 +128,21 @@ def test_samples_carry_iteration_and_stage(result):
         assert sm["t_s"].is_monotonic_increasing
 
 
+def test_runtime_calls_poll_the_sampler(result):
+    # the instrumented runtime polls the probe after every call: the polls take most
+    # rows at 200 Hz, and the sampler thread sleeps instead of waking every 5 ms
+    for r in result.runs:
+        p = r.probe
+        if p["backend"] != "c":
+            pytest.skip(f"the C sampler is not in use: {p['notes']}")
+        assert p["ticks"] == len(result.samples[result.samples["variant"] == r.name])
+        # (wall_s also counts opening the runtime, before the probe starts)
+        assert 0.75 * 200 <= p["ticks"] / r.wall_s <= 1.05 * 200, (r.name, p["ticks"], r.wall_s)
+        assert p["poll_rows"] >= 0.6 * p["ticks"], (r.name, p)
+        assert p["wakes"] <= 0.5 * p["ticks"], (r.name, p)
+        assert 0 < p["poll_ns"] and 0 < p["cpu_ns"]
+
+
 def test_meta_and_describe(result):
     m = result.meta
     assert m["backend"] == BACKEND
