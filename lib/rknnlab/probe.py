@@ -23,7 +23,7 @@ DMA total              the runtime's RKNN_QUERY_MEM_SIZE                bytes
 =====================  ==============================================  ==========
 
 :class:`Probe` bundles them into one background sampler that appends a row per
-tick to typed column arrays (``array('d')``: 8 bytes a value, no Python
+5 ms slot to typed column arrays (``array('d')``: 8 bytes a value, no Python
 object per value, so the probe's own memory grows by ~150 bytes a sample;
 NaN marks a value not read).  RSS is read for every row (200 Hz);
 /proc/meminfo, the heap and the NPU files at ``mid_hz`` (10 Hz); PSS (the
@@ -33,19 +33,21 @@ in the first and last rows; the other rows hold NaN (None in JSON).
 The sampler is small C code (``_sampler.c``, compiled on first use with
 the system's C compiler into ``$XDG_CACHE_HOME/rknnlab`` and loaded with
 ctypes) with a thread that never takes Python's GIL, so it does not stall
-the variant's Python code.  Most of what a sampling thread costs is the
-kernel waking it (12-30 us of CPU a wake-up in a virtual machine), so the
-code being measured may also *poll* (:meth:`Probe.poll`, which
-rknnlab.experiment calls around every runtime call): a poll reads RSS when
-the current 5 ms slot has no sample yet, which costs a few microseconds and
-no wake-up, and while polls fill the slots the thread wakes only for the
-meminfo/heap rows (25 Hz).  When polls stop coming (a call that blocks, a
-variant that makes no runtime calls), the thread takes over every slot
-within one 1/mid_hz period.  benchmarks/bench_harness.py measures both ways.
-Where no compiler is found or the build fails, :class:`Probe` falls back to
-a Python thread that reads the same sources and ignores polls
-(``Probe.backend`` says which ran, ``Probe.notes`` why).  The environment
-variable ``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
+the variant's Python code.  A sampling thread's main cost is the kernel
+waking it (30-50 us of CPU a wake-up in a virtual machine: 200 wake-ups a
+second are 0.6-1% of a core), so the code being measured may also *poll*
+(:meth:`Probe.poll`, which rknnlab.experiment calls after every runtime
+call): a poll takes the row when the current 5 ms slot has none yet, which
+costs a statm read (a few microseconds; about 0.1 us when no row is due)
+and no wake-up.  While polls fill the slots, the thread only takes the PSS
+rows and checks on the polls every 40 ms; when polls stop coming (a call
+that blocks, code that makes no runtime calls) it takes every slot again
+within 40 ms.  benchmarks/bench_harness.py measures both ways.  Where no
+compiler is found or the build fails, :class:`Probe` falls back to a Python
+thread that reads the same sources and ignores polls (``Probe.backend``
+says which ran, ``Probe.notes`` why; ``python -m rknnlab doctor`` says which
+one rknnlab.run will use).  The environment variable
+``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
 """
 from __future__ import annotations
 
@@ -414,9 +416,8 @@ class Probe:
     ``extra_columns`` values, ``rss_kb``; every 1/``mid_hz`` (10 Hz) a row
     also holds the meminfo, heap and NPU fields, every 1/``slow_hz`` (5 s)
     and in the first and last rows also ``pss_kb`` (NaN / None in the other
-    rows).  So the
-    process's RSS is seen at the full rate, and the costlier sources at a
-    rate that keeps the probe cheap.  Rows are taken by the sampler thread,
+    rows).  So the process's RSS is seen at the full rate, and the costlier
+    sources at a rate that keeps the probe cheap.  Rows are taken by the sampler thread,
     or (C sampler) by :meth:`poll` from the code being measured, whichever
     comes first in a slot; :attr:`late_ticks` counts the slots that got
     none (the thread was late, or polls left a slot empty while the thread
@@ -424,7 +425,7 @@ class Probe:
 
     The extra values (the experiment's iteration number, stage and DMA
     total) come from :attr:`extra_values`, a ctypes double array the caller
-    writes (``probe.extra_values[k] = v``, NaN for none) and every tick
+    writes (``probe.extra_values[k] = v``, NaN for none) and every row
     copies: the C sampler reads it without Python.  An ``extra()`` callable
     returning one value per column also works, but needs the Python thread
     (with ``backend="auto"`` it selects it, and says so in :attr:`notes`).
@@ -547,16 +548,21 @@ class Probe:
         return poll
 
     def poll(self) -> None:
-        """Take a fast row (RSS, extras) if the current slot has none yet.
+        """Take the row (RSS, extras; meminfo, heap and NPU in a mid slot) if
+        the current slot has none yet.
 
-        Call it from the code being measured, as often as you like (about
-        0.1 us when no row is due, a few us when one is): while polls fill
-        the slots the sampler thread sleeps, which is what keeps sampling at
-        200 Hz under 1% of a core.  Polls come from the running code, so
-        their rows fall between its steps (rknnlab.experiment polls right
-        before and right after every runtime call); the thread still fills
-        in when polls stop coming.  A no-op for the Python sampler and
-        while the probe is stopped."""
+        Call it from the code being measured, as often as you like (well
+        under a microsecond when no row is due, a statm read when one is):
+        while polls fill the slots the sampler thread sleeps, which is what
+        keeps sampling at 200 Hz under 1% of a core.  Polls come from the
+        running code, so their rows fall between its steps
+        (rknnlab.experiment polls after every runtime call), and their cost
+        lands on the caller's time: a few us per 5 ms slot, and in a mid slot
+        (10 a second) the meminfo and mallinfo2 reads, 20-150 us (so the
+        median iteration time moves by well under 1%; see
+        benchmarks/bench_harness.py).  The thread still fills in when polls
+        stop coming.  A no-op for the Python sampler and while the probe is
+        stopped."""
 
     # one row -------------------------------------------------------------
     def sample(self) -> None:
