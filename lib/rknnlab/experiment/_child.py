@@ -209,7 +209,8 @@ def main() -> int:
             "backend": getattr(rt, "backend", None) or spec["backend"],
             "probe": None if probe is None else {
                 "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,
-                "cpu_ns": probe.cpu_ns, "notes": probe.notes, "slow_every": probe.slow_every,
+                "cpu_ns": probe.cpu_ns, "notes": probe.notes, "mid_every": probe.mid_every,
+                "slow_every": probe.slow_every,
                 "backend": probe.backend, "poll_rows": probe.poll_rows, "poll_ns": probe.poll_ns,
                 "wakes": probe.wakes},
         }
