@@ -378,8 +378,9 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
     "want_float_vs_int8" is the pair), functions taking ``lab``, or a list of
     both.  ``iterations`` measured iterations follow ``warmup`` warm-up ones
     (marked ``stage == "warmup"``).  ``backend``: "auto", "sim", "native" (or
-    "module:factory" for a Runtime of your own).  ``sample_hz``: memory samples
-    per second (0 turns sampling off; at most 1000).  ``soc`` defaults to the
+    "module:factory" for a Runtime of your own).  ``sample_hz``: RSS samples
+    per second (0 turns sampling off; at most 1000); system memory, heap
+    and NPU come at 10 Hz, PSS every 5 s (rknnlab.probe.Probe).  ``soc`` defaults to the
     board's (native) or "rk3588".  ``timeout`` (s) per variant.
     ``trim_after_warmup``: call glibc's malloc_trim(0) just before the first
     measured iteration, so that RSS growth in the measured loop is new memory
