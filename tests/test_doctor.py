@@ -218,8 +218,8 @@ def test_memory_sampler_row(tmp_path, models, monkeypatch):
     assert row.section == "python" and row.status == "ok" and row.value.startswith("C (")
     assert row.value.endswith(".so)")
     forced = _one(doctor.doctor_report(board=b, env={"RKNNLAB_SAMPLER": "python"}), "memory sampler")
-    assert forced.value.startswith("Python thread") and "RKNNLAB_SAMPLER" in forced.advice
-    # no working compiler, nothing cached: the Python thread, and how to get the C one
+    assert forced.value.startswith("Python (") and "RKNNLAB_SAMPLER" in forced.advice
+    # no working compiler, nothing cached: the Python sampler, and how to get the C one
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", "/bin/false")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))

