@@ -261,8 +261,8 @@ def main(argv=None) -> int:
         print(f"   cost: thread {c['thread_share'] * 100:.2f}% + polls {c['poll_share'] * 100:.2f}% "
               f"= {c['total_share'] * 100:.2f}% of one core (budget 1%) over {c['wall_s']:.1f} s")
         print(f"   {c['rows']} rows ({c['rate_hz']:.0f} per s, {c['late']} slots empty), "
-              f"{c['poll_rows']} taken by {c['polls']:,} polls (their rows: {c['c_poll_share'] * 100:.2f}% "
-              f"of a core, timed in C); the thread woke {c['wakes']} times "
+              f"{c['poll_rows']} taken by {c['polls']:,} polls (reading those rows: "
+              f"{c['c_poll_share'] * 100:.2f}% of a core); the thread woke {c['wakes']} times "
               f"({c['wakes'] / c['wall_s']:.0f} per s)")
         if backend == "c":
             c = loop_cost(loop, n // 2, backend, polls=False)
