@@ -244,7 +244,7 @@ def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
         fast = [s for i, s in enumerate(slots) if i not in mids]
         assert len(fast) == len(set(fast))  # never two fast rows in one slot
         assert all(v == 1 for v in cols["iteration"])
-        assert 0 < p.poll_ns < 0.2 * 0.6e9  # a few us a row, measured in C
+        assert 0 < p.poll_ns < 0.2 * 0.6e9  # a few us a row (C), tens of us (Python)
     finally:
         p.close()
 
