@@ -55,6 +55,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import math
 import os
@@ -530,7 +531,7 @@ class Probe:
                     raise RuntimeError(f"the C sampler is not available: {why}")
                 self.notes.append(f"Python sampler thread (C sampler not used: {why})")
         if self._h is None:
-            self.poll = self._python_poll(self._py_poll, self._poll_due)
+            self.poll = self._make_poll(self._py_poll, self._poll_due)
 
     def _open_c(self, lib: ctypes.CDLL, pid: Optional[int]) -> None:
         enc = lambda f: f.path.encode() if f is not None else None  # noqa: E731
@@ -543,27 +544,19 @@ class Probe:
             len(self.extra_columns), ctypes.addressof(self.extra_values))
         if h:
             self._lib, self._h, self.backend = lib, h, "c"
-            self.poll = self._c_poll(lib.rk_sampler_poll, h, self._poll_due)
+            self.poll = self._make_poll(functools.partial(lib.rk_sampler_poll, h), self._poll_due)
             self._meminfo_index = [k for k, (_, col) in enumerate(MEMINFO_FIELDS)
                                    if col in self.meminfo.columns]
 
     @staticmethod
-    def _c_poll(poll_c: Callable[[int], int], h: int, due: List[int]) -> Callable[[], None]:
+    def _make_poll(take: Callable[[], int], due: List[int]) -> Callable[[], None]:
+        """poll() for a sampler whose ``take()`` takes the row if the slot
+        needs one and returns when the next is due."""
         clock = time.perf_counter_ns
 
         def poll() -> None:
-            if clock() >= due[0]:  # most polls stop here: no call into C
-                due[0] = poll_c(h)
-        poll.__doc__ = Probe.poll.__doc__
-        return poll
-
-    @staticmethod
-    def _python_poll(take: Callable[[], None], due: List[int]) -> Callable[[], None]:
-        clock = time.perf_counter_ns
-
-        def poll() -> None:
-            if clock() >= due[0]:
-                take()
+            if clock() >= due[0]:  # most polls stop here: no call into the sampler
+                due[0] = take()
         poll.__doc__ = Probe.poll.__doc__
         return poll
 
@@ -631,15 +624,17 @@ class Probe:
             self._filled = slot
             self._slots_filled += 1
 
-    def _py_poll(self) -> None:
-        # the Python sampler's poll(), called when the slot may need its row
+    def _py_poll(self) -> int:
+        # the Python sampler's rk_sampler_poll: the row if the slot needs one;
+        # when the next is due.  Only polls move the due time, so after a row
+        # of the thread's the next poll still comes in and is seen.
         t = time.perf_counter_ns()
         self._last_poll = t
         slot = (t - self._slot0) // self.period_ns
-        if self._thread is None or slot <= self._filled:
-            self._poll_due[0] = (_NEVER if self._thread is None
-                                 else self._slot0 + (self._filled + 1) * self.period_ns)
-            return
+        if self._thread is None:
+            return _NEVER
+        if slot <= self._filled:
+            return self._slot0 + (self._filled + 1) * self.period_ns
         mid = slot >= self._next_mid
         row = self._py_read(mid, False)
         with self._py_lock:
@@ -649,10 +644,7 @@ class Probe:
                 self._py_append(t, row)
                 self.poll_rows += 1
                 self.poll_ns += time.perf_counter_ns() - t
-            # only polls move the due time (as the C sampler's return value does):
-            # after a row of the thread's, the next poll still comes in and is seen
-            self._poll_due[0] = (_NEVER if self._thread is None
-                                 else self._slot0 + (self._filled + 1) * self.period_ns)
+            return _NEVER if self._thread is None else self._slot0 + (self._filled + 1) * self.period_ns
 
     # the C sampler's rows -> the column arrays ------------------------------
     def _drain(self) -> None:
