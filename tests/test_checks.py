@@ -24,7 +24,8 @@ pytest.importorskip("pandas")
 pytest.importorskip("onnxruntime")
 
 import rknnlab  # noqa: E402
-from rknnlab import checks, probe  # noqa: E402
+from rknnlab import probe  # noqa: E402
+from rknnlab.checks import lab04 as checks  # noqa: E402
 from rknnlab.experiment.variants import frame_input, query_io  # noqa: E402
 from rknnlab.rknn import abi, buffers  # noqa: E402
 
