@@ -190,6 +190,12 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "through rknn_inputs_set (and the reverse).",
      "bind only the output mem, set the input with rknn_inputs_set, run, and compare the bound "
      "output with rknn_outputs_get on a context without bindings."),
+    ("A35", "RKNN_QUERY_MEM_SIZE answers after a plain rknn_init (flag 0), as Rockchip's rknn_benchmark "
+            "and User Guide V2.3.0 section 9.1.2 use it; the API reference V2.3.2 says the query "
+            "requires RKNN_FLAG_MEM_ALLOC_OUTSIDE.",
+     "rknn_init with flag 0, then rknn_query(ctx, RKNN_QUERY_MEM_SIZE, ...): check the return code, "
+     "and compare total_weight_size and total_internal_size with the same query after an init with "
+     "RKNN_FLAG_MEM_ALLOC_OUTSIDE."),
 ]
 
 

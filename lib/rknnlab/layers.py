@@ -1,0 +1,162 @@
+"""Chapter 1's analysis: the memory of a context, layer by layer.
+
+- the compiler's memory plan: the most bytes alive at one layer, the tensors
+  alive there, what reuse saves (:func:`plan_summary`, :func:`alive_at_peak`);
+- which layers' activations are largest (:func:`largest_activations`);
+- a process's memory counters in bytes (:func:`process_memory`);
+- a system-wide counter with its spread over repeats (:func:`memfree_changes`),
+  because one reading of MemFree cannot tell an allocation from the noise of
+  every other process on the machine.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from . import probe
+from .models import CompilerReport, Lifetime
+
+
+def live_bytes_per_layer(report: CompilerReport) -> List[int]:
+    """Activation bytes alive at each layer, from the first layer to the last reader.
+
+    A tensor is alive from the layer that writes it to the last layer that
+    reads it, both included (the plan may not reuse its bytes before then)."""
+    spans = report.lifetimes()
+    last = max(t.last_layer for t in spans)
+    live = [0] * (last + 1)
+    for t in spans:
+        for layer in range(t.first_layer, t.last_layer + 1):
+            live[layer] += t.size
+    return live
+
+
+def peak_live_bytes(report: CompilerReport) -> int:
+    """The most activation bytes alive at one layer.
+
+    A plan that keeps live tensors apart cannot be smaller.  Where the
+    compiler lays tensors inside each other (Concat/Split views), those bytes
+    count twice, so this is not a strict bound there."""
+    return max(live_bytes_per_layer(report))
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The high-water mark of a plan: the layer and the tensors alive there."""
+    layer: int
+    live_bytes: int
+    tensors: Tuple[Lifetime, ...]   # largest first
+
+
+def alive_at_peak(report: CompilerReport) -> Peak:
+    """The first layer with the most live activation bytes, and the tensors alive at it."""
+    live = live_bytes_per_layer(report)
+    layer = live.index(max(live))
+    alive = [t for t in report.lifetimes() if t.first_layer <= layer <= t.last_layer]
+    alive.sort(key=lambda t: (-t.size, t.tensor))
+    return Peak(layer, live[layer], tuple(alive))
+
+
+def plan_summary(report: CompilerReport) -> Dict[str, float]:
+    """The plan against the naive sum (every tensor its own buffer) and the peak."""
+    internal = report.total_internal_size
+    naive = report.naive_activation_bytes()
+    peak = peak_live_bytes(report)
+    return {"activation tensors": len(report.lifetimes()), "naive (sum of all)": naive,
+            "peak alive at one layer": peak, "total_internal_size": internal,
+            "naive / internal": round(naive / internal, 2),
+            "internal / peak": round(internal / peak, 3),
+            "saved by reuse": naive - internal}
+
+
+def largest_activations(report: CompilerReport, n: int = 3) -> List[Dict[str, object]]:
+    """The n layers whose output activations take the most bytes in the plan.
+
+    Each row: the producing layer's id and op, the tensor, its shape (as in
+    the ONNX graph, NCHW) and its bytes in the internal buffer."""
+    ops = {layer["id"]: layer["op"] for layer in report.layers}
+    shapes = {row["tensor"]: row["orig_shape"] for row in report.data["feature_tensors"]}
+    rows = [{"layer": t.first_layer, "op": ops.get(t.first_layer, "?"), "tensor": t.tensor,
+             "shape": tuple(shapes[t.tensor]), "bytes": t.size} for t in report.lifetimes()]
+    rows.sort(key=lambda r: (-int(r["bytes"]), int(r["layer"])))
+    return rows[:n]
+
+
+_STATUS_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+
+
+def process_memory(heap: Optional[probe.Heap] = None) -> Dict[str, int]:
+    """This process, in bytes: VmRSS and its parts (/proc/self/status), and
+    glibc's heap in use and free-but-kept (mallinfo2; chapter 0 section 4).
+
+    Collects Python's garbage first, so that dead Python objects do not show
+    as memory the runtime holds."""
+    gc.collect()
+    now: Dict[str, int] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in _STATUS_KEYS:
+                now[key] = int(value.split()[0]) * 1024
+    sample = (heap or probe.Heap()).sample()
+    if sample["heap_in_use_bytes"] is not None:
+        now["heap in use"] = int(sample["heap_in_use_bytes"])
+        now["heap free, kept by malloc"] = int(sample["heap_free_bytes"] or 0)
+    return now
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Repeated readings of one change, in bytes."""
+    values: Tuple[int, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def low(self) -> int:
+        return min(self.values)
+
+    @property
+    def high(self) -> int:
+        return max(self.values)
+
+    def resolves(self, effect: float, noise: "Spread") -> bool:
+        """True when an effect of this size stands out of the noise's range."""
+        width = max(abs(noise.low), abs(noise.high))
+        return abs(effect) > 2 * width
+
+
+def memfree_changes(action: Callable[[], Callable[[], None]], repeats: int = 5,
+                    meminfo_path: str = "/proc/meminfo") -> Tuple[Spread, Spread]:
+    """How far MemFree falls across ``action()``, repeated, and with no action.
+
+    ``action`` does the allocation and returns the function that undoes it
+    (run after the reading, so every repeat starts from the same state).
+    Returns (fall across the action, fall across nothing) as two Spreads of
+    bytes; the second is the system's own noise over an interval as long
+    as the action took.  MemFree is system-wide: other processes move it, and the
+    kernel folds per-CPU counters into it in steps (vm.stat_interval)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    meminfo = probe.MemInfo(meminfo_path)
+    try:
+        def free_bytes() -> int:
+            return int(meminfo.sample()["mem_free_kb"]) * 1024
+        falls, idle = [], []
+        for _ in range(repeats):
+            before, started = free_bytes(), time.monotonic()
+            undo = action()
+            falls.append(before - free_bytes())
+            took = time.monotonic() - started
+            undo()
+            before = free_bytes()
+            time.sleep(took)                  # the same interval, with nothing done in it
+            idle.append(before - free_bytes())
+        return Spread(tuple(falls)), Spread(tuple(idle))
+    finally:
+        meminfo.close()
