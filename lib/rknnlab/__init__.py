@@ -8,21 +8,16 @@ the command line ``python -m rknnlab``.
 Keep this module light: ``python -m rknnlab doctor`` must work with only numpy and
 psutil installed, so heavy imports belong in the submodules.
 """
-from __future__ import annotations
-
-import os as _os
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:
-    from .rknn.runtime import Runtime
-
 __version__ = "0.1.0"
+
+#: the package's public face (``from rknnlab import *``; submodules are imported by name)
+__all__ = ["open_runtime", "run", "ENV_SIM_SOC", "__version__"]
 
 #: environment variable naming the SoC the simulator plays when none is given
 ENV_SIM_SOC = "RKNNLAB_SIM_SOC"
 
 
-def open_runtime(backend: str = "auto", soc: Optional[str] = None) -> "Runtime":
+def open_runtime(backend: str = "auto", soc: "str | None" = None) -> "rknnlab.rknn.runtime.Runtime":
     """The RKNN runtime to drive: ``native`` (librknnrt.so on a board) or ``sim``.
 
     ``backend="auto"`` picks native when librknnrt.so loads and an RKNPU device
@@ -31,6 +26,8 @@ def open_runtime(backend: str = "auto", soc: Optional[str] = None) -> "Runtime":
     the simulator plays (default: $RKNNLAB_SIM_SOC, else rk3588); a board
     always runs as itself.
     """
+    import os
+
     from .board import choose_backend
 
     chosen, _reason = choose_backend(backend)
@@ -38,12 +35,55 @@ def open_runtime(backend: str = "auto", soc: Optional[str] = None) -> "Runtime":
         from .rknn.native import NativeRuntime
         return NativeRuntime()
     from .sim import SimRuntime
-    return SimRuntime(soc or _os.environ.get(ENV_SIM_SOC) or "rk3588")
+    return SimRuntime(soc or os.environ.get(ENV_SIM_SOC) or "rk3588")
 
 
-def run(*args, **kwargs):
-    """Run variants, each in a fresh process, and return the result (see
-    :func:`rknnlab.experiment.run`).  Imported on first use to keep
-    ``import rknnlab`` light."""
-    from .experiment import run as _run
-    return _run(*args, **kwargs)
+def run(variants: "str | Callable | Sequence[str | Callable]", model: str = "mobilenet_v2",
+        iterations: int = 200, backend: str = "auto", sample_hz: float = 200.0,
+        warmup: int = 10, soc: "str | None" = None, seed: int = 0, n_frames: int = 4,
+        params: "dict[str, Any] | None" = None, timeout: "float | None" = 300.0,
+        on_progress: "Callable[[dict], None] | None" = None, trim_after_warmup: bool = True,
+        progress: "bool | None" = None) -> "rknnlab.experiment.Result":
+    """Run each variant in its own fresh process, one after another, on the same
+    seeded inputs, and return a :class:`rknnlab.experiment.Result`
+    (``.describe()``, ``.summary``, ``.calls``, ``.iterations``, ``.samples``,
+    ``.phases``, ``.save(path)``).
+
+    ``variants``: built-in names (``rknnlab.experiment.BUILTIN``;
+    "want_float_vs_int8" is the pair), functions taking ``lab`` (see
+    rknnlab.experiment.variants), or a list of both.
+
+    ``model``: a course model's name or a .rknn path.  ``iterations``
+    measured iterations follow ``warmup`` warm-up ones (marked
+    ``stage == "warmup"``).  ``backend``: "auto", "sim", "native" (or
+    "module:factory" for a Runtime of your own).  ``soc`` defaults to the
+    board's (native) or "rk3588".  ``seed`` and ``n_frames``: the seeded
+    uint8 frames, cycled (the simulator caches the outputs of its last 4
+    inputs; more frames make every simulated run pay for onnxruntime).
+    ``params``: plain values a variant reads as ``lab.params``.
+
+    ``sample_hz``: RSS samples per second (0 turns sampling off; at most
+    1000); system memory, heap and NPU come at 10 Hz, PSS every 5 s
+    (rknnlab.probe.Probe).  ``trim_after_warmup``: call glibc's
+    malloc_trim(0) just before the first measured iteration, so that RSS
+    growth in the measured loop is new memory rather than reuse of what
+    warm-up freed.
+
+    ``timeout`` (s) per variant.  ``progress``: a bar of the iterations done
+    across the variants; None (the default) shows one where a person is
+    watching (a widget in JupyterLab, text on a terminal's stderr) and none
+    in an unattended notebook execution or when stderr is not a terminal;
+    True or False force it (see rknnlab.experiment.progress; the
+    environment variable RKNNLAB_PROGRESS=0 turns the default off).
+    ``on_progress(msg)`` is called from a reader thread with each message a
+    variant's process streams (variant, iteration, the new calls,
+    iterations and samples as columns).
+
+    A variant that raises, crashes (even with a segfault) or times out gives
+    a row with its status and error; the others still run.
+    """
+    from .experiment.runner import run as _run
+    return _run(variants, model=model, iterations=iterations, backend=backend,
+                sample_hz=sample_hz, warmup=warmup, soc=soc, seed=seed, n_frames=n_frames,
+                params=params, timeout=timeout, on_progress=on_progress,
+                trim_after_warmup=trim_after_warmup, progress=progress)

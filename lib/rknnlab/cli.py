@@ -125,7 +125,8 @@ def _run_cmd(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("run", help="run variants (each in a fresh process) and print the summary",
                        description="Run one or more variants of an inference loop, each in its own "
                                    "process, with every runtime call timed and memory sampled; "
-                                   "print the summary and optionally save a JSON trace.")
+                                   "print the summary and optionally save a JSON trace.  A progress "
+                                   "bar of the iterations goes to stderr when it is a terminal.")
     p.add_argument("--variant", "-v", action="append", required=True, metavar="V",
                    help="a built-in variant (repeat for several); 'list' lists them")
     p.add_argument("--model", "-m", default="mobilenet_v2", help="course model name or .rknn path")
@@ -134,7 +135,11 @@ def _run_cmd(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--backend", default="auto", help="auto, sim or native (default auto)")
     p.add_argument("--soc", help="SoC the simulator plays (default rk3588; a board is itself)")
     p.add_argument("--sample-hz", type=float, default=200.0, help="memory samples per second (0: off)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the input frames (default 0)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds per variant before its process is killed (default 300)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bar (it goes to stderr, and only when stderr is a terminal)")
     p.add_argument("--out", "-o", help="write the result as a JSON trace here")
     p.set_defaults(func=_run_main)
 
@@ -142,14 +147,18 @@ def _run_cmd(sub: "argparse._SubParsersAction") -> None:
 def _run_main(args: argparse.Namespace) -> int:
     from .experiment import BUILTIN, GROUPS, RunError, run
     if "list" in args.variant:
+        import inspect
+        import textwrap
         for name, f in BUILTIN.items():
-            print(f"{name:20s} {(f.__doc__ or '').strip().splitlines()[0]}")
+            summary = " ".join((inspect.getdoc(f) or "").split("\n\n")[0].split())
+            print(textwrap.fill(summary, 100, initial_indent=f"{name:20s} ", subsequent_indent=" " * 21))
         for name, group in GROUPS.items():
             print(f"{name:20s} = {', '.join(g.__name__ for g in group)}")
         return 0
     try:
         result = run(args.variant, model=args.model, iterations=args.iterations, warmup=args.warmup,
-                     backend=args.backend, soc=args.soc, sample_hz=args.sample_hz, seed=args.seed)
+                     backend=args.backend, soc=args.soc, sample_hz=args.sample_hz, seed=args.seed,
+                     timeout=args.timeout, progress=False if args.quiet else None)
     except RunError as exc:
         print(f"rknnlab run: {exc}", file=sys.stderr)
         return 2

@@ -480,6 +480,7 @@ class Probe:
         # every tick: t, extras, rss; mid and slow tiers: their own rows, with
         # the tick number each was read at (no NaN padding on the fast path)
         self._t = array("q")
+        self._row0 = 0  # rows handed out by take_new (the arrays start after them)
         self._rss = array("d")
         self._extras = [array("d") for _ in self.extra_columns]
         self._mid_rows = array("q")
@@ -512,7 +513,7 @@ class Probe:
         self.backend = "python"
         self._lib: Optional[ctypes.CDLL] = None
         self._h: Optional[int] = None
-        self._drain_lock = threading.Lock()
+        self._drain_lock = threading.RLock()  # take_new drains inside it
         if want != "python":
             why = ""
             if extra is not None:
@@ -798,25 +799,54 @@ class Probe:
         self.close()
 
     def take(self, start: int = 0) -> Dict[str, list]:
-        """The rows from ``start`` on, as columns of plain lists, None for a
-        value not read on that tick (JSON-ready; for streaming partial results)."""
+        """The rows from ``start`` on (counted from the probe's first row), as
+        columns of plain lists, None for a value not read on that tick
+        (JSON-ready; for streaming partial results).  Rows that
+        :meth:`take_new` handed out are gone: ``start`` must not be before
+        them."""
         self._drain()
-        n = self._rows()
-        out: Dict[str, list] = {"t_ns": self._t[start:n].tolist()}
-        for name, arr in zip(self.extra_columns, self._extras):
-            out[name] = [None if x != x else x for x in arr[start:n]]
-        out["rss_kb"] = self._rss[start:n].tolist()
-        for rows, tier in ((self._mid_rows, self._mid), (self._slow_rows, self._slow)):
-            m = min([len(rows)] + [len(v) for v in tier.values()])
-            cols = {k: [None] * (n - start) for k in tier}
-            for j in range(m):
-                r = rows[j]
-                if start <= r < n:
-                    for k, v in tier.items():
-                        x = v[j]
-                        cols[k][r - start] = None if x != x else x
-            out.update(cols)
+        with self._py_lock:
+            row0, n = self._row0, self._row0 + self._rows()
+            if start < row0:
+                raise ValueError(f"rows before {row0} were handed out by take_new(); start={start}")
+            a, b = start - row0, n - row0
+            out: Dict[str, list] = {"t_ns": self._t[a:b].tolist()}
+            for name, arr in zip(self.extra_columns, self._extras):
+                out[name] = [None if x != x else x for x in arr[a:b]]
+            out["rss_kb"] = self._rss[a:b].tolist()
+            for rows, tier in ((self._mid_rows, self._mid), (self._slow_rows, self._slow)):
+                m = min([len(rows)] + [len(v) for v in tier.values()])
+                cols = {k: [None] * (n - start) for k in tier}
+                for j in range(m):
+                    r = rows[j]
+                    if start <= r < n:
+                        for k, v in tier.items():
+                            x = v[j]
+                            cols[k][r - start] = None if x != x else x
+                out.update(cols)
         return {c: out[c] for c in self.columns}
+
+    def take_new(self) -> Dict[str, list]:
+        """The rows since the last ``take_new`` (all rows the first time), as
+        :meth:`take` gives them, and forget them: a probe drained this way
+        holds only the rows of the last interval, so its memory stays flat
+        however long the run (rknnlab.experiment streams its rows out so)."""
+        with self._drain_lock:
+            out = self.take(self._row0)
+            n = len(out["t_ns"])
+            with self._py_lock:
+                upto = self._row0 + n
+                for arr in [self._t, self._rss] + self._extras:
+                    del arr[:n]
+                for rows, tier in ((self._mid_rows, self._mid), (self._slow_rows, self._slow)):
+                    k = 0
+                    while k < len(rows) and rows[k] < upto:
+                        k += 1
+                    del rows[:k]
+                    for v in tier.values():
+                        del v[:k]
+                self._row0 = upto
+        return out
 
     @property
     def data(self) -> Dict[str, list]:

@@ -6,8 +6,13 @@ with the plain values, modules and functions it refers to), the backend, the
 model, the seeded inputs' recipe and the sampling rate.  This process opens
 the runtime, wraps it in the instrumented proxy, starts the memory sampler,
 calls the variant and writes JSON lines to the file descriptor the spec
-names: ``progress`` messages (new samples and iterations, a few per second,
-so a crash still leaves a memory curve) and finally one ``result``.
+names: ``progress`` messages (the calls, iterations and memory samples
+recorded since the last message, a few per second, so a crash still leaves
+a memory curve; sent rows are dropped here, so the recording does not grow
+inside the process it measures) and finally one ``result``.  The iteration
+in progress also goes into a shared 16-byte file mapping (a plain memory
+write per iteration): the parent reads it for its progress bar and, if
+this process dies, to say where.
 
 JSON only, never pickle: nothing in the spec is executed except the
 variant's own source, which the notebook's user wrote.
@@ -132,24 +137,25 @@ def main() -> int:
     status, error, tb_text = "ok", None, None
     probe: Optional[Probe] = None
     rt = None
-    sent = {"samples": 0, "iterations": 0}
     stop_stream = threading.Event()
     last_iteration = [None]
+    sending = threading.Lock()
 
     def stream() -> None:
         while not stop_stream.wait(spec.get("stream_every_s", 0.25)):
             send_progress()
 
     def send_progress() -> None:
-        msg: Dict[str, Any] = {"event": "progress", "iteration": last_iteration[0]}
-        if probe is not None:
-            rows = probe.take(sent["samples"])
-            sent["samples"] += len(rows["t_ns"])  # rows the sampler adds meanwhile go next time
-            msg["samples"] = _samples(rows)
-        its = rec.iteration_columns(sent["iterations"])
-        msg["iterations"] = its
-        sent["iterations"] += len(its["iteration"])
-        chan.send(msg)
+        # everything recorded since the last message goes out and is forgotten
+        # here: the recording does not grow inside the process it measures
+        with sending:
+            msg: Dict[str, Any] = {"event": "progress", "iteration": last_iteration[0],
+                                   "calls": rec.take_calls(), "iterations": rec.take_iterations()}
+            if probe is not None:
+                msg["samples"] = _samples(probe.take_new())
+            chan.send(msg)
+
+    rec.on_full = send_progress  # a loop faster than the stream: the variant's thread sends
 
     # the iteration in progress, in a shared file mapping the parent reads if
     # this process dies: a plain memory write per iteration, no system call
@@ -205,7 +211,7 @@ def main() -> int:
         send_progress()
         result: Dict[str, Any] = {
             "event": "result", "status": status, "error": error, "traceback": tb_text,
-            "wall_ns": wall, "calls": rec.call_columns(), "sdk": rec.sdk,
+            "wall_ns": wall, "sdk": rec.sdk,
             "backend": getattr(rt, "backend", None) or spec["backend"],
             "probe": None if probe is None else {
                 "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,
@@ -218,7 +224,7 @@ def main() -> int:
             chan.send(result)
         except (TypeError, ValueError) as exc:
             chan.send({"event": "result", "status": "error", "wall_ns": wall,
-                       "error": f"could not encode the result as JSON: {exc}", "calls": None})
+                       "error": f"could not encode the result as JSON: {exc}"})
         if probe is not None:
             probe.close()
         if rt is not None:

@@ -43,25 +43,95 @@ _NONE = -1  # stands for None in the integer arrays
 _NAN = float("nan")  # stands for None in the sampler's state array
 
 
+class _Table:
+    """Typed columns in fixed-capacity ring buffers (``array.array``, preallocated):
+    rows are written at ``written % capacity`` and handed out once by
+    :meth:`take`, which frees their slots.  Writing a row allocates nothing,
+    so a recording that is drained as it goes adds no memory to the process
+    it measures.  Not locked: the :class:`Recorder` holds its lock around
+    both ends."""
+
+    def __init__(self, typecodes: Dict[str, str], capacity: int) -> None:
+        self.typecodes = dict(typecodes)
+        self.capacity = int(capacity)
+        self.cols = {k: array(tc, bytes(array(tc).itemsize * self.capacity))
+                     for k, tc in self.typecodes.items()}
+        self.written = 0  # rows written since the start
+        self.taken = 0    # rows handed out by take()
+
+    def pending(self) -> int:
+        return self.written - self.taken
+
+    def grow(self) -> None:
+        """Double the capacity, keeping the rows not taken yet (for a Recorder
+        nobody drains; the child drains instead)."""
+        rows = self._span(self.taken, self.written)
+        self.capacity *= 2
+        self.cols = {k: array(tc, bytes(array(tc).itemsize * self.capacity))
+                     for k, tc in self.typecodes.items()}
+        n = self.written - self.taken
+        for k, col in self.cols.items():
+            col[0:n] = rows[k]
+        self.written, self.taken = n, 0
+
+    def put(self, values: tuple) -> None:
+        """One row (values in column order); the caller makes room first."""
+        j = self.written % self.capacity
+        for col, v in zip(self.cols.values(), values):
+            col[j] = v
+        self.written += 1
+
+    def _span(self, a: int, b: int) -> Dict[str, array]:
+        cap = self.capacity
+        i, j = a % cap, b % cap
+        if b - a <= 0:
+            return {k: col[0:0] for k, col in self.cols.items()}
+        if i < j:
+            return {k: col[i:j] for k, col in self.cols.items()}
+        return {k: col[i:] + col[:j] for k, col in self.cols.items()}
+
+    def take(self) -> Dict[str, array]:
+        """The rows written since the last take (their slots are free again)."""
+        rows = self._span(self.taken, self.written)
+        self.taken = self.written
+        return rows
+
+    def peek(self) -> Dict[str, array]:
+        """The rows not taken yet, left in place."""
+        return self._span(self.taken, self.written)
+
+
+_CALL_TYPES = {"function": "H", "iteration": "q", "stage": "b", "t_start_ns": "q",
+               "duration_ns": "q", "bytes": "q", "thread": "H", "ctx": "q", "core_mask": "q",
+               "ok": "b"}
+_ITERATION_TYPES = {"iteration": "q", "stage": "b", "t_start_ns": "q", "duration_ns": "q"}
+
+
 class Recorder:
     """Calls and iterations as typed column arrays, and the state samples copy.
 
-    Storage is ``array.array`` (8 bytes or less a value, no Python object per
-    value): the recorder's own memory grows by ~60 bytes a call, which keeps
-    the harness out of the RSS it measures.  :meth:`call_columns` and
-    :meth:`iteration_columns` give JSON-ready lists (names, None)."""
+    Storage is two fixed-capacity ring buffers of ``array.array`` columns
+    (:class:`_Table`, 54 bytes a call and 25 an iteration, allocated up
+    front): recording a row allocates nothing.  Whoever collects the rows
+    takes them with :meth:`take_calls` / :meth:`take_iterations` as the run
+    goes (rknnlab.experiment's child process streams them to the parent a
+    few times a second), so the recording does not grow inside the process
+    it measures.  When a buffer fills before it was drained, the recorder
+    calls :attr:`on_full` (the child: send what is pending now, from the
+    variant's thread) or, with no ``on_full``, doubles the buffer (a
+    Recorder used on its own keeps everything).  :meth:`call_columns` and
+    :meth:`iteration_columns` give the rows not taken yet as JSON-ready
+    lists (names, None)."""
 
-    def __init__(self, t0_ns: Optional[int] = None) -> None:
+    def __init__(self, t0_ns: Optional[int] = None, capacity: int = 1 << 14) -> None:
         self.t0_ns = time.perf_counter_ns() if t0_ns is None else t0_ns
-        self.calls: Dict[str, array] = {
-            "function": array("H"), "iteration": array("q"), "stage": array("b"),
-            "t_start_ns": array("q"), "duration_ns": array("q"), "bytes": array("q"),
-            "thread": array("H"), "ctx": array("q"), "core_mask": array("q"), "ok": array("b")}
+        self._calls = _Table(_CALL_TYPES, capacity)
+        self._iterations = _Table(_ITERATION_TYPES, capacity)
+        #: called (without the recorder's lock) when a buffer is about to fill:
+        #: it should take the rows (take_calls / take_iterations); None: grow
+        self.on_full: Optional[Callable[[], None]] = None
         #: ctx -> the mask of its last rknn_set_core_mask (RKNN_NPU_CORE_AUTO = 0 before)
         self.core_masks: Dict[int, int] = {}
-        self.iterations: Dict[str, array] = {
-            "iteration": array("q"), "stage": array("b"), "t_start_ns": array("q"),
-            "duration_ns": array("q")}
         self.functions: List[str] = []
         self._function_code: Dict[str, int] = {}
         #: where iteration, stage_code and dma_bytes are mirrored (see share_state)
@@ -152,53 +222,81 @@ class Recorder:
                 code = self._function_code[name]
         return code
 
+    def _put(self, table: _Table, row: tuple) -> None:
+        # room first, outside the lock (on_full takes the rows, which locks);
+        # the margin covers other threads writing between the check and the lock
+        if table.capacity - table.pending() <= 256 and self.on_full is not None:
+            self.on_full()
+        with self._lock:  # rows stay whole when pipeline threads record at once
+            if table.pending() >= table.capacity:
+                table.grow()
+            table.put(row)
+
     def add_call(self, function: Union[str, int], t_start: int, duration: int, nbytes: Optional[int],
                  ctx: Optional[int], ok: bool) -> None:
         """One call; ``function`` is a name or a code from :meth:`function_code`."""
-        c = self.calls
         lane = self._threads.get(threading.get_ident())
         if lane is None:
             lane = self.thread_lane()
         code = function if isinstance(function, int) else self.function_code(function)
         it = self._iteration
-        with self._lock:  # rows stay aligned when pipeline threads call at once
-            c["function"].append(code)
-            c["iteration"].append(_NONE if it is None else it)
-            c["stage"].append(self._stage_code)
-            c["t_start_ns"].append(t_start - self.t0_ns)
-            c["duration_ns"].append(duration)
-            c["bytes"].append(_NONE if nbytes is None else int(nbytes))
-            c["thread"].append(lane)
-            c["ctx"].append(_NONE if ctx is None or ctx < 0 or ctx >= 1 << 63 else ctx)
-            c["core_mask"].append(self.core_masks.get(ctx, 0) if ctx is not None else _NONE)
-            c["ok"].append(1 if ok else 0)
+        self._put(self._calls, (
+            code, _NONE if it is None else it, self._stage_code, t_start - self.t0_ns, duration,
+            _NONE if nbytes is None else int(nbytes), lane,
+            _NONE if ctx is None or ctx < 0 or ctx >= 1 << 63 else ctx,
+            self.core_masks.get(ctx, 0) if ctx is not None else _NONE, 1 if ok else 0))
 
     def add_iteration(self, i: int, stage: str, t_start: int, duration: int) -> None:
-        it = self.iterations
+        self._put(self._iterations, (i, _STAGE_CODE[stage], t_start - self.t0_ns, duration))
+
+    @property
+    def calls_recorded(self) -> int:
+        """Calls recorded since the start (taken or not)."""
+        return self._calls.written
+
+    @property
+    def iterations_recorded(self) -> int:
+        """Iterations recorded since the start (taken or not)."""
+        return self._iterations.written
+
+    def _call_lists(self, c: Dict[str, array]) -> Dict[str, list]:
+        names, stages = self.functions, STAGES
+        opt = lambda col: [None if x == _NONE else x for x in c[col]]  # noqa: E731
+        return {"function": [names[x] for x in c["function"]], "iteration": opt("iteration"),
+                "stage": [stages[x] for x in c["stage"]], "t_start_ns": c["t_start_ns"].tolist(),
+                "duration_ns": c["duration_ns"].tolist(), "bytes": opt("bytes"),
+                "thread": c["thread"].tolist(), "ctx": opt("ctx"), "core_mask": opt("core_mask"),
+                "ok": [bool(x) for x in c["ok"]]}
+
+    @staticmethod
+    def _iteration_lists(it: Dict[str, array]) -> Dict[str, list]:
+        return {"iteration": it["iteration"].tolist(), "stage": [STAGES[x] for x in it["stage"]],
+                "t_start_ns": it["t_start_ns"].tolist(), "duration_ns": it["duration_ns"].tolist()}
+
+    def take_calls(self) -> Dict[str, list]:
+        """The calls recorded since the last take, as JSON-ready columns; their
+        slots are reused."""
         with self._lock:
-            it["iteration"].append(i)
-            it["stage"].append(_STAGE_CODE[stage])
-            it["t_start_ns"].append(t_start - self.t0_ns)
-            it["duration_ns"].append(duration)
+            rows = self._calls.take()
+        return self._call_lists(rows)
+
+    def take_iterations(self) -> Dict[str, list]:
+        """The iterations recorded since the last take (see :meth:`take_calls`)."""
+        with self._lock:
+            rows = self._iterations.take()
+        return self._iteration_lists(rows)
 
     def call_columns(self) -> Dict[str, list]:
-        c = self.calls
-        n = min(len(v) for v in c.values())
-        names, stages = self.functions, STAGES
-        opt = lambda col: [None if x == _NONE else x for x in c[col][:n]]  # noqa: E731
-        return {"function": [names[x] for x in c["function"][:n]], "iteration": opt("iteration"),
-                "stage": [stages[x] for x in c["stage"][:n]], "t_start_ns": c["t_start_ns"][:n].tolist(),
-                "duration_ns": c["duration_ns"][:n].tolist(), "bytes": opt("bytes"),
-                "thread": c["thread"][:n].tolist(), "ctx": opt("ctx"), "core_mask": opt("core_mask"),
-                "ok": [bool(x) for x in c["ok"][:n]]}
+        """The calls not taken yet (all of them, when nobody takes), left in place."""
+        with self._lock:
+            rows = self._calls.peek()
+        return self._call_lists(rows)
 
-    def iteration_columns(self, start: int = 0) -> Dict[str, list]:
-        it = self.iterations
-        n = min(len(v) for v in it.values())
-        return {"iteration": it["iteration"][start:n].tolist(),
-                "stage": [STAGES[x] for x in it["stage"][start:n]],
-                "t_start_ns": it["t_start_ns"][start:n].tolist(),
-                "duration_ns": it["duration_ns"][start:n].tolist()}
+    def iteration_columns(self) -> Dict[str, list]:
+        """The iterations not taken yet, left in place."""
+        with self._lock:
+            rows = self._iterations.peek()
+        return self._iteration_lists(rows)
 
     @contextmanager
     def timed(self, function: str, nbytes: Optional[int] = None) -> Iterator[None]:

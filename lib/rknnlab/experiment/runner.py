@@ -25,6 +25,7 @@ import ast
 import builtins
 import inspect
 import json
+import mmap
 import os
 import platform
 import signal
@@ -41,7 +42,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
+from .. import run as _public_run
 from . import variants as _variants
+from .progress import RunProgress, choose as _choose_progress
 from .result import Result, VariantRun
 
 VariantLike = Union[str, Callable[..., Any], Sequence[Any]]
@@ -233,8 +236,14 @@ def describe_source(backend: str, soc: str) -> Tuple[str, Dict[str, Any]]:
 ProgressFn = Callable[[Dict[str, Any]], None]
 
 
+def _iterations_done(marker: Any) -> int:
+    """Iterations finished, from the child's (iteration started + 1, finished) pair."""
+    started, done = struct.unpack_from("qq", marker, 0)
+    return max(0, started - 1 + done)
+
+
 def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Optional[float] = None,
-            on_progress: Optional[ProgressFn] = None) -> VariantRun:
+            on_progress: Optional[ProgressFn] = None, bar: Optional[RunProgress] = None) -> VariantRun:
     name = func.__name__
     doc = inspect.getdoc(func) or ""
     try:
@@ -252,7 +261,7 @@ def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Option
     env.setdefault("PYTHONFAULTHANDLER", "1")
     out_f = tempfile.TemporaryFile()
     err_f = tempfile.TemporaryFile()
-    stream: Dict[str, Dict[str, list]] = {"samples": {}, "iterations": {}}
+    stream: Dict[str, Dict[str, list]] = {"samples": {}, "iterations": {}, "calls": {}}
     final: Dict[str, Any] = {}
     t_start = time.perf_counter()
     try:
@@ -274,7 +283,7 @@ def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Option
                 except ValueError:
                     continue
                 if msg.get("event") == "progress":
-                    for key in ("samples", "iterations"):
+                    for key in ("samples", "iterations", "calls"):
                         for col, vals in (msg.get(key) or {}).items():
                             stream[key].setdefault(col, []).extend(vals)
                     if on_progress is not None:
@@ -293,16 +302,35 @@ def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Option
         proc.stdin.close()
     except BrokenPipeError:
         pass
+    deadline = None if timeout is None else time.perf_counter() + timeout
+    shared = None
+    if bar is not None and bar.mode is not None:
+        try:
+            with open(marker.name, "rb") as f:
+                shared = mmap.mmap(f.fileno(), 16, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            shared = None
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        proc.kill()
-        proc.wait()
+        while True:  # wait, reading the child's iteration for the bar ten times a second
+            step = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.perf_counter()))
+            try:
+                proc.wait(timeout=step)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    timed_out = True
+                    proc.kill()
+                    proc.wait()
+                    break
+                if shared is not None:
+                    bar.at(_iterations_done(shared))
     except BaseException:  # KeyboardInterrupt in the notebook: do not leave the child running
         proc.kill()
         proc.wait()
         raise
+    finally:
+        if shared is not None:
+            shared.close()
     t.join(timeout=10)
     wall = time.perf_counter() - t_start
     out_f.seek(0)
@@ -321,12 +349,12 @@ def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Option
     run = VariantRun(name=name, doc=doc, returncode=proc.returncode, wall_s=wall,
                      stdout=_tail(stdout), stderr=_tail(stderr),
                      source=vspec.get("source") or f"{vspec.get('module', 'rknnlab.experiment.variants')}.{name}",
-                     samples=stream["samples"], iterations=stream["iterations"])
+                     samples=stream["samples"], iterations=stream["iterations"],
+                     calls=stream["calls"])
     if final:
         run.status = final.get("status", "error")
         run.error = final.get("error")
         run.traceback = final.get("traceback")
-        run.calls = final.get("calls") or {}
         run.sdk = final.get("sdk") or {}
         run.probe = final.get("probe")
         run.backend = final.get("backend")
@@ -369,29 +397,8 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
         iterations: int = 200, backend: str = "auto", sample_hz: float = 200.0,
         warmup: int = 10, soc: Optional[str] = None, seed: int = 0, n_frames: int = 4,
         params: Optional[Dict[str, Any]] = None, timeout: Optional[float] = 300.0,
-        on_progress: Optional[ProgressFn] = None, trim_after_warmup: bool = True) -> Result:
-    """Run each variant in its own fresh process, one after another, on the same
-    seeded inputs, and return a :class:`~rknnlab.experiment.result.Result`.
-
-    ``variants``: built-in names (see ``rknnlab.experiment.variants.BUILTIN``;
-    "want_float_vs_int8" is the pair), functions taking ``lab``, or a list of
-    both.  ``iterations`` measured iterations follow ``warmup`` warm-up ones
-    (marked ``stage == "warmup"``).  ``backend``: "auto", "sim", "native" (or
-    "module:factory" for a Runtime of your own).  ``sample_hz``: RSS samples
-    per second (0 turns sampling off; at most 1000); system memory, heap
-    and NPU come at 10 Hz, PSS every 5 s (rknnlab.probe.Probe).  ``soc`` defaults to the
-    board's (native) or "rk3588".  ``timeout`` (s) per variant.
-    ``trim_after_warmup``: call glibc's malloc_trim(0) just before the first
-    measured iteration, so that RSS growth in the measured loop is new memory
-    rather than reuse of what warm-up freed (see variants.malloc_trim).
-    ``n_frames`` seeded frames are cycled (the simulator caches the outputs
-    of its last 4 inputs; more frames make every simulated run pay for
-    onnxruntime).  ``on_progress(msg)`` is called from a reader thread with each progress
-    message (variant, iteration, new samples and iterations as columns).
-
-    A variant that raises, crashes (even with a segfault) or times out gives
-    a row with its status and error; the others still run.
-    """
+        on_progress: Optional[ProgressFn] = None, trim_after_warmup: bool = True,
+        progress: Optional[bool] = None) -> Result:
     from ..probe import MAX_HZ
     funcs = expand_variants(variants)
     if iterations < 1 or warmup < 0:
@@ -424,7 +431,15 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
             "n_frames": int(n_frames), "input_shape": minfo["input_shape"],
             "sample_hz": float(sample_hz), "params": params or {},
             "trim_after_warmup": bool(trim_after_warmup)}
-    runs = [run_one(f, base, timeout=timeout, on_progress=on_progress) for f in funcs]
+    bar = RunProgress(_choose_progress(progress), len(funcs), int(warmup) + int(iterations))
+    runs = []
+    try:
+        for k, f in enumerate(funcs):
+            bar.variant(k, f.__name__)
+            runs.append(run_one(f, base, timeout=timeout, on_progress=on_progress, bar=bar))
+            bar.variant_done(runs[-1].status)
+    finally:
+        bar.close()
     sdk = next((r.sdk for r in runs if r.sdk and "api_version" in r.sdk), {})
     meta = {
         "backend": chosen, "backend_reason": why, "source": source, "board": board_info,
@@ -437,3 +452,6 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     return Result(meta, runs)
+
+
+run.__doc__ = _public_run.__doc__  # one text, shown by help(rknnlab.run) and help() of this

@@ -285,7 +285,8 @@ def zero_copy_io(lab: VariantContext) -> None:
 
 
 def rebind_each_iter(lab: VariantContext) -> None:
-    """Zero-copy, but rknn_set_io_mem inside the loop on every frame (as seed 001 does).
+    """Zero-copy, but rknn_set_io_mem inside the loop on every frame (a widely copied
+    zero-copy recipe binds the buffers again before every rknn_run).
 
     C::
 
