@@ -8,6 +8,12 @@ tests/test_native_double.py also compares them with what gcc lays out.
 from __future__ import annotations
 
 import ctypes
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict
 
 import numpy as np
 import pytest
@@ -48,6 +54,11 @@ LAYOUTS = {
     "rknn_sdk_version": (512, {"api_version": (0, 256), "drv_version": (256, 256)}),
     "rknn_perf_run": (8, {"run_duration": (0, 8)}),
     "rknn_custom_string": (1024, {"string": (0, 1024)}),
+    # from the header's field lists (the facts sheet names them only)
+    "rknn_perf_detail": (16, {"perf_data": (0, 8), "data_len": (8, 8)}),
+    "rknn_input_range": (33040, {
+        "index": (0, 4), "shape_number": (4, 4), "fmt": (8, 4), "name": (12, 256),
+        "dyn_range": (268, 32768), "n_dims": (33036, 4)}),
 }
 
 
@@ -92,6 +103,7 @@ def test_rknn_context_follows_the_pointer_size():
 
 EXPECTED_CONSTANTS = {
     "RKNN_MAX_DIMS": 16, "RKNN_MAX_NAME_LEN": 256,
+    "RKNN_MAX_NUM_CHANNEL": 15, "RKNN_MAX_DYNAMIC_SHAPE_NUM": 512,
     # errors
     "RKNN_SUCC": 0, "RKNN_ERR_FAIL": -1, "RKNN_ERR_TIMEOUT": -2, "RKNN_ERR_DEVICE_UNAVAILABLE": -3,
     "RKNN_ERR_MALLOC_FAIL": -4, "RKNN_ERR_PARAM_INVALID": -5, "RKNN_ERR_MODEL_INVALID": -6,
@@ -108,6 +120,8 @@ EXPECTED_CONSTANTS = {
     "RKNN_QUERY_INPUT_DYNAMIC_RANGE": 13, "RKNN_QUERY_CURRENT_INPUT_ATTR": 14,
     "RKNN_QUERY_CURRENT_OUTPUT_ATTR": 15, "RKNN_QUERY_CURRENT_NATIVE_INPUT_ATTR": 16,
     "RKNN_QUERY_CURRENT_NATIVE_OUTPUT_ATTR": 17,
+    "RKNN_QUERY_NATIVE_NC1HWC2_INPUT_ATTR": 8, "RKNN_QUERY_NATIVE_NC1HWC2_OUTPUT_ATTR": 9,
+    "RKNN_QUERY_CMD_MAX": 18,
     # tensor types, formats, quantization
     "RKNN_TENSOR_FLOAT32": 0, "RKNN_TENSOR_FLOAT16": 1, "RKNN_TENSOR_INT8": 2,
     "RKNN_TENSOR_UINT8": 3, "RKNN_TENSOR_INT16": 4, "RKNN_TENSOR_UINT16": 5,
@@ -116,9 +130,11 @@ EXPECTED_CONSTANTS = {
     "RKNN_TENSOR_NCHW": 0, "RKNN_TENSOR_NHWC": 1, "RKNN_TENSOR_NC1HWC2": 2,
     "RKNN_TENSOR_UNDEFINED": 3,
     "RKNN_TENSOR_QNT_NONE": 0, "RKNN_TENSOR_QNT_DFP": 1, "RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC": 2,
+    "RKNN_TENSOR_TYPE_MAX": 12, "RKNN_TENSOR_FORMAT_MAX": 4, "RKNN_TENSOR_QNT_MAX": 3,
     # core masks
     "RKNN_NPU_CORE_AUTO": 0, "RKNN_NPU_CORE_0": 1, "RKNN_NPU_CORE_1": 2, "RKNN_NPU_CORE_2": 4,
     "RKNN_NPU_CORE_0_1": 3, "RKNN_NPU_CORE_0_1_2": 7, "RKNN_NPU_CORE_ALL": 0xFFFF,
+    "RKNN_NPU_CORE_UNDEFINED": 0x10000,
     # init flags
     "RKNN_FLAG_PRIOR_HIGH": 0x0, "RKNN_FLAG_PRIOR_MEDIUM": 0x1, "RKNN_FLAG_PRIOR_LOW": 0x2,
     "RKNN_FLAG_ASYNC_MASK": 0x4, "RKNN_FLAG_COLLECT_PERF_MASK": 0x8,
@@ -180,7 +196,9 @@ def test_name_tables_keep_types_and_formats_apart():
     assert abi.FMT_NAMES[2] == "RKNN_TENSOR_NC1HWC2"
     assert abi.QNT_NAMES[2] == "RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC"
     assert abi.QUERY_NAMES == {v: k for k, v in EXPECTED_CONSTANTS.items()
-                               if k.startswith("RKNN_QUERY_")}
+                               if k.startswith("RKNN_QUERY_") and "NC1HWC2" not in k
+                               and not k.endswith("_MAX")}
+    assert abi.QUERY_NAMES[8] == "RKNN_QUERY_NATIVE_INPUT_ATTR"   # not its NC1HWC2 alias
 
 
 def test_name_of():
@@ -197,8 +215,8 @@ def test_name_of():
 
 
 def test_query_structs():
-    attr_queries = [v for k, v in EXPECTED_CONSTANTS.items()
-                    if k.startswith("RKNN_QUERY_") and k.endswith("_ATTR")]
+    attr_queries = {v for k, v in EXPECTED_CONSTANTS.items()
+                    if k.startswith("RKNN_QUERY_") and k.endswith("_ATTR")}
     assert len(attr_queries) == 10
     for cmd in attr_queries:
         assert abi.QUERY_STRUCTS[cmd] is abi.rknn_tensor_attr
@@ -207,9 +225,9 @@ def test_query_structs():
     assert abi.QUERY_STRUCTS[abi.RKNN_QUERY_MEM_SIZE] is abi.rknn_mem_size
     assert abi.QUERY_STRUCTS[abi.RKNN_QUERY_PERF_RUN] is abi.rknn_perf_run
     assert abi.QUERY_STRUCTS[abi.RKNN_QUERY_CUSTOM_STRING] is abi.rknn_custom_string
-    for undocumented in (abi.RKNN_QUERY_PERF_DETAIL, abi.RKNN_QUERY_DEVICE_MEM_INFO,
-                         abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE):
-        assert undocumented not in abi.QUERY_STRUCTS
+    assert abi.QUERY_STRUCTS[abi.RKNN_QUERY_PERF_DETAIL] is abi.rknn_perf_detail
+    assert abi.QUERY_STRUCTS[abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE] is abi.rknn_input_range
+    assert abi.RKNN_QUERY_DEVICE_MEM_INFO not in abi.QUERY_STRUCTS   # no struct in the header
 
 
 def test_type_sizes_and_numpy_dtypes():
@@ -311,3 +329,157 @@ def test_library_errors_are_not_rknn_errors():
     assert not issubclass(errors.RuntimeLibraryNotFound, errors.RknnError)
     error = errors.RuntimeLibraryNotFound([("/usr/lib/librknnrt.so", "no such file")])
     assert "/usr/lib/librknnrt.so: no such file" in str(error)
+
+
+# ---------------------------------------------------------------- completeness
+
+ROOT = Path(__file__).resolve().parents[1]
+ROCKCHIP_CONSTANTS = ROOT / "tests" / "c_api" / "rockchip_header_constants.txt"
+OUR_HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
+FACTS_DIR = ROOT / ".." / "shared" / "reference"
+
+
+def _abi_constants() -> Dict[str, int]:
+    return {name: value for name, value in vars(abi).items()
+            if name.startswith("RKNN_") and isinstance(value, int)}
+
+
+def _rockchip_constants() -> Dict[str, int]:
+    """NAME -> value as read from Rockchip's rknn_api.h (the recorded facts)."""
+    found = {}
+    for line in ROCKCHIP_CONSTANTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, value = line.split()
+            found[name] = int(value, 0)
+    return found
+
+
+def test_abi_carries_exactly_the_constants_of_rockchips_header():
+    header, ours = _rockchip_constants(), _abi_constants()
+    assert len(header) == 99   # the recorded list is whole (SDK 2.3.2)
+    assert sorted(set(header) - set(ours)) == [], "in Rockchip's header, missing from abi"
+    assert sorted(set(ours) - set(header)) == [], "in abi, not in Rockchip's header"
+    assert {n: ours[n] for n in header if ours[n] != header[n]} == {}
+
+
+# Each list of the facts sheet (section 1): its label, and the prefix its short
+# names take in C.  A short name resolves to the one name of Rockchip's header
+# that is prefix + name, or else starts with the prefix and ends in "_" + name.
+_FACT_LISTS = [
+    ("Query commands (value):", "RKNN_QUERY_"), ("Tensor types:", "RKNN_TENSOR_"),
+    ("Formats:", "RKNN_TENSOR_"), ("Quantization:", "RKNN_TENSOR_QNT_"),
+    ("Core mask:", "RKNN_NPU_CORE_"), ("Error codes:", "RKNN_ERR_"),
+    ("Init flags (value):", "RKNN_"), ("Memory alloc flags for create_mem2:", "RKNN_FLAG_MEMORY_"),
+    ("Sync modes:", "RKNN_MEMORY_SYNC_"),
+]
+_PAIR = re.compile(r"\b([A-Z][A-Z0-9_]*[A-Z0-9])\s+(-?0x[0-9a-fA-F]+|-?\d+)\b")
+# a full name with its value: `RKNN_X` (6), RKNN_X = 16
+_FULL = re.compile(r"\b(RKNN_[A-Z0-9_]+)`?\s*(?:\((-?0x[0-9a-fA-F]+|-?\d+)\)|=\s+(-?0x[0-9a-fA-F]+|-?\d+))")
+
+
+def _resolve(prefix: str, short: str, header: Dict[str, int]) -> str:
+    if prefix + short in header:
+        return prefix + short
+    matches = [name for name in header if name.startswith(prefix) and name.endswith("_" + short)]
+    assert len(matches) == 1, f"the facts sheet's {short!r} ({prefix}...) names {matches or 'nothing'} " \
+                              "in Rockchip's header"
+    return matches[0]
+
+
+def facts_sheet_constants(facts_dir: Path, header: Dict[str, int]) -> Dict[str, int]:
+    """Every RKNN constant with a value in the facts sheets: the lists of
+    rknn-facts.md section 1 and any full name given with its value."""
+    sheet = (facts_dir / "rknn-facts.md").read_text(encoding="utf-8")
+    section_1 = sheet[sheet.index("## 1."):sheet.index("## 2.")]
+    text = " ".join(section_1.split())
+    labels = [label for label, _ in _FACT_LISTS]
+    found: Dict[str, int] = {}
+    for label, prefix in _FACT_LISTS:
+        start = text.index(label) + len(label)
+        ends = [text.find(other, start) for other in labels + ["###"]]
+        segment = text[start:min([end for end in ends if end >= 0] + [len(text)])]
+        pairs = _PAIR.findall(segment)
+        assert pairs, f"no name/value pairs after {label!r} in the facts sheet"
+        for short, value in pairs:
+            found[_resolve(prefix, short, header)] = int(value, 0)
+    for path in sorted(facts_dir.glob("rknn-facts*.md")):
+        for name, paren, equals in _FULL.findall(path.read_text(encoding="utf-8")):
+            found[name] = int(paren or equals, 0)
+    return found
+
+
+@pytest.fixture
+def facts_dir() -> Path:
+    if not (FACTS_DIR / "rknn-facts.md").exists():
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"the facts sheet is missing: {FACTS_DIR.resolve()}/rknn-facts.md")
+        pytest.skip(f"the facts sheets are not at {FACTS_DIR.resolve()} (shared/reference next to "
+                    "the repository): the names cannot be compared with them")
+    return FACTS_DIR
+
+
+def test_abi_agrees_with_the_facts_sheets(facts_dir: Path):
+    facts = facts_sheet_constants(facts_dir, _rockchip_constants())
+    assert len(facts) >= 85   # every list of section 1 was read
+    ours = _abi_constants()
+    assert sorted(set(facts) - set(ours)) == [], "in the facts sheets, missing from abi"
+    assert {name: (value, ours[name]) for name, value in facts.items() if ours[name] != value} == {}
+
+
+def test_the_facts_parser_reads_names_and_values(tmp_path: Path):
+    (tmp_path / "rknn-facts.md").write_text(
+        "## 1. API\n" + "".join(f"{label} A{i}A 1, B{i}B 0x2.\n"
+                                   for i, (label, _) in enumerate(_FACT_LISTS[:-1]))
+        + "Sync modes: TO_DEVICE 1, FROM_DEVICE\n2, BIDIRECTIONAL 3.\n"
+        "Arrays: RKNN_MAX_DIMS = 16. `RKNN_QUERY_MEM_SIZE` (6), RKNN_LOG_LEVEL=4\n## 2. more\n")
+    header = {"RKNN_MEMORY_SYNC_TO_DEVICE": 1, "RKNN_MEMORY_SYNC_FROM_DEVICE": 2,
+              "RKNN_MEMORY_SYNC_BIDIRECTIONAL": 3, "RKNN_MAX_DIMS": 16, "RKNN_QUERY_MEM_SIZE": 6}
+    for i, (_, prefix) in enumerate(_FACT_LISTS[:-1]):
+        header.update({f"{prefix}X_A{i}A": 0, f"{prefix}B{i}B": 0})
+    found = facts_sheet_constants(tmp_path, header)
+    assert found["RKNN_MEMORY_SYNC_FROM_DEVICE"] == 2 and found["RKNN_MAX_DIMS"] == 16
+    assert found["RKNN_QUERY_MEM_SIZE"] == 6 and "RKNN_LOG_LEVEL" not in found
+    assert found["RKNN_ERR_X_A5A"] == 1 and found["RKNN_ERR_B5B"] == 2
+    with pytest.raises(AssertionError, match="names nothing"):
+        facts_sheet_constants(tmp_path, {k: v for k, v in header.items() if k != "RKNN_ERR_B5B"})
+
+
+def _gcc() -> str:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail("gcc not found, and CI is set")
+        pytest.skip("gcc not found")
+    return gcc
+
+
+def _compiles(source: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    path = tmp_path / "check.c"
+    path.write_text('#include <stddef.h>\n#include "rknn_api.h"\n' + source)
+    return subprocess.run([_gcc(), "-fsyntax-only", "-std=c11", "-I", str(OUR_HEADER.parent),
+                           str(path)], capture_output=True, text=True)
+
+
+def test_our_header_has_every_constant_of_abi_with_its_value(tmp_path: Path):
+    code = re.sub(r"/\*.*?\*/", "", OUR_HEADER.read_text(), flags=re.S)
+    declared = set(re.findall(r"\bRKNN_[A-Z0-9_]+\b", code))
+    ours = _abi_constants()
+    assert sorted(set(ours) - declared) == [] and sorted(declared - set(ours)) == []
+    run = _compiles("".join(f'_Static_assert({name} == {value}, "{name}");\n'
+                            for name, value in ours.items()), tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert _compiles('_Static_assert(RKNN_NPU_CORE_ALL == 0xfffe, "x");\n', tmp_path).returncode != 0
+
+
+@only_64bit
+def test_our_header_lays_out_every_struct_as_abi(tmp_path: Path):
+    checks = []
+    for name, cls in abi.C_STRUCTS.items():
+        checks.append(f'_Static_assert(sizeof({name}) == {ctypes.sizeof(cls)}, "sizeof {name}");')
+        for field, *_ in cls._fields_:
+            offset = getattr(cls, field).offset
+            checks.append(f'_Static_assert(offsetof({name}, {field}) == {offset}, "{name}.{field}");')
+    run = _compiles("\n".join(checks) + "\n", tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert _compiles('_Static_assert(sizeof(rknn_input_range) == 33036, "x");\n',
+                     tmp_path).returncode != 0

@@ -335,8 +335,20 @@ def test_query_with_the_wrong_struct_is_param_invalid(rt, double, ctx):
 
 
 def test_query_without_a_default_struct_needs_info(rt, ctx):
-    with pytest.raises(ValueError, match="RKNN_QUERY_PERF_DETAIL"):
-        rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL)
+    with pytest.raises(ValueError, match="RKNN_QUERY_DEVICE_MEM_INFO"):
+        rt.query(ctx, abi.RKNN_QUERY_DEVICE_MEM_INFO)
+
+
+def test_perf_detail_and_input_range_cross_the_abi(rt, ctx):
+    detail = rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL)
+    assert detail.perf_data == b"rknn_double: no per-layer detail"
+    assert detail.data_len == len(detail.perf_data)
+    input_range = rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE)
+    assert (input_range.shape_number, input_range.n_dims, input_range.name) == (1, 4, b"input")
+    assert input_range.fmt == abi.RKNN_TENSOR_NHWC
+    assert input_range.shapes() == [[1, 4, 4, 3]]
+    with pytest.raises(errors.RknnParamInvalidError):
+        rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=1))
 
 
 # ---------------------------------------------------------------- inputs

@@ -46,6 +46,7 @@
 
 #define RKNN_MAX_DIMS 16
 #define RKNN_MAX_NAME_LEN 256
+#define RKNN_MAX_DYNAMIC_SHAPE_NUM 512
 
 #if UINTPTR_MAX > 0xffffffffu
 typedef uint64_t rknn_context;
@@ -64,7 +65,8 @@ enum { T_FLOAT32 = 0, T_INT8 = 2, T_UINT8 = 3 };
 enum { F_NCHW = 0, F_NHWC = 1, F_NC1HWC2 = 2 };
 enum { QNT_AFFINE = 2 };
 enum {
-    Q_IN_OUT_NUM = 0, Q_INPUT_ATTR = 1, Q_OUTPUT_ATTR = 2, Q_PERF_RUN = 4, Q_SDK_VERSION = 5,
+    Q_IN_OUT_NUM = 0, Q_INPUT_ATTR = 1, Q_OUTPUT_ATTR = 2, Q_PERF_DETAIL = 3, Q_PERF_RUN = 4,
+    Q_SDK_VERSION = 5, Q_INPUT_DYNAMIC_RANGE = 13,
     Q_MEM_SIZE = 6, Q_CUSTOM_STRING = 7, Q_NATIVE_INPUT_ATTR = 8, Q_NATIVE_OUTPUT_ATTR = 9,
     Q_NATIVE_NHWC_INPUT_ATTR = 10, Q_NATIVE_NHWC_OUTPUT_ATTR = 11, Q_CURRENT_INPUT_ATTR = 14,
     Q_CURRENT_OUTPUT_ATTR = 15, Q_CURRENT_NATIVE_INPUT_ATTR = 16, Q_CURRENT_NATIVE_OUTPUT_ATTR = 17,
@@ -161,6 +163,20 @@ typedef struct { int64_t run_duration; } rknn_perf_run;
 
 typedef struct { char string[1024]; } rknn_custom_string;
 
+typedef struct {
+    char *perf_data;
+    uint64_t data_len;
+} rknn_perf_detail;
+
+typedef struct {
+    uint32_t index;
+    uint32_t shape_number;
+    int fmt;
+    char name[RKNN_MAX_NAME_LEN];
+    uint32_t dyn_range[RKNN_MAX_DYNAMIC_SHAPE_NUM][RKNN_MAX_DIMS];
+    uint32_t n_dims;
+} rknn_input_range;
+
 #define EXPORT __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------- layout */
@@ -199,6 +215,12 @@ static const struct { const char *type; const char *field; size_t value; } layou
     FIELD(rknn_sdk_version, drv_version),
     STRUCT(rknn_perf_run), FIELD(rknn_perf_run, run_duration),
     STRUCT(rknn_custom_string), FIELD(rknn_custom_string, string),
+    STRUCT(rknn_perf_detail), FIELD(rknn_perf_detail, perf_data),
+    FIELD(rknn_perf_detail, data_len),
+    STRUCT(rknn_input_range), FIELD(rknn_input_range, index),
+    FIELD(rknn_input_range, shape_number), FIELD(rknn_input_range, fmt),
+    FIELD(rknn_input_range, name), FIELD(rknn_input_range, dyn_range),
+    FIELD(rknn_input_range, n_dims),
 };
 
 /* sizeof(struct), or -1 if the double does not declare it */
@@ -537,6 +559,31 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
             return RKNN_ERR_PARAM_INVALID;
         ((rknn_perf_run *)info)->run_duration = state->runs ? 1234 : 0;
         return RKNN_SUCC;
+    case Q_PERF_DETAIL: {
+        /* the text belongs to the runtime: the caller must not free it */
+        static char detail[] = "rknn_double: no per-layer detail";
+        if (size != sizeof(rknn_perf_detail))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_perf_detail *perf = info;
+        perf->perf_data = detail;
+        perf->data_len = sizeof detail - 1;
+        return RKNN_SUCC;
+    }
+    case Q_INPUT_DYNAMIC_RANGE: {
+        /* the fake model has one fixed input shape: a range of one shape */
+        if (size != sizeof(rknn_input_range))
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_input_range *range = info;
+        if (range->index >= 1)
+            return RKNN_ERR_PARAM_INVALID;
+        rknn_tensor_attr attr = input_attr(0);
+        range->shape_number = 1;
+        range->fmt = attr.fmt;
+        memcpy(range->name, attr.name, sizeof range->name);
+        range->n_dims = attr.n_dims;
+        memcpy(range->dyn_range[0], attr.dims, sizeof range->dyn_range[0]);
+        return RKNN_SUCC;
+    }
     case Q_SDK_VERSION: {
         if (size != sizeof(rknn_sdk_version))
             return RKNN_ERR_PARAM_INVALID;

@@ -5,8 +5,10 @@ code and the C it teaches use the same words.  Struct layouts reproduce the
 runtime's header on the platform Python runs on (the sizes quoted in the
 docstrings are those of 64-bit Linux, which the tests pin down).
 
-Written for this project from the facts in shared/reference/rknn-facts.md;
-nothing here is taken from Rockchip's header.
+Written for this project from the facts in shared/reference/rknn-facts.md
+and the names and values of Rockchip's rknn_api.h (SDK 2.3.2), which it
+carries all of (tests/test_abi.py checks both ways); no text of the header is
+copied.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ rknn_context = ctypes.c_uint64 if ctypes.sizeof(ctypes.c_void_p) == 8 else ctype
 _enum = ctypes.c_int
 
 RKNN_MAX_DIMS = 16
+RKNN_MAX_NUM_CHANNEL = 15  # the most channels an input tensor may have
 RKNN_MAX_NAME_LEN = 256
+RKNN_MAX_DYNAMIC_SHAPE_NUM = 512  # the most shapes a dynamic-shape input may list
 
 # ---------------------------------------------------------------------------
 # Constants
@@ -97,6 +101,9 @@ RKNN_QUERY_MEM_SIZE = 6
 RKNN_QUERY_CUSTOM_STRING = 7
 RKNN_QUERY_NATIVE_INPUT_ATTR = 8
 RKNN_QUERY_NATIVE_OUTPUT_ATTR = 9
+#: other names of NATIVE_INPUT_ATTR / NATIVE_OUTPUT_ATTR (same values)
+RKNN_QUERY_NATIVE_NC1HWC2_INPUT_ATTR = 8
+RKNN_QUERY_NATIVE_NC1HWC2_OUTPUT_ATTR = 9
 RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR = 10
 RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR = 11
 RKNN_QUERY_DEVICE_MEM_INFO = 12
@@ -105,6 +112,7 @@ RKNN_QUERY_CURRENT_INPUT_ATTR = 14
 RKNN_QUERY_CURRENT_OUTPUT_ATTR = 15
 RKNN_QUERY_CURRENT_NATIVE_INPUT_ATTR = 16
 RKNN_QUERY_CURRENT_NATIVE_OUTPUT_ATTR = 17
+RKNN_QUERY_CMD_MAX = 18  # one past the last command, not a command
 
 # tensor element types
 RKNN_TENSOR_FLOAT32 = 0
@@ -119,17 +127,20 @@ RKNN_TENSOR_INT64 = 8
 RKNN_TENSOR_BOOL = 9
 RKNN_TENSOR_INT4 = 10
 RKNN_TENSOR_BFLOAT16 = 11
+RKNN_TENSOR_TYPE_MAX = 12  # one past the last type
 
 # tensor layouts
 RKNN_TENSOR_NCHW = 0
 RKNN_TENSOR_NHWC = 1
 RKNN_TENSOR_NC1HWC2 = 2
 RKNN_TENSOR_UNDEFINED = 3
+RKNN_TENSOR_FORMAT_MAX = 4  # one past the last format
 
 # quantization schemes
 RKNN_TENSOR_QNT_NONE = 0
 RKNN_TENSOR_QNT_DFP = 1
 RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC = 2
+RKNN_TENSOR_QNT_MAX = 3  # one past the last scheme
 
 # rknn_set_core_mask values (RK3588 has cores 0..2)
 RKNN_NPU_CORE_AUTO = 0
@@ -139,6 +150,7 @@ RKNN_NPU_CORE_2 = 4
 RKNN_NPU_CORE_0_1 = 3
 RKNN_NPU_CORE_0_1_2 = 7
 RKNN_NPU_CORE_ALL = 0xFFFF
+RKNN_NPU_CORE_UNDEFINED = 0x10000  # one past ALL, not a mask to pass
 
 
 def _name_table(names: str) -> Dict[int, str]:
@@ -183,6 +195,9 @@ MEM_SYNC_NAMES = _name_table(
 TENSOR_MEM_FLAG_NAMES = _name_table("""
     RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE RKNN_TENSOR_MEMORY_FLAGS_FROM_FD
     RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS RKNN_TENSOR_MEMORY_FLAGS_UNKNOWN""")
+
+# The tables leave out the *_MAX sentinels, RKNN_NPU_CORE_UNDEFINED and the
+# NC1HWC2 aliases of the NATIVE queries: each value names one real constant.
 
 # Searched in this order by name_of: a prefix shared by two groups
 # ("RKNN_TENSOR_" covers types, formats and quantizations; "RKNN_FLAG_" init
@@ -393,6 +408,39 @@ class rknn_sdk_version(_CStruct):
     ]
 
 
+class rknn_perf_detail(_CStruct):
+    """Answer of RKNN_QUERY_PERF_DETAIL (16 B): a text the runtime owns
+    (``perf_data``, ``data_len`` bytes); the context needs
+    RKNN_FLAG_COLLECT_PERF_MASK."""
+    _fields_ = [("perf_data", ctypes.c_char_p), ("data_len", ctypes.c_uint64)]
+
+
+class rknn_input_range(_CStruct):
+    """Answer of RKNN_QUERY_INPUT_DYNAMIC_RANGE (33,040 B): the
+    ``shape_number`` shapes a dynamic-shape input accepts, each ``n_dims``
+    long, in ``dyn_range``."""
+    _fields_ = [
+        ("index", ctypes.c_uint32),
+        ("shape_number", ctypes.c_uint32),
+        ("fmt", _enum),
+        ("name", ctypes.c_char * RKNN_MAX_NAME_LEN),
+        ("dyn_range", (ctypes.c_uint32 * RKNN_MAX_DIMS) * RKNN_MAX_DYNAMIC_SHAPE_NUM),
+        ("n_dims", ctypes.c_uint32),
+    ]
+    _value_names = {"fmt": FMT_NAMES}
+
+    def shapes(self) -> List[List[int]]:
+        """The shapes, as lists of ``n_dims`` ints."""
+        n_dims = min(self.n_dims, RKNN_MAX_DIMS)
+        count = min(self.shape_number, RKNN_MAX_DYNAMIC_SHAPE_NUM)
+        return [list(self.dyn_range[k][:n_dims]) for k in range(count)]
+
+    def _shown(self, name: str, ctype: type) -> str:
+        if name == "dyn_range":   # 512 x 16 ints: show only the shapes in use
+            return str(self.shapes())
+        return super()._shown(name, ctype)
+
+
 class rknn_perf_run(_CStruct):
     """Answer of RKNN_QUERY_PERF_RUN (8 B): the last run's duration in microseconds."""
     _fields_ = [("run_duration", ctypes.c_int64)]
@@ -408,17 +456,17 @@ C_STRUCTS: Dict[str, Type[ctypes.Structure]] = {
     cls.__name__: cls for cls in (
         rknn_input_output_num, rknn_tensor_attr, rknn_mem_size, rknn_tensor_mem, rknn_input,
         rknn_output, rknn_init_extend, rknn_run_extend, rknn_output_extend, rknn_sdk_version,
-        rknn_perf_run, rknn_custom_string,
+        rknn_perf_detail, rknn_perf_run, rknn_custom_string, rknn_input_range,
     )
 }
 
-#: rknn_query command -> the struct it fills.  Absent on purpose:
-#: PERF_DETAIL, DEVICE_MEM_INFO and INPUT_DYNAMIC_RANGE, whose answer structs
-#: the facts sheet does not pin down; pass your own struct for those.
+#: rknn_query command -> the struct it fills.  Absent: DEVICE_MEM_INFO, whose
+#: answer struct the header does not declare; pass your own struct for it.
 QUERY_STRUCTS: Dict[int, Type[ctypes.Structure]] = {
     RKNN_QUERY_IN_OUT_NUM: rknn_input_output_num,
     RKNN_QUERY_INPUT_ATTR: rknn_tensor_attr,
     RKNN_QUERY_OUTPUT_ATTR: rknn_tensor_attr,
+    RKNN_QUERY_PERF_DETAIL: rknn_perf_detail,
     RKNN_QUERY_PERF_RUN: rknn_perf_run,
     RKNN_QUERY_SDK_VERSION: rknn_sdk_version,
     RKNN_QUERY_MEM_SIZE: rknn_mem_size,
@@ -427,6 +475,7 @@ QUERY_STRUCTS: Dict[int, Type[ctypes.Structure]] = {
     RKNN_QUERY_NATIVE_OUTPUT_ATTR: rknn_tensor_attr,
     RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR: rknn_tensor_attr,
     RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR: rknn_tensor_attr,
+    RKNN_QUERY_INPUT_DYNAMIC_RANGE: rknn_input_range,
     RKNN_QUERY_CURRENT_INPUT_ATTR: rknn_tensor_attr,
     RKNN_QUERY_CURRENT_OUTPUT_ATTR: rknn_tensor_attr,
     RKNN_QUERY_CURRENT_NATIVE_INPUT_ATTR: rknn_tensor_attr,
