@@ -1,17 +1,19 @@
 /*
- * output_reuse.c -- seed 000's output-reuse program, corrected (chapter 4).
+ * output_reuse.c -- the widely copied "output reuse" program, corrected (chapter 4).
  *
- * What the seed wanted: run many frames without allocating output memory per
- * frame.  What it did: skipped rknn_outputs_release with is_prealloc = 0 (a
- * leak) and "checked" reuse by comparing a pointer with itself.  The supported
+ * What that recipe wants: run many frames without allocating output memory per
+ * frame.  What it does: skips rknn_outputs_release with is_prealloc = 0 (a
+ * leak) and "checks" reuse by comparing a pointer with itself.  The supported
  * way is is_prealloc = 1: the caller allocates each output buffer once, sized
  * from RKNN_QUERY_OUTPUT_ATTR, and the runtime writes into it on every get.
  *
- *   usage: output_reuse MODEL.rknn [FRAMES]
+ *   usage: output_reuse MODEL.rknn [FRAMES] [float|raw]
+ *   float (the default): want_float = 1, float32 outputs;
+ *   raw: want_float = 0, each output in its own type (int8 for a quantized model).
  *   build on a board: gcc -O2 -I <rknn_api.h dir> output_reuse.c -lrknnrt -o output_reuse
  *
- * It prints the process's resident memory before and after the loop: with
- * is_prealloc = 1 it stays flat whatever FRAMES is.
+ * It prints the process's resident memory before and after the loop.  Reuse
+ * means no allocation per call; a flat RSS only shows there is no leak.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,13 +59,23 @@ static long rss_kb(void)
     return pages_resident < 0 ? -1 : pages_resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* The bytes rknn_outputs_get writes for an output with is_prealloc = 1.
+   want_float = 1: n_elems x 4 bytes (float32); want_float = 0: attr.size bytes
+   (the output's own type: int8, fp16, int32, ...), from the plain attr.  A larger
+   buffer is fine as long as rknn_output.size says its real capacity. */
+static uint32_t output_bytes(const rknn_tensor_attr *attr, int want_float)
+{
+    return want_float ? attr->n_elems * (uint32_t)sizeof(float) : attr->size;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.rknn [FRAMES]\n", argv[0]);
+    if (argc < 2 || (argc > 3 && strcmp(argv[3], "float") != 0 && strcmp(argv[3], "raw") != 0)) {
+        fprintf(stderr, "usage: %s MODEL.rknn [FRAMES] [float|raw]\n", argv[0]);
         return 2;
     }
     int frames = argc > 2 ? atoi(argv[2]) : 1000;
+    int want_float = argc > 3 ? strcmp(argv[3], "float") == 0 : 1;
 
     uint32_t model_size = 0;
     unsigned char *model = read_file(argv[1], &model_size);
@@ -72,7 +84,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* seed error 1: rknn_init takes five arguments (the last: rknn_init_extend *, may be NULL) */
+    /* the recipe's error 1: rknn_init takes five arguments (the last: rknn_init_extend *, may be NULL) */
     rknn_context ctx = 0;
     CHECK(rknn_init(&ctx, model, model_size, 0, NULL));
 
@@ -84,18 +96,22 @@ int main(int argc, char **argv)
     in_attr.index = 0;
     CHECK(rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &in_attr, sizeof(in_attr)));
 
-    /* seed error 2: the command is RKNN_QUERY_OUTPUT_ATTR (there is no RKNN_QUERY_OUT_ATTR) */
+    /* the recipe's error 2: the command is RKNN_QUERY_OUTPUT_ATTR (there is no RKNN_QUERY_OUT_ATTR) */
     rknn_tensor_attr *out_attrs = calloc(io_num.n_output, sizeof(*out_attrs));
     rknn_output *outputs = calloc(io_num.n_output, sizeof(*outputs));
     void **our_buffers = calloc(io_num.n_output, sizeof(*our_buffers));
     for (uint32_t i = 0; i < io_num.n_output; i++) {
         out_attrs[i].index = i;
         CHECK(rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attrs[i], sizeof(out_attrs[i])));
-        /* the supported reuse: our buffer, allocated once, float32 because want_float = 1 */
-        uint32_t bytes = out_attrs[i].n_elems * (uint32_t)sizeof(float);
+        /* the supported reuse: our buffer, allocated once */
+        uint32_t bytes = output_bytes(&out_attrs[i], want_float);
         our_buffers[i] = malloc(bytes);
+        if (our_buffers[i] == NULL) {
+            fprintf(stderr, "cannot allocate %u bytes for output %u\n", bytes, i);
+            return 1;
+        }
         outputs[i].index = i;
-        outputs[i].want_float = 1;
+        outputs[i].want_float = (uint8_t)want_float;
         outputs[i].is_prealloc = 1;
         outputs[i].buf = our_buffers[i];
         outputs[i].size = bytes;
@@ -112,12 +128,16 @@ int main(int argc, char **argv)
     input.type = RKNN_TENSOR_UINT8;
     input.fmt = in_attr.fmt == RKNN_TENSOR_NCHW ? RKNN_TENSOR_NCHW : RKNN_TENSOR_NHWC;
 
+    /* output 0's first bytes on the first two frames, to see the output follow the input */
+    unsigned char first_bytes[2][16];
+    size_t compared = outputs[0].size < sizeof first_bytes[0] ? outputs[0].size : sizeof first_bytes[0];
+    memset(first_bytes, 0, sizeof first_bytes);
+
     long rss_before = rss_kb();
     int buffers_kept = 1;
-    float first_scores[2] = {0, 0};
     for (int frame = 0; frame < frames; frame++) {
         memset(pixels, frame % 256, in_bytes);
-        /* seed error 4: set the input before every run, the first included */
+        /* the recipe's error 4: set the input before every run, the first included */
         CHECK(rknn_inputs_set(ctx, 1, &input));
         CHECK(rknn_run(ctx, NULL));
         CHECK(rknn_outputs_get(ctx, io_num.n_output, outputs, NULL));
@@ -125,20 +145,26 @@ int main(int argc, char **argv)
            against the pointer we allocated (not against itself) is meaningful */
         for (uint32_t i = 0; i < io_num.n_output; i++)
             buffers_kept &= outputs[i].buf == our_buffers[i];
-        if (frame < 2) first_scores[frame] = ((float *)our_buffers[0])[0];
-        /* pairs with rknn_outputs_get; with is_prealloc = 1 it frees nothing of ours */
+        if (frame < 2) memcpy(first_bytes[frame], our_buffers[0], compared);
+        /* Pair every rknn_outputs_get with one rknn_outputs_release, with
+           is_prealloc = 1 too: Rockchip's dynamic-shape demo says every get must be
+           paired with one release.  With is_prealloc = 1 that release frees nothing
+           of ours: an assumption (A33 in rknnlab.sim.ASSUMPTIONS), not a documented
+           fact; the check below that our buffers stay ours holds either way. */
         CHECK(rknn_outputs_release(ctx, io_num.n_output, outputs));
     }
     long rss_after = rss_kb();
 
     printf("frames: %d\n", frames);
-    printf("outputs: %u, output 0: %u elements\n", io_num.n_output, out_attrs[0].n_elems);
+    printf("outputs: %u, output 0: %u elements, %u bytes per get (%s)\n", io_num.n_output,
+           out_attrs[0].n_elems, outputs[0].size, want_float ? "float32" : "its own type");
     printf("our buffers used on every frame: %s\n", buffers_kept ? "yes" : "no");
-    printf("output follows input: %s\n", first_scores[0] != first_scores[1] ? "yes" : "no");
+    printf("output follows input: %s\n",
+           frames > 1 && memcmp(first_bytes[0], first_bytes[1], compared) != 0 ? "yes" : "no");
     printf("RSS before the loop: %ld kB, after: %ld kB, growth: %ld kB\n",
            rss_before, rss_after, rss_after - rss_before);
 
-    /* seed error 3: the context is freed by rknn_destroy (there is no rknn_deinit) */
+    /* the recipe's error 3: the context is freed by rknn_destroy (there is no rknn_deinit) */
     CHECK(rknn_destroy(ctx));
     for (uint32_t i = 0; i < io_num.n_output; i++) free(our_buffers[i]);
     free(our_buffers);

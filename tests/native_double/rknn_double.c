@@ -27,6 +27,9 @@
  *                       element; double_reset() clears it.
  *   double_sizeof(), double_offsetof()  the C layout of the structs above.
  *   double_live_outputs(), double_live_mems()  allocations not yet freed.
+ *   $RKNN_DOUBLE_LOG_FILE  if set, the call log is written to that file when
+ *                       the process exits (for C programs, which cannot call
+ *                       double_call_log themselves).
  *
  * Built by tests/conftest.py with gcc -shared -fPIC -O1.  Defining
  * DOUBLE_OLD_RUNTIME leaves out rknn_create_mem2 and rknn_set_input_shapes,
@@ -279,6 +282,18 @@ static void log_line(const char *fmt, ...)
 }
 
 EXPORT const char *double_call_log(void) { return call_log ? call_log : ""; }
+
+__attribute__((destructor)) static void write_log_file(void)
+{
+    const char *path = getenv("RKNN_DOUBLE_LOG_FILE");
+    if (!path || !call_log)
+        return;
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return;
+    fputs(call_log, fp);
+    fclose(fp);
+}
 
 EXPORT void double_reset(void)
 {
