@@ -691,3 +691,13 @@ def test_views_share_memory_and_check_sizes():
     np.testing.assert_array_equal(buffers.output_view(out, np.float32, (3,)), view[:3])
     with pytest.raises(ValueError, match="NULL"):
         buffers.output_view(abi.rknn_output(), np.int8)
+
+
+def test_every_function_of_our_c_header_has_a_signature():
+    """native.SIGNATURES and tests/c_api/rknn_api.h (what the course's C compiles
+    against) declare the same functions with the same number of arguments."""
+    header = (Path(__file__).parent / "c_api" / "rknn_api.h").read_text()
+    declared = {name: len([a for a in args.split(",") if a.strip()])
+                for name, args in re.findall(r"^[\w ]+?\**\s*\b(rknn_\w+)\(([^)]*)\);", header, re.M)}
+    assert len(declared) >= 20
+    assert {name: len(argtypes) for name, (_, argtypes) in native.SIGNATURES.items()} == declared
