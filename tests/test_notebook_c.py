@@ -393,7 +393,9 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"(python tests/test_notebook_c.py; pytest -q tests/test_notebook_c.py for gcc's full "
               f"output).\nA name a fragment uses but does not declare goes in a hidden prelude "
               f"directly above the fence: <!-- c-prelude: rknn_context ctx = 0; -->; the rules are "
-              f"in the docstring of tests/test_notebook_c.py.\n\n" + "".join(line + "\n" for line in lines))
+              f"in the docstring of tests/test_notebook_c.py.\nEach entry is notebook:cell:block (cell: "
+              f"0-based index in the notebook; block: 1-based in the cell), then gcc's errors, "
+              f"lines counted in the block.\n\n" + "".join(line + "\n" for line in lines))
     print(report, end="")
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
