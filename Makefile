@@ -1,21 +1,31 @@
-# make lab | make test | make book | make doctor | make clean | make distclean
+# make lab | make lab-instructor | make test | make book | make doctor | make clean | make distclean
 # Each target creates .venv (python3 -m venv) on first use and installs the package
-# editable with the extra it needs. An install is redone only when pyproject.toml is
-# newer than its stamp (.venv/.installed-<extra>); a bigger extra counts for a smaller
-# one (dev includes book includes lab).
+# editable with the extra it needs, with the pins of constraints/py<X.Y>.txt for the venv's
+# Python when that file exists (pip then installs without backtracking; Python 3.9-3.12).
+# An install is redone only when pyproject.toml or the constraints file is newer than its
+# stamp (.venv/.installed-<extra>); a bigger extra counts for a smaller one (dev includes
+# book includes lab).
 
 PYTHON    ?= python3
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP_FLAGS ?= -q --disable-pip-version-check
-# where `make lab` serves JupyterLab from, and extra arguments for it
-# (e.g. make lab LAB_ARGS="--no-browser --port 8890"); as root (containers) JupyterLab
-# refuses to start without --allow-root, so that is added for root
+# the pins for the venv's Python (CONSTRAINTS=none: install without them)
+CONSTRAINTS ?= auto
+# `make lab` serves the student's workspace (made and updated by `python -m rknnlab
+# workspace`: labs without solutions, never overwriting what the student edited);
+# `make lab-instructor` serves the sources (NOTEBOOK_DIR, default the repository).
+# Extra arguments for JupyterLab: e.g. make lab LAB_ARGS="--no-browser --port 8890", on a
+# board make lab LAB_ARGS="--ip=0.0.0.0 --no-browser". As root (containers) JupyterLab
+# refuses to start without --allow-root, so that is added for root.
+WORKSPACE    ?= workspace
 NOTEBOOK_DIR ?= .
 LAB_ARGS     ?=
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# auto: the board's NPU where `rknnlab doctor` finds one, else the simulator
+RKNNLAB_BACKEND ?= auto
 
-.PHONY: lab test book doctor clean distclean venv install-lab install-book install-dev
+.PHONY: lab lab-instructor workspace test book doctor clean distclean venv install-lab install-book install-dev
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +34,16 @@ venv: $(PY)
 
 # $(call install,EXTRA,EXTRAS THAT INCLUDE IT)
 define install
-	@for s in $(2); do \
-	  if [ -f $(VENV)/.installed-$$s ] && [ $(VENV)/.installed-$$s -nt pyproject.toml ]; then exit 0; fi; \
+	@c=""; if [ "$(CONSTRAINTS)" = auto ]; then \
+	  c=constraints/py$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])').txt; \
+	  [ -f "$$c" ] || c=""; \
+	elif [ "$(CONSTRAINTS)" != none ]; then c="$(CONSTRAINTS)"; fi; \
+	for s in $(2); do \
+	  if [ -f $(VENV)/.installed-$$s ] && [ $(VENV)/.installed-$$s -nt pyproject.toml ] \
+	     && { [ -z "$$c" ] || [ $(VENV)/.installed-$$s -nt "$$c" ]; }; then exit 0; fi; \
 	done; \
-	echo "pip install -e '.[$(1)]' into $(VENV)"; \
-	$(PY) -m pip install $(PIP_FLAGS) -e '.[$(1)]' && touch $(VENV)/.installed-$(1)
+	echo "pip install -e '.[$(1)]'$${c:+ -c $$c} into $(VENV)"; \
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[$(1)]' $${c:+-c "$$c"} && touch $(VENV)/.installed-$(1)
 endef
 
 install-lab: $(PY)
@@ -40,10 +55,16 @@ install-book: $(PY)
 install-dev: $(PY)
 	$(call install,dev,dev)
 
-# JupyterLab on the simulator (on a board, start it yourself with the native
-# backend: see README.md)
-lab: install-lab
-	RKNNLAB_BACKEND=sim $(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(LAB_ROOT_ARG) $(LAB_ARGS)
+# the student's working copy of the course (made on first run, updated after)
+workspace: install-lab
+	$(PY) -m rknnlab workspace --dir $(WORKSPACE)
+
+# JupyterLab on the workspace (students) or on the sources (instructors)
+lab: workspace
+	RKNNLAB_BACKEND=$(RKNNLAB_BACKEND) $(VENV)/bin/jupyter lab --notebook-dir=$(WORKSPACE) $(LAB_ROOT_ARG) $(LAB_ARGS)
+
+lab-instructor: install-lab
+	RKNNLAB_BACKEND=$(RKNNLAB_BACKEND) $(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(LAB_ROOT_ARG) $(LAB_ARGS)
 
 test: install-dev
 	$(PY) -m pytest -q tests

@@ -119,6 +119,27 @@ def _export_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- workspace
+@command
+def _workspace(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("workspace", help="make or update your working copy of the course "
+                                         "(labs without solutions); `make lab` opens it",
+                       description="Copy the course into a workspace of your own: chapters as "
+                                   "they are, labs without their solution cells, links to data/ "
+                                   "and examples/. Run again after updating the course: new "
+                                   "notebooks are added, notebooks you never edited are updated, "
+                                   "and a notebook you edited is kept, with the course's new "
+                                   "version written beside it as <name>.updated.ipynb.")
+    p.add_argument("--dir", help="the workspace (default: workspace/ in the course repository)")
+    p.add_argument("--course", help="the course repository (default: the one rknnlab is run from)")
+    p.set_defaults(func=_workspace_main)
+
+
+def _workspace_main(args: argparse.Namespace) -> int:
+    from .workspace import main
+    return main(args.dir, args.course)
+
+
 # --------------------------------------------------------------------------- run, show
 @command
 def _run_cmd(sub: "argparse._SubParsersAction") -> None:

@@ -78,6 +78,21 @@ def apply_edition(nb: nbformat.NotebookNode, edition: str, lang: str = "en") -> 
     return nb
 
 
+def has_solutions(nb) -> bool:
+    return any(has_tag(cell, SOLUTION_TAG) for cell in nb.cells)
+
+
+def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook a student works in (their workspace, see :mod:`rknnlab.workspace`):
+    the student edition, without the build's bookkeeping (``metadata.rknnlab``), so every
+    cell that stays is as the author wrote it."""
+    nb = apply_edition(nb, "student")
+    for cell in nb.cells:
+        cell.metadata.pop("rknnlab", None)
+    nb.metadata.pop("rknnlab", None)
+    return nb
+
+
 def _added_markdown(source: str, key: str) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_markdown_cell(source)
     cell.metadata["tags"] = [ADDED_TAG]
