@@ -96,6 +96,11 @@ def _label(report: Any) -> str:
     return f"{report.model} on {report.target}"
 
 
+def _call(exc: BaseException, call: str, where: str) -> str:
+    """The call to name in a message: where it failed, unless it is a stub (not done yet)."""
+    return call if isinstance(exc, NotImplementedError) else f"{call} for {where}"
+
+
 def _native_attrs(rt: Any, ctx: int) -> Tuple[List[abi.rknn_tensor_attr], List[abi.rknn_tensor_attr]]:
     io_num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
     ins = [rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=i))
@@ -193,7 +198,7 @@ def check_mem_size(my_fields: Any, my_flags: Any, dma_accounting: Any,
                 try:
                     got = dma_accounting(rt, ctx)
                 except Exception as exc:
-                    raise _student_error(exc, f"dma_accounting(rt, ctx) for {name}",
+                    raise _student_error(exc, _call(exc, "dma_accounting(rt, ctx)", name),
                                          "query RKNN_QUERY_MEM_SIZE, then the NATIVE attrs of every input "
                                          "and output; add up their size_with_stride.")
                 if got is None:
@@ -343,7 +348,7 @@ def check_size_prediction(predict_sizes: Any) -> CheckResult:
             try:
                 got = predict_sizes(_blanked(attr))
             except Exception as exc:
-                raise _student_error(exc, f"predict_sizes(attr) for {what}",
+                raise _student_error(exc, _call(exc, "predict_sizes(attr)", what),
                                      "use only dims, n_dims, fmt, type and w_stride of the attr.")
             if got is None:
                 raise _not_done("predict_sizes returned None.", "return a pair: (size, size_with_stride).")
@@ -489,7 +494,7 @@ def check_high_water(in_use_bytes: Any, high_water_mark: Any) -> CheckResult:
                 try:
                     got = in_use_bytes(report, layer)
                 except Exception as exc:
-                    raise _student_error(exc, f"in_use_bytes(report, {layer}) for {_label(report)}",
+                    raise _student_error(exc, _call(exc, "in_use_bytes(report, layer)", f"layer {layer} of {_label(report)}"),
                                          "use report.lifetimes(): a tensor is alive from first_layer to "
                                          "last_layer, both included.")
                 if got is None:
@@ -505,7 +510,7 @@ def check_high_water(in_use_bytes: Any, high_water_mark: Any) -> CheckResult:
             try:
                 got = high_water_mark(report)
             except Exception as exc:
-                raise _student_error(exc, f"high_water_mark(report) for {_label(report)}",
+                raise _student_error(exc, _call(exc, "high_water_mark(report)", _label(report)),
                                      "find the layer with the most bytes in use, then the tensors alive there.")
             if got is None:
                 raise _not_done("high_water_mark returned None.", "return (layer, set of tensor names).")
@@ -562,7 +567,7 @@ def check_reuse_saving(reuse_saving: Any) -> CheckResult:
             try:
                 got = reuse_saving(report)
             except Exception as exc:
-                raise _student_error(exc, f"reuse_saving(report) for {_label(report)}",
+                raise _student_error(exc, _call(exc, "reuse_saving(report)", _label(report)),
                                      "each tensor once, from report.lifetimes(); the plan's size is total_internal_size.")
             if got is None:
                 raise _not_done("reuse_saving returned None.",
@@ -661,7 +666,7 @@ def check_dominant(largest_activations: Any, my_reason: Any) -> CheckResult:
             try:
                 got = largest_activations(report, _TOP_K)
             except Exception as exc:
-                raise _student_error(exc, f"largest_activations(report, {_TOP_K}) for {_label(report)}",
+                raise _student_error(exc, _call(exc, f"largest_activations(report, {_TOP_K})", _label(report)),
                                      "rank the tensors of report.lifetimes() by their size in the plan.")
             if got is None:
                 raise _not_done("largest_activations returned None.", "return a list of tensor names, largest first.")
@@ -774,7 +779,7 @@ def check_diagnosis(diagnose: Any) -> CheckResult:
             try:
                 got = diagnose(_query_function(rt, ctx))
             except Exception as exc:
-                raise _student_error(exc, f"diagnose(query) on unknown context {k}",
+                raise _student_error(exc, _call(exc, "diagnose(query)", f"unknown context {k}"),
                                      "call query(abi.RKNN_QUERY_MEM_SIZE) and the NATIVE attr queries, then "
                                      "compare with every course model's compiler report.")
             finally:
