@@ -139,6 +139,53 @@ def test_report_tables_come_from_the_shipped_log(path: Path):
     assert parsed["feature_tensors"] == stripped
     assert parsed["totals"]["weight"]["printed"] == report["memory"]["printed"]["weight"]
     assert parsed["compiler_version"] == report["toolkit"]["librknnc"]
+    assert parsed["toolkit_version"] == report["toolkit_version"] == report["toolkit"]["rknn_toolkit2"]
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_toolkit_version_is_the_one_the_rknn_names(path: Path):
+    report = models.load_report(path.parent.name, path.name.split(".")[0])
+    blob = report.rknn_path.read_bytes()
+    assert models.rknn_toolkit_version(blob) == report.toolkit_version
+    # the full maker string, as `strings` shows it
+    maker = f"{report.toolkit_version}(compiler version: {report.data['toolkit']['librknnc']})".encode()
+    assert maker in blob
+    assert models.toolkit_version(report.model, report.target) == report.toolkit_version
+
+
+def test_course_models_load_on_the_runtime_the_course_names():
+    """The README tells board users to install librknnrt 2.3.2: no course model may be newer."""
+    for path in REPORTS:
+        report = models.load_report(path.parent.name, path.name.split(".")[0])
+        verdict = models.check_runtime(report.toolkit_version, "2.3.2 (429f97ae6b@2025-04-09T09:09:27)")
+        assert verdict.ok, (report.model, report.target, str(verdict))
+
+
+def test_c2_depends_on_soc_and_is_read_from_the_native_attr():
+    """int8 NC1HWC2 tensors: C2 = 8 on rk3568, 16 on rk3588/rk3576/rk3562 (facts sheet section 4)."""
+    expected = {"rk3568": 8, "rk3588": 16, "rk3576": 16, "rk3562": 16}
+    seen = set()
+    for path in REPORTS:
+        report = models.load_report(path.parent.name, path.name.split(".")[0])
+        for attr in report.attrs("outputs", "native"):
+            if attr["fmt"] == "RKNN_TENSOR_NC1HWC2" and attr["type"] == "RKNN_TENSOR_INT8":
+                assert attr["dims"][4] == expected[report.target], (report.model, report.target, attr["dims"])
+                seen.add(report.target)
+        # every int8 activation with more channels than one block follows the same C2
+        for row in report.data["feature_tensors"]:
+            shape = row["native_shape"]
+            if row["fmt"] == "NC1HWC2" and row["dtype"].upper() == "INT8" and row["orig_shape"][1] > 16:
+                assert shape[4] == expected[report.target], (report.model, report.target, row["tensor"])
+    assert seen == set(expected), "some SoC has no NC1HWC2 int8 output to check"
+
+
+def test_report_without_toolkit_version_is_a_clear_error():
+    data = json.loads(REPORTS[0].read_text())
+    del data["toolkit_version"]
+    with pytest.raises(models.ReportError, match="toolkit_version"):
+        models.validate_report(data)
+    with pytest.raises(models.ReportError, match="schema version 2"):
+        models.CompilerReport(data).toolkit_version
 
 
 def test_log_parser_fails_loudly_on_a_truncated_log():
@@ -176,3 +223,38 @@ def test_unknown_model_or_soc_is_a_clear_error():
 def test_rk3566_boards_get_the_rk3568_models():
     report = models.load_report("mobilenet_v2", "rk3566")
     assert report.target == "rk3568"
+
+
+@pytest.mark.parametrize("toolkit,runtime,status", [
+    ("2.3.2", "2.3.2 (429f97ae6b@2025-04-09T09:09:27)", "ok"),
+    ("2.3.2", "2.5.0", "ok"),
+    ("2.3.2", "2.10.0", "ok"),            # numeric, not string, order
+    ("2.5.0", "2.3.2 (429f97ae6b@2025-04-09T09:09:27)", "runtime older"),
+    ("2.3.2", "2.3.0", "runtime older"),
+    ("2.3.2", "1.6.0 (x)", "runtime older"),
+    ("2.3.2", None, "unknown"),
+    ("2.3.2", "no version here", "unknown"),
+    (None, "2.3.2", "unknown"),
+])
+def test_check_runtime_verdicts(toolkit, runtime, status):
+    verdict = models.check_runtime(toolkit, runtime)
+    assert verdict.status == status
+    assert verdict.ok == (status == "ok")
+    if status == "ok":
+        assert not verdict.advice
+    else:
+        assert verdict.advice, "a verdict that is not ok says what to do"
+    if status == "runtime older":
+        # both ways out, with the versions that make them work
+        assert f"upgrade librknnrt.so to {toolkit} or newer" in verdict.advice
+        assert "github.com/airockchip/rknn-toolkit2" in verdict.advice
+        assert f"rknn-toolkit2<={verdict.runtime_version}" in verdict.advice
+        assert "newer than librknnrt" in verdict.message and verdict.runtime_version in verdict.message
+
+
+def test_rknn_toolkit_version_reads_the_makers_string():
+    blob = b"RKNN\0junk\x3e\0\0\x002.3.2(compiler version: 2.3.2 (e045de294f@2025-04-07T19:48:25))\0rest"
+    assert models.rknn_toolkit_version(blob) == "2.3.2"
+    assert models.rknn_toolkit_version(b"RKNN" + bytes(64)) is None
+    # two different makers in one file: no single answer
+    assert models.rknn_toolkit_version(blob + b"2.5.0(compiler version: 2.5.0 (x))") is None

@@ -1,16 +1,21 @@
 """The catalogue of course models and their compiler reports.
 
 data/models/<name>/ holds model.onnx (the fp32 ONNX twin, where kept),
-<soc>.rknn (INT8, compiled by rknn-toolkit2 2.5.0), <soc>.report.json (what
-the compiler decided, schema in rknnlab/schemas/compiler_report.schema.json,
-documented in data/models/README.md), <soc>.log.gz (the raw verbose log) and
-model.json (how the model was made).
+<soc>.rknn (INT8, compiled by the rknn-toolkit2 its report names in
+``toolkit_version``), <soc>.report.json (what the compiler decided, schema in
+rknnlab/schemas/compiler_report.schema.json, documented in
+data/models/README.md), <soc>.log.gz (the raw verbose log) and model.json (how
+the model was made).
+
+A model should be compiled by a toolkit no newer than the librknnrt that loads
+it: :func:`check_runtime` compares the two versions and says what to do.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -19,7 +24,11 @@ from .paths import models_dir
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "compiler_report.schema.json"
 SCHEMA_NAME = "rknnlab.compiler_report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: where a board user gets librknnrt.so
+RUNTIME_SOURCE = ("Rockchip's rknn-toolkit2 repository (github.com/airockchip/rknn-toolkit2), "
+                  "file rknpu2/runtime/Linux/librknn_api/aarch64/librknnrt.so")
 
 
 class ReportError(ValueError):
@@ -61,6 +70,15 @@ class CompilerReport:
     @property
     def target(self) -> str:
         return self.data["target"]
+
+    @property
+    def toolkit_version(self) -> str:
+        """The rknn-toolkit2 version that compiled the .rknn ("2.3.2"), as the file names it."""
+        try:
+            return self.data["toolkit_version"]
+        except KeyError:
+            raise ReportError(f"report for {self.model}/{self.target} records no toolkit_version "
+                              "(written before schema version 2: rebuild it with tools/models/build.sh)") from None
 
     @property
     def rknn_path(self) -> Path:
@@ -241,3 +259,81 @@ def report_for_model_bytes(data: bytes, root: Optional[Path] = None) -> Optional
     base = root or models_dir()
     hit = _sha_index(base).get(sha256_of(data))
     return load_report(hit[0], hit[1], base) if hit else None
+
+
+def toolkit_version(name: str, soc: str = "rk3588", root: Optional[Path] = None) -> str:
+    """The rknn-toolkit2 version that compiled a course model for ``soc`` ("2.3.2")."""
+    return load_report(name, soc, root).toolkit_version
+
+
+_LEADING_VERSION = re.compile(r"\s*(\d+(?:\.\d+)*)")
+# the .rknn names its maker as "2.3.2(compiler version: 2.3.2 (<commit>@<date>))"
+_RKNN_MAKER = re.compile(rb"(\d+(?:\.\d+)+)\(compiler version: ")
+
+
+def rknn_toolkit_version(data: bytes) -> Optional[str]:
+    """The rknn-toolkit2 version a .rknn file names (its first 64 KiB suffice), or None."""
+    found = {m.group(1) for m in _RKNN_MAKER.finditer(data)}
+    return found.pop().decode() if len(found) == 1 else None
+
+
+def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    """(2, 3, 2) from "2.3.2" or "2.3.2 (429f97ae6b@2025-04-09T09:09:27)"; None if no number leads."""
+    m = _LEADING_VERSION.match(text or "")
+    if not m:
+        return None
+    parts = tuple(int(p) for p in m.group(1).split("."))
+    return parts + (0,) * (3 - len(parts))
+
+
+@dataclass(frozen=True)
+class RuntimeVerdict:
+    """Whether a librknnrt can be trusted with a model compiled by a given toolkit.
+
+    status: "ok" (runtime as new as the compiler, or newer), "runtime older"
+    (the runtime may refuse or mis-run the model) or "unknown" (a version is
+    unreadable). ``advice`` says what to do when status is not "ok"."""
+    status: str
+    toolkit_version: Optional[str]
+    runtime_version: Optional[str]
+    message: str
+    advice: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def __str__(self) -> str:
+        return self.message + (f" -> {self.advice}" if self.advice else "")
+
+
+def check_runtime(toolkit: Optional[str], runtime: Optional[str]) -> RuntimeVerdict:
+    """Compare the rknn-toolkit2 version that compiled a model with a librknnrt version.
+
+    The rule (facts sheet section 4): compile with a toolkit no newer than the
+    runtime that will load the model. ``runtime`` may be the whole version
+    string librknnrt.so carries ("2.3.2 (429f97ae6b@2025-04-09T09:09:27)")."""
+    tk, rt = version_tuple(toolkit), version_tuple(runtime)
+    runtime_number = _LEADING_VERSION.match(runtime).group(1) if rt else runtime
+    if tk is None:
+        return RuntimeVerdict("unknown", toolkit, runtime_number,
+                              "the model names no rknn-toolkit2 version",
+                              "look for its 'compiler version' string (strings model.rknn | grep 'compiler "
+                              "version'); the toolkit that wrote it must be no newer than librknnrt")
+    if rt is None:
+        return RuntimeVerdict("unknown", toolkit, runtime,
+                              f"built by rknn-toolkit2 {toolkit}; the librknnrt version is unreadable",
+                              "read it with: strings librknnrt.so | grep 'librknnrt version'; it must "
+                              f"be {toolkit} or newer, else take librknnrt.so {toolkit} or newer from "
+                              + RUNTIME_SOURCE)
+    if rt < tk:
+        return RuntimeVerdict(
+            "runtime older", toolkit, runtime_number,
+            f"built by rknn-toolkit2 {toolkit}, newer than librknnrt {runtime_number}: an older runtime "
+            "may refuse the model (rknn_init fails) or run it wrongly",
+            f"upgrade librknnrt.so to {toolkit} or newer, from {RUNTIME_SOURCE}; or rebuild the model with "
+            f"rknn-toolkit2 {runtime_number} or older (on an x86_64 PC: pip install 'rknn-toolkit2<={runtime_number}'; "
+            "for the course models, TOOLKIT_VERSION in tools/models/build.sh)")
+    relation = "the same version" if rt == tk else "a newer runtime"
+    return RuntimeVerdict("ok", toolkit, runtime_number,
+                          f"built by rknn-toolkit2 {toolkit}, librknnrt {runtime_number}: {relation}")

@@ -1,8 +1,12 @@
-"""Build the course models: PyTorch -> ONNX twin -> rknn-toolkit2 2.5.0 -> .rknn
+"""Build the course models: PyTorch -> ONNX twin -> rknn-toolkit2 -> .rknn
 plus the parsed compiler report, for every model and SoC in CATALOGUE.
 
     tools/models/build.sh                 # everything (creates the venv first)
     .venv/bin/python build.py --models mobilenet_v2 --socs rk3588
+    .venv/bin/python build.py --out /tmp/models   # write elsewhere, data/models untouched
+
+The toolkit is whichever rknn-toolkit2 the venv has (build.sh pins it); each
+report records the version the .rknn file itself names, checked against the log.
 
 Each compile runs in its own process so that the compiler's own stdout (it
 prints from C) lands whole in that compile's log.  A failing stage raises
@@ -31,9 +35,8 @@ REPO = HERE.parent.parent
 DATA = REPO / "data" / "models"
 WORK = HERE / "work"
 SCHEMA = REPO / "lib" / "rknnlab" / "schemas" / "compiler_report.schema.json"
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 SEED = 20261129
-TOOLKIT_VERSION = "2.5.0"
 ALL_SOCS = ["rk3588", "rk3576", "rk3568", "rk3562"]
 IMAGENET_MEAN = [123.675, 116.28, 103.53]
 IMAGENET_STD = [58.395, 57.12, 57.375]
@@ -414,6 +417,10 @@ def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seco
     import rknn_log
     parsed = rknn_log.parse_log(log_text)
     io_info = rknn_file.read_io_info(str(rknn_path))
+    versions = rknn_file.read_versions(str(rknn_path))
+    if (versions["toolkit"], versions["compiler"]) != (parsed["toolkit_version"], parsed["compiler_version"]):
+        raise BuildError(spec.name, soc, "report", f"the .rknn names toolkit {versions['toolkit']} / compiler "
+                         f"{versions['compiler']}, the log {parsed['toolkit_version']} / {parsed['compiler_version']}")
     graph = onnx.load(str(WORK / spec.name / "model.onnx")).graph
 
     def shape_of(value) -> list[int]:
@@ -446,7 +453,8 @@ def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seco
         "target": soc,
         "description": spec.description,
         "weights": spec.weights,
-        "toolkit": {"rknn_toolkit2": TOOLKIT_VERSION, "librknnc": parsed["compiler_version"]},
+        "toolkit_version": versions["toolkit"],
+        "toolkit": {"rknn_toolkit2": versions["toolkit"], "librknnc": versions["compiler"]},
         "compiler_options": parsed["options"],
         "build": {"seconds": round(seconds, 1), "quantization": "asymmetric int8 (w8a8)",
                   "mean_values": spec.mean, "std_values": spec.std, "calibration": meta["calibration"]},
@@ -492,11 +500,12 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False) -> list[str]:
-    """Export, compile and report one model; reports_only re-derives the reports
-    from the logs and models of an earlier full run in work/ (parser changes)."""
+def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, out: Path = DATA) -> list[str]:
+    """Export, compile and report one model into out/<name>/; reports_only
+    re-derives the reports from the logs and models of an earlier full run in
+    work/ (parser changes), reading the previous model.json and build times from out/."""
     workdir = WORK / spec.name
-    outdir = DATA / spec.name
+    outdir = out / spec.name
     outdir.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {"name": spec.name, "description": spec.description, "weights": spec.weights,
                             "seed": SEED, "input_shape_nchw": list(spec.input_shape)}
@@ -551,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socs", default=None, help="limit to these SoCs (default: each model's list)")
     parser.add_argument("--reports-only", action="store_true",
                         help="re-derive reports from an earlier run's logs in work/ (no compiling)")
+    parser.add_argument("--out", type=Path, default=DATA,
+                        help="directory to write <name>/ into (default: data/models)")
     parser.add_argument("--compile-child", nargs=3, metavar=("MODEL", "SOC", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.compile_child:
@@ -566,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         socs = [s for s in spec.socs if args.socs is None or s in args.socs.split(",")]
         print(f"{name}: {', '.join(socs)}", flush=True)
         try:
-            build_model(spec, socs, args.reports_only)
+            build_model(spec, socs, args.reports_only, args.out.resolve())
         except BuildError as exc:
             print(f"FAILED {exc}", file=sys.stderr)
             return 1

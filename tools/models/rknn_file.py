@@ -1,5 +1,9 @@
-"""Read what the runtime will report about a model's inputs and outputs from
-the .rknn file that rknn-toolkit2 2.5.0 wrote.
+"""Read what the runtime will report about a model's inputs and outputs, and
+which toolkit wrote it, from a .rknn file (rknn-toolkit2 2.3.2 and 2.5.0).
+
+The file names its maker in one string, e.g.
+"2.3.2(compiler version: 2.3.2 (<commit>@<date>))": the toolkit's version,
+then the compiler's (librknnc) version line.
 
 The build log lacks the io tensors' quantization parameters and io layouts.
 The .rknn file carries both, in two places we can read without Rockchip code:
@@ -26,8 +30,22 @@ from typing import Any
 IO_JSON = re.compile(rb'\{"[^"{}]+": \{"dtype": "[a-z0-9]+", "layout": "[A-Za-z0-9]+"\}(?:, "[^"{}]+": \{"dtype": "[a-z0-9]+", "layout": "[A-Za-z0-9]+"\})*\}')
 
 
+VERSIONS = re.compile(rb"(\d+(?:\.\d+)+)\(compiler version: (\d+(?:\.\d+)+(?: \([^()\x00]*\))?)\)")
+
+
 class RknnFileError(ValueError):
     pass
+
+
+def read_versions(path: str) -> dict[str, str]:
+    """{"toolkit": "2.3.2", "compiler": "2.3.2 (<commit>@<date>)"} as the .rknn file names them."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    found = {m.groups() for m in VERSIONS.finditer(blob)}
+    if len(found) != 1:
+        raise RknnFileError(f"{path}: expected one '<version>(compiler version: ...)' string, found {len(found)}")
+    toolkit, compiler = found.pop()
+    return {"toolkit": toolkit.decode(), "compiler": compiler.decode()}
 
 
 def _io_layouts(blob: bytes) -> dict[str, dict[str, str]]:

@@ -1,4 +1,5 @@
-"""Parse the verbose log of rknn-toolkit2 2.5.0's build() into plain data.
+"""Parse the verbose log of rknn-toolkit2's build() into plain data (written
+against 2.5.0 and 2.3.2, whose tables have the same columns).
 
 Three tables and two totals are read (see rknn-facts.md section 4): the Network
 Layer Information Table, the Feature Tensor Information Table (the compiler's
@@ -150,12 +151,19 @@ def parse_totals(lines: list[str]) -> dict[str, dict[str, Any]]:
     return totals
 
 
+OPTION = re.compile(r"([A-Za-z_][\w-]*)\s*=\s*([^,\s]+)")
+ANY_RKNN_PREFIX = re.compile(r"^[A-Z] RKNN: \[[0-9:.]+\] ?")
+
+
 def parse_options(lines: list[str]) -> dict[str, str]:
-    """The compiler's option line (compress=0, ..., memory_plan_strategy=BestFit, ...)."""
+    """The compiler's option line: 'compress=0, global_fuse=1, ..., memory_plan_strategy=BestFit'
+    in 2.5.0, 'compress = 0, conv_eltwise_activation_fuse = 1, global_fuse = 1, ...' in 2.3.2
+    (which prints no memory_plan_strategy)."""
     for line in lines:
-        if "memory_plan_strategy=" in line:
-            return dict(item.strip().split("=", 1) for item in line.split(",") if "=" in item)
-    raise LogParseError("the log has no compiler option line (memory_plan_strategy=...)")
+        body = ANY_RKNN_PREFIX.sub("", line)
+        if "global_fuse" in body and body.lstrip().startswith("compress"):
+            return dict(OPTION.findall(body))
+    raise LogParseError("the log has no compiler option line (compress=..., global_fuse=...)")
 
 
 def parse_compiler_version(lines: list[str]) -> str:
@@ -165,9 +173,19 @@ def parse_compiler_version(lines: list[str]) -> str:
     raise LogParseError("the log has no 'librknnc version:' line")
 
 
+def parse_toolkit_version(lines: list[str]) -> str:
+    """The 'rknn-toolkit2 version: X.Y.Z' line the toolkit prints when it starts."""
+    for line in lines:
+        m = re.search(r"rknn-toolkit2 version: (\d+(?:\.\d+)+)", line)
+        if m:
+            return m.group(1)
+    raise LogParseError("the log has no 'rknn-toolkit2 version:' line")
+
+
 def parse_log(text: str) -> dict[str, Any]:
     lines = clean_lines(text)
     return {
+        "toolkit_version": parse_toolkit_version(lines),
         "compiler_version": parse_compiler_version(lines),
         "options": parse_options(lines),
         "layers": parse_layers(lines),

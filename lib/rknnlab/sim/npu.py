@@ -1,7 +1,8 @@
 """The modeled NPU: how long a run takes, and which core it occupies.
 
 Run time (one core) = CYCLE_TIME_SCALE * (compiler cycles / NPU clock) + RUN_OVERHEAD_S.
-The compiler's per-layer cycle counts (the compiler report) are a pure NPU
+The compiler's per-layer cycle counts (the compiler report; rknn-toolkit2
+2.3.2 gives both calibration models the same cycles as 2.5.0 did) are a pure NPU
 estimate; the scale and the fixed per-run overhead (job submission, cache
 maintenance, interrupt, wake-up) are fitted to the RKNN model zoo's published
 RK3588 single-core numbers (facts sheet section 5):
