@@ -40,6 +40,19 @@ def fake_elf(machine: int = 183, size: int = 4096, payload: bytes = RK_VERSION,
     return bytes(buf)
 
 
+def runtime_version(version: str) -> bytes:
+    """The version string a librknnrt.so of ``version`` carries (for fake_elf's payload)."""
+    return f"librknnrt version: {version} (429f97ae6b@2025-04-09T09:09:27)".encode()
+
+
+def fake_rknn(toolkit: str = "2.3.2", size: int = 2048) -> bytes:
+    """Bytes that start like a .rknn and name their maker as rknn-toolkit2 ``toolkit`` does:
+    a length-prefixed '<toolkit>(compiler version: <toolkit> (<commit>@<date>))' string."""
+    maker = f"{toolkit}(compiler version: {toolkit} (e045de294f@2025-04-07T19:48:25))".encode()
+    head = b"RKNN" + bytes(60) + len(maker).to_bytes(4, "little") + maker + b"\x00"
+    return head + bytes(max(0, size - len(head)))
+
+
 def drm(root: Path, name: str, driver: str, node: bool = True) -> None:
     link(root, f"/sys/class/drm/{name}/device/driver", f"../../../../bus/platform/drivers/{driver}")
     if node:

@@ -67,9 +67,9 @@ def test_report_on_a_pc(tmp_path, models):
     assert backend.status == "ok" and backend.value.startswith("sim: ")
     assert _one(rows, "numpy").status == "ok"
     assert _one(rows, "Python").value.startswith("%d.%d." % sys.version_info[:2])
-    # models from the directory listing only
-    assert _one(rows, "mobilenet_v2").value == "rk3576, rk3588; ONNX twin"
-    assert _one(rows, "other").value == "rk3576 (rknn only); ONNX twin"
+    # models from the directory listing only (these fake files name no toolkit)
+    assert _one(rows, "mobilenet_v2").value == "rk3576, rk3588; ONNX twin; toolkit version not recorded"
+    assert _one(rows, "other").value == "rk3576 (rknn only); ONNX twin; toolkit version not recorded"
     assert not _rows(rows, item="empty")
 
 
@@ -229,3 +229,101 @@ def test_memory_sampler_row(tmp_path, models, monkeypatch):
     _check_invariants(rows)
     row = _one(rows, "memory sampler")
     assert row.status == "warn" and "did not build" in row.value and "apt install gcc" in row.advice
+
+
+@pytest.fixture
+def versioned_models(tmp_path, monkeypatch):
+    """Models whose files name their toolkit: 'course' by 2.3.2 (rk3588 and rk3568),
+    'newer' by 2.5.0 (rk3588), 'reported' whose .rknn names none but whose report does."""
+    data = tmp_path / "data"
+    fb.write(data, "models/course/rk3588.rknn", fb.fake_rknn("2.3.2"))
+    fb.write(data, "models/course/rk3568.rknn", fb.fake_rknn("2.3.2"))
+    fb.write(data, "models/newer/rk3588.rknn", fb.fake_rknn("2.5.0"))
+    fb.write(data, "models/reported/rk3588.rknn", b"RKNN" + bytes(64))
+    fb.write(data, "models/reported/rk3588.report.json", json.dumps({"toolkit_version": "2.5.0"}))
+    monkeypatch.setenv("RKNNLAB_DATA", str(data))
+    return data
+
+
+def _board_with_runtime(tmp_path, version):
+    root = fb.rk3588_board(tmp_path / "root", lib=False)
+    payload = fb.runtime_version(version) if version else b""
+    fb.write(root, "/usr/lib/librknnrt.so", fb.fake_elf(payload=payload))
+    return read_board(str(root), machine="aarch64", env=NO_ENV)
+
+
+def test_models_with_a_runtime_older_than_their_toolkit(tmp_path, versioned_models):
+    rows = doctor.doctor_report(board=_board_with_runtime(tmp_path, "2.3.0"), env=NO_ENV)
+    _check_invariants(rows)
+    for name, toolkit in (("course", "2.3.2"), ("newer", "2.5.0"), ("reported", "2.5.0")):
+        row = _one(rows, name)
+        assert row.section == "models" and row.status == "warn", row
+        assert f"rknn-toolkit2 {toolkit} (newer than librknnrt 2.3.0)" in row.value
+        assert f"upgrade librknnrt.so to {toolkit} or newer" in row.advice
+        assert "rknn-toolkit2 2.3.0 or older" in row.advice
+    # the whole advice once, for the newest toolkit
+    summary = _one(rows, "toolkit vs runtime")
+    assert summary.section == "models" and summary.status == "warn"
+    assert "rknn-toolkit2 2.5.0, newer than librknnrt 2.3.0" in summary.value
+    assert "upgrade librknnrt.so to 2.5.0 or newer" in summary.advice
+    assert "rknn-toolkit2<=2.3.0" in summary.advice and "airockchip/rknn-toolkit2" in summary.advice
+    text = doctor.format_doctor(rows)
+    assert "newer than librknnrt 2.3.0" in text and "-> upgrade librknnrt.so" in text
+
+
+def test_models_with_the_runtime_of_their_toolkit(tmp_path, versioned_models):
+    rows = doctor.doctor_report(board=_board_with_runtime(tmp_path, "2.3.2"), env=NO_ENV)
+    _check_invariants(rows)
+    course = _one(rows, "course")
+    # on the board only the file it would load (rk3588) counts
+    assert course.status == "ok" and course.value.endswith("; rknn-toolkit2 2.3.2 (librknnrt 2.3.2: ok)")
+    for name in ("newer", "reported"):
+        row = _one(rows, name)
+        assert row.status == "warn" and "newer than librknnrt 2.3.2" in row.value
+        assert "upgrade librknnrt.so to 2.5.0 or newer" in row.advice
+    assert "rknn-toolkit2<=2.3.2" in _one(rows, "toolkit vs runtime").advice
+
+
+def test_models_with_a_runtime_newer_than_their_toolkit(tmp_path, versioned_models):
+    rows = doctor.doctor_report(board=_board_with_runtime(tmp_path, "2.5.0"), env=NO_ENV)
+    _check_invariants(rows)
+    for name, toolkit in (("course", "2.3.2"), ("newer", "2.5.0"), ("reported", "2.5.0")):
+        row = _one(rows, name)
+        assert row.status == "ok" and not row.advice, row
+        assert row.value.endswith(f"; rknn-toolkit2 {toolkit} (librknnrt 2.5.0: ok)")
+    assert not _rows(rows, item="toolkit vs runtime")
+
+
+def test_models_with_an_unreadable_runtime_version(tmp_path, versioned_models):
+    b = _board_with_runtime(tmp_path, None)
+    assert b.librknnrt_path and not b.librknnrt_version
+    rows = doctor.doctor_report(board=b, env=NO_ENV)
+    _check_invariants(rows)
+    assert all("librknnrt" not in r.value for r in _rows(rows, section="models") if r.item != "toolkit vs runtime")
+    row = _one(rows, "toolkit vs runtime")
+    assert row.section == "models" and row.status == "warn"
+    assert "2.5.0" in row.value and "unreadable" in row.value   # the newest toolkit among the models
+    assert f"strings {b.librknnrt_path}" in row.advice and "2.5.0 or newer" in row.advice
+
+
+def test_models_on_a_pc_say_nothing_alarming(tmp_path, versioned_models):
+    rows = doctor.doctor_report(board=read_board(str(fb.pc(tmp_path / "root")), machine="x86_64", env=NO_ENV),
+                                env=NO_ENV)
+    _check_invariants(rows)
+    models_rows = _rows(rows, section="models")
+    assert all(r.status == "ok" and not r.advice for r in models_rows), models_rows
+    assert _one(rows, "course").value == "rk3568 (rknn only), rk3588 (rknn only); no ONNX twin; rknn-toolkit2 2.3.2"
+    assert not any("librknnrt" in r.value or "newer" in r.value for r in models_rows)
+
+
+def test_the_shipped_models_on_boards(tmp_path, monkeypatch):
+    """The real data/models: a 2.3.2 runtime is enough for every course model, an older one is not."""
+    monkeypatch.delenv("RKNNLAB_DATA", raising=False)
+    from rknnlab import models
+    shipped = models.list_models()
+    ok = doctor.doctor_report(board=_board_with_runtime(tmp_path / "a", "2.3.2"), env=NO_ENV)
+    assert all(_one(ok, name).status == "ok" and "(librknnrt 2.3.2: ok)" in _one(ok, name).value
+               for name in shipped)
+    assert not _rows(ok, item="toolkit vs runtime")
+    old = doctor.doctor_report(board=_board_with_runtime(tmp_path / "b", "2.2.0"), env=NO_ENV)
+    assert all(_one(old, name).status == "warn" for name in shipped)

@@ -8,6 +8,7 @@ simulator is used and that is fine: the doctor says so and exits 0.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -15,6 +16,7 @@ import textwrap
 from typing import IO, List, Mapping, NamedTuple, Optional
 
 from . import __version__, board as _board
+from . import models as _models
 from . import paths
 
 OK, WARN, MISSING = "ok", "warn", "missing"
@@ -30,8 +32,7 @@ KEY_PACKAGES = (
     ("jupyterlab", "lab"),
 )
 
-RUNTIME_SOURCE = ("Rockchip's rknn-toolkit2 repository (github.com/airockchip/rknn-toolkit2), "
-                  "file rknpu2/runtime/Linux/librknn_api/aarch64/librknnrt.so")
+RUNTIME_SOURCE = _models.RUNTIME_SOURCE
 ON_PC = "board only; on a PC the simulator stands in (fine for the course)"
 
 
@@ -245,14 +246,42 @@ def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:
     return rows
 
 
-def _model_rows(soc: Optional[str], native: bool) -> List[Row]:
+def _toolkit_versions(d, socs: List[str]) -> List[str]:
+    """The rknn-toolkit2 versions that compiled ``socs``' models in directory ``d``: what each
+    .rknn names (its head holds the string), else what its report records."""
+    found = set()
+    for s in socs:
+        version = None
+        try:
+            with open(d / f"{s}.rknn", "rb") as f:
+                version = _models.rknn_toolkit_version(f.read(1 << 16))
+        except OSError:
+            pass
+        if version is None:
+            try:
+                version = json.loads((d / f"{s}.report.json").read_text()).get("toolkit_version")
+            except (OSError, ValueError, AttributeError):
+                version = None
+        if version:
+            found.add(version)
+    return sorted(found, key=_models.version_tuple)
+
+
+def _model_rows(b: _board.BoardInfo, native: bool) -> List[Row]:
+    """One row per model directory: its SoCs, its ONNX twin, the toolkit that compiled it
+    and, on a board whose librknnrt version is readable, whether that runtime is new enough."""
     S = "models"
     try:
         mdir = paths.models_dir()
     except paths.DataNotFoundError as e:
         return [Row(S, "data/models", "not found", MISSING, str(e))]
     rows = [Row(S, "data/models", str(mdir), OK, "")]
+    soc = b.soc
+    board_soc = _models.SOC_MODELS.get(soc, soc) if soc else None
+    runtime = b.librknnrt_version if b.librknnrt_path else None
     found = False
+    newest: List[str] = []     # each model's newest toolkit
+    too_new: List[str] = []    # those newer than the board's librknnrt
     for d in sorted(p for p in mdir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         names = [f.name for f in d.iterdir() if f.is_file()]
         socs = sorted({n[:-len(".rknn")] for n in names if n.endswith(".rknn")})
@@ -267,12 +296,35 @@ def _model_rows(soc: Optional[str], native: bool) -> List[Row]:
             parts.append(s if len(kinds) == 2 else f"{s} ({kinds[0]} only)")
         value = ", ".join(parts) or "no SoC files"
         value += "; ONNX twin" if has_onnx else "; no ONNX twin"
-        status, advice = OK, ""
-        if native and soc and soc not in socs:
-            status, advice = WARN, f"no {soc}.rknn: the native backend cannot run this model here"
-        rows.append(Row(S, d.name, value, status, advice))
+        status, advice = OK, []
+        if native and soc and soc not in socs and board_soc not in socs:
+            status, advice = WARN, [f"no {soc}.rknn: the native backend cannot run this model here"]
+        # on a board, only the file it would load counts; elsewhere every SoC's
+        mine = [board_soc] if b.librknnrt_path and board_soc in socs else sorted(set(socs) | reports)
+        versions = _toolkit_versions(d, mine)
+        if versions:
+            value += "; rknn-toolkit2 " + " / ".join(versions)
+            newest.append(versions[-1])
+            if runtime and b.librknnrt_version_number:
+                verdict = _models.check_runtime(versions[-1], runtime)
+                if verdict.status == "runtime older":
+                    value += f" (newer than librknnrt {verdict.runtime_version})"
+                    status = WARN
+                    advice.append(f"upgrade librknnrt.so to {versions[-1]} or newer, or rebuild the model with "
+                                  f"rknn-toolkit2 {verdict.runtime_version} or older: see 'toolkit vs runtime'")
+                    too_new.append(versions[-1])
+                else:
+                    value += f" (librknnrt {verdict.runtime_version}: ok)"
+        elif socs or reports:
+            value += "; toolkit version not recorded"
+        rows.append(Row(S, d.name, value, status, "; ".join(advice)))
     if not found:
         rows.append(Row(S, "models", "none yet", WARN, f"{mdir} holds no model directories"))
+    elif b.librknnrt_path and newest and (too_new or not b.librknnrt_version_number):
+        # one row with the whole advice, for the newest toolkit among the models
+        verdict = _models.check_runtime(max(too_new or newest, key=_models.version_tuple), b.librknnrt_version)
+        rows.append(Row(S, "toolkit vs runtime", verdict.message, WARN,
+                        verdict.advice.replace("strings librknnrt.so", f"strings {b.librknnrt_path}")))
     return rows
 
 
@@ -292,7 +344,7 @@ def doctor_report(board: Optional[_board.BoardInfo] = None,
         native = _board.choose_backend("auto", b, env=env)[0] == "native"
     except Exception:
         native = False
-    rows += _model_rows(b.soc, native)
+    rows += _model_rows(b, native)
     return rows
 
 
