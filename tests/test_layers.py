@@ -28,6 +28,13 @@ def test_live_bytes_count_a_tensor_until_its_last_reader():
     assert layers.live_bytes_per_layer(_report()) == [100, 150, 130, 80]
 
 
+def test_bytes_shared_by_a_view_count_once():
+    # d is a slice of c (a Concat input written into its output): layer 2 holds b and c, and d inside c.
+    report = _report()
+    report.data["feature_tensors"].append(_row("d", 2, 3, 10, 50))
+    assert layers.live_bytes_per_layer(report) == [100, 150, 130, 80]
+
+
 def test_the_peak_is_the_layer_with_most_live_bytes_and_names_what_is_alive_there():
     peak = layers.alive_at_peak(_report())
     assert (peak.layer, peak.live_bytes) == (1, 150)
@@ -51,14 +58,12 @@ def test_largest_activations_are_ranked_by_their_bytes_in_the_plan():
 
 @pytest.mark.parametrize("name", models.list_models())
 def test_every_course_plan_fits_its_internal_buffer(name):
-    # The peak is a lower bound for a plan without views; with views the
-    # compiler may go below it, but never below its own largest tensor.
     for soc in models.model_socs(name):
         report = models.load_report(name, soc)
         peak = layers.alive_at_peak(report)
-        assert peak.live_bytes == sum(t.size for t in peak.tensors)
+        assert peak.live_bytes <= sum(t.size for t in peak.tensors)
+        assert peak.live_bytes <= report.total_internal_size        # a lower bound for any plan
         assert max(t.end for t in report.lifetimes()) == report.total_internal_size
-        assert report.total_internal_size >= max(t.size for t in report.lifetimes())
 
 
 def test_process_memory_sees_a_touched_heap_block():

@@ -20,26 +20,37 @@ from . import probe
 from .models import CompilerReport, Lifetime
 
 
+def _union_bytes(spans: List[Tuple[int, int]]) -> int:
+    """Bytes covered by [start, end) ranges, a byte in two ranges counted once."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start >= reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
 def live_bytes_per_layer(report: CompilerReport) -> List[int]:
-    """Activation bytes alive at each layer, from the first layer to the last reader.
+    """The bytes in use at each layer: bytes of the internal buffer that hold a live tensor.
 
     A tensor is alive from the layer that writes it to the last layer that
-    reads it, both included (the plan may not reuse its bytes before then)."""
+    reads it, both included (the plan may not reuse its bytes before then).
+    Tensors that the compiler lays inside each other (Concat/Split views)
+    share bytes on purpose; those bytes count once."""
     spans = report.lifetimes()
     last = max(t.last_layer for t in spans)
-    live = [0] * (last + 1)
-    for t in spans:
-        for layer in range(t.first_layer, t.last_layer + 1):
-            live[layer] += t.size
-    return live
+    return [_union_bytes([(t.start, t.end) for t in spans if t.first_layer <= layer <= t.last_layer])
+            for layer in range(last + 1)]
 
 
 def peak_live_bytes(report: CompilerReport) -> int:
-    """The most activation bytes alive at one layer.
+    """The high-water mark: the most bytes in use at one layer.
 
-    A plan that keeps live tensors apart cannot be smaller.  Where the
-    compiler lays tensors inside each other (Concat/Split views), those bytes
-    count twice, so this is not a strict bound there."""
+    A lower bound for the internal buffer: no plan that keeps the live
+    bytes apart can use less."""
     return max(live_bytes_per_layer(report))
 
 
@@ -47,7 +58,7 @@ def peak_live_bytes(report: CompilerReport) -> int:
 class Peak:
     """The high-water mark of a plan: the layer and the tensors alive there."""
     layer: int
-    live_bytes: int
+    live_bytes: int                 # bytes in use, shared bytes counted once
     tensors: Tuple[Lifetime, ...]   # largest first
 
 
