@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 import textwrap
+from pathlib import Path
 from typing import IO, List, Mapping, NamedTuple, Optional
 
 from . import __version__, board as _board
@@ -246,7 +247,7 @@ def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:
     return rows
 
 
-def _toolkit_versions(d, socs: List[str]) -> List[str]:
+def _toolkit_versions(d: Path, socs: List[str]) -> List[str]:
     """The rknn-toolkit2 versions that compiled ``socs``' models in directory ``d``: what each
     .rknn names (its head holds the string), else what its report records."""
     found = set()
