@@ -821,5 +821,5 @@ def check_diagnosis(diagnose: Any) -> CheckResult:
 _LAB = Lab("Lab 1", [EX1, EX2, EX3, EX4, EX5, EX6])
 summary = _LAB.summary
 results = _LAB.results
-_LAB.seal(globals(), ["check_mem_size", "check_size_prediction", "check_high_water", "check_reuse_saving",
-                      "check_dominant", "check_diagnosis"])
+_LAB.seal(globals(), {"check_mem_size": EX1, "check_size_prediction": EX2, "check_high_water": EX3,
+                      "check_reuse_saving": EX4, "check_dominant": EX5, "check_diagnosis": EX6})

@@ -1,0 +1,680 @@
+"""rknnlab.checks.lab01 (the Lab 1 checks) and the Lab 1 notebook, on the simulator.
+
+Each check passes the reference solution and a legitimate alternative, and fails, with a
+message that names the mistake without giving the answer, at least three planted wrong
+answers per exercise: C2 assumed to be 16, size used for size_with_stride, shared
+(Concat/Split) bytes counted twice, a tensor counted once per reader, a ranking by channel
+count, a diagnosis from C2 alone...  A check never raises.  Then the notebook runs twice:
+instructor edition (every check PASSED, in under 60 s) and student edition (solution
+cells removed: runs to the end, every check NOT PASSED with a hint and no traceback).
+"""
+from __future__ import annotations
+
+import ast
+import heapq
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rknnlab import models
+from rknnlab.checks import lab01 as checks
+from rknnlab.rknn import abi
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "labs" / "lab01_memory_layers.ipynb"
+
+
+@pytest.fixture(autouse=True)
+def _simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_BACKEND", "sim")
+    monkeypatch.delenv("RKNNLAB_SIM_SOC", raising=False)
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("your code here")
+
+
+def _failed(result, *words: str) -> str:
+    text = repr(result)
+    assert result.status == "failed" and not result.passed, text
+    assert "Traceback" not in text
+    for w in words:
+        assert w in text, f"{w!r} not in:\n{text}"
+    return text
+
+
+# =========================================================================== reference solutions
+FIELDS = {"total_weight_size": "A", "total_internal_size": "B", "total_dma_allocated_size": "C",
+          "total_sram_size": "D", "free_sram_size": "E"}
+FLAGS = {"API reference": abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE, "rknn_benchmark": 0}
+
+
+def native_attrs(query):
+    io_num = query(abi.RKNN_QUERY_IN_OUT_NUM)
+    ins = [query(abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=i)) for i in range(io_num.n_input)]
+    outs = [query(abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)) for i in range(io_num.n_output)]
+    return ins, outs
+
+
+def on(rt, ctx):
+    return lambda cmd, info=None: rt.query(ctx, cmd, info)
+
+
+def dma_accounting(rt, ctx):
+    m = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    ins, outs = native_attrs(on(rt, ctx))
+    io = sum(a.size_with_stride for a in ins + outs)
+    return {"weight": m.total_weight_size, "internal": m.total_internal_size, "io": io,
+            "unexplained": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
+
+
+def predict_sizes(attr):
+    dims = list(attr.dims[:attr.n_dims])
+    item = abi.TYPE_TO_NUMPY[attr.type].itemsize
+    size = int(np.prod(dims)) * item
+    if attr.fmt == abi.RKNN_TENSOR_NHWC and len(dims) == 4:
+        n, h, w, c = dims
+        return size, n * h * max(attr.w_stride, w) * c * item
+    if attr.fmt == abi.RKNN_TENSOR_NC1HWC2 and len(dims) == 5:
+        n, c1, h, w, c2 = dims
+        return size, n * c1 * h * max(attr.w_stride, w) * c2 * item
+    return size, size
+
+
+def alive(report, layer):
+    return [t for t in report.lifetimes() if t.first_layer <= layer <= t.last_layer]
+
+
+def in_use_bytes(report, layer):
+    used, top = 0, 0
+    for t in sorted(alive(report, layer), key=lambda t: t.start):
+        used += max(0, t.end - max(t.start, top))
+        top = max(top, t.end)
+    return used
+
+
+def high_water_mark(report):
+    last = max(t.last_layer for t in report.lifetimes())
+    layer = max(range(last + 1), key=lambda l: in_use_bytes(report, l))
+    return layer, {t.tensor for t in alive(report, layer)}
+
+
+def reuse_saving(report):
+    naive = sum(t.size for t in report.lifetimes())
+    layer, _ = high_water_mark(report)
+    return {"naive": naive, "internal": report.total_internal_size, "saved": naive - report.total_internal_size,
+            "above_lower_bound": report.total_internal_size - in_use_bytes(report, layer)}
+
+
+def largest_activations(report, k):
+    return [t.tensor for t in sorted(report.lifetimes(), key=lambda t: t.size, reverse=True)[:k]]
+
+
+def _shapes(attrs):
+    return [(tuple(a.dims[:a.n_dims]), a.fmt, a.type) for a in attrs]
+
+
+def _report_shapes(report, kind):
+    return [(tuple(a["dims"]), getattr(abi, a["fmt"]), getattr(abi, a["type"])) for a in report.attrs(kind, "native")]
+
+
+def _allocated(m, io):
+    options = [({"weight", "internal", "io"}, m.total_weight_size + m.total_internal_size + io),
+               ({"weight", "io"}, m.total_weight_size + io), (set(), 0)]
+    return min(options, key=lambda o: abs(o[1] - m.total_dma_allocated_size))[0]
+
+
+def diagnose(query):
+    m = query(abi.RKNN_QUERY_MEM_SIZE)
+    ins, outs = native_attrs(query)
+    allocated = _allocated(m, sum(a.size_with_stride for a in ins + outs))
+    for name in models.list_models():
+        for soc in models.model_socs(name):
+            r = models.load_report(name, soc)
+            if ((r.total_weight_size, r.total_internal_size) == (m.total_weight_size, m.total_internal_size)
+                    and _report_shapes(r, "inputs") == _shapes(ins) and _report_shapes(r, "outputs") == _shapes(outs)):
+                return {"model": name, "soc": soc, "runtime_allocated": allocated}
+    return {"model": None, "soc": None, "runtime_allocated": allocated}
+
+
+# =========================================================================== every check
+@pytest.mark.parametrize("check, args", [
+    (checks.check_mem_size, (None, None, None)), (checks.check_size_prediction, (None,)),
+    (checks.check_high_water, (None, None)), (checks.check_reuse_saving, (None,)),
+    (checks.check_dominant, (None, None)), (checks.check_diagnosis, (None,))])
+def test_checks_never_raise_on_nothing(check, args) -> None:
+    result = check(*args)
+    assert isinstance(result, checks.CheckResult)
+    assert result.status == "not done" and not result.passed and result.hint
+
+
+@pytest.mark.parametrize("check, args", [
+    (checks.check_mem_size, (FIELDS, FLAGS, _stub)), (checks.check_size_prediction, (_stub,)),
+    (checks.check_high_water, (_stub, _stub)), (checks.check_reuse_saving, (_stub,)),
+    (checks.check_dominant, (_stub, None)), (checks.check_diagnosis, (_stub,))])
+def test_stubs_are_not_done_and_name_no_test_case(check, args) -> None:
+    result = check(*args)
+    text = repr(result)
+    assert result.status == "not done" and "NotImplementedError" in text and "Traceback" not in text
+    assert not any(name in text for name in models.list_models()), text   # held-out cases stay unnamed
+
+
+# =========================================================================== exercise 1
+def test_ex1_reference_passes() -> None:
+    result = checks.check_mem_size(FIELDS, FLAGS, dma_accounting)
+    assert result.passed, repr(result)
+
+
+def test_ex1_alternative_passes() -> None:
+    """Lower-case letters, a flag written as its value, numpy integers, one query loop."""
+    def accounting(rt, ctx):
+        m = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+        io = np.int64(0)
+        for cmd, count in ((abi.RKNN_QUERY_NATIVE_INPUT_ATTR, n.n_input), (abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, n.n_output)):
+            for i in range(count):
+                io += rt.query(ctx, cmd, abi.rknn_tensor_attr(index=i)).size_with_stride
+        parts = np.array([m.total_weight_size, m.total_internal_size, io], dtype=np.int64)
+        return {"weight": parts[0], "internal": parts[1], "io": parts[2],
+                "unexplained": np.int64(m.total_dma_allocated_size) - parts.sum()}
+    fields = {k: v.lower() for k, v in FIELDS.items()}
+    result = checks.check_mem_size(fields, {"API reference": 0x10, "rknn_benchmark": 0}, accounting)
+    assert result.passed, repr(result)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(FIELDS, total_internal_size="C", total_dma_allocated_size="B"), ("2 of the 5",)),
+    (dict(FIELDS, total_internal_size="G"), ("total_internal_size", "reuses")),
+    (dict(FIELDS, total_weight_size="F"), (".rknn file",)),
+])
+def test_ex1_wrong_meanings_fail(fields, words) -> None:
+    _failed(checks.check_mem_size(fields, FLAGS, dma_accounting), *words)
+
+
+def test_ex1_flags_swapped_fail() -> None:
+    swapped = {"API reference": 0, "rknn_benchmark": abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE}
+    _failed(checks.check_mem_size(FIELDS, swapped, dma_accounting), "my_flags")
+
+
+def _accounting_with(io_of):
+    def accounting(rt, ctx):
+        m = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        io = io_of(rt, ctx, m)
+        return {"weight": m.total_weight_size, "internal": m.total_internal_size, "io": io,
+                "unexplained": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
+    return accounting
+
+
+def _plain_io(field):
+    def io(rt, ctx, m):
+        n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+        attrs = [rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=i)) for i in range(n.n_input)]
+        attrs += [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)) for i in range(n.n_output)]
+        return sum(getattr(a, field) for a in attrs)
+    return io
+
+
+def _inputs_only(rt, ctx, m):
+    ins, _ = native_attrs(on(rt, ctx))
+    return sum(a.size_with_stride for a in ins)
+
+
+def _residual(rt, ctx, m):
+    return m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size
+
+
+@pytest.mark.parametrize("io_of, words", [
+    (_plain_io("size"), ("io is", "NATIVE")),
+    (_plain_io("size_with_stride"), ("io is", "NATIVE")),
+    (_inputs_only, ("too small", "every output")),
+    (_residual, ("too large", "extra mem the check created", "whatever is left")),
+])
+def test_ex1_wrong_accounting_fails(io_of, words) -> None:
+    _failed(checks.check_mem_size(FIELDS, FLAGS, _accounting_with(io_of)), *words)
+
+
+def test_ex1_weight_from_file_size_fails() -> None:
+    def accounting(rt, ctx):
+        got = dma_accounting(rt, ctx)
+        got["weight"] = os.path.getsize(models.model_path("mobilenet_v2", "rk3588"))
+        return got
+    _failed(checks.check_mem_size(FIELDS, FLAGS, accounting), "weight is")
+
+
+# =========================================================================== exercise 2
+def test_ex2_reference_passes() -> None:
+    result = checks.check_size_prediction(predict_sizes)
+    assert result.passed, repr(result)
+    assert "rk3568" in repr(result) and "rk3588" in repr(result)
+
+
+def test_ex2_reference_passes_with_rk3568_at_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A board with an RK3568: the other SoC is then rk3588."""
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    assert checks.other_soc("rk3568") == "rk3588"
+    assert checks.check_size_prediction(predict_sizes).passed
+
+
+def test_ex2_alternative_passes() -> None:
+    """A table of element sizes and the row stride swapped into the dims."""
+    item = {abi.RKNN_TENSOR_INT8: 1, abi.RKNN_TENSOR_UINT8: 1, abi.RKNN_TENSOR_FLOAT16: 2, abi.RKNN_TENSOR_FLOAT32: 4}
+
+    def predict(attr):
+        dims = [int(d) for d in attr.dims[:attr.n_dims]]
+        size = item[attr.type]
+        for d in dims:
+            size *= d
+        padded = list(dims)
+        w_axis = {abi.RKNN_TENSOR_NHWC: 2, abi.RKNN_TENSOR_NC1HWC2: 3}.get(attr.fmt)
+        if w_axis is not None and len(dims) > w_axis and attr.w_stride > dims[w_axis]:
+            padded[w_axis] = attr.w_stride
+        return size, item[attr.type] * int(np.prod(padded))
+    assert checks.check_size_prediction(predict).passed
+
+
+def _c2_16(attr):
+    dims = list(attr.dims[:attr.n_dims])
+    if attr.fmt == abi.RKNN_TENSOR_NC1HWC2:
+        n, c1, h, w, _ = dims
+        size = n * c1 * h * w * 16 * abi.TYPE_TO_NUMPY[attr.type].itemsize
+        return size, size
+    return predict_sizes(attr)
+
+
+def _no_stride(attr):
+    return (predict_sizes(attr)[0],) * 2
+
+
+def _no_itemsize(attr):
+    size, with_stride = predict_sizes(attr)
+    item = abi.TYPE_TO_NUMPY[attr.type].itemsize
+    return size // item, with_stride // item
+
+
+def _reads_the_attr(attr):
+    return attr.size, attr.size_with_stride or attr.size
+
+
+def _stride_in_size_too(attr):
+    return (predict_sizes(attr)[1],) * 2
+
+
+@pytest.mark.parametrize("predict, words", [
+    (_c2_16, ("rk3568", "C2 is not always 16", "dims[4]")),
+    (_no_stride, ("size_with_stride too small", "w_stride")),
+    (_no_itemsize, ("float16", "element size")),
+    (_reads_the_attr, ("too small", "set to 0")),
+    (_stride_in_size_too, ("size too large",)),
+])
+def test_ex2_wrong_predictions_fail(predict, words) -> None:
+    text = _failed(checks.check_size_prediction(predict), *words)
+    # the message names the tensor and the direction, never the runtime's numbers
+    for soc in ("rk3588", "rk3568"):
+        for name in models.list_models():
+            if soc in models.model_socs(name):
+                for kind in ("inputs", "outputs"):
+                    for a in models.load_report(name, soc).attrs(kind, "native"):
+                        if a["size_with_stride"] > 64 and a["size_with_stride"] not in a["dims"]:
+                            assert str(a["size_with_stride"]) not in text.replace(",", "")
+                            assert f"{a['size_with_stride']:,}" not in text
+
+
+def test_ex2_malformed_answers() -> None:
+    _failed(checks.check_size_prediction(lambda attr: 12), "not a pair")
+    _failed(checks.check_size_prediction(lambda attr: ("a", "b")), "whole numbers")
+    _failed(checks.check_size_prediction(lambda attr: 1 / 0), "ZeroDivisionError", "line")
+
+
+# =========================================================================== exercise 3
+def _sum_in_use(report, layer):
+    return sum(t.size for t in alive(report, layer))
+
+
+def _high_water_by_sum(report):
+    last = max(t.last_layer for t in report.lifetimes())
+    layer = max(range(last + 1), key=lambda l: _sum_in_use(report, l))
+    return layer, {t.tensor for t in alive(report, layer)}
+
+
+def _exclusive_alive(report, layer):
+    return [t for t in report.lifetimes() if t.first_layer <= layer < t.last_layer]
+
+
+def _in_use_exclusive(report, layer):
+    return sum(t.size for t in _exclusive_alive(report, layer))
+
+
+def _high_water_all_alive(report):
+    layer, _ = high_water_mark(report)
+    return layer, {t.tensor for t in report.lifetimes()}
+
+
+def _in_use_internal(report, layer):
+    return report.total_internal_size
+
+
+def _high_water_read_only(report):
+    layer, _ = high_water_mark(report)
+    return layer, {row["tensor"] for row in report.data["feature_tensors"] if row["layer_id"] == layer}
+
+
+def _high_water_top_of_plan(report):
+    """The tensors that reach the top of the plan, not the layer with the most bytes in use."""
+    top = max(t.end for t in report.lifetimes())
+    t = next(t for t in report.lifetimes() if t.end == top)
+    return t.first_layer, {x.tensor for x in alive(report, t.first_layer)}
+
+
+@pytest.mark.parametrize("in_use, high_water, words", [
+    (_sum_in_use, _high_water_by_sum, ("a made-up plan", "union")),
+    (_in_use_exclusive, high_water_mark, ("both included",)),
+    (in_use_bytes, _high_water_all_alive, ("too many",)),
+    (_in_use_internal, high_water_mark, ("too large",)),
+    (in_use_bytes, _high_water_read_only, ("missing",)),
+])
+def test_ex3_wrong_answers_fail(in_use, high_water, words) -> None:
+    _failed(checks.check_high_water(in_use, high_water), *words)
+
+
+def test_ex3_top_of_plan_is_not_the_high_water_mark() -> None:
+    """The fullest layer is not always where the plan reaches its top (BestFit leaves gaps)."""
+    reports = [models.load_report(n, s) for n in models.list_models() for s in models.model_socs(n)]
+    if all(_high_water_top_of_plan(r) == high_water_mark(r) for r in reports):
+        pytest.skip("in these reports the plan's top and the high-water mark coincide")
+    _failed(checks.check_high_water(in_use_bytes, _high_water_top_of_plan), "high-water mark")
+
+
+def test_ex3_reference_and_alternative_pass() -> None:
+    assert checks.check_high_water(in_use_bytes, high_water_mark).passed
+
+    def in_use_sweep(report, layer):          # a sweep over start/end events
+        events = sorted([(t.start, 1) for t in alive(report, layer)] + [(t.end, -1) for t in alive(report, layer)])
+        used, depth, since = 0, 0, 0
+        for pos, step in events:
+            if depth > 0:
+                used += pos - since
+            depth, since = depth + step, pos
+        return used
+
+    def high_water_last_tie(report):           # the last of the tied layers
+        last = max(t.last_layer for t in report.lifetimes())
+        per = [in_use_sweep(report, l) for l in range(last + 1)]
+        layer = len(per) - 1 - per[::-1].index(max(per))
+        return layer, [t.tensor for t in alive(report, layer)]   # a list is fine too
+
+    result = checks.check_high_water(in_use_sweep, high_water_last_tie)
+    assert result.passed, repr(result)
+
+
+# =========================================================================== exercise 4
+def _saving_with(**change):
+    def saving(report):
+        got = reuse_saving(report)
+        for key, f in change.items():
+            got[key] = f(report, got)
+        return got
+    return saving
+
+
+def _rows_naive(report, got):
+    return sum(row["end"] - row["start"] for row in report.data["feature_tensors"])
+
+
+def _dense_naive(report, got):
+    return sum(int(np.prod(row["orig_shape"])) for row in {r["tensor"]: r for r in report.data["feature_tensors"]}.values())
+
+
+def _saved_over_peak(report, got):
+    return got["naive"] - in_use_bytes(report, high_water_mark(report)[0])
+
+
+def _above_summed_peak(report, got):
+    return got["internal"] - _sum_in_use(report, _high_water_by_sum(report)[0])
+
+
+@pytest.mark.parametrize("saving, words", [
+    (_saving_with(naive=_rows_naive), ("naive", "count each tensor once")),
+    (_saving_with(naive=_dense_naive), ("naive",)),
+    (_saving_with(saved=_saved_over_peak), ("saved",)),
+    (_saving_with(above_lower_bound=_above_summed_peak), ("above_lower_bound", "a made-up plan")),
+])
+def test_ex4_wrong_answers_fail(saving, words) -> None:
+    _failed(checks.check_reuse_saving(saving), *words)
+
+
+def test_ex4_reference_and_alternative_pass() -> None:
+    assert checks.check_reuse_saving(reuse_saving).passed
+
+    def saving(report):                        # the plan's top as its size, rows deduplicated by hand
+        spans = {row["tensor"]: row["end"] - row["start"] for row in report.data["feature_tensors"]}
+        internal = max(t.end for t in report.lifetimes())
+        naive = sum(spans.values())
+        peak = max(in_use_bytes(report, l) for l in range(max(t.last_layer for t in report.lifetimes()) + 1))
+        return {"naive": naive, "internal": internal, "saved": naive - internal, "above_lower_bound": internal - peak}
+    result = checks.check_reuse_saving(saving)
+    assert result.passed, repr(result)
+
+
+# =========================================================================== exercise 5
+def _by_channels(report, k):
+    shape = {row["tensor"]: row["orig_shape"] for row in report.data["feature_tensors"]}
+    return sorted(shape, key=lambda n: -(shape[n][1] if len(shape[n]) > 1 else 1))[:k]
+
+
+def _rows_not_deduplicated(report, k):
+    rows = sorted(report.data["feature_tensors"], key=lambda r: r["start"] - r["end"])
+    return [r["tensor"] for r in rows[:k]]
+
+
+def _smallest_first(report, k):
+    return largest_activations(report, k)[::-1]
+
+
+@pytest.mark.parametrize("largest, reason, words", [
+    (_by_channels, "height x width", ("not the 5 largest", "channel count")),
+    (_rows_not_deduplicated, "height x width", ("different",)),
+    (_smallest_first, "height x width", ("largest first",)),
+    (largest_activations, "channels", ("'channels'", "another property")),
+    (largest_activations, "depth", ("'depth'", "another property")),
+])
+def test_ex5_wrong_answers_fail(largest, reason, words) -> None:
+    text = _failed(checks.check_dominant(largest, reason), *words)
+    assert "height x width" not in text            # the right key is never named
+
+
+def test_ex5_reference_and_alternative_pass() -> None:
+    assert checks.check_dominant(largest_activations, "height x width").passed
+
+    def largest(report, k):                    # heapq over the deduplicated rows
+        spans = {row["tensor"]: row["end"] - row["start"] for row in report.data["feature_tensors"]}
+        return tuple(heapq.nlargest(k, spans, key=spans.get))
+    result = checks.check_dominant(largest, "height x width")
+    assert result.passed, repr(result)
+
+
+def test_ex5_not_a_reason() -> None:
+    _failed(checks.check_dominant(largest_activations, "resolution"), "not a key")
+    assert checks.check_dominant(largest_activations, None).status == "not done"
+
+
+# =========================================================================== exercise 6
+def _soc_from_c2(query):
+    got = diagnose(query)
+    _, outs = native_attrs(query)
+    c2 = [a.dims[4] for a in outs if a.fmt == abi.RKNN_TENSOR_NC1HWC2]
+    ins, _ = native_attrs(query)
+    got["soc"] = "rk3568" if c2 and c2[0] == 8 else "rk3588"
+    if not c2:   # no NC1HWC2 output: the input's row stride is all it looks at
+        got["soc"] = "rk3568" if ins[0].w_stride % 16 else "rk3588"
+    return got
+
+
+def _model_from_outputs(query):
+    got = diagnose(query)
+    _, outs = native_attrs(query)
+    for name in models.list_models():
+        if got["soc"] in models.model_socs(name) and _report_shapes(models.load_report(name, got["soc"]), "outputs") == _shapes(outs):
+            got["model"] = name
+            break
+    return got
+
+
+def _allocated_if_any(query):
+    got = diagnose(query)
+    m = query(abi.RKNN_QUERY_MEM_SIZE)
+    got["runtime_allocated"] = {"weight", "internal", "io"} if m.total_dma_allocated_size > 0 else set()
+    return got
+
+
+def _always_this_soc(query):
+    got = diagnose(query)
+    got["soc"] = "rk3588"
+    return got
+
+
+@pytest.mark.parametrize("diagnosis, words", [
+    (_soc_from_c2, ("SoC", "rk3576 or rk3562")),
+    (_model_from_outputs, ("model", "share their output shapes")),
+    (_allocated_if_any, ("runtime_allocated", "weight + io")),
+    (_always_this_soc, ("SoC",)),
+])
+def test_ex6_wrong_diagnoses_fail_on_every_draw(diagnosis, words) -> None:
+    for _ in range(3):                          # new unknowns on every run
+        _failed(checks.check_diagnosis(diagnosis), *words)
+
+
+def test_ex6_reference_and_alternative_pass() -> None:
+    for _ in range(2):
+        result = checks.check_diagnosis(diagnose)
+        assert result.passed, repr(result)
+
+    def by_sizes(query):                        # the two sizes alone; thresholds for the flag
+        m = query(abi.RKNN_QUERY_MEM_SIZE)
+        for name in models.list_models():
+            for soc in models.model_socs(name):
+                r = models.load_report(name, soc)
+                if (r.total_weight_size, r.total_internal_size) == (m.total_weight_size, m.total_internal_size):
+                    dma = m.total_dma_allocated_size
+                    parts = (["weight", "internal", "io"] if dma >= m.total_weight_size + m.total_internal_size
+                             else ["weight", "io"] if dma >= m.total_weight_size else [])
+                    return {"model": name, "soc": soc, "runtime_allocated": parts}
+        return {}
+    assert checks.check_diagnosis(by_sizes).passed
+
+
+def test_ex6_query_function_refuses_other_commands() -> None:
+    seen = []
+
+    def pokes(query):
+        try:
+            query(abi.RKNN_QUERY_SDK_VERSION)
+        except ValueError as exc:
+            seen.append(str(exc))
+        return diagnose(query)
+    assert checks.check_diagnosis(pokes).passed
+    assert seen and "RKNN_QUERY_MEM_SIZE" in seen[0]
+
+
+# =========================================================================== summary
+def test_summary_lists_every_exercise() -> None:
+    checks.check_reuse_saving(reuse_saving)
+    text = repr(checks.summary())
+    assert text.startswith("Lab 1:") and "PASSED      Exercise 4" in text
+    assert text.count("Exercise") == 6 and "★" in text
+
+
+# =========================================================================== the notebook
+def _check_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("checks.check_")]
+
+
+def _defined_names(source: str) -> set:
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_lab_notebook_structure() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(LAB, as_version=4)
+    nbformat.validate(nb)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit without outputs"
+    assert len(_check_cells(nb)) >= 5
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
+                    "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
+                    "requires\n`RKNN_FLAG_MEM_ALLOC_OUTSIDE`", "read it from the native attr's dims[4], never assume it"):
+        assert heading in text, heading
+    assert "seed" not in text.lower()
+    exercises = [line for line in text.splitlines() if line.startswith("## Exercise")]
+    assert len(exercises) >= 5 and all("min)" in line for line in exercises) and any("★" in line for line in exercises)
+    assert "Optional, on a board" in text and "examples/c/" in text
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for k, cell in enumerate(code):
+        if "solution" in (cell.metadata.get("tags") or []):
+            # the cell before is the stub: the solution defines the same names, so it overrides it
+            assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
+    assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6
+
+
+def _execute(nb, path: Path) -> float:
+    nbclient = pytest.importorskip("nbclient")
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    started = time.monotonic()
+    client.execute()
+    return time.monotonic() - started
+
+
+def _check_outputs(nb):
+    out = []
+    for cell in _check_cells(nb):
+        texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{cell.source}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+        assert len(texts) == 1, f"{cell.source}: no check result shown"
+        out.append((cell.source.strip(), texts[0]))
+    return out
+
+
+@pytest.fixture
+def _kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+@pytest.mark.timeout(300)
+def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    from rknnlab.book.editions import apply_edition
+    nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
+    elapsed = _execute(nb, LAB)
+    results = _check_outputs(nb)
+    assert len(results) == 6
+    for source, text in results:
+        assert text.startswith("PASSED"), f"{source}\n{text}"
+    assert elapsed < 60, f"the instructor edition took {elapsed:.0f} s (budget 60 s)"
+
+
+@pytest.mark.timeout(300)
+def test_lab_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    from rknnlab.book.editions import apply_edition
+    nb = apply_edition(nbformat.read(LAB, as_version=4), "student")
+    assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
+    _execute(nb, LAB)   # raises CellExecutionError if any cell fails
+    results = _check_outputs(nb)
+    assert len(results) == 6
+    for source, text in results:
+        assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
+        assert "Hint:" in text and "Traceback" not in text, text
