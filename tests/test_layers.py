@@ -66,12 +66,31 @@ def test_every_course_plan_fits_its_internal_buffer(name):
         assert max(t.end for t in report.lifetimes()) == report.total_internal_size
 
 
-def test_process_memory_sees_a_touched_heap_block():
+def test_native_attrs_are_the_native_queries_of_every_io_tensor():
+    from rknnlab.rknn import abi
+    from rknnlab.sim import SimRuntime
+    rt = SimRuntime("rk3588")
+    ctx = rt.init(str(models.model_path("yolov5s", "rk3588")))
+    ins, outs = layers.native_attrs(rt, ctx)
+    assert (len(ins), len(outs)) == (1, 3)
+    assert [a.index for a in outs] == [0, 1, 2]
+    assert all(a.fmt == abi.RKNN_TENSOR_NC1HWC2 for a in outs)       # native, not the plain NCHW
+    plain = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    assert outs[1].size_with_stride > plain.size
+    rt.destroy(ctx)
+
+
+def test_process_memory_sees_a_heap_block_and_touched_pages():
+    import mmap
     before = layers.process_memory()
-    block = bytearray(16 << 20)                       # malloc'd (mmap'ed) and zeroed: every page touched
+    block = bytearray(16 << 20)                       # 16 MiB from malloc
+    area = mmap.mmap(-1, 16 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # fresh private pages ...
+    for offset in range(0, len(area), mmap.PAGESIZE):
+        area[offset] = 1                              # ... each one touched, so it is resident
     after = layers.process_memory()
     assert after["heap in use"] - before["heap in use"] >= 16 << 20
-    assert after["RssAnon"] - before["RssAnon"] >= 12 << 20
+    assert after["RssAnon"] - before["RssAnon"] >= 15 << 20
+    area.close()
     del block
 
 

@@ -3,6 +3,7 @@
 - the compiler's memory plan: the most bytes alive at one layer, the tensors
   alive there, what reuse saves (:func:`plan_summary`, :func:`alive_at_peak`);
 - which layers' activations are largest (:func:`largest_activations`);
+- a context's NATIVE io attrs (:func:`native_attrs`);
 - a process's memory counters in bytes (:func:`process_memory`);
 - a system-wide counter with its spread over repeats (:func:`memfree_changes`),
   because one reading of MemFree cannot tell an allocation from the noise of
@@ -14,10 +15,21 @@ import gc
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import probe
 from .models import CompilerReport, Lifetime
+from .rknn import abi
+
+
+def native_attrs(runtime: Any, ctx: int) -> Tuple[List[abi.rknn_tensor_attr], List[abi.rknn_tensor_attr]]:
+    """A context's NATIVE input and output attrs: the layouts of the buffers the NPU really uses."""
+    io_num = runtime.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    ins = [runtime.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=i))
+           for i in range(io_num.n_input)]
+    outs = [runtime.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i))
+            for i in range(io_num.n_output)]
+    return ins, outs
 
 
 def _union_bytes(spans: List[Tuple[int, int]]) -> int:
