@@ -678,3 +678,28 @@ def test_lab_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
     for source, text in results:
         assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
         assert "Hint:" in text and "Traceback" not in text, text
+
+
+# =========================================================================== the shortcut through rknnlab.layers
+def test_calling_chapter_1s_analysis_is_refused() -> None:
+    """rknnlab.layers holds chapter 1's analysis: a function that calls it computes nothing itself."""
+    from rknnlab import layers
+    from rknnlab.layers import alive_at_peak          # imported by name: still caught
+
+    def high_water(report):
+        peak = alive_at_peak(report)
+        return peak.layer, {t.tensor for t in peak.tensors}
+
+    def in_use(report, layer):
+        return layers.live_bytes_per_layer(report)[layer]
+
+    _failed(checks.check_high_water(in_use, high_water), "rknnlab.layers", "alive_at_peak", "live_bytes_per_layer")
+
+    def saving(report):
+        s = layers.plan_summary(report)
+        got = reuse_saving(report)
+        got["naive"] = s["naive (sum of all)"]
+        return got
+    _failed(checks.check_reuse_saving(saving), "plan_summary")
+    _failed(checks.check_dominant(lambda r, k: [row["tensor"] for row in layers.largest_activations(r, k)],
+                                  "height x width"), "largest_activations")

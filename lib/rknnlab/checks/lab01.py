@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import random
+import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -402,6 +404,38 @@ def check_size_prediction(predict_sizes: Any) -> CheckResult:
 
 
 # =========================================================================== exercises 3-5: the plan
+def _answers_file() -> str:
+    from .. import layers
+    return os.path.abspath(layers.__file__)
+
+
+class _Student:
+    """Calls the student's functions and notes every call into rknnlab.layers, chapter 1's
+    own analysis (high-water mark, largest activations): exercises 3-5 ask for that code."""
+
+    def __init__(self) -> None:
+        self.target = _answers_file()
+        self.used: Set[str] = set()
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        def hook(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename == self.target:
+                self.used.add(frame.f_code.co_name)
+        previous = sys.getprofile()
+        sys.setprofile(hook)
+        try:
+            return fn(*args)
+        finally:
+            sys.setprofile(previous)
+
+    def refuse_shortcut(self) -> None:
+        if self.used:
+            public = sorted(n for n in self.used if not n.startswith("_")) or sorted(self.used)
+            raise _Fail(f"your code calls rknnlab.layers ({', '.join(public)}): chapter 1's own analysis, "
+                        "which computes what this exercise asks for.",
+                        "write it yourself from report.lifetimes(): that is the skill the exercise assesses.")
+
+
 def _alive(report: Any, layer: int) -> Set[str]:
     return {t.tensor for t in report.lifetimes() if t.first_layer <= layer <= t.last_layer}
 
@@ -486,13 +520,13 @@ def check_high_water(in_use_bytes: Any, high_water_mark: Any) -> CheckResult:
             if not callable(f):
                 raise _not_done(f"expected your {name} function, got {type(f).__name__}.",
                                 "pass the functions themselves: checks.check_high_water(in_use_bytes, high_water_mark)")
-        plans = _plans()
+        plans, call = _plans(), _Student()
         wrong_bytes, wrong_peak = [], []
         for report in plans:
             bad_layers = []
             for layer in _layers(report):
                 try:
-                    got = in_use_bytes(report, layer)
+                    got = call(in_use_bytes, report, layer)
                 except Exception as exc:
                     raise _student_error(exc, _call(exc, "in_use_bytes(report, layer)", f"layer {layer} of {_label(report)}"),
                                          "use report.lifetimes(): a tensor is alive from first_layer to "
@@ -508,7 +542,7 @@ def check_high_water(in_use_bytes: Any, high_water_mark: Any) -> CheckResult:
                 how = "not a whole number" if value is None else f"too {'large' if value > truth else 'small'}"
                 wrong_bytes.append(f"{_label(report)}: wrong at {len(bad_layers)} layer(s), e.g. layer {layer} ({how})")
             try:
-                got = high_water_mark(report)
+                got = call(high_water_mark, report)
             except Exception as exc:
                 raise _student_error(exc, _call(exc, "high_water_mark(report)", _label(report)),
                                      "find the layer with the most bytes in use, then the tensors alive there.")
@@ -527,6 +561,7 @@ def check_high_water(in_use_bytes: Any, high_water_mark: Any) -> CheckResult:
                 truth = _alive(report, layer)
                 wrong_peak.append(f"{_label(report)}: at layer {layer}, {len(names - truth)} name(s) too many, "
                                   f"{len(truth - names)} missing")
+        call.refuse_shortcut()
         if wrong_bytes or wrong_peak:
             made_up = [w for w in wrong_bytes + wrong_peak if w.startswith("a made-up plan")]
             if made_up and len(made_up) == len(wrong_bytes + wrong_peak):
@@ -561,11 +596,11 @@ def check_reuse_saving(reuse_saving: Any) -> CheckResult:
         if not callable(reuse_saving):
             raise _not_done(f"expected your reuse_saving function, got {type(reuse_saving).__name__}.",
                             "pass the function itself: checks.check_reuse_saving(reuse_saving)")
-        plans = _plans()
+        plans, call = _plans(), _Student()
         wrong: Dict[str, List[str]] = {}
         for report in plans:
             try:
-                got = reuse_saving(report)
+                got = call(reuse_saving, report)
             except Exception as exc:
                 raise _student_error(exc, _call(exc, "reuse_saving(report)", _label(report)),
                                      "each tensor once, from report.lifetimes(); the plan's size is total_internal_size.")
@@ -580,6 +615,7 @@ def check_reuse_saving(reuse_saving: Any) -> CheckResult:
                 if value != want:
                     how = "missing" if value is None else f"too {'large' if value > want else 'small'}"
                     wrong.setdefault(key, []).append(f"{_label(report)}: {key} {how}")
+        call.refuse_shortcut()
         if wrong:
             first = next(iter(wrong))
             hints = {
@@ -658,13 +694,12 @@ def check_dominant(largest_activations: Any, my_reason: Any) -> CheckResult:
         if not callable(largest_activations):
             raise _not_done(f"expected your largest_activations function, got {type(largest_activations).__name__}.",
                             "pass the function itself: checks.check_dominant(largest_activations, my_reason)")
-        wrong = []
-        plans = _reports()
+        wrong, plans, call = [], _reports(), _Student()
         for report in plans:
             sizes = {t.tensor: t.size for t in report.lifetimes()}
             want = sorted(sizes.values(), reverse=True)[:_TOP_K]
             try:
-                got = largest_activations(report, _TOP_K)
+                got = call(largest_activations, report, _TOP_K)
             except Exception as exc:
                 raise _student_error(exc, _call(exc, f"largest_activations(report, {_TOP_K})", _label(report)),
                                      "rank the tensors of report.lifetimes() by their size in the plan.")
@@ -680,6 +715,7 @@ def check_dominant(largest_activations: Any, my_reason: Any) -> CheckResult:
                 wrong.append(f"{_label(report)}: a name that is not an activation tensor of the plan")
             elif [sizes[n] for n in names] != want:
                 wrong.append(f"{_label(report)}: not the {_TOP_K} largest, largest first")
+        call.refuse_shortcut()
         if wrong:
             hint = ("count each tensor once (a tensor has one row per layer that reads it) and rank by the bytes "
                     "the plan gives it (end - start), largest first; not by its channel count.")
