@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import random
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -405,8 +404,9 @@ def check_size_prediction(predict_sizes: Any) -> CheckResult:
 
 # =========================================================================== exercises 3-5: the plan
 def _answers_file() -> str:
+    """The file name that the code of rknnlab.layers carries (as imported, relative or not)."""
     from .. import layers
-    return os.path.abspath(layers.__file__)
+    return layers.live_bytes_per_layer.__code__.co_filename
 
 
 class _Student:
@@ -430,7 +430,7 @@ class _Student:
 
     def refuse_shortcut(self) -> None:
         if self.used:
-            public = sorted(n for n in self.used if not n.startswith("_")) or sorted(self.used)
+            public = sorted(n for n in self.used if n[:1] not in "_<") or sorted(self.used)
             raise _Fail(f"your code calls rknnlab.layers ({', '.join(public)}): chapter 1's own analysis, "
                         "which computes what this exercise asks for.",
                         "write it yourself from report.lifetimes(): that is the skill the exercise assesses.")
