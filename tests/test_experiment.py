@@ -150,7 +150,7 @@ def test_meta_and_describe(result):
     assert m["model"]["sha256"] == models.load_report("mobilenet_v2").rknn_sha256
     assert m["parameters"]["iterations"] == ITERATIONS
     text = result.describe()
-    assert "leak_no_release" in text and "RSS grows" in text
+    assert "leak_no_release" in text and "RSS: grows" in text
     assert "Memory grows in: leak_no_release" in text
 
 

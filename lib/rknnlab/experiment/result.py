@@ -17,6 +17,10 @@ frame          one row per
                rss_peak_kb, pss_peak_kb, heap_in_use_growth_bytes (last - first
                measured sample), heap_growth_per_iter_bytes (slope of the
                heap's lower envelope, see floor_slope), dma_peak_bytes,
+               rss_growth / heap_growth (the verdict in words, see
+               rknnlab.experiment.growth), rss_slope_bytes_per_iter /
+               heap_slope_bytes_per_iter and their 95% half-widths
+               rss_slope_pm_bytes / heap_slope_pm_bytes (after settling),
                and <function>_median_us / <function>_p95_us per phase
 =============  ================================================================
 
@@ -30,6 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+
+from .growth import (HEAP_RESOLUTION, HEAP_STEP, RSS_RESOLUTION, RSS_STEP, Growth,
+                     growth)
 
 STATUSES = ("ok", "error", "crashed", "timeout", "skipped")
 
@@ -274,6 +281,18 @@ class Result:
             else:
                 row["heap_in_use_growth_bytes"] = math.nan
                 row["heap_growth_per_iter_bytes"] = math.nan
+            it_col = sm["iteration"].to_numpy(float, na_value=np.nan) if len(sm) else np.array([])
+            for key, column, scale, step, res in (
+                    ("rss", "rss_kb", 1024.0, RSS_STEP, RSS_RESOLUTION),
+                    ("heap", "heap_in_use_bytes", 1.0, HEAP_STEP, HEAP_RESOLUTION)):
+                if column in sm and len(sm):
+                    g = growth(it_col, sm[column].to_numpy(float) * scale, step, res)
+                else:
+                    g = Growth("cannot tell", reason="not sampled")
+                row[f"{key}_growth"] = g.words()
+                row[f"{key}_verdict"] = g.verdict
+                row[f"{key}_slope_bytes_per_iter"] = g.slope
+                row[f"{key}_slope_pm_bytes"] = g.half_width
             row["dma_peak_bytes"] = (float(s["dma_bytes"].max()) if len(s) and "dma_bytes" in s
                                      and s["dma_bytes"].notna().any() else math.nan)
             row["wall_s"] = r.wall_s
@@ -288,7 +307,15 @@ class Result:
 
     # ------------------------------------------------------------------ words
     def describe(self) -> str:
-        """What changed between the variants, in words."""
+        """What changed between the variants, in words.
+
+        Memory: for the malloc heap in use and RSS, "grows X ± Y
+        bytes/iteration" (a 95% interval), "flat (|slope| < Z, the floor of
+        this run)" or "cannot tell yet: run about N more iterations", from
+        the slope of the lower envelope after settling and its uncertainty
+        from the run's own noise (rknnlab.experiment.growth describes the
+        method).  The harness itself adds a few bytes per iteration at most
+        (benchmarks/bench_floor.py)."""
         s = self.summary
         p = self.meta.get("parameters", {})
         lines = [f"{len(self.runs)} variant(s) on {self.meta.get('model', {}).get('name', '?')}, "
@@ -299,20 +326,10 @@ class Result:
             if row["status"] != "ok":
                 lines.append(f"- {name}: {row['status'].upper()} — {row['error']}")
                 continue
-            slope = row["rss_slope_kb_per_1k_iter"]
-            heap = row.get("heap_growth_per_iter_bytes", math.nan)
-            if math.isnan(slope):
-                mem = "RSS not sampled"
-            elif not self._judged(row):
-                mem = (f"RSS {slope / 1024:+.1f} MiB per 1,000 iterations (too few samples "
-                       "to judge growth: run more iterations)")
-            elif not self._grows(row):
-                mem = f"RSS about flat ({slope / 1024:+.1f} MiB per 1,000 iterations)"
+            if math.isnan(row["rss_slope_kb_per_1k_iter"]):
+                mem = "memory not sampled"
             else:
-                mem = (f"RSS grows {slope / 1024:+.1f} MiB per 1,000 iterations "
-                       f"(about {slope * 1.024:+.0f} bytes per iteration)")
-            if not math.isnan(heap):
-                mem += f", malloc heap in use {heap:+.0f} bytes per iteration"
+                mem = f"malloc heap in use: {row['heap_growth']}; RSS: {row['rss_growth']}"
             phases = self.phases[self.phases["variant"] == name].sort_values("median_us", ascending=False)
             top = ", ".join(f"{f['function']} {f['median_us']:.0f} us" for _, f in phases.head(3).iterrows())
             dma = row["dma_peak_bytes"]
@@ -329,11 +346,7 @@ class Result:
                 lines.append("All finished variants are within 2% of each other's median iteration time.")
             else:
                 lines.append(f"Fastest: {fastest}; slowest: {slowest} ({ratio:.2f}x the fastest's median).")
-            growing = [n for n, r in ok.iterrows() if self._grows(r)]
-            if growing:
-                lines.append("Memory grows in: " + ", ".join(growing) + " (a leak if it never levels off).")
-            elif all(self._judged(r) for _, r in ok.iterrows()):
-                lines.append("No variant's memory grows with the iterations.")
+        lines.extend(self._memory_verdicts(ok))
         return "\n".join(lines)
 
     def _against_baseline(self, ok) -> List[str]:
@@ -369,26 +382,28 @@ class Result:
         return (f"<pre>{html.escape(self.describe())}</pre>"
                 + self.summary[cols].to_html(float_format=lambda x: f"{x:,.2f}"))
 
-    #: what counts as growth in describe(): the harness itself and re-touched
-    #: heap pages move RSS by up to ~1 MiB per 1,000 iterations in short runs
-    GROWTH_RSS_KB_PER_1K = 2048.0
-    GROWTH_HEAP_BYTES_PER_ITER = 1024.0
-
-    #: fewer measured samples than this: no verdict on growth
-    GROWTH_MIN_SAMPLES = 20
-
-    @classmethod
-    def _grows(cls, row: Any) -> bool:
-        slope = row["rss_slope_kb_per_1k_iter"]
-        heap = row.get("heap_growth_per_iter_bytes", math.nan)
-        rss_ok = row.get("rss_samples", 0) >= cls.GROWTH_MIN_SAMPLES
-        heap_ok = row.get("heap_samples", 0) >= cls.GROWTH_MIN_SAMPLES
-        return bool((rss_ok and not math.isnan(slope) and slope >= cls.GROWTH_RSS_KB_PER_1K)
-                    or (heap_ok and not math.isnan(heap) and heap >= cls.GROWTH_HEAP_BYTES_PER_ITER))
-
-    @classmethod
-    def _judged(cls, row: Any) -> bool:
-        return row.get("rss_samples", 0) >= cls.GROWTH_MIN_SAMPLES
+    @staticmethod
+    def _memory_verdicts(ok) -> List[str]:
+        """Which variants' memory grows, is flat, or cannot be judged yet."""
+        if not len(ok) or "rss_verdict" not in ok:
+            return []
+        verdicts = {n: (r["heap_verdict"], r["rss_verdict"]) for n, r in ok.iterrows()}
+        growing = [n + (" (malloc heap)" if h == "grows" and r != "grows" else
+                        " (RSS)" if r == "grows" and h != "grows" else "")
+                   for n, (h, r) in verdicts.items() if "grows" in (h, r)]
+        unsure = [n for n, (h, r) in verdicts.items()
+                  if "grows" not in (h, r) and "cannot tell" in (h, r)]
+        out = []
+        if growing:
+            out.append("Memory grows in: " + ", ".join(growing)
+                       + "; at a steady rate over the measured loop: a leak if it never levels off.")
+        if unsure:
+            out.append("Cannot tell yet whether memory grows in: " + ", ".join(unsure)
+                       + " (run more iterations; see each line).")
+        if not growing and not unsure:
+            out.append("No variant's memory grows with the iterations (each within the floor its "
+                       "line states).")
+        return out
 
     def __repr__(self) -> str:
         st = ", ".join(f"{r.name}: {r.status}" for r in self.runs)
