@@ -216,3 +216,23 @@ def test_a_page_dropped_from_book_toml_leaves_the_site_and_every_sidebar():
     finally:
         toml.write_text(original, encoding="utf-8")
         bh._built.clear()
+
+
+def test_a_widget_shows_a_note_not_its_repr():
+    """No widget manager on a static page: the fixture's IntSlider must not print its
+    Python repr (`IntSlider(value=3, ...)`), but a note saying it works in JupyterLab."""
+    page = soup(bh.build("student").out_dir / "labs" / "lab01_exercise.html")
+    outputs = " ".join(o.get_text() for o in page.select("div.cell_output"))
+    assert outputs and "IntSlider(" not in outputs
+    note = page.select_one(".rknnlab-widget-note")
+    assert note is not None and "works in JupyterLab" in note.get_text()
+
+
+def test_one_search_box_and_no_right_hand_column():
+    """The header bar has no search button (the sidebar has one), and the page's contents
+    sit in the left sidebar, leaving the width to the text (the browser test measures it)."""
+    page = soup(bh.build("student").out_dir / "chapters" / "01_figure.html")
+    assert not page.select(".bd-header .search-button__button")
+    assert len(page.select(".bd-sidebar-primary .search-button__button")) == 1
+    assert page.select_one(".bd-sidebar-primary nav.page-toc") is not None
+    assert not page.select(".bd-sidebar-secondary nav.page-toc")

@@ -118,3 +118,20 @@ def test_myst_admonitions_become_html_boxes():
     assert "<code>rknn_deinit(ctx)</code>" in page and ":class:" not in page
     assert '<div class="admonition note">' in page and "<em>note</em>" in page
     assert "{admonition}" not in page and "{note}" not in page
+
+
+def test_instructor_export_frames_solutions_over_jupyterlabs_own_cell_style(book):
+    """JupyterLab's `.jp-Cell { border: none; background: transparent }` comes after the
+    book's CSS in an export: the solution rule must be more specific to keep the red frame
+    (the browser test checks the computed style)."""
+    out = export_notebook(book / "labs" / "lab01_exercise.ipynb", edition="instructor",
+                          backend="sim", log=lambda s: None)
+    html = out.read_text(encoding="utf-8")
+    ours = html.index(".jp-Notebook .jp-Cell.celltag_solution")
+    assert ".jp-Cell {" in html[ours:], "JupyterLab's cell rule comes later (else this test means nothing)"
+    s = BeautifulSoup(html, "html.parser")
+    assert s.body is not None and "jp-Notebook" in s.body.get("class", [])
+    assert s.select(".jp-Notebook .jp-Cell.celltag_solution")
+    # the widget: a note, not its repr
+    outputs = " ".join(o.get_text() for o in s.select(".jp-OutputArea-output"))
+    assert "IntSlider(" not in outputs and s.select_one(".rknnlab-widget-note") is not None

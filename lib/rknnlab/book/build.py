@@ -139,6 +139,7 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
                                 fallback_from=cfg.default_language if p.fallback else None,
                                 default_lang_name=default_name,
                                 lang_name=LANGUAGE_NAMES.get(lang, lang))
+        nb = editions.static_widgets(nb, lang)
         nb.metadata["rknnlab"] = {"edition": edition, "backend": be.name,
                                   "executed_at": r.executed_at, "source": p.display_path}
         rel = p.entry.docname + ".ipynb"
@@ -284,7 +285,14 @@ def _conf_py(cfg: BookConfig, lang: str, edition: str, be: Backend) -> str:
             "use_issues_button": False,
             "use_edit_page_button": False,
             "navigation_with_keys": False,
+            # one search box (the sidebar's): none in the header bar
+            "navbar_persistent": [],
+            # no right-hand column: the page's contents go under the chapter list (below),
+            # so the text column is ~1060 px wide in a 1400 px window, not ~770
+            "secondary_sidebar_items": [],
         },
+        "html_sidebars": {"**": ["navbar-logo.html", "search-button-field.html",
+                                 "sbt-sidebar-nav.html", "page-toc.html"]},
         # a favicon of our own (else browsers ask for /favicon.ico, a 404 on every site)
         "html_favicon": str(HERE / "static" / "rknnlab-favicon.svg"),
         # light mode: figures are drawn on white (and the theme logs no "invalid theme mode")

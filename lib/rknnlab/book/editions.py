@@ -34,6 +34,8 @@ _TEXT = {
         "built": "Page built {built}.",
         "fallback_title": "Not yet translated",
         "fallback": "This page has no {lang} version yet: it is shown in {default}.",
+        "widget": "Interactive widget (ipywidgets): it works in JupyterLab, not on a static "
+                  "page. Any outputs below it come from the run made when this page was built.",
     },
     "zh": {
         "solution": "参考答案（教师版）",
@@ -43,6 +45,8 @@ _TEXT = {
         "built": "页面生成于 {built}。",
         "fallback_title": "尚未翻译",
         "fallback": "本页还没有{lang}版本，下面显示的是{default}原文。",
+        "widget": "交互式控件（ipywidgets）：它在 JupyterLab 中可用，静态页面无法运行。"
+                  "下面若有输出，来自生成本页时的那次运行。",
     },
 }
 
@@ -99,6 +103,26 @@ def _added_markdown(source: str, key: str) -> nbformat.NotebookNode:
     # ids must be unique and stable (stable, so that an unchanged notebook stays unchanged)
     cell.id = f"rknnlab-{key}"
     return cell
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_STATIC_KINDS = ("text/html", "image/png", "image/svg+xml", "image/jpeg")
+
+
+def static_widgets(nb: nbformat.NotebookNode, lang: str = "en") -> nbformat.NotebookNode:
+    """A static page has no widget manager (no CDN), so a widget output would show its
+    ``text/plain`` repr (``VBox(children=(HBox(...``). An output that offers only that
+    becomes a short note saying what is there in JupyterLab; one that also carries a
+    static rendering (HTML or an image) keeps it, and the page shows that."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and not any(k in data for k in _STATIC_KINDS):
+                note = html.escape(text(lang, "widget"))
+                out["data"] = {"text/html": f'<div class="rknnlab-widget-note">{note}</div>',
+                               "text/plain": text(lang, "widget")}
+    return nb
 
 
 def source_cell_number(cell) -> Optional[int]:

@@ -61,6 +61,7 @@ def export_notebook(notebook: Union[str, Path], to: str = "html", edition: str =
         if r.error:
             raise BookBuildError(f"the notebook failed, so it was not exported:\n\n{r.error}")
         nb = editions.add_notes(r.nb, lang, be.label, r.executed_at, build_time=False)
+    nb = editions.static_widgets(nb, lang)
     if out is None:
         out = build / "export" / (src.stem + ("" if edition == "student" else f"-{edition}") + ".html")
     out = Path(out)
