@@ -171,7 +171,7 @@ def check_mem_size(my_fields: Any, my_flags: Any, dma_accounting: Any,
                         "bytes of dead tensors (chapter 1 §3).")
             elif "total_weight_size" in wrong and letters["total_weight_size"] == "F":
                 hint = "the .rknn file holds more than the weights (the graph, the plan, the attrs)."
-            raise _Fail(f"{len(wrong)} of the 5 fields have the wrong meaning: {', '.join(wrong)}.", hint)
+            raise _Fail(f"{len(wrong)} of the 5 fields have the wrong meaning.", hint)   # not which: no guessing
         if not isinstance(my_flags, dict) or any(my_flags.get(k) is None for k in ("API reference", "rknn_benchmark")):
             raise _not_done("my_flags is not filled in yet.",
                             "give the init flag (an abi.RKNN_FLAG_... constant, or 0) for both keys.")
