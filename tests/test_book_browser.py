@@ -228,9 +228,19 @@ def test_the_course_book_in_headless_chromium_offline(browser, course_site):
     assert any("solution" in c.get("metadata", {}).get("tags", []) for c in lab["cells"])
     shot = bh.ARTIFACTS / "course-chapter04.png"
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.set_window_size(1280, 1700)
+    browser.set_window_size(1400, 1700)
     _load(browser, base + "chapters/04_output_reuse.html")
     assert browser.save_screenshot(str(shot))
+    # a widget shows no Python repr (VBox(children=(HBox(...): a note, then the run's figures
+    browser.set_window_size(1400, 1400)
+    _load(browser, base + "chapters/00_setup.html")
+    outputs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('div.cell_output')).map(o => o.innerText).join('\\n')")
+    assert "VBox(children=" not in outputs and "HBox(children=" not in outputs
+    assert browser.execute_script(
+        "const n = document.querySelector('.rknnlab-widget-note'); if (!n) return false;"
+        "n.scrollIntoView(); return n.getBoundingClientRect().height > 0")
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "course-chapter00-widget.png"))
 
 
 def test_search_works_offline(browser, site):
@@ -254,3 +264,40 @@ def test_screenshot_of_a_chapter_page(browser, site):
     shot = bh.ARTIFACTS / "book-chapter.png"
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def _visible_search_boxes(browser) -> int:
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('.search-button__button, input[type=search]'))"
+        ".filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; }).length")
+
+
+def test_a_wide_text_column_and_one_search_box(browser, site):
+    """At a 1400 px window the text column is ~1000-1100 px wide (code and wide tables need
+    it; the theme's default is ~730), and each page has one search box."""
+    _, base = site
+    browser.set_window_size(1400, 1000)
+    for page in ("index.html", "chapters/01_figure.html"):
+        _load(browser, base + page)
+        assert _visible_search_boxes(browser) == 1, page
+    inner = browser.execute_script("return window.innerWidth")
+    width = browser.execute_script("return document.querySelector('article p').getBoundingClientRect().width")
+    assert inner >= 1380 and 950 <= width <= 1150, (inner, width)
+
+
+def test_instructor_export_keeps_the_red_frame_round_solutions(browser, tmp_path):
+    """The single-file export, opened in the browser: JupyterLab's own cell style must not
+    win over the solution frame."""
+    bh.book_needs()
+    from rknnlab.book.export import export_notebook
+    root = bh.fixture_copy()
+    out = export_notebook(root / "labs" / "lab01_exercise.ipynb", edition="instructor", backend="sim",
+                          out=tmp_path / "lab-instructor.html", log=lambda s: None)
+    browser.set_window_size(1200, 900)
+    _load(browser, out.as_uri())
+    style = browser.execute_script(
+        "const c = document.querySelector('.celltag_solution'); const s = getComputedStyle(c);"
+        "return [s.borderLeftWidth, s.borderLeftStyle, s.borderLeftColor]")
+    assert style == ["4px", "solid", "rgb(192, 57, 43)"], style
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "export-instructor.png"))
