@@ -8,16 +8,28 @@
     RunnerPanel(iterations=300).run()   # or: run now, block, figures as cell outputs
 
 The run happens in a background thread (the kernel stays responsive); the
-progress bar and two live plots (RSS over time, time per iteration) update
-from the child process's streamed samples, a few times a second.  When the
-run ends, the panel shows the same static figures as :mod:`rknnlab.plot`
-(memory, MemFree, iteration times, phases) in its Output area.  In notebooks
-that are executed headless (book builds, nbconvert) use ``panel.run()``: it
-runs at once and displays the figures as ordinary cell outputs, which every
-HTML export keeps.  Needs ipywidgets (the ``lab`` extra).
+progress bar and a live figure (RSS over time, time per iteration) update
+from the child process's streamed samples, a few times a second.  When a
+run started by the Run button ends, the panel shows the description and
+the static figures (RSS of the measured loop, time per iteration, phases).
+
+Everything a background thread shows goes into widget *values* (an Image
+widget's PNG bytes, an HTML widget's text), never through an Output widget.
+A headless executor (nbclient, hence nbconvert and the book build) copies
+every output captured by an Output widget back into the kernel as comm
+messages; a panel that drew into one left the kernel busy with them at
+shutdown (KeyboardInterrupt in the kernel's log).
+
+``run()`` is for notebooks that are executed headless: it runs at once and
+displays the description and figures as ordinary cell outputs, which every
+HTML export keeps.  The panel itself carries a static HTML line besides
+its widget view, so a page without a widget manager shows that line, not
+the widget's repr.  Needs ipywidgets (the ``lab`` extra).
 """
 from __future__ import annotations
 
+import html
+import io
 import threading
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -26,6 +38,9 @@ from .experiment import variants as _variants
 #: variants offered by default (the lite ones need a board)
 DEFAULT_VARIANTS = ("alloc_per_call", "leak_no_release", "prealloc_output", "zero_copy_io",
                     "rebind_each_iter", "reinit_each_iter", "want_float", "want_int8")
+
+#: the prefix of every thread the panel starts (a test checks none outlives a run)
+THREAD_PREFIX = "rknnlab-panel"
 
 
 class LiveData:
@@ -61,9 +76,59 @@ class LiveData:
             self.version += 1
 
 
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def result_figures(result) -> List[bytes]:
+    """The panel's static figures of a run, as PNG bytes: RSS of the measured
+    loop (where a leak shows), time per iteration, phases.
+
+    Drawn on bare matplotlib Figures, not pyplot: safe in a background
+    thread, and nothing is left open for the inline backend to show in a
+    later cell.  MemFree is left out: one run cannot show its spread."""
+    from matplotlib.figure import Figure
+    from . import plot
+    pngs = []
+    for draw in (lambda ax: plot.memory(result, "rss", by_iteration=True, ax=ax),
+                 lambda ax: plot.iteration_times(result, log=True, ax=ax),
+                 lambda ax: plot.phases(result, ax=ax)):
+        fig = Figure(figsize=plot.FIGSIZE, layout="constrained")
+        draw(fig.subplots())
+        pngs.append(_png(fig))
+    return pngs
+
+
+def live_figure(live: LiveData) -> bytes:
+    """RSS over time and time per iteration so far, as PNG bytes (thread-safe)."""
+    from matplotlib.figure import Figure
+    with live.lock:
+        rss = {k: (list(a), list(b)) for k, (a, b) in live.rss.items()}
+        its = {k: (list(a), list(b)) for k, (a, b) in live.iter_ms.items()}
+    fig = Figure(figsize=(10, 3.2), layout="constrained")
+    a1, a2 = fig.subplots(1, 2)
+    for i, (name, (t, y)) in enumerate(rss.items()):
+        a1.plot(t, y, label=name, color=f"C{i}")
+    for i, (name, (x, y)) in enumerate(its.items()):
+        a2.plot(x, y, label=name, color=f"C{i}", linewidth=0.8)
+    a1.set_xlabel("time (s)")
+    a1.set_ylabel("RSS (MiB)")
+    a1.set_title("RSS of the variant's process (live)", fontsize=9, loc="left")
+    a2.set_xlabel("iteration")
+    a2.set_ylabel("time per iteration (ms)")
+    a2.set_title("Time per iteration (live)", fontsize=9, loc="left")
+    for a in (a1, a2):
+        a.grid(True, alpha=0.3)
+        if a.lines:
+            a.legend(fontsize=7)
+    return _png(fig)
+
+
 class RunnerPanel:
     """Model dropdown, variant checkboxes, iterations slider, Run button,
-    progress bar, live plots; after a run, the static rknnlab.plot figures."""
+    progress bar, a live figure; after a run, the description and the static figures."""
 
     def __init__(self, models: Optional[Sequence[str]] = None,
                  variants: Sequence[str] = DEFAULT_VARIANTS, iterations: int = 200,
@@ -78,6 +143,7 @@ class RunnerPanel:
         self.result = None
         self.error: Optional[BaseException] = None
         self._thread: Optional[threading.Thread] = None
+        self._live_data: Optional[LiveData] = None
         names = list(models) if models is not None else _models.list_models()
         self.model = w.Dropdown(options=names, value="mobilenet_v2" if "mobilenet_v2" in names else names[0],
                                 description="model")
@@ -89,27 +155,40 @@ class RunnerPanel:
         self.button = w.Button(description="Run", button_style="primary", icon="play")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="", bar_style="info")
         self.status = w.HTML(value="")
-        self.live = w.Output()
-        self.figures = w.Output()
+        self.live = w.Image(format="png", layout=w.Layout(display="none"))
+        self.report = w.HTML(value="")
+        self.figures = w.VBox([])
         self.button.on_click(lambda _b: self.start())
         self.widget = w.VBox([
             w.HBox([self.model, self.iterations]),
             w.HBox(list(self.checks.values()), layout=w.Layout(flex_flow="row wrap")),
             w.HBox([self.button, self.progress, self.status]),
-            self.live, self.figures])
+            self.live, self.report, self.figures])
 
     # ------------------------------------------------------------------ display
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-        display(self.widget)
+    def static_text(self) -> str:
+        """What a page without a widget manager shows instead of the form."""
+        return (f"Runner panel: model {self.model.value}, variants {', '.join(self.selected) or 'none'}, "
+                f"{self.iterations.value} iterations. It is interactive in JupyterLab; "
+                "a static page cannot run it.")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        text = self.static_text()
+        bundle["text/plain"] = text
+        bundle["text/html"] = f'<p class="rknnlab-panel-static"><em>{html.escape(text)}</em></p>'
+        return bundle
 
     @property
     def selected(self) -> List[str]:
         return [name for name, box in self.checks.items() if box.value]
 
     # ------------------------------------------------------------------ running
-    def start(self) -> None:
-        """Start a run in a background thread (what the Run button does)."""
+    def start(self, show_in_panel: bool = True) -> None:
+        """Start a run in a background thread (what the Run button does).
+
+        ``show_in_panel``: put the description and figures into the panel
+        when the run ends (``run()`` puts them under the cell instead)."""
         if self._thread is not None and self._thread.is_alive():
             return
         chosen = self.selected
@@ -123,11 +202,12 @@ class RunnerPanel:
         self.progress.value = 0
         self.progress.bar_style = "info"
         self.button.disabled = True
-        self.figures.clear_output()
-        self.status.value = f"running {', '.join(chosen)} ..."
+        self.report.value = ""
+        self.figures.children = ()
+        self.status.value = f"running {html.escape(', '.join(chosen))} ..."
         self._live_data = live
-        self._thread = threading.Thread(target=self._run, args=(chosen, n, live), daemon=True,
-                                        name="rknnlab-panel")
+        self._thread = threading.Thread(target=self._run, args=(chosen, n, live, show_in_panel),
+                                        daemon=True, name=THREAD_PREFIX)
         self._thread.start()
 
     def run(self, timeout: Optional[float] = None) -> Any:
@@ -136,26 +216,23 @@ class RunnerPanel:
 
         Use this in notebooks that are executed headless (book builds,
         nbconvert): a button click never happens there, and ordinary cell
-        outputs, unlike an Output widget's, are in every HTML export."""
+        outputs, unlike a widget's, are in every HTML export."""
         from IPython.display import display
-        display(self.widget)
-        self.start()
+        display(self)
+        self.start(show_in_panel=False)
         result = self.wait(timeout)
         self.show()
         return result
 
     def show(self) -> None:
         """Display the last result's description and figures in the current cell."""
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-        from . import plot
+        from IPython.display import Image, display
         if self.result is None:
             print("no result yet" + (f": {self.error}" if self.error else ""))
             return
         print(self.result.describe())
-        for fig in plot.overview(self.result):
-            display(fig)
-            plt.close(fig)
+        for png in result_figures(self.result):
+            display(Image(data=png, format="png"))
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until the run ends; returns the result (for scripts and tests)."""
@@ -163,10 +240,11 @@ class RunnerPanel:
             self._thread.join(timeout)
         return self.result
 
-    def _run(self, chosen: List[str], n: int, live: LiveData) -> None:
+    def _run(self, chosen: List[str], n: int, live: LiveData, show_in_panel: bool) -> None:
         from . import run
         stop = threading.Event()
-        drawer = threading.Thread(target=self._draw_loop, args=(live, stop), daemon=True)
+        drawer = threading.Thread(target=self._draw_loop, args=(live, stop), daemon=True,
+                                  name=f"{THREAD_PREFIX}-draw")
         drawer.start()
         try:
             self.result = run(chosen, model=self.model.value, iterations=n, backend=self.backend,
@@ -177,8 +255,10 @@ class RunnerPanel:
         finally:
             stop.set()
             drawer.join()
+        try:
+            self._finish(show_in_panel)
+        finally:
             self.button.disabled = False
-        self._finish()
 
     def _draw_loop(self, live: LiveData, stop: threading.Event) -> None:
         seen = -1
@@ -186,53 +266,29 @@ class RunnerPanel:
             if live.version != seen:
                 seen = live.version
                 self._draw_live(live)
-        self._draw_live(live)
 
     def _draw_live(self, live: LiveData) -> None:
-        import matplotlib.pyplot as plt
-        from IPython.display import display
         with live.lock:
             done = sum(live.done.values())
-            rss = {k: (list(a), list(b)) for k, (a, b) in live.rss.items()}
-            its = {k: (list(a), list(b)) for k, (a, b) in live.iter_ms.items()}
         self.progress.value = min(done, self.progress.max)
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
-        for i, (name, (t, y)) in enumerate(rss.items()):
-            a1.plot(t, y, label=name, color=f"C{i}")
-        for i, (name, (x, y)) in enumerate(its.items()):
-            a2.plot(x, y, label=name, color=f"C{i}", linewidth=0.8)
-        a1.set_xlabel("time (s)")
-        a1.set_ylabel("RSS (MiB)")
-        a1.set_title("RSS of the variant's process (live)", fontsize=9, loc="left")
-        a2.set_xlabel("iteration")
-        a2.set_ylabel("time per iteration (ms)")
-        a2.set_title("Time per iteration (live)", fontsize=9, loc="left")
-        for a in (a1, a2):
-            a.grid(True, alpha=0.3)
-            if a.lines:
-                a.legend(fontsize=7)
-        with self.live:
-            self.live.clear_output(wait=True)
-            display(fig)
-        plt.close(fig)
+        self.live.value = live_figure(live)
+        self.live.layout.display = None
 
-    def _finish(self) -> None:
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-        from . import plot
+    def _finish(self, show_in_panel: bool) -> None:
+        self.live.layout.display = "none"
         if self.error is not None:
             self.progress.bar_style = "danger"
-            self.status.value = f"<b>run failed:</b> {type(self.error).__name__}: {self.error}"
+            self.status.value = (f"<b>run failed:</b> {html.escape(type(self.error).__name__)}: "
+                                 f"{html.escape(str(self.error))}")
             return
         r = self.result
         self.progress.value = self.progress.max
         self.progress.bar_style = "success" if not r.errors else "warning"
         problems = "; ".join(f"{k}: {v}" for k, v in r.errors.items())
-        self.status.value = "done" + (f" — {problems}" if problems else "")
-        self.live.clear_output()
-        with self.figures:
-            self.figures.clear_output(wait=True)
-            print(r.describe())
-            for fig in plot.overview(r):
-                display(fig)
-                plt.close(fig)
+        self.status.value = "done" + (f" — {html.escape(problems)}" if problems else "")
+        if show_in_panel:
+            self.report.value = f"<pre>{html.escape(r.describe())}</pre>"
+            import ipywidgets as w
+            self.figures.children = tuple(w.Image(value=png, format="png") for png in result_figures(r))
+        else:
+            self.status.value += ": the description and figures are below"
