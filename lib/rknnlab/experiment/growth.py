@@ -28,8 +28,12 @@ method, and why:
    column's step over the span of the fit: 256 KiB for RSS (glibc gives
    memory back and takes it again in steps of that order), 16 bytes (a
    malloc chunk's granularity) for the heap.
-5. **A steady rate.**  A leak grows at the same rate all along; settling
-   slows down.  When the last third of the ranges grows at less than half
+5. **A steady rate.**  A leak raises the floor from one range to the next
+   all along; a flat loop's floor may jump once or twice (glibc, a cache
+   filling).  Growth is called steady only when the floor rises, by at least a
+   quarter of what the slope predicts, in at least two thirds of the steps
+   between the fitted ranges.  And settling slows
+   down: when the last third of the ranges grows at less than half
    the rate of the middle third, and their two intervals (computed the
    same way) do not overlap, the growth is called slowing, not a leak.
 
@@ -191,6 +195,15 @@ def growth(iteration: Sequence[float], values: Sequence[float], step: float = RS
     if floor <= resolution:
         return g
     if b - h > 0:
+        # a step counts as a rise when it carries at least a quarter of what the
+        # slope predicts for it: a steady leak rises by about that at every step
+        rises = float((np.diff(ys) > 0.25 * b * np.diff(xs)).mean())
+        if rises < 2 / 3:
+            g.verdict = "cannot tell"
+            g.reason = (f"the floor rose in {rises:.0%} of the steps between ranges: a step or two, "
+                        "not a steady rate")
+            g.more_iterations = _nice(2 * n_its)
+            return g
         if mid.sum() >= 3 and last.sum() >= 3:
             b_mid, h_mid = _slope_ci(centers[mid], floors[mid])
             b_last, h_last = _slope_ci(centers[last], floors[last])
