@@ -20,7 +20,7 @@
 
     summary = _LAB.summary          # the notebook's last cell: checks.summary()
     results = _LAB.results
-    _LAB.seal(globals(), ["check_thing", ...])   # at the end of the module
+    _LAB.seal(globals(), {"check_thing": EX1, ...})   # at the end of the module
 
 A notebook imports one lab module: ``from rknnlab.checks import lab04 as checks``.
 
@@ -41,11 +41,16 @@ Rules the machinery enforces:
 from __future__ import annotations
 
 import ctypes
+import itertools
+import json
 import html
 import os
 import re
+import sys
 import threading
+import time
 import traceback
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -54,7 +59,7 @@ import numpy as np
 
 from ..rknn import abi
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])   # rknnlab/: frames there are not the student's
+_PACKAGE_DIR = os.path.realpath(Path(__file__).parents[1])   # rknnlab/: frames there are not the student's
 
 
 # =========================================================================== results
@@ -167,7 +172,9 @@ def _make_store() -> Tuple[Callable[[str, CheckResult], None], Callable[[str], D
         return {k: replace(v) for k, v in results.get(lab, {}).items()}
 
     def seal(lab: str, functions: Dict[str, Any]) -> None:
-        sealed.setdefault(lab, dict(functions))
+        # (re)importing the lab module defines its checks anew: start from a clean record
+        sealed[lab] = dict(functions)
+        results.pop(lab, None)
 
     def originals(lab: str) -> Dict[str, Any]:
         return dict(sealed.get(lab, {}))
@@ -200,15 +207,16 @@ class Lab:
         """Every exercise of the lab, passed or not (or not run yet), from the results the
         check functions recorded themselves."""
         got = _read(self.title)
-        replaced = [name for name, f in _originals(self.title).items() if self._module.get(name) is not f]
-        if replaced:   # a replaced check may have recorded nothing, but the notebook's run is suspect
-            got = {k: v for k, v in got.items() if v.exercise not in replaced}
+        replaced = [name for name, (f, _) in _originals(self.title).items() if self._module.get(name) is not f]
+        for name in replaced:   # its exercise does not count, whatever the original once recorded
+            got.pop(_originals(self.title)[name][1], None)
         return Summary(self.title, {ex: got.get(ex) for ex in self.exercises}, replaced)
 
-    def seal(self, module_globals: Dict[str, Any], names: Sequence[str]) -> None:
-        """Remember the lab module's check functions: :meth:`summary` warns when one is replaced."""
+    def seal(self, module_globals: Dict[str, Any], checks: Dict[str, str]) -> None:
+        """Remember the lab module's check functions ({name: exercise}): :meth:`summary`
+        warns when one is replaced and does not count its exercise."""
         self._module = module_globals
-        _seal(self.title, {n: module_globals[n] for n in names})
+        _seal(self.title, {n: (module_globals[n], ex) for n, ex in checks.items()})
 
 
 class _Fail(Exception):
@@ -268,6 +276,14 @@ def _soc_of(rt: Any) -> str:
     return {"rk3566": "rk3568"}.get(soc, soc)
 
 
+def _current_soc() -> str:
+    """The SoC whose models the runtime at hand runs (the board's, or the simulator's)."""
+    from .. import ENV_SIM_SOC, board
+    chosen, _ = board.choose_backend("auto")
+    soc = (board.read_board().soc if chosen == "native" else os.environ.get(ENV_SIM_SOC)) or "rk3588"
+    return {"rk3566": "rk3568"}.get(soc.lower(), soc.lower())
+
+
 def _model_file(name: str, soc: str) -> str:
     from .. import models
     return str(models.model_path(name, soc))
@@ -279,7 +295,7 @@ def _open_runtime() -> Any:
 
 
 def _frames(model: str, soc: str, n: int = 4, seed: int = 0) -> List[np.ndarray]:
-    """The seeded uint8 NHWC frames rknnlab.run gives a variant (same recipe as its child)."""
+    """The seeded uint8 NHWC frames rknnlab.run gives a variant (the recipe of its child)."""
     from ..experiment.runner import resolve_model
     shape = tuple(resolve_model(model, soc)["input_shape"])
     rng = np.random.default_rng(seed)
@@ -287,13 +303,93 @@ def _frames(model: str, soc: str, n: int = 4, seed: int = 0) -> List[np.ndarray]
 
 
 def _out_bytes(attr: abi.rknn_tensor_attr, want_float: int) -> int:
-    return int(attr.n_elems) * (4 if want_float else 1)
+    """The course's rule: want_float = 1: n_elems x 4 bytes (float32); want_float = 0:
+    attr.size bytes (the output's own type)."""
+    return int(attr.n_elems) * 4 if want_float else int(attr.size)
+
+
+def _crc(data: bytes) -> int:
+    return zlib.crc32(data)
+
+
+#: MALLOC_PERTURB_ of the processes the checks record: glibc then fills every block it
+#: hands out with 0x5A (165 ^ 0xff) and every block it takes back with 0xA5, so a buffer's
+#: bytes say whether it was allocated, or freed, since it was last written
+PERTURB = 165
+_FRESH, _FREED, _ZERO, _SAME, _CHANGED, _NEW = range(6)
+BEFORE_NAMES = ("freshly allocated", "freed", "zero-filled (freshly allocated)", "unchanged",
+                "changed by something else", "never written before")
+
+
+def _classify(data: bytes, last_crc: Optional[int]) -> int:
+    """What a caller's buffer held just before rknn_outputs_get wrote into it."""
+    if not data:
+        return _NEW
+    if last_crc is not None and _crc(data) == last_crc:
+        return _SAME
+    fill = data.count(PERTURB ^ 0xFF)
+    if fill >= len(data) // 2:
+        return _FRESH
+    if data.count(PERTURB) >= len(data) // 2:
+        return _FREED
+    if data.count(0) == len(data):
+        return _ZERO
+    return _CHANGED if last_crc is not None else _NEW
+
+
+_SERIAL = itertools.count(1)
+
+
+def _thread_serial() -> int:
+    """A number for the running thread that is never given to another thread (thread ids
+    may be reused once a thread has been joined)."""
+    t = threading.current_thread()
+    serial = getattr(t, "_rknnlab_checks_serial", None)
+    if serial is None:
+        serial = next(_SERIAL)
+        t._rknnlab_checks_serial = serial   # type: ignore[attr-defined]
+    return serial
+
+
+_THIS_FILE = os.path.realpath(__file__)
+_INSTRUMENT = os.path.realpath(Path(__file__).parents[1] / "experiment" / "instrument.py")
+
+
+_REAL: Dict[str, str] = {}
+
+
+def _real(filename: str) -> str:
+    if filename not in _REAL:
+        _REAL[filename] = os.path.realpath(filename)
+    return _REAL[filename]
+
+
+def _caller_in_rknnlab() -> Optional[str]:
+    """'module.function' when the runtime call was made by rknnlab's own code (e.g. a
+    built-in variant) rather than the student's; None when the student's code made it."""
+    f = sys._getframe(2)
+    while f is not None:
+        name = _real(f.f_code.co_filename)
+        if name not in (_THIS_FILE, _INSTRUMENT):
+            if name.startswith(_PACKAGE_DIR + os.sep):
+                module = f.f_globals.get("__name__", "rknnlab")
+                return f"{module}.{f.f_code.co_name}"
+            return None
+        f = f.f_back
+    return None
 
 
 class _Spy:
-    """A runtime that passes every call through and records what the checks look at:
-    the contexts, the queries, each input set, and each rknn_outputs_get (per output:
-    is_prealloc, want_float, buf before and after, size, a copy of the bytes, the thread)."""
+    """A runtime that passes every call through and records, in order, what the checks look at.
+
+    ``events``: ("set", ctx, frame crc), ("run", ctx, inputs set since the last run?),
+    ("get", record), ("release", ctx, thread), ("create_mem", ctx).  A get's record is a
+    tuple (ctx, thread serial, time ns, frame crc of the inputs the run saw, caller in
+    rknnlab, outputs, heap in use after the get (glibc mallinfo2; None in the notebook's
+    own process)); each output is (index, is_prealloc, want_float, buf, size given,
+    size after, what the buffer held before (a _FRESH ... _NEW code), crc of the bytes
+    written).  Tuples keep the recording's own memory small: the checks measure RSS in the
+    same run."""
 
     def __init__(self, rt: Any) -> None:
         self._rt = rt
@@ -306,13 +402,32 @@ class _Spy:
                 setattr(self, name, getattr(rt, name))
         self.contexts: List[int] = []
         self.queries: List[Tuple[int, int]] = []
-        self.inputs: Dict[int, list] = {}
-        self.gets: List[Dict[str, Any]] = []
-        self.releases = 0
+        self.events: List[tuple] = []
+        self._frame: Dict[int, Optional[int]] = {}
+        self._set_since_run: Dict[int, bool] = {}
+        self._run_frame: Dict[int, Tuple[Optional[int], bool]] = {}
+        self._written: Dict[int, int] = {}
+        self._need: Dict[Tuple[int, int, int], int] = {}
+        self._heap: Any = None
         self._lock = threading.Lock()
+
+    def _emit(self, event: tuple) -> None:
+        """Keep one event (called with the lock held)."""
+        self.events.append(event)
+
+    def _needed(self, ctx: int, index: int, want_float: int) -> int:
+        key = (ctx, index, want_float)
+        if key not in self._need:
+            attr = self._rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+            self._need[key] = _out_bytes(attr, want_float)
+        return self._need[key]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rt, name)
+
+    @property
+    def gets(self) -> List[tuple]:
+        return [e[1] for e in self.events if e[0] == "get"]
 
     def init(self, *args: Any, **kwargs: Any) -> int:
         ctx = self._rt.init(*args, **kwargs)
@@ -339,32 +454,60 @@ class _Spy:
         return self._rt.query(ctx, cmd, info)
 
     def inputs_set(self, ctx: int, inputs: Sequence[abi.rknn_input]) -> int:
-        copies = []
+        crc = 0
         for i in inputs:
-            data = ctypes.string_at(i.buf, i.size) if i.buf and i.size else b""
-            copies.append((i.index, data, i.type, i.fmt, i.pass_through))
+            crc = zlib.crc32(ctypes.string_at(i.buf, i.size) if i.buf and i.size else b"", crc)
         ret = self._rt.inputs_set(ctx, inputs)
         with self._lock:
-            self.inputs[ctx] = copies
+            self._frame[ctx] = crc
+            self._set_since_run[ctx] = True
+            self._emit(("set", ctx, crc))
         return ret
 
-    def outputs_get(self, ctx: int, outputs: Sequence[abi.rknn_output], extend: Any = None) -> int:
-        before = [(o.index, int(o.is_prealloc), int(o.want_float), o.buf or 0, int(o.size)) for o in outputs]
-        ret = self._rt.outputs_get(ctx, outputs, extend)
-        record = {"ctx": ctx, "thread": threading.get_ident(), "inputs": self.inputs.get(ctx),
-                  "outputs": []}
-        for (index, pre, wf, buf_before, size_before), o in zip(before, outputs):
-            record["outputs"].append({
-                "index": index, "is_prealloc": pre, "want_float": wf, "buf_before": buf_before,
-                "buf": o.buf or 0, "size_given": size_before, "size": int(o.size),
-                "data": ctypes.string_at(o.buf, o.size) if o.buf and o.size else b""})
+    def run(self, ctx: int, *args: Any, **kwargs: Any) -> int:
+        ret = self._rt.run(ctx, *args, **kwargs)
         with self._lock:
-            self.gets.append(record)
+            fresh = self._set_since_run.pop(ctx, False)
+            self._run_frame[ctx] = (self._frame.get(ctx), fresh)
+            self._emit(("run", ctx, fresh))
+        return ret
+
+    def create_mem(self, ctx: int, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._emit(("create_mem", ctx))
+        return self._rt.create_mem(ctx, *args, **kwargs)
+
+    def outputs_get(self, ctx: int, outputs: Sequence[abi.rknn_output], extend: Any = None) -> int:
+        caller = _caller_in_rknnlab()
+        before = []
+        for o in outputs:
+            pre, buf, size = int(o.is_prealloc), o.buf or 0, int(o.size)
+            held = _NEW
+            if pre and buf and size:
+                with self._lock:
+                    last = self._written.get(buf)
+                held = _classify(ctypes.string_at(buf, size), last)
+            before.append((int(o.index), pre, int(o.want_float), buf, size, held))
+        ret = self._rt.outputs_get(ctx, outputs, extend)
+        outs = []
+        for (index, pre, wf, buf, size, held), o in zip(before, outputs):
+            # the values: the bytes the output needs (a caller's buffer may be larger)
+            n = min(int(o.size), self._needed(ctx, index, wf)) if o.buf else 0
+            crc = _crc(ctypes.string_at(o.buf, n) if n else b"")
+            if pre and buf:
+                with self._lock:
+                    self._written[buf] = _crc(ctypes.string_at(buf, size)) if size else crc
+            outs.append((index, pre, wf, o.buf or 0, size, int(o.size), held, crc))
+        heap = self._heap.sample()["heap_in_use_bytes"] if self._heap is not None else None
+        with self._lock:
+            frame, _fresh = self._run_frame.get(ctx, (None, False))
+            self._emit(("get", (ctx, _thread_serial(), time.perf_counter_ns(), frame, caller, tuple(outs),
+                                heap)))
         return ret
 
     def outputs_release(self, ctx: int, outputs: Sequence[abi.rknn_output]) -> int:
         with self._lock:
-            self.releases += 1
+            self._emit(("release", ctx, _thread_serial()))
         return self._rt.outputs_release(ctx, outputs)
 
     def cleanup(self) -> None:
@@ -382,114 +525,92 @@ RECORD_ENV = "RKNNLAB_CHECKS_RECORD"
 
 
 class _FileSpy(_Spy):
-    """A :class:`_Spy` for ``rknnlab.run(backend="rknnlab.checks:recording_runtime")``: the
-    variant runs in its own process (a crash cannot take the notebook down) and the records
-    go to the JSON file named by $RKNNLAB_CHECKS_RECORD when the child closes the runtime."""
+    """A :class:`_Spy` for ``rknnlab.run(backend="rknnlab.checks._core:recording_runtime")``:
+    the variant runs in its own process (a crash cannot take the notebook down) and the
+    records go to the file named by $RKNNLAB_CHECKS_RECORD, one JSON line per event."""
 
     def __init__(self, rt: Any, path: str) -> None:
         super().__init__(rt)
-        self.path = path
+        # one JSON line per event, written at once: the variant's process keeps no growing
+        # record (its RSS is measured), and a crash leaves what happened before it
+        self._file = open(path, "w", buffering=1)
+        from ..probe import Heap
+        heap = Heap()
+        self._heap = heap if heap.available else None
+
+    def _emit(self, event: tuple) -> None:
+        self._file.write(json.dumps(event) + "\n")
 
     def close(self) -> None:
-        import base64
-        import hashlib
-        import json
-        blobs: Dict[str, list] = {}
-
-        def input_key(inputs: Optional[list]) -> Optional[str]:
-            if inputs is None:
-                return None
-            key = hashlib.sha1(b"".join(d for _, d, _, _, _ in inputs)).hexdigest()
-            blobs.setdefault(key, [[i, base64.b64encode(d).decode(), t, f, p] for i, d, t, f, p in inputs])
-            return key
-
-        gets = [{"ctx": g["ctx"], "thread": g["thread"], "inputs": input_key(g["inputs"]),
-                 "outputs": [dict(o, data=base64.b64encode(o["data"]).decode()) for o in g["outputs"]]}
-                for g in self.gets]
-        with open(self.path, "w") as f:
-            json.dump({"gets": gets, "inputs": blobs, "releases": self.releases,
-                       "queries": self.queries, "contexts_left": len(self.contexts)}, f)
+        self._file.close()
         self._rt.close()
 
 
 def recording_runtime() -> Any:
-    """The runtime ``open_runtime()`` gives, recording what exercise 1's check looks at (see
-    :class:`_FileSpy`); a backend factory for ``rknnlab.run(backend="rknnlab.checks:recording_runtime")``."""
+    """The runtime ``open_runtime()`` gives, recording what the checks look at (see
+    :class:`_FileSpy`); a backend factory for ``rknnlab.run``."""
     return _FileSpy(_open_runtime(), os.environ[RECORD_ENV])
 
 
-def _recorded_run(variant: Callable[[Any], None], model: str, soc: str, iterations: int) -> Tuple[Any, Dict[str, Any]]:
-    """Run ``variant`` for ``iterations`` through :func:`recording_runtime` in a fresh process:
-    (the VariantRun, the records with bytes decoded; empty if the process left none)."""
-    import base64
-    import json
+def _recorded_run(variant: Callable[[Any], None], model: str, soc: str, iterations: int,
+                  warmup: int = 0, sample_hz: float = 0) -> Tuple[Any, Any, Dict[str, Any]]:
+    """Run ``variant`` with ``rknnlab.run`` in a fresh process through
+    :func:`recording_runtime`, with MALLOC_PERTURB_ set: (the Result, its VariantRun, the
+    records; empty if the process left none).  Every iteration is recorded: there is no
+    second, unrecorded run for a variant to behave differently in."""
     import tempfile
     import rknnlab
     fd, path = tempfile.mkstemp(prefix="rknnlab-check-", suffix=".json")
     os.close(fd)
     os.unlink(path)
-    old = os.environ.get(RECORD_ENV)
+    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "MALLOC_PERTURB_")}
     os.environ[RECORD_ENV] = path
+    os.environ["MALLOC_PERTURB_"] = str(PERTURB)
     try:
-        res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=0, sample_hz=0,
-                          backend=f"{__name__}:recording_runtime", trim_after_warmup=False, timeout=120)
+        res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=warmup,
+                          sample_hz=sample_hz, backend=f"{__name__}:recording_runtime", timeout=120)
     finally:
-        if old is None:
-            os.environ.pop(RECORD_ENV, None)
-        else:
-            os.environ[RECORD_ENV] = old
-    records: Dict[str, Any] = {}
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    events = []
     try:
         with open(path) as f:
-            records = json.load(f)
+            for line in f:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:   # the last line of a process that died while writing it
+                    break
         os.unlink(path)
-    except (OSError, ValueError):
+    except OSError:
         pass
-    if records:
-        inputs = {k: [(i, base64.b64decode(d), t, fm, p) for i, d, t, fm, p in v]
-                  for k, v in records.get("inputs", {}).items()}
-        for g in records["gets"]:
-            g["inputs"] = inputs.get(g["inputs"]) if g["inputs"] else None
-            for o in g["outputs"]:
-                o["data"] = base64.b64decode(o["data"])
-    return res.runs[0], records
+    return res, res.runs[0], {"events": events}
 
 
-def _current_soc() -> str:
-    """The SoC whose models the runtime at hand runs (the board's, or the simulator's)."""
-    from .. import ENV_SIM_SOC, board
-    chosen, _ = board.choose_backend("auto")
-    soc = (board.read_board().soc if chosen == "native" else os.environ.get(ENV_SIM_SOC)) or "rk3588"
-    return {"rk3566": "rk3568"}.get(soc.lower(), soc.lower())
-
-
-def _reference_output(rt: Any, ctx: int, inputs: Optional[list], index: int,
-                      want_float: int, cache: Dict[Any, bytes]) -> bytes:
-    """The bytes a runtime-allocated rknn_outputs_get gives for these inputs, on the check's
-    own context ``ctx`` (outputs depend only on the inputs)."""
-    key = (None if inputs is None else tuple(inputs), index, want_float)
-    if key in cache:
-        return cache[key]
-    keep = []
-    structs = []
-    for i, data, typ, fmt, pt in inputs or ():
-        arr = np.frombuffer(data, np.uint8).copy()
-        keep.append(arr)
-        structs.append(abi.rknn_input(index=i, buf=arr.ctypes.data, size=arr.nbytes,
-                                      pass_through=pt, type=typ, fmt=fmt))
-    if structs:
-        rt.inputs_set(ctx, structs)
-    rt.run(ctx)
-    outs = [abi.rknn_output(index=index, want_float=want_float, is_prealloc=0)]
-    rt.outputs_get(ctx, outs)
-    data = ctypes.string_at(outs[0].buf, outs[0].size)
-    rt.outputs_release(ctx, outs)
-    cache[key] = data
-    return data
-
-
-def _kb_per_1k_to_bytes_per_iter(slope: float) -> float:
-    return slope * 1024 / 1000
+def _reference_outputs(rt: Any, model_file: str, frames: Sequence[np.ndarray],
+                       want_floats: Sequence[int] = (0, 1)) -> Dict[Tuple[int, int, int], int]:
+    """{(frame crc, output index, want_float): crc of the bytes a runtime-allocated
+    rknn_outputs_get gives}, on the check's own context."""
+    from ..experiment.variants import frame_input
+    ctx = rt.init(model_file)
+    try:
+        n_out = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
+        ref: Dict[Tuple[int, int, int], int] = {}
+        for frame in frames:
+            key = zlib.crc32(frame.tobytes())
+            rt.inputs_set(ctx, frame_input(frame))
+            rt.run(ctx)
+            for wf in want_floats:
+                outs = [abi.rknn_output(index=k, want_float=wf, is_prealloc=0) for k in range(n_out)]
+                rt.outputs_get(ctx, outs)
+                for o in outs:
+                    ref[(key, int(o.index), wf)] = _crc(ctypes.string_at(o.buf, o.size))
+                rt.outputs_release(ctx, outs)
+        return ref
+    finally:
+        rt.destroy(ctx)
 
 
 def _variant_error(run: Any, what: str) -> str:
@@ -502,5 +623,3 @@ def _variant_error(run: Any, what: str) -> str:
         line, func, src = frames[-1]
         where = f" (in {func}, line {line}: `{src.strip()}`)" if src.strip() else f" (in {func}, line {line})"
     return f"{what} raised {run.error}{where}"
-
-

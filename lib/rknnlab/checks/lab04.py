@@ -1,501 +1,498 @@
 """Lab 4 (output reuse): one check per exercise.
 
-==============================  ===========================================================
-:func:`check_prealloc_variant`  1. a variant with ``is_prealloc = 1`` output buffers
-:func:`check_reuse_detector`    2. ``reuses_output_memory(variant) -> bool`` by measurement
-:func:`check_which_is_which`    3. leak / release / prealloc among ``MYSTERY`` A, B, C
-:func:`check_output_guard`      4. ``ensure_output_buffer``: reallocate when the size changes
-:func:`check_two_threads`       5. two threads, one output buffer each
-==============================  ===========================================================
+==============================  ================================================================
+:func:`check_output_guard`      1. predict each output's buffer size, then ``ensure_output_buffer``
+:func:`check_prealloc_variant`  2. a variant with ``is_prealloc = 1`` buffers allocated once
+:func:`check_which_is_which`    3. ``classify(variant)``: leak / release / prealloc (``MYSTERY`` A-D)
+:func:`check_reuse_detector`    4. ``reuses_output_memory(variant) -> bool``, by measurement
+:func:`check_two_threads`       5. ★ two threads, one output buffer each
+==============================  ================================================================
 
 :func:`summary` lists the lab's checks and whether each passed.  The notebook imports
 ``from rknnlab.checks import lab04 as checks``.
+
+Each check measures the student's code in its own run (every rknn_outputs_get recorded,
+over the whole run), with cases the student cannot look up: the truth lives in private
+code, and the messages give the measured numbers and a hint, never the answer.
 """
 from __future__ import annotations
 
 import ctypes
 import math
-import threading
+import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..rknn import abi, buffers
-from ._core import (CheckResult, Lab, _Fail, _frames, _model_file, _not_done, _open_runtime,
-                    _recorded_run, _reference_output, _soc_of, _Spy, _student_error, _current_soc,
-                    _kb_per_1k_to_bytes_per_iter, _out_bytes, _variant_error)
+from . import _lab04_cases as _cases
+from ._core import (_FREED, _CHANGED, _FRESH, _ZERO, CheckResult, Lab, _crc, _current_soc, _Fail,
+                    _frames, _model_file, _not_done, _open_runtime,
+                    _out_bytes, _recorded_run, _reference_outputs, _soc_of, _Spy, _student_error,
+                    _variant_error)
 
-__all__ = ["CheckResult", "check_prealloc_variant", "check_reuse_detector", "check_which_is_which",
-           "check_output_guard", "check_two_threads", "summary", "results", "MYSTERY", "REUSE_CASES",
-           "LAB4_MODEL", "load_digits_testset", "single_thread_predictions"]
+__all__ = ["CheckResult", "check_output_guard", "check_prealloc_variant", "check_which_is_which",
+           "check_reuse_detector", "check_two_threads", "summary", "results", "MYSTERY",
+           "LAB4_MODEL", "SIZES_MODEL", "load_digits_testset", "single_thread_predictions"]
 
-#: the model of exercises 1-3: MobileNetV2's 1000-class output is 4,000 bytes as float32,
+#: the model of exercises 2-4: MobileNetV2's 1000-class output is 4,000 bytes as float32,
 #: so a buffer allocated per call stands well above the harness's own noise
 LAB4_MODEL = "mobilenet_v2"
+#: exercise 1's model, and exercise 2's second one: three outputs of different sizes
+SIZES_MODEL = "yolov5n"
 
-#: RSS growth (kB per 1,000 iterations) the checks count as "grows": half a MobileNetV2 float
-#: output per iteration.  The harness itself moves RSS by up to ~1 MiB per 1,000 iterations.
-GROWTH_KB_PER_1K = 2048.0
+#: heap growth per iteration that exercise 2's check counts as "keeps memory": a quarter of
+#: MobileNetV2's float output.  The heap in use (glibc mallinfo2, read after every get) is
+#: exact where an RSS slope over a few hundred iterations is not: the harness moves RSS by
+#: 1-3 MiB per 1,000 iterations in short runs.
+KEPT_BYTES_PER_ITERATION = 1000.0
+
+EX1 = "Exercise 1 — output buffer sizes: predict, then guard"
+EX2 = "Exercise 2 — the prealloc variant"
+EX3 = "Exercise 3 — which is which"
+EX4 = "Exercise 4 — reuse, proved by measurement"
+EX5 = "Exercise 5 ★ — two threads, one buffer each"
+
+
+def _fmt(n: float) -> str:
+    return f"{n:,.0f}"
+
 
 # =========================================================================== exercise 1
-EX1 = "Exercise 1 — the prealloc variant"
+def _measured_sizes(rt: Any, model_file: str, soc: str) -> Dict[Tuple[int, int], int]:
+    """{(index, want_float): the bytes a runtime-allocated rknn_outputs_get gives}."""
+    ctx = rt.init(model_file)
+    try:
+        frame = _frames(SIZES_MODEL, soc, n=1)[0]
+        rt.inputs_set(ctx, [buffers.input_from_array(0, frame, fmt=abi.RKNN_TENSOR_NHWC,
+                                                     type=abi.RKNN_TENSOR_UINT8)])
+        rt.run(ctx)
+        n_out = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
+        sizes = {}
+        for wf in (1, 0):
+            outs = [abi.rknn_output(index=k, want_float=wf, is_prealloc=0) for k in range(n_out)]
+            rt.outputs_get(ctx, outs)
+            sizes.update({(int(o.index), wf): int(o.size) for o in outs})
+            rt.outputs_release(ctx, outs)
+        return sizes
+    finally:
+        rt.destroy(ctx)
 
 
-def check_prealloc_variant(variant: Callable[[Any], None], model: str = LAB4_MODEL,
-                           iterations: int = 200, dry_iterations: int = 6) -> CheckResult:
-    """Exercise 1: ``variant(lab)`` gets its outputs with ``is_prealloc = 1`` into buffers it
-    allocated once, sized from RKNN_QUERY_OUTPUT_ATTR.
-
-    Two measurements, each in a fresh process (a crash cannot take the notebook down): a
-    short run through a recording runtime (every rknn_outputs_get must write into the
-    caller's buffer, the same one every iteration, with the values a runtime-allocated get
-    gives for the same input), then ``rknnlab.run(variant, iterations=iterations)`` (RSS
-    must stay flat).
-    """
-    def body() -> CheckResult:
-        if not callable(variant):
-            raise _not_done(f"expected your variant function, got {type(variant).__name__}.",
-                            "pass the function itself: check_prealloc_variant(my_prealloc_variant)")
-        soc = _current_soc()
-        model_file = _model_file(model, soc)
-        name = getattr(variant, "__name__", "your variant")
-        hint = ("query the output attr, allocate one buffer per output before the loop, and pass it "
-                "with is_prealloc=1 to rt.outputs_get.")
-        dry, records = _recorded_run(variant, model, soc, dry_iterations)
-        if not dry.ok:
-            if (dry.error or "").startswith("NotImplementedError"):
-                text = dry.error.split(":", 1)[1].strip() if ":" in dry.error else ""
-                raise _not_done(f"{name}(lab) still raises NotImplementedError"
-                                + (f": {text.rstrip('.')}." if text else "."), hint)
-            if dry.status == "crashed":
-                hint = ("with is_prealloc=1 the runtime writes `size` bytes at `buf`: buf must be "
-                        "arr.ctypes.data of an array you keep alive for the whole loop, and size at most "
-                        "arr.nbytes.")
-            raise _Fail(_variant_error(dry, f"{name}(lab)"), hint)
-        gets = records.get("gets", [])
-        if not gets and not records.get("queries"):
-            raise _not_done("your variant returned without calling the runtime.",
-                            "write the loop: rt.init, query the output attr, allocate, then per "
-                            "iteration inputs_set, run, outputs_get with is_prealloc=1.")
-        details: List[str] = []
-        if len(gets) < dry_iterations:
-            raise _Fail(f"rknn_outputs_get was called {len(gets)} times in {dry_iterations} iterations.",
-                        "call rt.outputs_get(ctx, outs) once per iteration, inside `for i in lab.loop():`.")
-        rt = _open_runtime()
-        ref_ctx = None
+def _judge_predictions(predicted: Any, measured: Dict[Tuple[int, int], int]) -> List[str]:
+    keys = sorted(measured)
+    shape = "{" + ", ".join(f"({i}, {wf}): ..." for i, wf in keys) + "}"
+    if predicted is None or (isinstance(predicted, dict) and all(v is None for v in predicted.values())):
+        raise _not_done("no predictions yet.", f"fill in predicted_bytes = {shape} with numbers, before "
+                        "you run anything.")
+    if not isinstance(predicted, dict) or set(predicted) != set(keys):
+        got = sorted(predicted) if isinstance(predicted, dict) else type(predicted).__name__
+        raise _Fail(f"predicted_bytes has the keys {got}; expected (output index, want_float) for each of "
+                    f"{SIZES_MODEL}'s outputs: {shape}.")
+    wrong = []
+    for key in keys:
+        value = predicted[key]
         try:
-            first = gets[0]["outputs"]
-            for n, g in enumerate(gets):
-                if g["inputs"] is None:
-                    raise _Fail("rknn_run ran before any rknn_inputs_set on this context: the model saw "
-                                "no frame (seed 000 makes the same mistake).",
-                                "set the frame every iteration: rt.inputs_set(ctx, frame_input(lab.input(i))).")
-                for o in g["outputs"]:
-                    if not o["is_prealloc"]:
-                        raise _Fail(f"output {o['index']} was fetched with is_prealloc = 0: the runtime "
-                                    f"allocated its buffer (at 0x{o['buf']:x}) inside rknn_outputs_get.",
-                                    "set is_prealloc=1 and give buf/size of a buffer you allocated once, "
-                                    "before the loop.")
-                    if o["buf"] != o["buf_before"]:
-                        raise _Fail(f"rknn_outputs_get moved output {o['index']}'s buf from "
-                                    f"0x{o['buf_before']:x} to 0x{o['buf']:x}.",
-                                    "with is_prealloc=1 the runtime writes into buf; set buf to your buffer.")
-            by_index: Dict[int, set] = {}
-            for g in gets:
-                for o in g["outputs"]:
-                    by_index.setdefault(o["index"], set()).add(o["buf"])
-            moving = {i: b for i, b in by_index.items() if len(b) > 1}
-            if moving:
-                i, bufs = next(iter(moving.items()))
-                raise _Fail(f"output {i} was written to {len(bufs)} different buffers in {len(gets)} gets: "
-                            "a new buffer per iteration is still an allocation per call.",
-                            "allocate the buffers once, before `for i in lab.loop():`, and reuse the same "
-                            "rknn_output structs.")
-            ref_ctx = rt.init(model_file)
-            n_out = rt.query(ref_ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
-            fetched = {o["index"] for o in first}
-            if fetched != set(range(n_out)):
-                raise _Fail(f"the model has {n_out} output(s); your variant fetches {sorted(fetched)}.",
-                            "fetch every output, one rknn_output per output index.")
-            cache: Dict[Any, bytes] = {}
-            for g in gets:
-                for o in g["outputs"]:
-                    attr = rt.query(ref_ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=o["index"]))
-                    need = _out_bytes(attr, o["want_float"])
-                    if o["size_given"] != need:
-                        kind = "float32, 4 bytes" if o["want_float"] else "int8, 1 byte"
-                        raise _Fail(f"output {o['index']}: size = {o['size_given']} bytes, but n_elems = "
-                                    f"{attr.n_elems} with want_float = {o['want_float']} ({kind} each) needs "
-                                    f"{need} (the runtime accepts a larger buffer, but a size that does not "
-                                    "match the data hides mistakes).",
-                                    "size = n_elems * 4 for want_float=1, n_elems for want_float=0, with "
-                                    "n_elems from RKNN_QUERY_OUTPUT_ATTR.")
-                    ref = _reference_output(rt, ref_ctx, g["inputs"], o["index"], o["want_float"], cache)
-                    if o["data"][:len(ref)] != ref:
-                        raise _Fail(f"output {o['index']} differs from what a runtime-allocated "
-                                    "rknn_outputs_get gives for the same input.",
-                                    "fetch after rt.run of the frame you set, into a buffer of the right "
-                                    "type (float32 for want_float=1, int8 for want_float=0).")
-            sizes = ", ".join(f"{o['size_given']} B" for o in first)
-            details.append(f"recorded run of {dry_iterations} iterations: every rknn_outputs_get wrote into "
-                           f"your buffer(s) ({sizes}), the same address every time, with the values a "
-                           "runtime-allocated get gives for the same frames")
-            if records.get("releases"):
-                details.append(f"rknn_outputs_release was called {records['releases']} times: fine, it "
-                               "pairs with each get and, with is_prealloc=1, frees nothing of yours")
-        finally:
-            if ref_ctx is not None:
-                rt.destroy(ref_ctx)
-            rt.close()
-
-        import rknnlab
-        res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=5)
-        run = res.runs[0]
-        if not run.ok:
-            raise _Fail(_variant_error(run, f"in rknnlab.run, {name}(lab)"), hint)
-        row = res.summary.loc[run.name]
-        slope = float(row["rss_slope_kb_per_1k_iter"])
-        per_iter = _kb_per_1k_to_bytes_per_iter(slope)
-        details.append(f"rknnlab.run, {iterations} measured iterations ({res.source}): RSS "
-                       f"{slope:+.0f} kB per 1,000 iterations (about {per_iter:+.0f} bytes per iteration)")
-        if not math.isnan(slope) and slope >= GROWTH_KB_PER_1K:
-            raise _Fail(f"the outputs are preallocated, but the process grows by about {per_iter:.0f} bytes "
-                        "per iteration: something else in the loop keeps memory (a list of outputs, a new "
-                        "array per frame, ...).",
-                        "keep nothing per iteration: read the values you need from the buffer and let "
-                        "them go.", details)
-        return CheckResult(EX1, "passed",
-                           "Your variant writes every output into its own buffer, allocated once; memory "
-                           "stays flat and the values are right.", details)
-
-    return _LAB.run(EX1, body)
+            value = int(value)
+        except (TypeError, ValueError):
+            raise _Fail(f"predicted_bytes[{key}] = {value!r} is not a number of bytes.") from None
+        if value != measured[key]:
+            wrong.append(f"output {key[0]}, want_float = {key[1]}: your {_fmt(value)} bytes is too "
+                         f"{'large' if value > measured[key] else 'small'}")
+    if wrong:
+        raise _Fail(f"{len(wrong)} of your {len(keys)} predictions differ from what rknn_outputs_get "
+                    "gives (the measured sizes are shown once all are right).",
+                    "want_float = 1: n_elems × 4 bytes (float32); want_float = 0: attr.size bytes (the "
+                    "output's own type). Read n_elems and size from RKNN_QUERY_OUTPUT_ATTR of that index.",
+                    wrong)
+    return [f"predicted sizes: all {len(keys)} right (" + ", ".join(
+        f"output {i} wf={wf}: {_fmt(measured[(i, wf)])} B" for i, wf in keys) + ")"]
 
 
-# =========================================================================== exercise 2
-EX2 = "Exercise 2 — reuse, proved by measurement"
+def check_output_guard(ensure_output_buffer: Callable[..., Any], predicted_bytes: Any = None) -> CheckResult:
+    """Exercise 1.  ``predicted_bytes``: {(output index, want_float): bytes} for yolov5n's
+    outputs, compared with what a runtime-allocated rknn_outputs_get gives.
+    ``ensure_output_buffer(rt, ctx, index, buf, want_float) -> numpy array``: ``buf`` itself
+    when it is large enough for that output (and of the right dtype), else a new array.
 
-
-# The cases carry no docstrings on purpose: help() would give the answer away.
-def reuse_case_1(lab: Any) -> None:
-    from ..experiment import variants
-    variants.alloc_per_call(lab)
-
-
-def reuse_case_2(lab: Any) -> None:
-    from ..experiment import variants
-    variants.prealloc_output(lab)
-
-
-def reuse_case_3(lab: Any) -> None:
-    from ..experiment import variants
-    variants.leak_no_release(lab)
-
-
-def reuse_case_4(lab: Any) -> None:
-    from ..experiment import variants
-    variants.zero_copy_io(lab)
-
-
-#: the variants exercise 2's check feeds to reuses_output_memory, with the truth and why
-REUSE_CASES: List[Tuple[Callable[[Any], None], bool, str]] = [
-    (reuse_case_1, False,
-     "it sets is_prealloc = 0, so every rknn_outputs_get mallocs a new output buffer, and "
-     "rknn_outputs_release frees it. RSS stays flat and malloc hands the freed block straight back, so "
-     "the address repeats: neither a flat curve nor an equal pointer shows the allocation made on "
-     "every call"),
-    (reuse_case_2, True,
-     "it passes one caller-owned buffer with is_prealloc = 1, allocated once before the loop: the "
-     "runtime writes into it and allocates nothing per call"),
-    (reuse_case_3, False,
-     "it sets is_prealloc = 0 and never calls rknn_outputs_release: a new buffer on every call, never "
-     "freed (the classic leak, and what seed 000 calls 'reuse')"),
-    (reuse_case_4, True,
-     "it binds DMA buffers from rknn_create_mem once with rknn_set_io_mem and never calls "
-     "rknn_outputs_get: the same memory serves every run"),
-]
-
-_REUSE_HINTS = {
-    reuse_case_1: "measure what each rknn_outputs_get allocates: read the heap in use "
-                  "(rknnlab.probe.Heap().sample()['heap_in_use_bytes']) right before and right after the "
-                  "call, inside the variant's process (wrap lab.rt.outputs_get).",
-    reuse_case_2: "your measurement sees allocation where there is none: is the threshold above the "
-                  "noise? The harness itself moves RSS by up to about 1 kB per iteration.",
-    reuse_case_3: "a variant that never frees grows by about one output per iteration: look at the "
-                  "heap gained per get, or the RSS slope.",
-    reuse_case_4: "a variant without rknn_outputs_get calls allocates nothing per call: make sure your "
-                  "function does not answer 'no' just because there is nothing to measure.",
-}
-
-
-def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]], bool]) -> CheckResult:
-    """Exercise 2: ``reuses_output_memory(variant) -> bool`` says whether the same memory serves
-    every iteration with no allocation per call, from a measurement.
-
-    The check calls it on the four :data:`REUSE_CASES` (seeded order) and compares its
-    answers with the truth; a function that trusts pointer equality (or a flat RSS curve)
-    calls ``reuse_case_1`` (allocate + release every call) a reuse, and fails.
-    """
-    def body() -> CheckResult:
-        if not callable(reuses_output_memory):
-            raise _not_done(f"expected your function, got {type(reuses_output_memory).__name__}.",
-                            "pass the function itself: check_reuse_detector(reuses_output_memory)")
-        order = np.random.default_rng(2).permutation(len(REUSE_CASES))
-        details, wrong = [], []
-        for k in order:
-            case, truth, why = REUSE_CASES[int(k)]
-            try:
-                answer = reuses_output_memory(case)
-            except Exception as exc:
-                raise _student_error(exc, f"reuses_output_memory({case.__name__})",
-                                     "run the variant with rknnlab.run and decide from what you measured.")
-            if answer is None:
-                raise _not_done(f"reuses_output_memory({case.__name__}) returned None.",
-                                "return True (the same memory serves every iteration) or False.")
-            if not isinstance(answer, (bool, np.bool_)):
-                raise _Fail(f"reuses_output_memory({case.__name__}) returned {answer!r} "
-                            f"({type(answer).__name__}), not True or False.",
-                            "return a bool, e.g. `return bytes_per_get < 64`.")
-            ok = bool(answer) == truth
-            details.append(f"{case.__name__}: you said {'reuse' if answer else 'no reuse'} — "
-                           f"{'right' if ok else 'wrong'}: {why}")
-            if not ok:
-                wrong.append(case)
-        if not wrong:
-            return CheckResult(EX2, "passed", "Your function told all four variants apart by measurement, "
-                               "including the one whose address repeats although it allocates on every call.",
-                               details)
-        if wrong == [reuse_case_1]:
-            message = ("Your function calls reuse_case_1 a reuse. It allocates a new output buffer on every "
-                       "call and frees it again: its address repeats and its RSS is flat, so a function that "
-                       "compares pointers (or looks at the RSS curve only) is fooled.")
-        else:
-            message = f"{len(wrong)} of the {len(REUSE_CASES)} answers are wrong."
-        return CheckResult(EX2, "failed", message, details, _REUSE_HINTS[wrong[0]])
-
-    return _LAB.run(EX2, body)
-
-
-# =========================================================================== exercise 3
-EX3 = "Exercise 3 — which is which"
-
-#: the three behaviours of exercise 3, in the words the answer uses
-BEHAVIOURS = ("leak", "release", "prealloc")
-_SYNONYMS = {"leak": "leak", "leak_no_release": "leak", "release": "release", "alloc_per_call": "release",
-             "prealloc": "prealloc", "prealloc_output": "prealloc", "is_prealloc": "prealloc"}
-_BEHAVIOUR_TEXT = {
-    "leak": "is_prealloc = 0 and no rknn_outputs_release: grows by about one output per iteration",
-    "release": "is_prealloc = 0, rknn_outputs_release after every get: flat, but calls outputs_release",
-    "prealloc": "is_prealloc = 1 into one buffer: flat, and no outputs_release",
-}
-_MYSTERY_ORDER = [BEHAVIOURS[int(i)] for i in np.random.default_rng(404).permutation(3)]
-
-
-def _behaviour(name: str) -> Callable[[Any], None]:
-    from ..experiment import variants
-    return {"leak": variants.leak_no_release, "release": variants.alloc_per_call,
-            "prealloc": variants.prealloc_output}[name]
-
-
-# No docstrings on purpose (help() would give the answer away); the order is seeded.
-def mystery_A(lab: Any) -> None:
-    _behaviour(_MYSTERY_ORDER[0])(lab)
-
-
-def mystery_B(lab: Any) -> None:
-    _behaviour(_MYSTERY_ORDER[1])(lab)
-
-
-def mystery_C(lab: Any) -> None:
-    _behaviour(_MYSTERY_ORDER[2])(lab)
-
-
-#: exercise 3's anonymous variants: one leaks, one releases, one preallocates (seeded order)
-MYSTERY: Dict[str, Callable[[Any], None]] = {"A": mystery_A, "B": mystery_B, "C": mystery_C}
-
-
-def _mystery_evidence(result: Any) -> Dict[str, Dict[str, float]]:
-    s = result.summary
-    calls = result.calls
-    measured = calls[calls["stage"] == "measure"] if len(calls) and "stage" in calls else calls
-    evidence = {}
-    for letter, func in MYSTERY.items():
-        name = func.__name__
-        if name not in s.index or s.loc[name, "status"] != "ok":
-            continue
-        mine = measured[measured["variant"] == name]
-        its = max(1, int(s.loc[name, "iterations"]))
-        evidence[letter] = {
-            "slope": float(s.loc[name, "rss_slope_kb_per_1k_iter"]),
-            "releases": float((mine["function"] == "outputs_release").sum()) / its,
-            "gets": float((mine["function"] == "outputs_get").sum()) / its}
-    return evidence
-
-
-def check_which_is_which(answer: Optional[Dict[str, Optional[str]]], result: Any = None,
-                         iterations: int = 200) -> CheckResult:
-    """Exercise 3: ``answer`` maps "A", "B", "C" (the :data:`MYSTERY` variants) to "leak",
-    "release" and "prealloc".  ``result``: your ``rknnlab.run`` of the three, whose
-    measurements the explanation quotes (the check measures them itself if it is None)."""
-    def body() -> CheckResult:
-        if answer is None or (isinstance(answer, dict) and all(v is None for v in answer.values())):
-            raise _not_done("no answer yet.",
-                            'measure the three with rknnlab.run(list(checks.MYSTERY.values()), ...) and fill '
-                            'in {"A": ..., "B": ..., "C": ...} with "leak", "release" or "prealloc".')
-        if not isinstance(answer, dict):
-            raise _Fail(f"the answer is a {type(answer).__name__}; expected a dict like "
-                        '{"A": "leak", "B": "release", "C": "prealloc"}.')
-        keys = {str(k).upper() for k in answer}
-        if keys != set(MYSTERY):
-            raise _Fail(f"the answer has the keys {sorted(map(str, answer))}; expected A, B and C.")
-        given: Dict[str, str] = {}
-        for k, v in answer.items():
-            word = _SYNONYMS.get(str(v).strip().lower()) if v is not None else None
-            if word is None:
-                raise _Fail(f"{k}: {v!r} is not one of leak, release, prealloc.")
-            given[str(k).upper()] = word
-        if sorted(given.values()) != sorted(BEHAVIOURS):
-            raise _Fail(f"each of leak, release, prealloc is used exactly once; your answer is {given}.",
-                        "there is one of each among A, B and C.")
-        res = result
-        evidence = _mystery_evidence(res) if res is not None else {}
-        details = []
-        if len(evidence) < 3:
-            import rknnlab
-            res = rknnlab.run(list(MYSTERY.values()), model=LAB4_MODEL, iterations=iterations, warmup=5)
-            evidence = _mystery_evidence(res)
-            details.append(f"measured by the check: {iterations} iterations each, {res.source}")
-        else:
-            details.append(f"from your measurement ({res.source})")
-        truth = dict(zip(MYSTERY, _MYSTERY_ORDER))
-        for letter in MYSTERY:
-            e = evidence.get(letter)
-            seen = (f"RSS {e['slope']:+.0f} kB per 1,000 iterations, {e['releases']:.0f} rknn_outputs_release "
-                    f"per iteration" if e else "not measured")
-            mark = "right" if given[letter] == truth[letter] else f"wrong, it is '{truth[letter]}'"
-            details.append(f"{letter} = {given[letter]} ({mark}): {seen}; "
-                           f"{truth[letter]} = {_BEHAVIOUR_TEXT[truth[letter]]}")
-        if given == truth:
-            return CheckResult(EX3, "passed", "All three right: the slope finds the leak, the calls tell "
-                               "release from prealloc.", details)
-        return CheckResult(EX3, "failed", "Not all three are right (see the measurements below).", details,
-                           "The leak is the one whose RSS climbs. The other two are both flat: the one that "
-                           "calls rknn_outputs_release every iteration is 'release' (look at result.phases "
-                           "or result.calls).")
-
-    return _LAB.run(EX3, body)
-
-
-# =========================================================================== exercise 4
-EX4 = "Exercise 4 — guard against a shape change"
-
-
-def check_output_guard(ensure_output_buffer: Callable[..., Any]) -> CheckResult:
-    """Exercise 4: ``ensure_output_buffer(rt, ctx, index, buf, want_float) -> numpy array``
-    re-queries the output attr and returns ``buf`` itself when its size still fits exactly,
-    else a new array of n_elems float32 (want_float=1) or int8 (want_float=0).
-
-    Driven across two models with different output sizes (digits_cnn: 10 elements,
-    mobilenet_v2: 1000) and both want_float settings; every buffer it returns is then used
-    with is_prealloc=1 and must receive the right values."""
+    The guard is driven across three models and several output indices, with buffers the
+    check makes itself (one of exactly the right size for another index than 0, a larger
+    one, a too small one, one of the wrong dtype); every buffer it returns is then used
+    with is_prealloc = 1 and must receive the values a runtime-allocated get gives."""
     def body() -> CheckResult:
         if not callable(ensure_output_buffer):
             raise _not_done(f"expected your function, got {type(ensure_output_buffer).__name__}.",
-                            "pass the function itself: check_output_guard(ensure_output_buffer)")
+                            "pass the function itself: check_output_guard(ensure_output_buffer, predicted_bytes)")
         rt = _open_runtime()
         spy = _Spy(rt)
         soc = _soc_of(rt)
-        details: List[str] = []
+        ctxs: Dict[str, int] = {}
         try:
-            ctxs = {}
-            for name in ("digits_cnn", "mobilenet_v2"):
+            details = _judge_predictions(predicted_bytes, _measured_sizes(rt, _model_file(SIZES_MODEL, soc), soc))
+            for name in ("digits_cnn", "mobilenet_v2", SIZES_MODEL):
                 ctx = rt.init(_model_file(name, soc))
+                ctxs[name] = ctx
                 frame = _frames(name, soc, n=1, seed=4)[0]
                 rt.inputs_set(ctx, [buffers.input_from_array(0, frame, fmt=abi.RKNN_TENSOR_NHWC,
                                                              type=abi.RKNN_TENSOR_UINT8)])
                 rt.run(ctx)
-                ctxs[name] = ctx
-            # (model, want_float, expect a new buffer?)
-            steps = [("digits_cnn", 1, True), ("digits_cnn", 1, False), ("mobilenet_v2", 1, True),
-                     ("mobilenet_v2", 1, False), ("mobilenet_v2", 0, True), ("digits_cnn", 0, True),
-                     ("digits_cnn", 0, False)]
+
+            def need(name: str, index: int, wf: int) -> int:
+                attr = rt.query(ctxs[name], abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+                return _out_bytes(attr, wf)
+
+            def own(name: str, index: int, wf: int, factor: float = 1.0) -> np.ndarray:
+                nbytes = int(need(name, index, wf) * factor)
+                return np.empty(nbytes // 4, np.float32) if wf else np.empty(nbytes, np.int8)
+
+            # (model, index, want_float, the buffer given: "returned" = the last one returned)
+            steps: List[Tuple[str, int, int, Any]] = [
+                ("digits_cnn", 0, 1, None), ("digits_cnn", 0, 1, "returned"),
+                ("mobilenet_v2", 0, 1, "returned"),                         # 40 B given, too small
+                ("mobilenet_v2", 0, 0, "returned"),                         # float32 given for int8
+                (SIZES_MODEL, 1, 1, own(SIZES_MODEL, 1, 1)),                # exactly fits output 1
+                (SIZES_MODEL, 2, 1, "returned"),                            # larger than output 2 needs
+                (SIZES_MODEL, 0, 1, "returned"),                            # too small for output 0
+                (SIZES_MODEL, 2, 0, own(SIZES_MODEL, 2, 0, 0.5)),           # half of what output 2 needs
+                ("digits_cnn", 0, 0, "returned"),                           # larger: keep
+            ]
             buf: Any = None
-            for n, (name, wf, fresh) in enumerate(steps, 1):
+            for n, (name, index, wf, given) in enumerate(steps, 1):
+                if not isinstance(given, str):
+                    buf = given
                 ctx = ctxs[name]
-                attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
-                need = _out_bytes(attr, wf)
-                queries = len(spy.queries)
-                what = (f"step {n}: ensure_output_buffer(rt, ctx_{name}, 0, "
-                        f"{'None' if buf is None else f'<{buf.nbytes} B>'}, want_float={wf})")
+                dtype = np.dtype(np.float32 if wf else np.int8)
+                nbytes = need(name, index, wf)
+                fits = buf is not None and buf.dtype == dtype and buf.nbytes >= nbytes
+                shown = "None" if buf is None else f"<{buf.dtype} array of {_fmt(buf.nbytes)} B>"
+                what = f"step {n}: ensure_output_buffer(rt, ctx_{name}, {index}, {shown}, want_float={wf})"
                 try:
-                    new = ensure_output_buffer(spy, ctx, 0, buf, wf)
+                    new = ensure_output_buffer(spy, ctx, index, buf, wf)
                 except Exception as exc:
                     raise _student_error(exc, what, "query RKNN_QUERY_OUTPUT_ATTR for that index, compute the "
-                                         "bytes needed, and allocate only when buf is None or its size differs.")
+                                         "bytes needed, and allocate only when buf is None, too small, or of "
+                                         "another dtype.")
                 if new is None:
                     if n == 1:
                         raise _not_done(f"{what} returned None.", "return the buffer (a numpy array).")
                     raise _Fail(f"{what} returned None.", "return the buffer you keep or the one you allocated.")
                 if not isinstance(new, np.ndarray):
                     raise _Fail(f"{what} returned a {type(new).__name__}; expected a numpy array.",
-                                "allocate with np.empty(n_elems, dtype=np.float32 or np.int8).")
-                if len(spy.queries) == queries:
-                    raise _Fail(f"{what} did not call rt.query: it cannot know whether the output's size changed.",
-                                "re-query RKNN_QUERY_OUTPUT_ATTR every time (it costs microseconds).")
-                dtype = np.float32 if wf else np.int8
-                if fresh:
-                    if buf is not None and new is buf:
-                        raise _Fail(f"{what} kept the {buf.nbytes}-byte buffer, but the output now needs "
-                                    f"{need} bytes ({attr.n_elems} elements x {4 if wf else 1}): "
-                                    "rknn_outputs_get may refuse it (the simulator does) or write past its end.",
-                                    "compare the bytes needed with the buffer's size and allocate a new one "
-                                    "when they differ.")
-                    if buf is not None and new.ctypes.data == buf.ctypes.data and new.nbytes != buf.nbytes:
-                        raise _Fail(f"{what} returned a view of the old buffer with a new size.",
-                                    "allocate a new array: a view does not make the memory larger.")
-                else:
-                    if new is not buf:
-                        raise _Fail(f"{what} allocated a new buffer although the size ({need} bytes) did not "
-                                    "change: that is an allocation per call again.",
-                                    "return buf itself when buf.nbytes equals the bytes needed.")
-                if new.nbytes != need or new.dtype != dtype:
-                    raise _Fail(f"{what} returned {new.nbytes} bytes of {new.dtype}; the output needs "
-                                f"{need} bytes of {np.dtype(dtype)} ({attr.n_elems} elements).",
-                                "n_elems x 4 bytes of float32 for want_float=1, n_elems int8 for want_float=0.")
+                                "allocate with np.empty(n, dtype=np.float32 or np.int8).")
+                same_memory = buf is not None and new.size > 0 and new.ctypes.data == buf.ctypes.data
+                if fits and not same_memory:
+                    raise _Fail(f"{what} allocated a new buffer although the one given is large enough for "
+                                f"output {index} ({_fmt(buf.nbytes)} B of {buf.dtype}): an allocation the "
+                                "program does not need.",
+                                "keep buf when buf.nbytes >= the bytes output `index` needs (a larger buffer "
+                                "is fine: rknn_output.size says its real capacity).")
+                if not fits and same_memory:
+                    why = "is of another dtype" if buf.dtype != dtype else "is too small for that output"
+                    raise _Fail(f"{what} kept the buffer, but it {why}: rknn_outputs_get refuses it (the "
+                                "simulator does) or, worse, writes past its end.",
+                                "compare buf.nbytes with the bytes needed (and buf.dtype with float32 / int8) "
+                                "and allocate a new array when it does not fit.")
+                if new.dtype != dtype or new.nbytes < nbytes:
+                    raise _Fail(f"{what} returned {_fmt(new.nbytes)} B of {new.dtype}: too small, or the wrong "
+                                "type, for that output.",
+                                "want_float = 1: n_elems float32; want_float = 0: attr.size bytes of int8.")
                 if not new.flags.c_contiguous or not new.flags.writeable:
                     raise _Fail(f"{what} returned an array that is not contiguous and writeable.",
-                                "use np.empty(n_elems, dtype=...).")
-                outs = [abi.rknn_output(index=0, want_float=wf, is_prealloc=1, buf=new.ctypes.data,
+                                "use np.empty(n, dtype=...).")
+                outs = [abi.rknn_output(index=index, want_float=wf, is_prealloc=1, buf=new.ctypes.data,
                                         size=new.nbytes)]
                 rt.outputs_get(ctx, outs)
-                ref = [abi.rknn_output(index=0, want_float=wf, is_prealloc=0)]
+                rt.outputs_release(ctx, outs)
+                ref = [abi.rknn_output(index=index, want_float=wf, is_prealloc=0)]
                 rt.outputs_get(ctx, ref)
-                ok = ctypes.string_at(ref[0].buf, ref[0].size) == new.tobytes()
+                ok = ctypes.string_at(ref[0].buf, ref[0].size) == ctypes.string_at(new.ctypes.data, ref[0].size)
                 rt.outputs_release(ctx, ref)
                 if not ok:
                     raise _Fail(f"{what}: rknn_outputs_get into the returned buffer gave other values than a "
                                 "runtime-allocated get.")
-                details.append(f"step {n}: {name}, want_float={wf}: {need} bytes needed, "
-                               f"{'a new buffer' if fresh else 'the same buffer kept'} — right")
+                details.append(f"step {n}: {name} output {index}, want_float={wf}: "
+                               f"{'kept the buffer' if same_memory else 'a new buffer'} — right")
                 buf = new
         finally:
-            for ctx in list(locals().get("ctxs", {}).values()):
+            for ctx in ctxs.values():
                 try:
                     rt.destroy(ctx)
                 except Exception:
                     pass
             rt.close()
-        return CheckResult(EX4, "passed", "Your guard re-queries the output, keeps the buffer while the size "
-                           "fits, and allocates a correctly sized one when it changes.", details)
+        return CheckResult(EX1, "passed", "Your predictions match the runtime, and your guard keeps a buffer "
+                           "that fits and allocates one only when it does not.", details)
+
+    return _LAB.run(EX1, body)
+
+
+# =========================================================================== exercise 2
+def _heap_slope(gets: List[Any]) -> float:
+    """Least-squares growth of the heap in use, in bytes per get (NaN where unread)."""
+    heap = [g[6] for g in gets if g[6] is not None]
+    if len(heap) < 10:
+        return math.nan
+    return float(np.polyfit(np.arange(len(heap)), np.asarray(heap, float), 1)[0])
+
+
+def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames: List[np.ndarray],
+                    ref: Dict[Tuple[int, int, int], int], n_out: int) -> List[str]:
+    """Exercise 2's verdict on one recorded run; raises _Fail. Returns details."""
+    events = records.get("events", [])
+    gets = [e[1] for e in events if e[0] == "get"]
+    if not gets:
+        raise _not_done("your variant made no rknn_outputs_get call.",
+                        "write the loop: rt.init, query the output attrs, allocate, then per iteration "
+                        "inputs_set, run, outputs_get with is_prealloc = 1, outputs_release.")
+    if len(gets) != iterations:
+        raise _Fail(f"{model}: rknn_outputs_get was called {len(gets)} times in {iterations} iterations "
+                    "(expected one per iteration).",
+                    "call rt.outputs_get(ctx, outs) once per iteration, inside `for i in lab.loop():`.")
+    frame_crc = [_crc(f.tobytes()) for f in frames]
+    counts = {k: {"fresh": 0, "freed": 0, "changed": 0} for k in range(n_out)}
+    for k, (ctx, _thread, _t, frame, caller, outs, _heap) in enumerate(gets):
+        if caller:
+            raise _Fail(f"the rknn_outputs_get calls were made by rknnlab's own {caller}, not by your code.",
+                        "write the loop yourself: the exercise is the code, not the result.")
+        if frame is None:
+            raise _Fail(f"{model}: get {k + 1} followed an rknn_run with no rknn_inputs_set on this context: "
+                        "the model saw no frame.",
+                        "set the frame every iteration: rt.inputs_set(ctx, frame_input(lab.input(i))).")
+        if frame != frame_crc[k % len(frame_crc)]:
+            same = k > 0 and frame == gets[k - 1][3]
+            raise _Fail(f"{model}: get {k + 1} ran on " + ("the same frame as the get before it: the inputs "
+                        "did not change" if same else "another frame than lab.input(i)") + ".",
+                        "call rt.inputs_set(ctx, frame_input(lab.input(i))) inside the loop, before rt.run.")
+        indices = sorted(o[0] for o in outs)
+        if indices != list(range(n_out)):
+            raise _Fail(f"{model} has {n_out} output(s); get {k + 1} fetched {indices}.",
+                        "fetch every output: one rknn_output per index from RKNN_QUERY_IN_OUT_NUM.")
+        for index, pre, wf, buf, size_given, _size, held, crc in outs:
+            if not pre:
+                raise _Fail(f"{model}: output {index} was fetched with is_prealloc = 0: the runtime allocated "
+                            "its buffer inside rknn_outputs_get.",
+                            "set is_prealloc = 1 and give buf/size of a buffer you allocated once, before the loop.")
+            want = ref.get((frame, index, wf))
+            if want is not None and crc != want:
+                raise _Fail(f"{model}: output {index} of get {k + 1} differs from what a runtime-allocated "
+                            "rknn_outputs_get gives for the same frame.",
+                            "fetch after rt.run of the frame you set, into a buffer of the right type "
+                            "(float32 for want_float = 1, int8 for want_float = 0).")
+            if held in (_FRESH, _ZERO):
+                counts[index]["fresh"] += 1
+            elif held == _FREED:
+                counts[index]["freed"] += 1
+            elif held == _CHANGED:
+                counts[index]["changed"] += 1
+    for index, c in counts.items():
+        if c["freed"]:
+            raise _Fail(f"{model}: in {c['freed']} of {len(gets)} gets, output {index}'s buffer had been freed "
+                        "before the runtime wrote into it (a dangling pointer: the array behind buf was gone).",
+                        "keep the arrays in a variable for the whole loop; a temporary such as "
+                        "np.empty(n).ctypes.data is freed at once.")
+        if c["fresh"] > 2:
+            raise _Fail(f"{model}: in {c['fresh']} of {len(gets)} gets, output {index}'s buffer had just been "
+                        "allocated (its bytes still held the allocator's fill pattern): an allocation per "
+                        "iteration, even if the address repeats. Expected: at most 2 (the first use of each "
+                        "buffer).",
+                        "allocate the buffers once, before `for i in lab.loop():`, and reuse them.")
+        if c["changed"]:
+            raise _Fail(f"{model}: in {c['changed']} of {len(gets)} gets, output {index}'s buffer no longer "
+                        "held what the previous get wrote: something else used that memory in between.",
+                        "keep the buffer alive and only read it; copy the values you want to keep "
+                        "(np.copy), do not write into the buffer.")
+    per_ctx: Dict[int, int] = {}
+    unpaired = 0
+    for e in events:
+        if e[0] == "get":
+            ctx = e[1][0]
+            unpaired += per_ctx.get(ctx, 0)
+            per_ctx[ctx] = 1
+        elif e[0] == "release":
+            per_ctx[e[1]] = 0
+    unpaired += sum(per_ctx.values())
+    releases = sum(1 for e in events if e[0] == "release")
+    if unpaired:
+        raise _Fail(f"{model}: {len(gets)} rknn_outputs_get, {releases} rknn_outputs_release; {unpaired} get(s) "
+                    "had no release after them (expected: one release after every get).",
+                    "pair every rknn_outputs_get with one rknn_outputs_release, with is_prealloc = 1 too; that "
+                    "release frees nothing of yours.")
+    sizes = ", ".join(f"{o[4]:,} B" for o in sorted(gets[0][5]))
+    return [f"{model}, {len(gets)} recorded iterations: every get wrote the right values into your buffer(s) "
+            f"({sizes}), which still held the previous output each time (no allocation per call), and each "
+            "get was paired with one release"]
+
+
+def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200) -> CheckResult:
+    """Exercise 2: ``variant(lab)`` gets every output with ``is_prealloc = 1`` into buffers it
+    allocated once, and pairs every get with one release.
+
+    Two runs, each in a process of its own with every call recorded (there is no unrecorded
+    run): mobilenet_v2 for ``iterations`` (the heap in use, read after every get, must not
+    grow) and yolov5n (three outputs of different sizes).  With MALLOC_PERTURB_ set, a buffer's bytes just before each
+    get say whether it was allocated or freed since the previous get: an allocation per
+    iteration is found even when the allocator hands back the same address."""
+    def body() -> CheckResult:
+        if not callable(variant):
+            raise _not_done(f"expected your variant function, got {type(variant).__name__}.",
+                            "pass the function itself: check_prealloc_variant(my_prealloc_variant)")
+        soc = _current_soc()
+        name = getattr(variant, "__name__", "your variant")
+        details: List[str] = []
+        rt = _open_runtime()
+        try:
+            refs = {}
+            for model in (LAB4_MODEL, SIZES_MODEL):
+                frames = _frames(model, soc)
+                refs[model] = (frames, _reference_outputs(rt, _model_file(model, soc), frames))
+        finally:
+            rt.close()
+        kept = math.nan
+        for model, n in ((LAB4_MODEL, iterations), (SIZES_MODEL, 4)):
+            warmup = 5 if model == LAB4_MODEL else 0
+            res, run, records = _recorded_run(variant, model, soc, n, warmup=warmup)
+            if not run.ok:
+                hint = ("query the output attrs, allocate one buffer per output before the loop, and pass it "
+                        "with is_prealloc = 1 to rt.outputs_get.")
+                if (run.error or "").startswith("NotImplementedError"):
+                    text = run.error.split(":", 1)[1].strip() if ":" in run.error else ""
+                    raise _not_done(f"{name}(lab) still raises NotImplementedError"
+                                    + (f": {text.rstrip('.')}." if text else "."), hint)
+                message = _variant_error(run, f"{name}(lab) on {model}")
+                if run.status == "crashed":
+                    hint = ("with is_prealloc = 1 the runtime writes the output at `buf`: buf must be "
+                            "arr.ctypes.data of an array you keep alive for the whole loop, and size at most "
+                            "arr.nbytes.")
+                    freed = sum(o[6] == _FREED for e in records.get("events", []) if e[0] == "get"
+                                for o in e[1][5])
+                    if freed:
+                        message = (f"{model}: in {freed} get(s), your output buffer had been freed before the "
+                                   "runtime wrote into it (a dangling pointer: the array behind buf was gone); "
+                                   "then " + message)
+                raise _Fail(message, hint)
+            frames, ref = refs[model]
+            n_out = len({k[1] for k in ref})
+            details += _judge_recorded(records, model, n + warmup, frames, ref, n_out)
+            if model == LAB4_MODEL:
+                kept = _heap_slope([e[1] for e in records["events"] if e[0] == "get"][warmup:])
+        details.append(f"{LAB4_MODEL}, {iterations} iterations: the heap in use grew by {kept:+,.0f} bytes per "
+                       f"iteration (expected below {_fmt(KEPT_BYTES_PER_ITERATION)})")
+        if not math.isnan(kept) and kept >= KEPT_BYTES_PER_ITERATION:
+            raise _Fail(f"the outputs are preallocated, but the process keeps about {_fmt(kept)} bytes more "
+                        f"per iteration (expected below {_fmt(KEPT_BYTES_PER_ITERATION)}): something else in "
+                        "the loop keeps memory (a list of outputs, a new array per frame...).",
+                        "keep nothing per iteration: read the values you need from the buffer and let them go.",
+                        details)
+        return CheckResult(EX2, "passed", "Your variant writes every output into its own buffer, allocated "
+                           "once; every get is paired with a release; memory stays flat and the values are "
+                           "right.", details)
+
+    return _LAB.run(EX2, body)
+
+
+# =========================================================================== exercise 3
+#: exercise 3's anonymous variants (A is mystery_A, ...): each one leaks, releases or
+#: preallocates; a behaviour may appear more than once
+MYSTERY: Dict[str, Callable[[Any], None]] = {"A": _cases.mystery_A, "B": _cases.mystery_B,
+                                             "C": _cases.mystery_C, "D": _cases.mystery_D}
+_KINDS = ("leak", "release", "prealloc")
+
+
+def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> CheckResult:
+    """Exercise 3: ``classify(variant) -> "leak" | "release" | "prealloc"``, decided from what
+    it measures.  The check calls it on the four letters (A is mystery_A, ...) and on one
+    more variant, one at a time in a random order: a rule must stand on one variant's
+    measurements (no ranking of several).  It stops at the first wrong answer and says
+    neither which variant nor which word would be right."""
+    def body() -> CheckResult:
+        if not callable(classify):
+            raise _not_done(f"expected your function, got {type(classify).__name__}.",
+                            "pass the function itself: check_which_is_which(classify)")
+        cases = _cases.which_cases()
+        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(cases))
+        details = []
+        for n, k in enumerate(order, 1):
+            case = cases[int(k)]
+            what = f"classify({case.__name__})"
+            try:
+                answer = classify(case)
+            except Exception as exc:
+                raise _student_error(exc, what, "run the variant with rknnlab.run, measure, and return one word.")
+            if answer is None:
+                if n == 1:
+                    raise _not_done(f"{what} returned None.", 'return "leak", "release" or "prealloc".')
+                raise _Fail(f"{what} returned None.", 'return "leak", "release" or "prealloc" for every variant.')
+            word = str(answer).strip().lower()
+            if word not in _KINDS:
+                raise _Fail(f"{what} returned {answer!r}, not one of leak, release, prealloc.")
+            if word != _cases.which_truth(case):
+                return CheckResult(EX3, "failed", f"Your function's answer for one of the {len(cases)} variants "
+                                   f"is wrong ({n - 1} right before it; the check stops at the first wrong one "
+                                   "and does not say which).", (),
+                                   "Two measurements per variant, each judged on its own: does rknn_outputs_get "
+                                   "allocate (the heap gained inside the call: about the output's size, or about "
+                                   "0)? And does the process keep what it allocated (the heap in use, last get minus "
+                                   "first, per get: about one output, or about 0)? Calling rknn_outputs_release says nothing "
+                                   "by itself: with is_prealloc = 1 it is paired with every get too.")
+            details.append(f"{case.__name__}: {word}")
+        return CheckResult(EX3, "passed", f"All {len(cases)} right: the heap gained inside the get tells "
+                           "allocation per call from reuse, the heap kept over the run tells the leak from "
+                           "the release.",
+                           details)
+
+    return _LAB.run(EX3, body)
+
+
+# =========================================================================== exercise 4
+def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]], bool]) -> CheckResult:
+    """Exercise 4: ``reuses_output_memory(variant) -> bool`` says whether the same memory
+    serves every iteration with no allocation per call, from a measurement.
+
+    The check calls it on six private variants in a random order; their names say nothing.
+    Among them: allocate-and-release (flat RSS, the address may repeat), preallocation that
+    also calls release (the pairing rule), a fresh is_prealloc = 1 buffer every iteration
+    (the flag says prealloc, the program allocates), two buffers used in turn (the address
+    changes, nothing is allocated), zero-copy (no get at all), and the leak."""
+    def body() -> CheckResult:
+        if not callable(reuses_output_memory):
+            raise _not_done(f"expected your function, got {type(reuses_output_memory).__name__}.",
+                            "pass the function itself: check_reuse_detector(reuses_output_memory)")
+        cases = _cases.reuse_cases()
+        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(cases))
+        details, wrong = [], 0
+        for k in order:
+            case = cases[int(k)]
+            what = f"reuses_output_memory({case.__name__})"
+            try:
+                answer = reuses_output_memory(case)
+            except Exception as exc:
+                raise _student_error(exc, what, "run the variant with rknnlab.run and decide from what you "
+                                     "measured.")
+            if answer is None:
+                raise _not_done(f"{what} returned None.",
+                                "return True (the same memory serves every iteration) or False.")
+            if not isinstance(answer, (bool, np.bool_)):
+                raise _Fail(f"{what} returned {answer!r} ({type(answer).__name__}), not True or False.",
+                            "return a bool, e.g. `return allocations_per_iteration < 0.5`.")
+            wrong += bool(answer) != _cases.reuse_truth(case)
+            details.append(f"{case.__name__}: you said {'reuse' if answer else 'no reuse'}: it "
+                           f"{_cases.reuse_why(case)}")
+        if not wrong:
+            return CheckResult(EX4, "passed", f"Your function told all {len(cases)} variants apart by "
+                               "measurement.", details)
+        # which answers are wrong is not said: with two possible answers that would give them away
+        return CheckResult(EX4, "failed", f"{wrong} of your {len(cases)} answers are wrong.", (),
+                           "Reuse means no allocation per call. Measure allocations, not flags or addresses: "
+                           "the heap gained inside each rknn_outputs_get (a buffer the runtime allocates), and, "
+                           "for a caller's buffer, whether it still holds the previous get's values when the "
+                           "next get starts (run with MALLOC_PERTURB_ set: a freshly allocated block is then "
+                           "filled with one byte value). A flat RSS curve only shows there is no leak.")
 
     return _LAB.run(EX4, body)
 
 
 # =========================================================================== exercise 5
-EX5 = "Exercise 5 — two threads, one buffer each"
-
-
-def load_digits_testset(soc: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """digits_cnn's test set as (images uint8 NHWC (N, 8, 8, 1), labels int64 (N,))."""
+def _load_digits_testset(soc: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
     from .. import models
     path = models.model_path("digits_cnn", soc or "rk3588").parent / "testset.npz"
     with np.load(path, allow_pickle=False) as data:
@@ -503,8 +500,7 @@ def load_digits_testset(soc: Optional[str] = None) -> Tuple[np.ndarray, np.ndarr
     return np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels.astype(np.int64)
 
 
-def single_thread_predictions(rt: Any, model_file: str, images: np.ndarray) -> np.ndarray:
-    """digits_cnn's predicted digits, one image after another on one context (the reference)."""
+def _single_thread_predictions(rt: Any, model_file: str, images: np.ndarray) -> np.ndarray:
     ctx = rt.init(model_file)
     try:
         attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
@@ -517,18 +513,49 @@ def single_thread_predictions(rt: Any, model_file: str, images: np.ndarray) -> n
             rt.run(ctx)
             rt.outputs_get(ctx, outs)
             preds[i] = int(np.argmax(out))
+            rt.outputs_release(ctx, outs)
         return preds
     finally:
         rt.destroy(ctx)
 
 
-def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any]) -> CheckResult:
-    """Exercise 5: ``classify_two_threads(rt, model_path, images) -> predictions`` classifies
-    digits_cnn's test images on two threads, each with its own output buffer.
+def load_digits_testset(soc: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """digits_cnn's test set as (images uint8 NHWC (N, 8, 8, 1), labels int64 (N,))."""
+    return _load_digits_testset(soc)
 
-    It must give the same predictions as one thread on one context, and no two threads
-    may write into the same is_prealloc buffer (checked on every rknn_outputs_get, so
-    a race that happened not to strike this time is still found)."""
+
+def single_thread_predictions(rt: Any, model_file: str, images: np.ndarray) -> np.ndarray:
+    """digits_cnn's predicted digits, one image after another on one context (the reference)."""
+    return _single_thread_predictions(rt, model_file, images)
+
+
+def _shared_buffers(gets: List[tuple]) -> List[Tuple[int, int]]:
+    """(address, get number) where a thread's get found that another thread had written into
+    the same buffer since its own previous get there: the threads took turns in one buffer."""
+    last_by: Dict[int, int] = {}
+    seen: Dict[Tuple[int, int], bool] = {}
+    found = []
+    for n, (_ctx, thread, _t, _frame, _caller, outs, _heap) in enumerate(sorted(gets, key=lambda g: g[2])):
+        for o in outs:
+            if not o[1]:
+                continue
+            buf = o[3]
+            if seen.get((buf, thread)) and last_by.get(buf) != thread:
+                found.append((buf, n + 1))
+            seen[(buf, thread)] = True
+            last_by[buf] = thread
+    return found
+
+
+def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any]) -> CheckResult:
+    """Exercise 5 ★: ``classify_two_threads(rt, model_path, images) -> predictions`` classifies
+    the images on two threads at once, each with its own ``is_prealloc = 1`` output buffer.
+
+    The check hands it digits_cnn's test images in a fresh random order and records every
+    call: each image classified once, from at least two threads that overlap in time
+    (threads are told apart by an identity the check gives each, since thread ids may be
+    reused after a join), is_prealloc = 1, no buffer into which two threads take turns, and
+    the predictions of one thread on one context, image for image."""
     def body() -> CheckResult:
         if not callable(classify_two_threads):
             raise _not_done(f"expected your function, got {type(classify_two_threads).__name__}.",
@@ -537,54 +564,77 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
         spy = _Spy(rt)
         soc = _soc_of(rt)
         model_file = _model_file("digits_cnn", soc)
-        images, labels = load_digits_testset(soc)
+        images, labels = _load_digits_testset(soc)
+        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(images))
+        images, labels = np.ascontiguousarray(images[order]), labels[order]
         try:
             try:
-                preds = classify_two_threads(spy, model_file, images)
+                preds = classify_two_threads(spy, model_file, images.copy())
             except Exception as exc:
                 raise _student_error(exc, "classify_two_threads(rt, model_path, images)",
                                      "give each thread its own output buffer (allocate it inside the worker).")
             if preds is None:
                 raise _not_done("classify_two_threads returned None.",
                                 "return the predicted digit of every image, in order.")
-            reference = single_thread_predictions(rt, model_file, images)
+            reference = _single_thread_predictions(rt, model_file, images)
         finally:
             spy.cleanup()
             rt.close()
         preds = np.asarray(preds)
-        if preds.shape != (len(images),):
-            raise _Fail(f"expected one prediction per image ({len(images)}), got an array of shape {preds.shape}.")
-        threads = {g["thread"] for g in spy.gets}
-        owners: Dict[int, set] = {}
-        for g in spy.gets:
-            for o in g["outputs"]:
-                if o["is_prealloc"]:
-                    owners.setdefault(o["buf"], set()).add(g["thread"])
-        shared = {buf: t for buf, t in owners.items() if len(t) > 1}
+        n = len(images)
+        if preds.shape != (n,):
+            raise _Fail(f"expected one prediction per image ({n}), got an array of shape {preds.shape}.")
+        gets = spy.gets
+        releases = sum(1 for e in spy.events if e[0] == "release")
+        threads = sorted({g[1] for g in gets})
         differ = int((preds != reference).sum())
         acc, ref_acc = float((preds == labels).mean()), float((reference == labels).mean())
         details = [f"your predictions: accuracy {acc:.1%}; one thread on one context: {ref_acc:.1%} "
-                   f"({len(images)} test images of digits_cnn)",
-                   f"{differ} of {len(images)} predictions differ from the single-thread ones",
-                   f"rknn_outputs_get was called from {len(threads)} thread(s)"]
+                   f"({n} test images of digits_cnn, in a random order)",
+                   f"{differ} of {n} predictions differ from the single-thread ones (expected 0)",
+                   f"{len(gets)} rknn_outputs_get calls (expected {n}: one per image) from {len(threads)} "
+                   "thread(s) (expected 2 or more)"]
+        callers = {g[4] for g in gets if g[4]}
+        if callers:
+            raise _Fail(f"some images were classified by rknnlab's own {sorted(callers)[0]}, not by your threads.",
+                        "classify every image in your two worker threads.", details)
+        not_pre = [g for g in gets if any(not o[1] for o in g[5])]
+        if not_pre:
+            leak = releases < len(not_pre)
+            raise _Fail(f"{len(not_pre)} of {len(gets)} gets used is_prealloc = 0"
+                        + (f" and only {releases} were released: a leak of one output per image."
+                           if leak else ": the runtime allocated a buffer on every call."),
+                        "keep is_prealloc = 1 and give each thread its own buffer, allocated once in the worker.",
+                        details)
+        if len(gets) != n:
+            raise _Fail(f"{len(gets)} rknn_outputs_get calls for {n} images: each image is classified once "
+                        "(not once per thread, and not again on one thread).",
+                        "split the images between the two threads, as the shared version does.", details)
         if len(threads) < 2:
             raise _Fail("all rknn_outputs_get calls came from one thread: the exercise keeps the two threads.",
                         "fix the sharing, not the threading: give each worker its own buffer.", details)
+        spans = {t: (min(g[2] for g in gets if g[1] == t), max(g[2] for g in gets if g[1] == t)) for t in threads}
+        overlap = any(spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+                      for a in threads for b in threads if a < b)
+        if not overlap:
+            raise _Fail("the threads ran one after the other (no get of one thread fell between two gets of "
+                        "another): that is one thread at a time.",
+                        "start both threads before joining either.", details)
+        shared = _shared_buffers(gets)
         if shared:
-            buf, t = next(iter(shared.items()))
-            message = (f"{len(t)} threads wrote their outputs into the same buffer at 0x{buf:x}"
-                       + (f", and {differ} predictions came out wrong." if differ else
-                          ": the predictions came out right this time (by luck, or because a lock makes "
-                          "the threads take turns), but one thread's rknn_outputs_get can overwrite the "
-                          "other's output before it is read."))
-            raise _Fail(message, "allocate the output buffer inside each worker (one per thread / context), "
-                        "as seed 000's note says: each thread owns its output buffer.", details)
+            message = (f"threads took turns writing into the same buffer ({len(shared)} times; first at get "
+                       f"{shared[0][1]})" + (f", and {differ} predictions came out wrong." if differ else
+                                             ": the predictions came out right this time (by luck, or a lock "
+                                             "makes the threads take turns), but one thread's get can overwrite "
+                                             "the other's output before it is read."))
+            raise _Fail(message, "allocate the output buffer inside each worker, once, before its loop: each "
+                        "thread owns its output buffer.", details)
         if differ:
             raise _Fail(f"{differ} predictions differ from one thread's, although no buffer is shared.",
                         "check the order of the predictions and that each thread reads its own buffer "
                         "after its own rknn_outputs_get.", details)
-        return CheckResult(EX5, "passed", "Each thread has its own output buffer and the predictions match "
-                           "one thread's, image for image.", details)
+        return CheckResult(EX5, "passed", "Each thread has its own output buffer, both threads ran at once, "
+                           "and the predictions match one thread's, image for image.", details)
 
     return _LAB.run(EX5, body)
 
@@ -592,5 +642,5 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
 _LAB = Lab("Lab 4", [EX1, EX2, EX3, EX4, EX5])
 summary = _LAB.summary
 results = _LAB.results
-_LAB.seal(globals(), ["check_prealloc_variant", "check_reuse_detector", "check_which_is_which",
-                      "check_output_guard", "check_two_threads"])
+_LAB.seal(globals(), {"check_output_guard": EX1, "check_prealloc_variant": EX2, "check_which_is_which": EX3,
+                      "check_reuse_detector": EX4, "check_two_threads": EX5})

@@ -1,0 +1,155 @@
+"""The variants Lab 4's checks hand to the student: private (import them from nowhere).
+
+They carry no docstrings and neutral names on purpose: help() and __name__ must not give
+the answer away.  The harness imports them by name in the variant's process, so they are
+module-level functions; what each one does is decided here, not in a table the notebook
+can read.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+
+from ..experiment.variants import frame_input, query_io
+from ..rknn import abi
+
+
+def _get_release(lab: Any, want_float: int = 1, release: bool = True) -> None:
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, attrs = query_io(rt, ctx)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        outs = [abi.rknn_output(index=a.index, want_float=want_float, is_prealloc=0) for a in attrs]
+        rt.outputs_get(ctx, outs)
+        if release:
+            rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def _buffers(attrs: List[abi.rknn_tensor_attr], want_float: int) -> List[np.ndarray]:
+    return [np.empty(a.n_elems, np.float32) if want_float else np.empty(a.size, np.int8) for a in attrs]
+
+
+def _outs(attrs: List[abi.rknn_tensor_attr], bufs: List[np.ndarray], want_float: int) -> List[abi.rknn_output]:
+    return [abi.rknn_output(index=a.index, want_float=want_float, is_prealloc=1, buf=b.ctypes.data,
+                            size=b.nbytes) for a, b in zip(attrs, bufs)]
+
+
+def _prealloc(lab: Any, want_float: int = 1, copies: int = 1, fresh_each_iteration: bool = False) -> None:
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, attrs = query_io(rt, ctx)
+    sets = [_buffers(attrs, want_float) for _ in range(copies)]
+    for i in lab.loop():
+        if fresh_each_iteration:
+            sets[0] = _buffers(attrs, want_float)
+        outs = _outs(attrs, sets[i % copies], want_float)
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def _zero_copy(lab: Any) -> None:
+    from ..experiment import variants
+    variants.zero_copy_io(lab)
+
+
+_PLAY: Dict[str, Callable[[Any], None]] = {
+    "leak": lambda lab: _get_release(lab, release=False),
+    "release": lambda lab: _get_release(lab),
+    "prealloc": lambda lab: _prealloc(lab),
+    "prealloc_int8": lambda lab: _prealloc(lab, want_float=0),
+    "double_buffer": lambda lab: _prealloc(lab, copies=2),
+    "fresh_prealloc": lambda lab: _prealloc(lab, fresh_each_iteration=True),
+    "zero_copy": _zero_copy,
+}
+
+
+# --------------------------------------------------------------------------- exercise 3
+def _mystery_order() -> List[str]:
+    """Exercise 3's behaviours for A, B, C, D: one of them twice, in a seeded order."""
+    kinds = ["leak", "release", "prealloc", "prealloc_int8"]
+    return [kinds[int(i)] for i in np.random.default_rng(4_0404).permutation(len(kinds))]
+
+
+def mystery_A(lab: Any) -> None:
+    _PLAY[_mystery_order()[0]](lab)
+
+
+def mystery_B(lab: Any) -> None:
+    _PLAY[_mystery_order()[1]](lab)
+
+
+def mystery_C(lab: Any) -> None:
+    _PLAY[_mystery_order()[2]](lab)
+
+
+def mystery_D(lab: Any) -> None:
+    _PLAY[_mystery_order()[3]](lab)
+
+
+def case_x(lab: Any) -> None:
+    _PLAY["leak"](lab)
+
+
+def which_cases() -> List[Callable[[Any], None]]:
+    """What exercise 3's check hands to classify(): the four letters and one variant more."""
+    return [mystery_A, mystery_B, mystery_C, mystery_D, case_x]
+
+
+def which_truth(case: Callable[[Any], None]) -> str:
+    """"leak", "release" or "prealloc": for the check only."""
+    kinds = dict(zip([mystery_A, mystery_B, mystery_C, mystery_D], _mystery_order()))
+    kinds[case_x] = "leak"
+    return kinds[case].split("_")[0]
+
+
+# --------------------------------------------------------------------------- exercise 4
+def case_k(lab: Any) -> None:
+    _PLAY["release"](lab)
+
+
+def case_m(lab: Any) -> None:
+    _PLAY["prealloc"](lab)
+
+
+def case_p(lab: Any) -> None:
+    _PLAY["leak"](lab)
+
+
+def case_r(lab: Any) -> None:
+    _PLAY["zero_copy"](lab)
+
+
+def case_t(lab: Any) -> None:
+    _PLAY["fresh_prealloc"](lab)
+
+
+def case_w(lab: Any) -> None:
+    _PLAY["double_buffer"](lab)
+
+
+def reuse_cases() -> List[Callable[[Any], None]]:
+    return [case_k, case_m, case_p, case_r, case_t, case_w]
+
+
+def reuse_truth(case: Callable[[Any], None]) -> bool:
+    return {case_k: False, case_m: True, case_p: False, case_r: True, case_t: False, case_w: True}[case]
+
+
+def reuse_why(case: Callable[[Any], None]) -> str:
+    """What the case does, said only after the student's answer for it was right."""
+    return {
+        case_k: "allocates inside every rknn_outputs_get and frees it in the paired release (flat RSS, "
+                "and malloc may hand back the same address)",
+        case_m: "one caller-owned buffer, is_prealloc = 1, get paired with release",
+        case_p: "allocates inside every get and never releases",
+        case_r: "zero-copy memory bound once; no rknn_outputs_get at all",
+        case_t: "is_prealloc = 1, but into a buffer allocated anew every iteration",
+        case_w: "two caller-owned buffers, allocated once, used in turn",
+    }[case]

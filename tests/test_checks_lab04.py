@@ -1,0 +1,736 @@
+"""Lab 4's checks, tried as a sceptical instructor would, on the simulator.
+
+Every exercise: the reference solution and at least one legitimately different solution
+pass; at least three planted wrong answers (the shortcuts a student finds) fail, each with
+a message that names the problem and never the answer; the untouched stub gives "not done".
+
+Exercises 3 and 4 call the student's function once per variant, and a real solution runs
+each variant with rknnlab.run.  To keep this file fast, the decision rules planted here
+(right and wrong) decide from measurements taken once per variant by ``measured``, a
+module fixture that runs every variant the checks hand out with the same recording
+wrapper a student would write; the notebook's own solutions run end to end in
+tests/test_checks.py.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pandas")
+pytest.importorskip("onnxruntime")
+
+import rknnlab  # noqa: E402
+from rknnlab import probe  # noqa: E402
+from rknnlab.checks import _lab04_cases as cases  # noqa: E402
+from rknnlab.checks import lab04 as checks  # noqa: E402
+from rknnlab.experiment import variants  # noqa: E402
+from rknnlab.experiment.variants import frame_input, query_io  # noqa: E402
+from rknnlab.rknn import abi, buffers  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_BACKEND", "sim")
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("your code here")
+
+
+def _failed(result, *expected: str) -> None:
+    assert result.status == "failed", result
+    text = repr(result)
+    for e in expected:
+        assert e in text, f"{e!r} not in:\n{text}"
+    assert result.hint, result
+    assert "Traceback" not in text and "seed 0" not in text.lower()
+
+
+@pytest.mark.parametrize("check", [checks.check_output_guard, checks.check_prealloc_variant,
+                                   checks.check_which_is_which, checks.check_reuse_detector,
+                                   checks.check_two_threads])
+def test_checks_never_raise_on_nothing(check) -> None:
+    result = check(None)
+    assert isinstance(result, checks.CheckResult)
+    assert result.status == "not done" and not result.passed and result.hint
+
+
+# =========================================================================== exercise 1
+def _predictions(rule):
+    rt = rknnlab.open_runtime("sim")
+    ctx = rt.init(str(rknnlab.models.model_path(checks.SIZES_MODEL, "rk3588")))
+    _, attrs = query_io(rt, ctx)
+    rt.destroy(ctx)
+    rt.close()
+    return {(a.index, wf): rule(a, wf) for a in attrs for wf in (1, 0)}
+
+
+RIGHT_SIZES = None
+
+
+def right_sizes():
+    global RIGHT_SIZES
+    if RIGHT_SIZES is None:
+        RIGHT_SIZES = _predictions(lambda a, wf: a.n_elems * 4 if wf else a.size)
+    return RIGHT_SIZES
+
+
+def guard_reference(rt, ctx, index, buf, want_float):
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    dtype = np.dtype(np.float32 if want_float else np.int8)
+    need = attr.n_elems * 4 if want_float else attr.size
+    if buf is None or buf.dtype != dtype or buf.nbytes < need:
+        buf = np.empty(need // dtype.itemsize, dtype=dtype)
+    return buf
+
+
+def guard_alternative(rt, ctx, index, buf, want_float):
+    """Legitimately different: zeros, elements instead of bytes, returns a view when it keeps."""
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    kind = np.float32 if want_float else np.int8
+    count = attr.n_elems if want_float else attr.size
+    if buf is not None and buf.dtype == kind and buf.size >= count:
+        return buf.view()
+    return np.zeros(count, kind)
+
+
+def guard_ignores_index(rt, ctx, index, buf, want_float):
+    return guard_reference(rt, ctx, 0, buf, want_float)
+
+
+def guard_never_reallocates(rt, ctx, index, buf, want_float):
+    return buf if buf is not None else guard_reference(rt, ctx, index, None, want_float)
+
+
+def guard_always_allocates(rt, ctx, index, buf, want_float):
+    return guard_reference(rt, ctx, index, None, want_float)
+
+
+def guard_exact_size(rt, ctx, index, buf, want_float):
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    need = attr.n_elems * (4 if want_float else 1)
+    if buf is None or buf.nbytes != need:
+        buf = np.empty(attr.n_elems, np.float32 if want_float else np.int8)
+    return buf
+
+
+def guard_ignores_dtype(rt, ctx, index, buf, want_float):
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    need = attr.n_elems * 4 if want_float else attr.size
+    if buf is None or buf.nbytes < need:
+        buf = np.empty(attr.n_elems, np.float32 if want_float else np.int8)
+    return buf
+
+
+def test_ex1_reference_and_alternative_pass() -> None:
+    for guard in (guard_reference, guard_alternative):
+        result = checks.check_output_guard(guard, right_sizes())
+        assert result.passed, result
+    assert any("output 0 wf=1" in d for d in result.details)
+
+
+def test_ex1_stubs_not_done() -> None:
+    assert checks.check_output_guard(_stub, right_sizes()).status == "not done"
+    blank = {k: None for k in right_sizes()}
+    assert checks.check_output_guard(guard_reference, blank).status == "not done"
+
+
+@pytest.mark.parametrize("rule, expected", [
+    (lambda a, wf: a.n_elems, "too small"),                   # forgot float32's 4 bytes
+    (lambda a, wf: a.n_elems * 4, "too large"),               # float32 size for want_float = 0 as well
+    (lambda a, wf: a.size_with_stride * 4 if wf else a.size_with_stride + 1, "too large"),
+])
+def test_ex1_wrong_predictions_fail_without_the_answer(rule, expected) -> None:
+    predicted = _predictions(rule)
+    result = checks.check_output_guard(guard_reference, predicted)
+    _failed(result, expected, "predictions differ")
+    right = right_sizes()
+    for (index, wf), value in right.items():
+        lines = [d for d in result.details if d.startswith(f"output {index}, want_float = {wf}:")]
+        assert len(lines) == (predicted[(index, wf)] != value)
+        assert not any(f"{value:,}" in d for d in lines)     # the right size is never shown
+
+
+@pytest.mark.parametrize("guard, expected", [
+    (guard_ignores_index, "allocated a new buffer although the one given is large enough for output 1"),
+    (guard_never_reallocates, "kept the buffer, but it is too small"),
+    (guard_always_allocates, "allocated a new buffer although"),
+    (guard_exact_size, "allocated a new buffer although the one given is large enough for output 2"),
+    (guard_ignores_dtype, "kept the buffer, but it is of another dtype"),
+])
+def test_ex1_wrong_guards_fail(guard, expected) -> None:
+    _failed(checks.check_output_guard(guard, right_sizes()), expected)
+
+
+# =========================================================================== exercise 2
+def prealloc_reference(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep, outs = [], []
+    for attr in out_attrs:
+        buf = np.empty(attr.n_elems, dtype=np.float32)
+        keep.append(buf)
+        outs.append(abi.rknn_output(index=attr.index, want_float=1, is_prealloc=1,
+                                    buf=buf.ctypes.data, size=buf.nbytes))
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def prealloc_int8_ctypes_double_buffered(lab):
+    """Legitimately different: want_float = 0 into attr.size bytes, ctypes arrays larger than
+    needed, two sets used in turn (the address changes every iteration; nothing is allocated)."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
+    attrs = [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=k)) for k in range(n)]
+    sets = [[(ctypes.c_int8 * (a.size + 64))() for a in attrs] for _ in range(2)]
+    for i in lab.loop():
+        bufs = sets[i % 2]
+        outs = [abi.rknn_output(index=a.index, want_float=0, is_prealloc=1, buf=ctypes.addressof(b),
+                                size=ctypes.sizeof(b)) for a, b in zip(attrs, bufs)]
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def new_buffer_every_iteration(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = None
+    for i in lab.loop():
+        keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+                for a, b in zip(out_attrs, keep)]
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def inputs_set_once(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+            for a, b in zip(out_attrs, keep)]
+    rt.inputs_set(ctx, frame_input(lab.input(0)))
+    for i in lab.loop():
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def dangling_temporary(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1,
+                            buf=np.empty(a.n_elems, dtype=np.float32).ctypes.data, size=a.n_elems * 4)
+            for a in out_attrs]
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def the_librarys_own(lab):
+    variants.prealloc_output(lab)
+
+
+def behaves_while_recorded_briefly(lab):
+    """Behaves for the first iterations of a recorded run only (it reads the environment)."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    recorded = bool(os.environ.get("RKNNLAB_CHECKS_RECORD"))
+    for i in lab.loop():
+        if not (recorded and i < 6):
+            keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+                for a, b in zip(out_attrs, keep)]
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def no_release(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+            for a, b in zip(out_attrs, keep)]
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def runtime_allocates(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=0) for a in out_attrs]
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def first_output_only(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    buf = np.empty(out_attrs[0].n_elems, dtype=np.float32)
+    outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=buf.ctypes.data, size=buf.nbytes)]
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def keeps_history(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+            for a, b in zip(out_attrs, keep)]
+    history = []
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+        history.append(keep[0][:1000].copy())
+    rt.destroy(ctx)
+
+
+def writes_to_a_bad_address(lab):
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=16, size=a.n_elems * 4)
+            for a in out_attrs]
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def test_ex2_reference_passes() -> None:
+    result = checks.check_prealloc_variant(prealloc_reference)
+    assert result.passed, result
+    assert any("heap in use grew by" in d and "expected below" in d for d in result.details)
+    assert any("yolov5n" in d for d in result.details)
+
+
+def test_ex2_alternative_passes() -> None:
+    result = checks.check_prealloc_variant(prealloc_int8_ctypes_double_buffered, iterations=40)
+    assert result.passed, result
+
+
+def test_ex2_stub_not_done() -> None:
+    result = checks.check_prealloc_variant(_stub)
+    assert result.status == "not done" and "NotImplementedError" in result.message
+
+
+@pytest.mark.parametrize("variant, expected", [
+    (new_buffer_every_iteration, "had just been allocated"),
+    (behaves_while_recorded_briefly, "had just been allocated"),
+    (inputs_set_once, "the inputs did not change"),
+    (dangling_temporary, "keep alive for the whole loop"),
+    (the_librarys_own, "rknnlab's own rknnlab.experiment.variants"),
+    (no_release, "had no release after them"),
+    (runtime_allocates, "is_prealloc = 0"),
+    (first_output_only, "has 3 output(s)"),
+    (writes_to_a_bad_address, "SIGSEGV"),
+])
+def test_ex2_wrong_variants_fail(variant, expected) -> None:
+    _failed(checks.check_prealloc_variant(variant, iterations=40), expected)
+
+
+def test_ex2_keeping_copies_fails_on_rss() -> None:
+    _failed(checks.check_prealloc_variant(keeps_history, iterations=60), "keeps about", "expected below")
+
+
+# =========================================================================== exercises 3 and 4
+def _measuring(variant):
+    """A variant running ``variant`` with the measurements a student's solution takes: the
+    heap gained inside every rknn_outputs_get, and, for a caller's buffer, whether it still
+    holds the last get's bytes when the next get starts (MALLOC_PERTURB_ set).  Summed in
+    the variant's process and sent once, at the end: a row per get would itself grow RSS."""
+    def measured(lab):
+        heap = probe.Heap()
+        real_get = lab.rt.outputs_get
+        last = {}
+        seen = {"gets": 0, "allocating": 0, "fresh": 0, "prealloc": 0, "addresses": set(), "heap": []}
+
+        def outputs_get(ctx, outputs, extend=None):
+            fresh = 0
+            for o in outputs:
+                if o.is_prealloc and o.buf in last and ctypes.string_at(o.buf, o.size) != last[o.buf]:
+                    fresh += 1
+            before = heap.sample()["heap_in_use_bytes"]
+            ret = real_get(ctx, outputs, extend)
+            gained = heap.sample()["heap_in_use_bytes"] - before
+            for o in outputs:
+                if o.is_prealloc:
+                    last[o.buf] = ctypes.string_at(o.buf, o.size)
+            if lab.recorder.stage == "measure":
+                seen["heap"][1:] = [heap.sample()["heap_in_use_bytes"]]
+                if seen["gets"] == 0:
+                    seen["heap"] = seen["heap"] * 2
+                seen["gets"] += 1
+                seen["allocating"] += gained >= 64
+                seen["fresh"] += fresh
+                seen["prealloc"] += bool(outputs[0].is_prealloc)
+                if len(seen["addresses"]) < 10:
+                    seen["addresses"].add(outputs[0].buf)
+            return ret
+
+        lab.rt.outputs_get = outputs_get
+        variant(lab)
+        for key in ("gets", "allocating", "fresh", "prealloc"):
+            with lab.timed(key, nbytes=seen[key]):
+                pass
+        with lab.timed("addresses", nbytes=len(seen["addresses"])):
+            pass
+        first, last = seen["heap"] or (0, 0)
+        with lab.timed("kept", nbytes=max(last - first, 0) // max(seen["gets"] - 1, 1)):
+            pass
+
+    return measured
+
+
+def _measure(variant) -> dict:
+    old = os.environ.get("MALLOC_PERTURB_")
+    os.environ["MALLOC_PERTURB_"] = "165"
+    try:
+        res = rknnlab.run(_measuring(variant), model=checks.LAB4_MODEL, iterations=40, warmup=3)
+    finally:
+        if old is None:
+            os.environ.pop("MALLOC_PERTURB_")
+        else:
+            os.environ["MALLOC_PERTURB_"] = old
+    calls = res.calls
+    row = {f: int(calls.loc[calls["function"] == f, "bytes"].iloc[0])
+           for f in ("gets", "allocating", "fresh", "prealloc", "addresses", "kept")}
+    gets = max(row["gets"], 1)
+    m = calls[calls["stage"] == "measure"]
+    return {
+        "allocating": row["allocating"] / gets,    # share of gets that allocated
+        "fresh": row["fresh"] / gets,              # caller's buffers found freshly allocated, per get
+        "gets": row["gets"],
+        "kept": row["kept"],                       # heap in use, last get minus first, per get
+        "releases": int((m["function"] == "outputs_release").sum()),
+        "addresses": row["addresses"],
+        "is_prealloc": row["gets"] > 0 and row["prealloc"] == row["gets"],
+    }
+
+
+@pytest.fixture(scope="module")
+def measured():
+    os.environ["RKNNLAB_BACKEND"] = "sim"
+    every = {id(f): _measure(f) for f in cases.which_cases() + cases.reuse_cases()}
+    return lambda variant: every[id(variant)]
+
+
+def _answers(rule, measured):
+    return lambda variant: rule(measured(variant))
+
+
+# exercise 3 rules
+def classify_reference(m):
+    if m["allocating"] < 0.5:
+        return "prealloc"
+    return "leak" if m["kept"] > 1000 else "release"
+
+
+def classify_alternative(m):
+    """Legitimately different: counts allocating gets, and compares the heap kept with half an output."""
+    allocates = m["allocating"] * m["gets"] > 10
+    return ("leak" if m["kept"] > 0.5 * 4000 else "release") if allocates else "prealloc"
+
+
+def classify_by_flat_memory(m):
+    """Flat memory taken for reuse."""
+    return "leak" if m["kept"] > 1000 else "prealloc"
+
+
+def classify_by_release_calls(m):
+    return "leak" if m["kept"] > 1000 else "release" if m["releases"] else "prealloc"
+
+
+def test_ex3_reference_and_alternative_pass(measured) -> None:
+    for rule in (classify_reference, classify_alternative):
+        result = checks.check_which_is_which(_answers(rule, measured))
+        assert result.passed, result
+        assert len(result.details) == 5
+
+
+def test_ex3_stub_not_done() -> None:
+    assert checks.check_which_is_which(_stub).status == "not done"
+    assert checks.check_which_is_which(lambda v: None).status == "not done"
+
+
+def test_ex3_lookup_of_the_letters_fails(measured) -> None:
+    """The four letters' answers learnt by heart (here: right ones) say nothing about the fifth."""
+    known = {f.__name__: classify_reference(measured(f)) for f in checks.MYSTERY.values()}
+    result = checks.check_which_is_which(lambda v: known.get(v.__name__, "prealloc"))
+    _failed(result, "is wrong")
+
+
+@pytest.mark.parametrize("rule", [classify_by_flat_memory, classify_by_release_calls])
+def test_ex3_shortcuts_fail_without_the_answer(rule, measured) -> None:
+    result = checks.check_which_is_which(_answers(rule, measured))
+    _failed(result, "is wrong", "does not say which")
+    assert not result.details
+
+
+def test_ex3_bad_words() -> None:
+    result = checks.check_which_is_which(lambda v: "zero-copy")
+    assert result.status == "failed" and "not one of" in result.message
+
+
+# exercise 4 rules
+def reuse_reference(m):
+    return m["allocating"] < 0.5 and m["fresh"] < 0.5
+
+
+def reuse_alternative(m):
+    """Legitimately different: allocations per iteration, counted from both measurements."""
+    per_iteration = m["allocating"] + m["fresh"]
+    return per_iteration < 0.25
+
+
+def reuse_by_heap_in_get_only(m):
+    return m["allocating"] < 0.5
+
+
+def reuse_by_flag(m):
+    return m["is_prealloc"] or m["gets"] == 0
+
+
+def reuse_by_release_calls(m):
+    return m["releases"] == 0 and m["kept"] < 1000
+
+
+def reuse_by_address(m):
+    return m["addresses"] <= 1
+
+
+def reuse_by_flat_memory(m):
+    return m["kept"] < 1000
+
+
+@pytest.mark.parametrize("rule", [reuse_reference, reuse_alternative])
+def test_ex4_right_rules_pass(rule, measured) -> None:
+    result = checks.check_reuse_detector(_answers(rule, measured))
+    assert result.passed, result
+    assert len(result.details) == len(cases.reuse_cases())
+
+
+def test_ex4_stub_not_done() -> None:
+    assert checks.check_reuse_detector(_stub).status == "not done"
+    assert checks.check_reuse_detector(lambda v: None).status == "not done"
+
+
+@pytest.mark.parametrize("rule", [reuse_by_heap_in_get_only, reuse_by_flag, reuse_by_release_calls,
+                                  reuse_by_address, reuse_by_flat_memory])
+def test_ex4_shortcuts_fail_without_the_answer(rule, measured) -> None:
+    result = checks.check_reuse_detector(_answers(rule, measured))
+    _failed(result, "answers are wrong")
+    assert not result.details   # which ones would give the answer away
+
+
+def test_ex4_no_truth_table_in_the_namespace() -> None:
+    assert not hasattr(checks, "REUSE_CASES")
+    names = [n for n in dir(checks) if not n.startswith("_")]
+    assert not [n for n in names if "case" in n.lower() or "truth" in n.lower()]
+
+
+def test_ex4_non_bool_answer() -> None:
+    result = checks.check_reuse_detector(lambda variant: "yes")
+    assert result.status == "failed" and "not True or False" in result.message
+
+
+# =========================================================================== exercise 5
+def _two_threads(rt, model_path, images, per_thread=True, lock=False, threads=2, prealloc=True,
+                 release=True, sequential=False):
+    ctx0 = rt.init(model_path)
+    ctxs = [ctx0] + [rt.dup_context(ctx0) for _ in range(threads - 1)]
+    attr = rt.query(ctx0, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    shared = np.empty(attr.n_elems, dtype=np.float32)
+    guard = threading.Lock()
+    preds = np.full(len(images), -1)
+
+    def worker(ctx, indices):
+        out = np.empty(attr.n_elems, dtype=np.float32) if per_thread else shared
+        outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data, size=out.nbytes)]
+        for i in indices:
+            rt.inputs_set(ctx, [buffers.input_from_array(0, images[i], fmt=abi.RKNN_TENSOR_NHWC)])
+            rt.run(ctx)
+            if not prealloc:
+                mine = [abi.rknn_output(index=0, want_float=1, is_prealloc=0)]
+                rt.outputs_get(ctx, mine)
+                preds[i] = int(np.argmax(np.ctypeslib.as_array(
+                    (ctypes.c_float * attr.n_elems).from_address(mine[0].buf))))
+                if release:
+                    rt.outputs_release(ctx, mine)
+                continue
+            if lock:
+                with guard:
+                    rt.outputs_get(ctx, outs)
+                    preds[i] = int(np.argmax(out))
+            else:
+                rt.outputs_get(ctx, outs)
+                time.sleep(0.001)
+                preds[i] = int(np.argmax(out))
+            rt.outputs_release(ctx, outs)
+
+    ts = [threading.Thread(target=worker, args=(ctx, range(k, len(images), threads)))
+          for k, ctx in enumerate(ctxs)]
+    for t in ts:
+        t.start()
+        if sequential:
+            t.join()
+    for t in ts:
+        t.join()
+    for ctx in reversed(ctxs):
+        rt.destroy(ctx)
+    return preds
+
+
+def threads_alternative(rt, model_path, images):
+    """Legitimately different: a pool of two workers, each with a context and a buffer of its
+    own, taking images from a shared queue; the calling thread only collects."""
+    import queue
+    todo = queue.Queue()
+    for i in range(len(images)):
+        todo.put(i)
+    preds = [None] * len(images)
+    ctx0 = rt.init(model_path)
+    ctxs = [ctx0, rt.dup_context(ctx0)]
+
+    def worker(ctx):
+        attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        mine = (ctypes.c_float * attr.n_elems)()
+        outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=ctypes.addressof(mine),
+                                size=ctypes.sizeof(mine))]
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            rt.inputs_set(ctx, [buffers.input_from_array(0, images[i], fmt=abi.RKNN_TENSOR_NHWC)])
+            rt.run(ctx)
+            rt.outputs_get(ctx, outs)
+            time.sleep(0.0005)
+            preds[i] = int(np.argmax(np.frombuffer(mine, np.float32)))
+            rt.outputs_release(ctx, outs)
+
+    ts = [threading.Thread(target=worker, args=(c,)) for c in ctxs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    rt.destroy(ctxs[1])
+    rt.destroy(ctx0)
+    return preds
+
+
+def test_ex5_reference_and_alternative_pass() -> None:
+    for solution in (lambda rt, p, im: _two_threads(rt, p, im), threads_alternative):
+        result = checks.check_two_threads(solution)
+        assert result.passed, result
+
+
+def test_ex5_stub_not_done() -> None:
+    assert checks.check_two_threads(_stub).status == "not done"
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    (dict(per_thread=False), "same buffer"),
+    (dict(per_thread=False, lock=True), "came out right this time"),
+    (dict(threads=1), "one thread"),
+    (dict(prealloc=False, release=False), "a leak of one output per image"),
+    (dict(prealloc=False), "is_prealloc = 0"),
+    (dict(sequential=True), "one after the other"),
+])
+def test_ex5_wrong_fixes_fail(kwargs, expected) -> None:
+    _failed(checks.check_two_threads(lambda rt, p, im: _two_threads(rt, p, im, **kwargs)), expected)
+
+
+def test_ex5_single_thread_predictions_are_not_a_fix() -> None:
+    def show_threads_return_reference(rt, model_path, images):
+        _two_threads(rt, model_path, images)
+        return checks.single_thread_predictions(rt, model_path, images)
+
+    _failed(checks.check_two_threads(show_threads_return_reference), "rknnlab's own")
+
+    def own_single_thread_loop(rt, model_path, images):
+        _two_threads(rt, model_path, images)
+        return _two_threads(rt, model_path, images, threads=1)
+
+    _failed(checks.check_two_threads(own_single_thread_loop), "each image is classified once")
+
+
+def test_ex5_sequential_threads_with_a_reused_id_are_not_one_thread() -> None:
+    """Thread ids may be reused after a join: two threads one after the other, each with its
+    own buffer, are two threads that did not overlap, not one thread."""
+    result = checks.check_two_threads(lambda rt, p, im: _two_threads(rt, p, im, sequential=True))
+    assert "one after the other" in result.message and "3 thread" not in repr(result)
+
+
+def test_ex5_wrong_shape() -> None:
+    result = checks.check_two_threads(lambda rt, path, images: [1, 2, 3])
+    assert result.status == "failed" and "one prediction per image" in result.message
+
+
+# =========================================================================== the summary
+def test_summary_cannot_be_forged() -> None:
+    forged = checks.CheckResult(checks.EX1, "passed", "trust me")
+    checks.results()[checks.EX1] = forged          # a copy: no effect
+    assert checks.results().get(checks.EX1) is not forged
+    with pytest.raises(Exception):
+        forged.status = "failed"                   # frozen
+    real = checks.check_output_guard
+    try:
+        checks.check_output_guard = lambda *a, **k: forged
+        assert checks.check_output_guard(None).passed
+        summary = checks.summary()
+        assert "was replaced" in repr(summary)
+        assert summary.items[checks.EX1] is None   # not counted, whatever was recorded before
+    finally:
+        checks.check_output_guard = real
+    assert "was replaced" not in repr(checks.summary())
+    assert checks.check_output_guard(None).status == "not done"
+    assert checks.summary().items[checks.EX1].status == "not done"
