@@ -66,7 +66,7 @@ def test_run_shows_figures_as_cell_outputs_and_leaves_no_thread(monkeypatch):
     bundle = panel._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert not bundle["text/plain"].startswith("VBox(")
-    assert "interactive in JupyterLab" in bundle["text/html"]
+    assert "interactive in JupyterLab" in bundle["text/plain"]
 
 
 def test_panel_in_a_headless_kernel_leaves_it_quiet(tmp_path, monkeypatch):
@@ -101,7 +101,8 @@ def test_panel_in_a_headless_kernel_leaves_it_quiet(tmp_path, monkeypatch):
     assert sent_to_kernel == [], f"the executor sent {len(sent_to_kernel)} comm message(s) back to the kernel"
     outputs = nb.cells[0].outputs
     panel_out = outputs[0]["data"]
-    assert "text/html" in panel_out and not panel_out["text/plain"].startswith("VBox(")
+    assert "application/vnd.jupyter.widget-view+json" in panel_out
+    assert panel_out["text/plain"].startswith("Runner panel"), panel_out["text/plain"]
     pngs = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(pngs) == 3, [o.get("data", {}).keys() for o in outputs]
 

@@ -22,9 +22,9 @@ shutdown (KeyboardInterrupt in the kernel's log).
 
 ``run()`` is for notebooks that are executed headless: it runs at once and
 displays the description and figures as ordinary cell outputs, which every
-HTML export keeps.  The panel itself carries a static HTML line besides
-its widget view, so a page without a widget manager shows that line, not
-the widget's repr.  Needs ipywidgets (the ``lab`` extra).
+HTML export keeps.  The panel's text form (``text/plain``, what a page
+without a widget manager falls back to) is a sentence, not the widget's
+repr; the book replaces it with its own note.  Needs ipywidgets (the ``lab`` extra).
 """
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ class RunnerPanel:
 
     # ------------------------------------------------------------------ display
     def static_text(self) -> str:
-        """What a page without a widget manager shows instead of the form."""
+        """The panel's text form: what a frontend without widgets shows instead of the form."""
         return (f"Runner panel: model {self.model.value}, variants {', '.join(self.selected) or 'none'}, "
                 f"{self.iterations.value} iterations. It is interactive in JupyterLab; "
                 "a static page cannot run it.")
@@ -175,8 +175,7 @@ class RunnerPanel:
     def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         text = self.static_text()
-        bundle["text/plain"] = text
-        bundle["text/html"] = f'<p class="rknnlab-panel-static"><em>{html.escape(text)}</em></p>'
+        bundle["text/plain"] = text     # not the widget's repr, VBox(children=(HBox(...
         return bundle
 
     @property
