@@ -74,7 +74,7 @@ def test_prealloc_keeps_rss_flat_and_the_leak_grows_it(result):
     # ... and prealloc stays flat next to it
     assert pre_growth_kb < 0.35 * leak_growth_kb, (pre_growth_kb, leak_growth_kb)
     # the malloc heap counts bytes: one output per iteration, within chunk headers and
-    # noise (the harness's own column arrays add a few hundred bytes per iteration)
+    # noise (the harness streams its recording out: a few bytes per iteration at most)
     assert 0.75 * OUT_BYTES < leak["heap_growth_per_iter_bytes"] < 1.4 * OUT_BYTES
     assert abs(pre["heap_growth_per_iter_bytes"]) < 0.35 * OUT_BYTES
 
@@ -152,6 +152,11 @@ def test_meta_and_describe(result):
     text = result.describe()
     assert "leak_no_release" in text and "RSS: grows" in text
     assert "Memory grows in: leak_no_release" in text
+    s = result.summary
+    for flat in ("prealloc_output", "zero_copy_io"):  # no false alarm next to the leak
+        assert "grows" not in (s.loc[flat, "rss_verdict"], s.loc[flat, "heap_verdict"]), s.loc[flat]
+    lo = s.loc["leak_no_release", "rss_slope_bytes_per_iter"] - s.loc["leak_no_release", "rss_slope_pm_bytes"]
+    assert 0 < lo < OUT_BYTES + 16
 
 
 # --------------------------------------------------------------------------- notebook-style variants

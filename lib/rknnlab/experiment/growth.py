@@ -48,8 +48,10 @@ The verdict (:attr:`Growth.verdict`):
   is steady ("grows X ± Y bytes/iteration");
 - ``"cannot tell"``: neither (too few samples, too short, too noisy, or
   growth that is slowing down): "cannot tell yet: run about N more
-  iterations", N from the floor shrinking as one over the span (the
-  envelope's noise does not grow with the run).
+  iterations", N from the floor shrinking as the span to the power -1.5
+  (a slope through noise of a fixed size sampled at a fixed rate; where
+  the noise comes from long transients, longer ranges also lower the
+  envelope's noise and the floor shrinks faster: N is an upper estimate).
 
 Checked in tests/test_experiment_growth.py on planted leaks (30 to 10,000
 bytes per iteration, digits_cnn and mobilenet_v2) and flat runs (50 to
@@ -216,8 +218,9 @@ def growth(iteration: Sequence[float], values: Sequence[float], step: float = RS
         g.verdict = "grows"
         return g
     g.verdict = "cannot tell"
-    # the floor shrinks about as one over the span: the span that brings it to resolution
-    need = n_its * floor / resolution
+    # the floor of a least-squares slope through noise of a given size, sampled at a
+    # given rate, shrinks as span^-1.5: the span that brings it down to resolution
+    need = n_its * (floor / resolution) ** (2 / 3)
     g.more_iterations = _nice(need - n_its)
     g.reason = f"|slope| < {_num(floor)} bytes/iteration is all this run can rule out"
     return g
