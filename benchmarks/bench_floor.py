@@ -67,7 +67,7 @@ def _slopes(it: np.ndarray, y: np.ndarray) -> dict:
 def through_run(variant, model: str, iterations: int) -> dict:
     import rknnlab
     t = time.perf_counter()
-    r = rknnlab.run([variant], model=model, iterations=iterations, backend="sim")
+    r = rknnlab.run([variant], model=model, iterations=iterations, backend="sim", progress=False)
     wall = time.perf_counter() - t
     name = r.variants[0]
     assert not r.errors, r.errors
@@ -78,7 +78,7 @@ def through_run(variant, model: str, iterations: int) -> dict:
            "heap": _slopes(it, sm["heap_in_use_bytes"].to_numpy(float)),
            "rss": _slopes(it, sm["rss_kb"].to_numpy(float) * 1024)}
     line = [x for x in r.describe().splitlines() if x.startswith(f"- {name}:")]
-    out["verdict"] = line[0].split("; ", 1)[1] if line and "; " in line[0] else (line or [""])[0]
+    out["verdict"] = line[0].split(" over the whole loop; ", 1)[-1] if line else ""
     return out
 
 

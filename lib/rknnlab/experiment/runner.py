@@ -18,6 +18,14 @@ slot), and a C thread that never takes the GIL fills the slots the polls
 leave empty, e.g. during a call that blocks (rknnlab.probe; the same in
 Python where no C compiler is found: the result's ``probe["backend"]``
 says which, ``probe["poll_rows"]`` how many rows the polls took).  See benchmarks/bench_harness.py for the measured cost.
+
+Why the child streams its recording out: every call, iteration and sample
+recorded inside the measured process would be growth of that process.  The
+child keeps them in fixed ring buffers and sends what is new a few times a
+second (rknnlab.experiment._child), so the recording adds a few bytes per
+iteration at most (benchmarks/bench_floor.py measures it); the parent
+collects the columns.  The progress bar reads the iteration the child is at
+from a 16-byte shared file mapping (rknnlab.experiment.progress).
 """
 from __future__ import annotations
 
