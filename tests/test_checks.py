@@ -52,7 +52,7 @@ def test_lab_notebook_structure() -> None:
     assert len(_check_cells(nb)) >= 5
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading",
-                    "Errata — seed 000"):
+                    "**A widely copied recipe says**", "★", "(15 min)"):
         assert heading in text
     code = [c for c in nb.cells if c.cell_type == "code"]
     for k, cell in enumerate(code):

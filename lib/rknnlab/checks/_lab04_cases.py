@@ -147,9 +147,9 @@ def reuse_why(case: Callable[[Any], None]) -> str:
     return {
         case_k: "allocates inside every rknn_outputs_get and frees it in the paired release (flat RSS, "
                 "and malloc may hand back the same address)",
-        case_m: "one caller-owned buffer, is_prealloc = 1, get paired with release",
+        case_m: "uses one caller-owned buffer (is_prealloc = 1), each get paired with a release",
         case_p: "allocates inside every get and never releases",
-        case_r: "zero-copy memory bound once; no rknn_outputs_get at all",
-        case_t: "is_prealloc = 1, but into a buffer allocated anew every iteration",
-        case_w: "two caller-owned buffers, allocated once, used in turn",
+        case_r: "binds zero-copy memory once and makes no rknn_outputs_get at all",
+        case_t: "sets is_prealloc = 1, but into a buffer allocated anew every iteration",
+        case_w: "uses two caller-owned buffers in turn, both allocated once",
     }[case]
