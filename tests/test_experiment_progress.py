@@ -47,6 +47,7 @@ def test_a_kernel_with_a_person_gets_a_widget_an_unattended_one_nothing(monkeypa
     monkeypatch.setenv(progress.ENV_PROGRESS, "off")
     assert progress.choose(None) is None
     monkeypatch.delenv(progress.ENV_PROGRESS)
+    assert progress.choose(None, follows_itself=True) is None  # e.g. widgets.RunnerPanel
     _fake_ipython(monkeypatch, allow_stdin=False)    # nbclient, papermill, the book build
     assert progress.choose(None) is None
     assert progress.choose(True) == "notebook"       # asked for: given
@@ -60,7 +61,7 @@ pytest.importorskip("onnxruntime", reason="the simulator needs onnxruntime (the 
 def slow_loop(lab):
     import time as _t
     for i in lab.loop():
-        _t.sleep(0.01)
+        _t.sleep(0.015)
 
 
 def stops_at_5(lab):
@@ -71,15 +72,22 @@ def stops_at_5(lab):
 
 def test_the_bar_counts_iterations_across_variants_as_they_run(capsys):
     import rknnlab
-    r = rknnlab.run([slow_loop, stops_at_5], model="digits_cnn", iterations=58, warmup=2,
+    r = rknnlab.run([slow_loop, stops_at_5], model="digits_cnn", iterations=98, warmup=2,
                     backend="sim", sample_hz=0, progress=True)
     assert r["slow_loop"].ok and r["stops_at_5"].status == "error"
     err = capsys.readouterr().err
-    counts = [int(n) for n in re.findall(r"(\d+)/120 \[", err)]
-    # read from the child while it ran (60 iterations of 10 ms: several 0.1 s reads) ...
-    assert any(0 < n < 60 for n in counts), err[-2000:]
+    counts = [int(n) for n in re.findall(r"(\d+)/200 \[", err)]
+    # read from the child while it ran (100 iterations of 15 ms; the bar shows after 1 s) ...
+    assert any(0 < n < 100 for n in counts), err[-2000:]
     # ... and the variant that stopped early still fills its share
-    assert counts[-1] == 120 and "stops_at_5 (2/2)" in err
+    assert counts[-1] == 200 and "stops_at_5 (2/2)" in err
+
+
+def test_a_run_shorter_than_a_second_shows_no_bar(capsys):
+    import rknnlab
+    rknnlab.run(stops_at_5, model="digits_cnn", iterations=5, warmup=0, backend="sim",
+                sample_hz=0, progress=True)
+    assert "rknnlab.run" not in capsys.readouterr().err
 
 
 def test_quiet_means_no_bar(capsys):
@@ -119,10 +127,10 @@ def _cli_in_a_terminal(*args):
 
 @pytest.mark.timeout(240)
 def test_cli_bar_on_a_terminal_and_not_with_quiet():
-    args = ("run", "-v", "prealloc_output", "-m", "digits_cnn", "-n", "30", "--warmup", "2",
+    args = ("run", "-v", "prealloc_output", "-m", "digits_cnn", "-n", "2500", "--warmup", "2",
             "--backend", "sim")
     code, err = _cli_in_a_terminal(*args)
-    assert code == 0 and "rknnlab.run" in err and "32/32" in err, err[-1000:]
+    assert code == 0 and "rknnlab.run" in err and "2502/2502" in err, err[-1000:]
     code, err = _cli_in_a_terminal(*args, "--quiet")
     assert code == 0 and "rknnlab.run" not in err, err[-1000:]
 

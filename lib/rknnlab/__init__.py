@@ -70,14 +70,16 @@ def run(variants: "str | Callable | Sequence[str | Callable]", model: str = "mob
     warm-up freed.
 
     ``timeout`` (s) per variant.  ``progress``: a bar of the iterations done
-    across the variants; None (the default) shows one where a person is
-    watching (a widget in JupyterLab, text on a terminal's stderr) and none
-    in an unattended notebook execution or when stderr is not a terminal;
-    True or False force it (see rknnlab.experiment.progress; the
-    environment variable RKNNLAB_PROGRESS=0 turns the default off).
-    ``on_progress(msg)`` is called from a reader thread with each message a
-    variant's process streams (variant, iteration, the new calls,
-    iterations and samples as columns).
+    across the variants, for runs longer than a second; None (the default)
+    shows one where a person is watching (a widget in JupyterLab, removed
+    when the run ends; text on a terminal's stderr) and none in an
+    unattended notebook execution, when stderr is not a terminal, or when
+    ``on_progress`` is given; True or False force it (see
+    rknnlab.experiment.progress; the environment variable
+    RKNNLAB_PROGRESS=0 turns the default off).  ``on_progress(msg)`` is
+    called from a reader thread with each message a variant's process
+    streams (variant, iteration, the new calls, iterations and samples as
+    columns).
 
     A variant that raises, crashes (even with a segfault) or times out gives
     a row with its status and error; the others still run.

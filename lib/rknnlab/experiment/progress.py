@@ -20,17 +20,22 @@ Where the bar goes (``progress=None``, the default, decides):
 - elsewhere (the command line, a script): text on stderr when stderr is a
   terminal, nothing when it is a file or a pipe.
 
-``progress=True`` forces a bar (text on stderr outside a kernel),
-``progress=False`` none; the environment variable ``RKNNLAB_PROGRESS``
-(``0``/``off`` or ``1``/``on``) sets the default.
+A run shorter than a second shows no bar at all.  ``progress=True`` forces
+a bar (text on stderr outside a kernel), ``progress=False`` none; the
+environment variable ``RKNNLAB_PROGRESS`` (``0``/``off`` or ``1``/``on``)
+sets the default.  A caller that follows the run itself (``on_progress=``,
+as rknnlab.widgets.RunnerPanel does) gets no bar unless it asks for one.
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Optional
 
 ENV_PROGRESS = "RKNNLAB_PROGRESS"
+#: a run shorter than this shows no bar at all (seconds)
+DELAY_S = 1.0
 _OFF = ("0", "off", "no", "false")
 _ON = ("1", "on", "yes", "true")
 
@@ -51,8 +56,11 @@ def _kernel_driven_by_a_person() -> Optional[bool]:
     return bool(getattr(kernel, "_allow_stdin", True))
 
 
-def choose(progress: Optional[bool] = None) -> Optional[str]:
-    """"notebook", "text" or None (no bar), for ``run(progress=...)``."""
+def choose(progress: Optional[bool] = None, follows_itself: bool = False) -> Optional[str]:
+    """"notebook", "text" or None (no bar), for ``run(progress=...)``;
+    ``follows_itself``: the caller passed on_progress (no bar by default)."""
+    if progress is None and follows_itself:
+        return None
     if progress is None:
         env = os.environ.get(ENV_PROGRESS, "").strip().lower()
         if env in _OFF:
@@ -86,22 +94,28 @@ class RunProgress:
         self._shown = 0  # what the bar shows
         self._bar: Any = None
         self._handle: Any = None
+        self._start = time.perf_counter()
         if mode is None:
             return
         total = n_variants * per_variant
         kw = dict(total=total, desc="rknnlab.run", unit="it", dynamic_ncols=True, smoothing=0.1)
         if mode == "notebook":
             try:
-                from IPython.display import display
                 from tqdm.notebook import tqdm as notebook_tqdm
+                # shown (by _show) once the run has taken DELAY_S
                 self._bar = notebook_tqdm(display=False, leave=False, **kw)
-                self._handle = display(self._bar.container, display_id=True)
                 return
             except Exception:  # no ipywidgets: text on stderr instead
                 self._bar = None
                 mode = self.mode = "text"
         from tqdm import tqdm
-        self._bar = tqdm(file=sys.stderr, leave=True, mininterval=0.2, **kw)
+        self._bar = tqdm(file=sys.stderr, leave=True, mininterval=0.2, delay=DELAY_S, **kw)
+
+    def _show(self) -> None:
+        if (self.mode == "notebook" and self._handle is None and self._bar is not None
+                and time.perf_counter() - self._start >= DELAY_S):
+            from IPython.display import display
+            self._handle = display(self._bar.container, display_id=True)
 
     def variant(self, k: int, name: str) -> None:
         """Variant ``k`` (0-based) named ``name`` starts."""
@@ -117,6 +131,7 @@ class RunProgress:
         self._to(self._base)
 
     def _to(self, n: int) -> None:
+        self._show()
         if self._bar is not None and n > self._shown:
             self._bar.update(n - self._shown)
             self._shown = n
@@ -126,9 +141,10 @@ class RunProgress:
         if bar is None:
             return
         bar.close()
-        if self._handle is not None:  # leave no bar in the saved notebook
+        if self.mode == "notebook":  # leave no bar in the saved notebook
             try:
                 bar.container.close()
             except Exception:
                 pass
-            self._handle.update({"text/plain": ""}, raw=True)
+            if self._handle is not None:
+                self._handle.update({"text/plain": ""}, raw=True)

@@ -439,7 +439,8 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
             "n_frames": int(n_frames), "input_shape": minfo["input_shape"],
             "sample_hz": float(sample_hz), "params": params or {},
             "trim_after_warmup": bool(trim_after_warmup)}
-    bar = RunProgress(_choose_progress(progress), len(funcs), int(warmup) + int(iterations))
+    bar = RunProgress(_choose_progress(progress, follows_itself=on_progress is not None),
+                      len(funcs), int(warmup) + int(iterations))
     runs = []
     try:
         for k, f in enumerate(funcs):
