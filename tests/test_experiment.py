@@ -259,6 +259,20 @@ def test_run_is_reexported_lazily():
     assert callable(rknnlab.run)
 
 
+def test_rknnlab_run_shows_its_real_signature_and_the_package_a_clean_face():
+    import inspect
+    import subprocess
+    import sys
+    public, inner = inspect.signature(rknnlab.run), inspect.signature(experiment.run)
+    assert [(p.name, p.default, p.kind) for p in public.parameters.values()] == \
+        [(p.name, p.default, p.kind) for p in inner.parameters.values()]
+    assert rknnlab.run.__doc__ == experiment.run.__doc__ and "progress" in rknnlab.run.__doc__
+    assert set(rknnlab.__all__) == {"open_runtime", "run", "ENV_SIM_SOC", "__version__"}
+    fresh = subprocess.run([sys.executable, "-c", "import rknnlab; print(' '.join(dir(rknnlab)))"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert [n for n in fresh if not n.startswith("__")] == ["ENV_SIM_SOC", "open_runtime", "run"]
+
+
 NOTEBOOK_CELL = '''
 import numpy as np
 from rknnlab.rknn.abi import *
