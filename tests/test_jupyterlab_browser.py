@@ -1,0 +1,278 @@
+"""JupyterLab as a student sees it, in headless Chromium: MyST renders (jupyterlab-myst),
+a cell runs, a figure shows, and the status bar shows the kernel's memory
+(jupyter-resource-usage).
+
+The test makes a workspace from this course (`rknnlab.workspace`) in a temporary
+directory, adds a small notebook built from the course's own material (the first errata
+admonition of a chapter, a MyST figure, a code cell, a matplotlib figure), starts JupyterLab
+on 127.0.0.1 (a free port, a random token, settings and workspaces in the temporary
+directory), and drives Chromium with every other host blocked. Screenshots go to
+tests/_artifacts/ (jupyterlab-myst.png, jupyterlab-lab.png).
+
+Needs the lab extra and Debian's chromium and chromium-driver with selenium (the dev
+extra); without them the test skips, saying so, except in CI (CI=true), where it fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+
+import bookhelpers as bh
+
+pytestmark = pytest.mark.timeout(600)
+
+nbformat = pytest.importorskip("nbformat")
+
+CHROMIUM = os.environ.get("RKNNLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = os.environ.get("RKNNLAB_CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
+NOTEBOOK = "myst-check.ipynb"
+# 1x1 red PNG, the picture of the MyST figure
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+                    "0000000c4944415478da63f8cfc0000003010100c9fe92ef0000000049454e44ae426082")
+
+
+def _needs():
+    missing = []
+    for mod in ("jupyterlab", "jupyterlab_myst", "jupyter_resource_usage", "ipykernel", "selenium"):
+        try:
+            __import__(mod)
+        except ImportError:
+            missing.append(f"the Python package {mod}")
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).is_file():
+            missing.append(f"{path}")
+    if missing:
+        msg = (f"JupyterLab browser test needs {', '.join(missing)}: pip install -e '.[dev]', "
+               "apt-get install chromium chromium-driver")
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg + " (CI=true: .ci/run installs them)")
+        pytest.skip(msg)
+
+
+def _errata_cell() -> str:
+    """The first errata admonition of the course's chapters, as the author wrote it."""
+    for path in sorted((bh.ROOT / "chapters").glob("*.ipynb")):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            if cell.cell_type == "markdown" and re.search(r"^```\{admonition\} Errata", cell.source, re.M):
+                return cell.source
+    pytest.fail("no chapter has an errata admonition (```{admonition} Errata ...) to render")
+
+
+def _title(source: str) -> str:
+    return re.search(r"^```\{admonition\} (.+)$", source, re.M).group(1).strip()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """(base url, token, workspace, errata source) of a JupyterLab serving a fresh workspace."""
+    _needs()
+    from rknnlab.workspace import sync_workspace
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    ws = tmp / "workspace"
+    sync_workspace(ws, bh.ROOT, log=lambda s: None)
+    errata = _errata_cell()
+    (ws / "pixel.png").write_bytes(PNG)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# MyST in JupyterLab\n\nAn errata box from the course:"),
+        nbformat.v4.new_markdown_cell(errata),
+        nbformat.v4.new_markdown_cell("```{figure} pixel.png\n:name: fig-pixel\n:width: 60px\n\n"
+                                      "A MyST figure with its caption\n```"),
+        nbformat.v4.new_code_cell("print('cell ran:', 6 * 7)"),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2))\n"
+                                  "plt.plot([0, 1, 2], [0, 1, 4])\nplt.title('a figure')\nplt.show()"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(ws / NOTEBOOK))
+    # settings of this run only: every cell in the page (no windowing), no news pop-up
+    settings = tmp / "settings" / "@jupyterlab"
+    (settings / "notebook-extension").mkdir(parents=True)
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}))
+    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, RKNNLAB_BACKEND="sim", JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ws}",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = open(tmp / "server.log", "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(tmp))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            if server.poll() is not None:
+                break
+            try:
+                with urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.25)
+        else:
+            pytest.fail("JupyterLab did not answer within 60 s")
+        if server.poll() is not None:
+            pytest.fail(f"JupyterLab exited: {(tmp / 'server.log').read_text()[-3000:]}")
+        yield base, token, ws, errata
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _needs()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1400,1000",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, script: str, what: str, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        time.sleep(0.25)
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-failure.png"))
+    pytest.fail(f"{what}: not seen within {timeout:.0f} s (screenshot: tests/_artifacts/jupyterlab-failure.png)")
+
+
+def _open(driver, base: str, token: str, path: str) -> None:
+    driver.get(f"{base}/lab/tree/{path}?token={token}&reset")
+    _wait(driver, "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 0",
+          f"JupyterLab shows {path}")
+
+
+def test_myst_a_cell_and_a_figure_in_jupyterlab(lab, browser):
+    base, token, ws, errata = lab
+    title = _title(errata)
+    _open(browser, base, token, NOTEBOOK)
+    # the errata admonition: a box (a border and a background of its own) with its title,
+    # and none of the directive's source (```{admonition}, :class: warning) as text
+    box = _wait(browser, """
+        const title = arguments[0];
+        const cell = Array.from(document.querySelectorAll('.jp-MarkdownCell .myst'))
+            .find(m => m.textContent.includes(title));
+        if (!cell) return null;
+        const t = Array.from(cell.querySelectorAll('*')).find(
+            e => e.children.length === 0 && e.textContent.trim() === title);
+        if (!t) return null;
+        let box = t.parentElement;
+        while (box && box !== cell) {
+            const s = getComputedStyle(box);
+            if (parseFloat(s.borderLeftWidth) > 0 || parseFloat(s.borderTopWidth) > 0) break;
+            box = box.parentElement;
+        }
+        if (!box || box === cell) return null;
+        box.scrollIntoView({block: 'center'});
+        const s = getComputedStyle(box);
+        return {text: cell.innerText, tag: box.tagName, cls: String(box.className),
+                border: s.borderLeftColor + ' ' + s.borderTopColor, height: box.getBoundingClientRect().height};
+    """.replace("arguments[0]", json.dumps(title)), "the errata admonition rendered as a titled box")
+    assert box["height"] > 40, box
+    assert ":class:" not in box["text"] and "{admonition}" not in box["text"], box["text"][:300]
+    assert "widely copied" in box["text"].lower() or "evidence" in box["text"].lower(), box["text"][:300]
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # the MyST figure: the picture with its caption
+    _wait(browser, """
+        const f = Array.from(document.querySelectorAll('.jp-MarkdownCell .myst figure'))
+            .find(f => f.textContent.includes('A MyST figure with its caption'));
+        const img = f && f.querySelector('img');
+        return img && img.complete && img.naturalWidth > 0;""", "the MyST figure with its picture")
+    # run the code cells: select the first one and press Shift+Enter twice
+    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    first = browser.execute_script(
+        "const c = document.querySelector('.jp-CodeCell .jp-InputArea-editor'); c.scrollIntoView(); return c;")
+    first.click()
+    time.sleep(0.3)
+    actions = ActionChains(browser)
+    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).pause(0.5)
+    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    out = _wait(browser, """
+        return Array.from(document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output'))
+            .map(o => o.innerText).find(t => t.includes('cell ran:'));""", "the code cell's output", 180)
+    assert "cell ran: 42" in out
+    _wait(browser, """
+        return Array.from(document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output img'))
+            .some(i => i.complete && i.naturalWidth > 100);""", "the matplotlib figure", 180)
+    # the kernel's memory in the status bar (jupyter-resource-usage)
+    mem = _wait(browser, """
+        const s = document.querySelector('#jp-main-statusbar');
+        const m = s && s.innerText.match(/Mem: ?[0-9.]+ ?[KMG]i?B/);
+        return m && m[0];""", "the memory indicator in the status bar", 60)
+    assert mem.startswith("Mem")
+    browser.execute_script(
+        "document.querySelector('.jp-CodeCell .jp-OutputArea-output img').scrollIntoView({block: 'end'})")
+    time.sleep(0.5)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-myst.png"))
+
+
+def test_the_workspace_lab_in_jupyterlab_has_no_solution(lab, browser):
+    """The lab as JupyterLab opens it from the workspace: the prompts, no solution cell."""
+    base, token, ws, _ = lab
+    # the lab the issue was found in, else the first one
+    labs = sorted((bh.ROOT / "labs").glob("*.ipynb"), key=lambda p: p.name != "lab04_output_reuse.ipynb")
+    assert labs
+    src = nbformat.read(str(labs[0]), as_version=4)
+    solutions = [c.source for c in src.cells if "solution" in c.metadata.get("tags", [])]
+    prompts = [c.source for c in src.cells if c.cell_type == "code" and "your code here" in c.source]
+    assert solutions and prompts
+    _open(browser, base, token, f"labs/{labs[0].name}")
+    n_cells = len(src.cells) - len(solutions)
+    _wait(browser, f"return document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells}",
+          f"{n_cells} cells (the source's {len(src.cells)} less {len(solutions)} solutions)")
+    n_markdown = sum(c.cell_type == "markdown" for c in src.cells)
+    _wait(browser, "return Array.from(document.querySelectorAll('.jp-MarkdownCell .myst'))"
+                   f".filter(m => m.innerText.trim()).length >= {n_markdown}", "the markdown cells rendered")
+    # what JupyterLab loaded (its contents API): the prompts, and no solution's text
+    with urlopen(f"{base}/api/contents/labs/{labs[0].name}?content=1&token={token}", timeout=30) as r:
+        served = json.load(r)["content"]
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in served["cells"]]
+    assert all(p in sources for p in prompts), "the exercise prompts are there"
+    assert not any("solution" in (c.get("metadata", {}).get("tags") or []) for c in served["cells"])
+    for sol in solutions:
+        distinctive = max(sol.splitlines(), key=len)
+        assert not any(distinctive in s for s in sources), f"a solution line is in the student's lab: {distinctive!r}"
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-lab.png"))
