@@ -571,6 +571,15 @@ def test_ex4_shortcuts_fail_without_the_answer(rule, measured) -> None:
     assert not result.details   # which ones would give the answer away
 
 
+def test_ex4_lookups_fail() -> None:
+    """Answers looked up instead of measured: the old truth table is gone, and the cases'
+    names (neutral, in a random order) say nothing."""
+    result = checks.check_reuse_detector(lambda v: dict((c.__name__, t) for c, t, _ in checks.REUSE_CASES)[v.__name__])
+    assert result.status == "failed" and "AttributeError" in result.message
+    by_name = lambda v: "prealloc" in v.__name__ or "zero" in v.__name__ or "reuse" in (v.__doc__ or "")
+    _failed(checks.check_reuse_detector(by_name), "answers are wrong")
+
+
 def test_ex4_no_truth_table_in_the_namespace() -> None:
     assert not hasattr(checks, "REUSE_CASES")
     names = [n for n in dir(checks) if not n.startswith("_")]

@@ -531,7 +531,10 @@ def single_thread_predictions(rt: Any, model_file: str, images: np.ndarray) -> n
 
 def _shared_buffers(gets: List[tuple]) -> List[Tuple[int, int]]:
     """(address, get number) where a thread's get found that another thread had written into
-    the same buffer since its own previous get there: the threads took turns in one buffer."""
+    the same buffer since its own previous get there: the threads took turns in one buffer.
+    An address that one thread uses only after another has finished with it is not counted:
+    numpy and malloc hand a freed block to the next allocation, so an equal address alone
+    proves no sharing."""
     last_by: Dict[int, int] = {}
     seen: Dict[Tuple[int, int], bool] = {}
     found = []
@@ -623,8 +626,9 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
         shared = _shared_buffers(gets)
         if shared:
             message = (f"threads took turns writing into the same buffer ({len(shared)} times; first at get "
-                       f"{shared[0][1]})" + (f", and {differ} predictions came out wrong." if differ else
-                                             ": the predictions came out right this time (by luck, or a lock "
+                       f"{shared[0][1]}): one buffer shared, or buffers allocated per image that the allocator "
+                       "passed from one thread to the other" + (f"; {differ} predictions came out wrong." if differ else
+                                             "; the predictions came out right this time (by luck, or a lock "
                                              "makes the threads take turns), but one thread's get can overwrite "
                                              "the other's output before it is read."))
             raise _Fail(message, "allocate the output buffer inside each worker, once, before its loop: each "
