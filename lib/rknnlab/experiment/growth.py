@@ -214,6 +214,8 @@ def growth(iteration: Sequence[float], values: Sequence[float], step: float = RS
         if mid.sum() >= 3 and last.sum() >= 3:
             b_mid, h_mid = _slope_ci(centers[mid], floors[mid])
             b_last, h_last = _slope_ci(centers[last], floors[last])
+            third_span = float(np.ptp(centers[last])) or 1.0  # the same step floor as above
+            h_mid, h_last = max(h_mid, step / third_span), max(h_last, step / third_span)
             if b_last < 0.5 * b_mid and b_last + h_last < b_mid - h_mid:
                 g.verdict = "cannot tell"
                 g.reason = (f"growing, but slowing down: {_num(b_mid)} then {_num(b_last)} "
