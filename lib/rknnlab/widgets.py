@@ -173,7 +173,7 @@ class RunnerPanel:
                 "a static page cannot run it.")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle = self.widget._repr_mimebundle_(**kwargs) or {}   # None once the widget is closed
         text = self.static_text()
         bundle["text/plain"] = text     # not the widget's repr, VBox(children=(HBox(...
         return bundle
