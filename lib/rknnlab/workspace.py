@@ -196,10 +196,11 @@ def sync_workspace(directory: Union[str, Path, None] = None, course: Union[str, 
         {"about": "rknnlab workspace: what `python -m rknnlab workspace` last wrote for each "
                   "course file (content hashes), so it never overwrites a file you edited",
          "course": str(course), "files": dict(sorted(manifest.items()))}, indent=1) + "\n").encode())
-    log(f"workspace {directory}: "
-        + ("made from the course" if first else "up to date with the course")
-        + f" ({len(report.added)} added, {len(report.updated)} updated, "
-          f"{len(report.kept)} of yours kept with a .updated version beside)")
+    counts = [f"{len(v)} {k}" for k, v in (("added", report.added), ("updated", report.updated),
+                                          ("of yours kept, the new version beside", report.kept)) if v]
+    log(f"workspace {directory}: " + ("made from the course" if first else "up to date with the course")
+        + (f" ({', '.join(counts)})" if counts and not first else "")
+        + f"; open it with: jupyter lab --notebook-dir={directory}")
     return report
 
 
