@@ -459,8 +459,12 @@ def _measure(variant) -> dict:
 @pytest.fixture(scope="module")
 def measured():
     os.environ["RKNNLAB_BACKEND"] = "sim"
-    every = {id(f): _measure(f) for f in cases.which_cases() + cases.reuse_cases()}
-    return lambda variant: every[id(variant)]
+    every = {id(f): _measure(f) for f in cases.which_cases() + cases.reuse_cases() if f is not cases.case_x}
+    for kind in cases.CASE_X_KINDS:     # the kind the check draws for case_x reaches its process
+        os.environ[cases.CASE_X_ENV] = kind
+        every[(id(cases.case_x), kind)] = _measure(cases.case_x)
+    del os.environ[cases.CASE_X_ENV]
+    return lambda variant: every.get(id(variant)) or every[(id(variant), os.environ[cases.CASE_X_ENV])]
 
 
 def _answers(rule, measured):
@@ -501,11 +505,14 @@ def test_ex3_stub_not_done() -> None:
     assert checks.check_which_is_which(lambda v: None).status == "not done"
 
 
-def test_ex3_lookup_of_the_letters_fails(measured) -> None:
-    """The four letters' answers learnt by heart (here: right ones) say nothing about the fifth."""
+@pytest.mark.parametrize("default", ["leak", "release", "prealloc"])
+def test_ex3_lookup_of_the_letters_fails(default, measured) -> None:
+    """The four letters' answers learnt by heart (here: right ones, as a ranking of their
+    slopes would give) say nothing about the fifth variant, whose kind each check draws:
+    whatever the lookup answers for it is wrong in two checks out of three."""
     known = {f.__name__: classify_reference(measured(f)) for f in checks.MYSTERY.values()}
-    result = checks.check_which_is_which(lambda v: known.get(v.__name__, "prealloc"))
-    _failed(result, "is wrong")
+    outcomes = [checks.check_which_is_which(lambda v: known.get(v.__name__, default)).passed for _ in range(12)]
+    assert False in outcomes, outcomes     # all 12 passing: chance (1/3)^12
 
 
 @pytest.mark.parametrize("rule", [classify_by_flat_memory, classify_by_release_calls])

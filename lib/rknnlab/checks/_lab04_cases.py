@@ -7,6 +7,7 @@ can read.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List
 
 import numpy as np
@@ -93,8 +94,14 @@ def mystery_D(lab: Any) -> None:
     _PLAY[_mystery_order()[3]](lab)
 
 
+#: the kind case_x plays, drawn by exercise 3's check for each check and passed to the
+#: variant's process in the environment (so no fixed answer fits it)
+CASE_X_ENV = "RKNNLAB_CHECKS_CASE_X"
+CASE_X_KINDS = ("leak", "release", "prealloc")
+
+
 def case_x(lab: Any) -> None:
-    _PLAY["leak"](lab)
+    _PLAY[os.environ.get(CASE_X_ENV, "leak")](lab)
 
 
 def which_cases() -> List[Callable[[Any], None]]:
@@ -105,7 +112,7 @@ def which_cases() -> List[Callable[[Any], None]]:
 def which_truth(case: Callable[[Any], None]) -> str:
     """"leak", "release" or "prealloc": for the check only."""
     kinds = dict(zip([mystery_A, mystery_B, mystery_C, mystery_D], _mystery_order()))
-    kinds[case_x] = "leak"
+    kinds[case_x] = os.environ.get(CASE_X_ENV, "leak")
     return kinds[case].split("_")[0]
 
 

@@ -401,15 +401,27 @@ _KINDS = ("leak", "release", "prealloc")
 def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> CheckResult:
     """Exercise 3: ``classify(variant) -> "leak" | "release" | "prealloc"``, decided from what
     it measures.  The check calls it on the four letters (A is mystery_A, ...) and on one
-    more variant, one at a time in a random order: a rule must stand on one variant's
-    measurements (no ranking of several).  It stops at the first wrong answer and says
+    more variant whose kind it draws anew for each check, one at a time in a random order:
+    a rule must stand on one variant's measurements (no ranking of several, no lookup).  It stops at the first wrong answer and says
     neither which variant nor which word would be right."""
     def body() -> CheckResult:
         if not callable(classify):
             raise _not_done(f"expected your function, got {type(classify).__name__}.",
                             "pass the function itself: check_which_is_which(classify)")
         cases = _cases.which_cases()
-        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(cases))
+        rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+        order = rng.permutation(len(cases))
+        saved = os.environ.get(_cases.CASE_X_ENV)
+        os.environ[_cases.CASE_X_ENV] = str(rng.choice(_cases.CASE_X_KINDS))
+        try:
+            return _classify_all(cases, order)
+        finally:
+            if saved is None:
+                os.environ.pop(_cases.CASE_X_ENV, None)
+            else:
+                os.environ[_cases.CASE_X_ENV] = saved
+
+    def _classify_all(cases: List[Callable[[Any], None]], order: Any) -> CheckResult:
         details = []
         for n, k in enumerate(order, 1):
             case = cases[int(k)]
