@@ -84,7 +84,7 @@ class RunProgress:
     """One bar for the whole run: ``total`` iterations (warm-up + measured,
     per variant), advanced by :meth:`at` with the iterations the current
     variant has done; :meth:`variant_done` fills the variant's share (one that
-    stopped early) and names how it ended."""
+    stopped early included)."""
 
     def __init__(self, mode: Optional[str], n_variants: int, per_variant: int) -> None:
         self.mode = mode
@@ -126,7 +126,7 @@ class RunProgress:
         """The current variant has done ``done`` iterations."""
         self._to(self._base + min(max(done, 0), self.per_variant))
 
-    def variant_done(self, status: str) -> None:
+    def variant_done(self) -> None:
         self._base += self.per_variant
         self._to(self._base)
 

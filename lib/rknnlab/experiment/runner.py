@@ -446,7 +446,7 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
         for k, f in enumerate(funcs):
             bar.variant(k, f.__name__)
             runs.append(run_one(f, base, timeout=timeout, on_progress=on_progress, bar=bar))
-            bar.variant_done(runs[-1].status)
+            bar.variant_done()
     finally:
         bar.close()
     sdk = next((r.sdk for r in runs if r.sdk and "api_version" in r.sdk), {})
