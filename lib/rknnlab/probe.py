@@ -24,8 +24,10 @@ DMA total              the runtime's RKNN_QUERY_MEM_SIZE                bytes
 
 :class:`Probe` bundles them into one background sampler that appends a row per
 5 ms slot to typed column arrays (``array('d')``: 8 bytes a value, no Python
-object per value, so the probe's own memory grows by ~150 bytes a sample;
-NaN marks a value not read).  RSS is read for every row (200 Hz);
+object per value, so the probe's own memory grows by ~150 bytes a sample,
+and not at all when a reader hands the rows out with :meth:`Probe.take_new`
+as rknnlab.experiment does a few times a second; NaN marks a value not
+read).  RSS is read for every row (200 Hz);
 /proc/meminfo, the heap and the NPU files at ``mid_hz`` (10 Hz); PSS (the
 kernel walks every page table: milliseconds) at ``slow_hz`` (every 5 s) and
 in the first and last rows; the other rows hold NaN (None in JSON).
