@@ -119,27 +119,6 @@ def test_a_recorder_nobody_drains_keeps_everything():
     assert rec.take_iterations()["iteration"] == []
 
 
-def test_take_new_hands_out_each_row_once():
-    from rknnlab.probe import Probe
-    p = Probe(hz=1000, extra_columns=("iteration",), backend="python")
-    p.start()
-    seen = []
-    try:
-        for _ in range(5):
-            import time
-            time.sleep(0.05)
-            seen.append(p.take_new())
-    finally:
-        p.stop()
-    seen.append(p.take_new())
-    t = [x for part in seen for x in part["t_ns"]]
-    assert len(t) == p.ticks and t == sorted(t) and len(set(t)) == len(t)
-    assert len(p) == 0
-    mids = [x for part in seen for x in part["mem_free_kb"] if x is not None]
-    assert len(mids) >= 2  # the mid-rate rows keep their place among the rows
-    p.close()
-
-
 # --------------------------------------------------------------------------- real runs
 pd = pytest.importorskip("pandas", reason="results need pandas (the lab extra)")
 pytest.importorskip("onnxruntime", reason="the simulator needs onnxruntime (the sim extra)")

@@ -398,3 +398,28 @@ def test_a_poll_that_outlives_its_probe_is_harmless():
     for _ in range(3):
         poll()  # must not call into freed memory
         time.sleep(0.006)
+
+
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_take_new_hands_out_each_row_once_and_forgets_it(backend):
+    p = _probe(backend, hz=1000, extra_columns=("iteration",))
+    seen = []
+    try:
+        p.extra_values[0] = 7
+        p.start()
+        for _ in range(5):
+            time.sleep(0.05)
+            seen.append(p.take_new())
+            assert len(p) < 100  # only what came since the last take_new is kept
+        p.stop()
+        seen.append(p.take_new())
+    finally:
+        p.close()
+    t = [x for part in seen for x in part["t_ns"]]
+    assert len(t) == p.ticks and t == sorted(t) and len(set(t)) == len(t)
+    assert len(p) == 0
+    assert all(v == 7 for part in seen for v in part["iteration"])
+    mids = [x for part in seen for x in part["mem_free_kb"] if x is not None]
+    assert len(mids) >= 0.25 * 10 - 1  # the 10 Hz rows keep their place among the rows
+    with pytest.raises(ValueError, match="handed out"):
+        p.take(0)
