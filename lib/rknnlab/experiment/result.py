@@ -314,8 +314,11 @@ class Result:
         this run)" or "cannot tell yet: run about N more iterations", from
         the slope of the lower envelope after settling and its uncertainty
         from the run's own noise (rknnlab.experiment.growth describes the
-        method).  The harness itself adds a few bytes per iteration at most
-        (benchmarks/bench_floor.py)."""
+        method).  The harness's own growth in the measured process is a few
+        bytes per iteration: measured on flat runs of 10,000 iterations on
+        the simulator (second half), heap +0.1 (mobilenet_v2) and +4
+        (digits_cnn) bytes per iteration, +13 with no model at all (0.5 ms
+        iterations), RSS under 10 (benchmarks/bench_floor.py)."""
         s = self.summary
         p = self.meta.get("parameters", {})
         lines = [f"{len(self.runs)} variant(s) on {self.meta.get('model', {}).get('name', '?')}, "
