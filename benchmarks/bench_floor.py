@@ -9,7 +9,12 @@ iterations:
 
 1. ``harness_only``: a variant that runs no model, only three recorded
    blocks (``lab.timed``) and ~0.5 ms of busy waiting per iteration (no
-   allocation): everything it grows by is the harness's own.
+   allocation): everything it grows by is the harness's own.  Then the same
+   with glibc's per-thread cache of freed chunks turned off
+   (``GLIBC_TUNABLES=glibc.malloc.tcache_count=0``, inherited by the
+   variant's process): mallinfo2 counts the chunks that cache holds as in
+   use, and it fills up over the first seconds of a run (at most 7 chunks of
+   each of 64 sizes per thread), which is what is left of the floor.
 2. ``prealloc_output`` and ``zero_copy_io`` on digits_cnn and mobilenet_v2
    (``--quick``: digits_cnn only): the course's flat loops, through
    rknnlab.run.
@@ -142,6 +147,15 @@ def main(argv=None) -> int:
     print(f"the harness's floor: flat runs of {n:,} measured iterations on the simulator")
     print("1. harness only (no model)")
     _print("harness_only", through_run(harness_only, "digits_cnn", n))
+    saved = os.environ.get("GLIBC_TUNABLES")
+    os.environ["GLIBC_TUNABLES"] = "glibc.malloc.tcache_count=0"
+    try:
+        _print("harness_only, no tcache", through_run(harness_only, "digits_cnn", n))
+    finally:
+        if saved is None:
+            os.environ.pop("GLIBC_TUNABLES")
+        else:
+            os.environ["GLIBC_TUNABLES"] = saved
     models = ["digits_cnn"] if args.quick else ["digits_cnn", "mobilenet_v2"]
     print("2. the course's flat loops through rknnlab.run")
     for model in models:

@@ -318,7 +318,9 @@ class Result:
         bytes per iteration: measured on flat runs of 10,000 iterations on
         the simulator (second half), heap +0.1 (mobilenet_v2) and +4
         (digits_cnn) bytes per iteration, +13 with no model at all (0.5 ms
-        iterations), RSS under 10 (benchmarks/bench_floor.py)."""
+        iterations), RSS under 10 (benchmarks/bench_floor.py).  What is left
+        is glibc's per-thread cache of freed chunks filling up (mallinfo2
+        counts it as in use; it is bounded), not the recording."""
         s = self.summary
         p = self.meta.get("parameters", {})
         lines = [f"{len(self.runs)} variant(s) on {self.meta.get('model', {}).get('name', '?')}, "
