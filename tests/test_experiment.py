@@ -49,7 +49,7 @@ def test_every_iteration_and_call_is_recorded(result):
         assert (it["stage"] == "measure").sum() == ITERATIONS
     calls = _measured(result.calls, "prealloc_output")
     per_it = calls.groupby("iteration")["function"].apply(tuple)
-    assert set(per_it) == {("inputs_set", "run", "outputs_get")}
+    assert set(per_it) == {("inputs_set", "run", "outputs_get", "outputs_release")}  # paired
     assert len(per_it) == ITERATIONS
     zc = _measured(result.calls, "zero_copy_io")
     assert set(zc["function"]) == {"run", "mem_sync"}  # bound once: no set_io_mem in the loop

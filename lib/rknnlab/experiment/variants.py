@@ -203,7 +203,12 @@ def leak_no_release(lab: VariantContext) -> None:
 
 
 def _prealloc_loop(lab: VariantContext, want_float: int) -> None:
-    """Set, run, get into buffers allocated once (is_prealloc = 1)."""
+    """Set, run, get into buffers allocated once (is_prealloc = 1), release.
+
+    Every rknn_outputs_get is paired with one rknn_outputs_release, with
+    is_prealloc = 1 too (Rockchip's dynamic-shape demo says every get must be
+    paired with one release).  With is_prealloc = 1, that release frees
+    nothing of yours: a simulator assumption, not a documented fact."""
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
@@ -212,6 +217,7 @@ def _prealloc_loop(lab: VariantContext, want_float: int) -> None:
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
     rt.destroy(ctx)
 
 
@@ -227,7 +233,13 @@ def prealloc_output(lab: VariantContext) -> None:
             rknn_inputs_set(ctx, 1, inputs);
             rknn_run(ctx, NULL);
             rknn_outputs_get(ctx, 1, outs, NULL);    /* writes into buf */
+            rknn_outputs_release(ctx, 1, outs);      /* paired, with is_prealloc = 1 too */
         }
+
+    Pair every rknn_outputs_get with one rknn_outputs_release, with
+    is_prealloc = 1 too (Rockchip's dynamic-shape demo says every get must be
+    paired with one release).  With is_prealloc = 1, that release frees
+    nothing of yours: a simulator assumption, not a documented fact.
     """
     _prealloc_loop(lab, want_float=1)
 
@@ -336,6 +348,7 @@ def want_float(lab: VariantContext) -> None:
 
         rknn_output outs[1] = {{.want_float = 1, .is_prealloc = 1, .buf = fbuf, .size = n * 4}};
         rknn_outputs_get(ctx, 1, outs, NULL);
+        rknn_outputs_release(ctx, 1, outs);   /* paired, with is_prealloc = 1 too */
     """
     _prealloc_loop(lab, want_float=1)
 
@@ -348,6 +361,7 @@ def want_int8(lab: VariantContext) -> None:
 
         rknn_output outs[1] = {{.want_float = 0, .is_prealloc = 1, .buf = qbuf, .size = n}};
         rknn_outputs_get(ctx, 1, outs, NULL);
+        rknn_outputs_release(ctx, 1, outs);   /* paired, with is_prealloc = 1 too */
     """
     _prealloc_loop(lab, want_float=0)
 
