@@ -623,7 +623,7 @@ def test_zero_copy_io_with_native_attrs(rt, double, ctx):
 def test_set_io_mem_too_small_for_the_layout(rt, ctx):
     plain = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
     native_attr = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
-    mem = rt.create_mem(ctx, plain.size)  # seed 001's mistake: 16 bytes, not size_with_stride 64
+    mem = rt.create_mem(ctx, plain.size)  # a buffer sized from the plain attr's size: 16 bytes, not the native size_with_stride 64
     with pytest.raises(errors.RknnParamInvalidError, match="'boxes'"):
         rt.set_io_mem(ctx, mem, native_attr)
     rt.destroy_mem(ctx, mem)

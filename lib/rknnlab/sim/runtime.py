@@ -618,8 +618,9 @@ class SimRuntime(Runtime):
         outputs_release); is_prealloc=1: writes into the caller's buf.
 
         Allowed on an output bound with set_io_mem too (it copies from the
-        bound mem), but mixing both, as the seed course does, copies every
-        output twice: read the bound mem instead."""
+        bound mem).  A widely copied recipe binds the outputs with
+        set_io_mem and still calls outputs_get on them: that copies every
+        output twice; read the bound mem instead."""
         fn = "rknn_outputs_get"
         with self._using(ctx, fn) as context:
             model = context.model
