@@ -568,7 +568,8 @@ def _recorded_run(variant: Callable[[Any], None], model: str, soc: str, iteratio
     os.environ["MALLOC_PERTURB_"] = str(PERTURB)
     try:
         res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=warmup,
-                          sample_hz=sample_hz, backend=f"{__name__}:recording_runtime", timeout=120)
+                          sample_hz=sample_hz, backend=f"{__name__}:recording_runtime", timeout=120,
+                          progress=False)  # the check prints its own verdict; no bar before it
     finally:
         for k, v in saved.items():
             if v is None:
