@@ -355,8 +355,11 @@ def gantt(result, variant: Optional[str] = None, iterations: Optional[Tuple[int,
 
 
 def overview(result, metric: str = "rss") -> List[Any]:
-    """The standard figures of a run: memory (``metric`` and MemFree), iteration
-    times, phases.  What the runner panel shows after a run."""
+    """The standard figures of a run, on pyplot (shown inline): memory
+    (``metric``, and MemFree next to it unless ``metric`` is "mem_free"),
+    iteration times, phases.  The runner panel draws its own set
+    (rknnlab.widgets.result_figures: RSS by iteration, iteration times on a
+    log scale, phases; no MemFree, which one run cannot show the spread of)."""
     figs = [memory(result, metric), iteration_times(result), phases(result)]
     if metric != "mem_free":
         figs.insert(1, memory(result, "mem_free"))
