@@ -97,6 +97,28 @@ def test_quiet_means_no_bar(capsys):
     assert "rknnlab.run" not in capsys.readouterr().err
 
 
+def test_a_lab_checks_run_shows_no_bar(monkeypatch):
+    """A check prints its own verdict: its recorded run asks for no bar, even in a kernel
+    a person drives with bars forced on (where rknnlab.run would otherwise show one)."""
+    from rknnlab.checks import _core
+    from rknnlab.experiment import runner, variants
+    _fake_ipython(monkeypatch, allow_stdin=True)
+    monkeypatch.setenv(progress.ENV_PROGRESS, "1")
+    modes = []
+
+    class Spy(progress.RunProgress):
+        def __init__(self, mode, *args):
+            modes.append(mode)
+            super().__init__(None, *args)
+
+    monkeypatch.setattr(runner, "RunProgress", Spy)
+    assert progress.choose(None) == "notebook"  # what a run without progress=False would get
+    res, run, records = _core._recorded_run(variants.prealloc_output, "digits_cnn", "rk3588",
+                                            iterations=5)
+    assert run.ok, run.error
+    assert modes == [None]
+
+
 # --------------------------------------------------------------------------- the command line
 def _cli_in_a_terminal(*args):
     """Run the CLI with stderr on a pseudo-terminal; return (code, what stderr showed)."""
