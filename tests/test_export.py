@@ -110,11 +110,11 @@ def test_myst_admonitions_become_html_boxes():
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.export import notebook_to_html
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-        "```{admonition} Errata — seed 000\n:class: warning\n**Seed:** `rknn_deinit(ctx)`\n```\n\n"
+        "```{admonition} Errata: who frees the outputs\n:class: warning\n**Seed:** `rknn_deinit(ctx)`\n```\n\n"
         "::::{note}\nplain *note*\n::::")])
     page = notebook_to_html(nb, title="t")
     assert '<div class="admonition warning">' in page
-    assert '<p class="admonition-title">Errata — seed 000</p>' in page
+    assert '<p class="admonition-title">Errata: who frees the outputs</p>' in page
     assert "<code>rknn_deinit(ctx)</code>" in page and ":class:" not in page
     assert '<div class="admonition note">' in page and "<em>note</em>" in page
     assert "{admonition}" not in page and "{note}" not in page
