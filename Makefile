@@ -75,12 +75,14 @@ book: install-book
 doctor: install-lab
 	$(PY) -m rknnlab doctor
 
-# build output and caches (keeps .venv; tools/models/ has its own venv and is left alone)
+# build output and caches (keeps .venv and the student's workspace, checkpoints included;
+# tools/models/ has its own venv and is left alone)
 clean:
 	rm -rf _build tests/_build .pytest_cache lib/*.egg-info
-	find . -path ./tools/models/.venv -prune -o -path ./$(VENV) -prune -o \
+	find . -path ./tools/models/.venv -prune -o -path ./$(VENV) -prune -o -path ./.venv-py39 -prune \
+	  -o -path ./$(WORKSPACE) -prune -o \
 	  \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 rm -rf
 
 # clean + the virtual environment
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-py39
