@@ -37,6 +37,7 @@ import numpy as np
 
 from .growth import (HEAP_RESOLUTION, HEAP_STEP, RSS_RESOLUTION, RSS_STEP, Growth,
                      growth)
+from .timing import compare
 
 STATUSES = ("ok", "error", "crashed", "timeout", "skipped")
 
@@ -309,6 +310,21 @@ class Result:
     def describe(self) -> str:
         """What changed between the variants, in words.
 
+        Time: every comparison is the ratio of two medians of the time per
+        iteration (or of the time an iteration spent in one phase) with its
+        95% interval, and a verdict: "slower", "faster" or "cannot tell
+        apart".  The interval comes from the medians of ten consecutive parts
+        of each variant's measured loop (Welch's t on their logarithms); a
+        difference counts only when the interval excludes 1 and the ratio
+        is further from 1 than either run's parts are from each other,
+        because the variants run one after the other and their conditions
+        may differ as a whole.  Fewer than 100 measured iterations: cannot
+        tell apart (rknnlab.experiment.timing describes the method).  Each
+        variant after the first is compared with the first: its time per
+        iteration, and the phase whose median changed most (that phase is
+        picked by the size of its change, so read its verdict with that in
+        mind); with three variants or more, the slowest with the fastest.
+
         Memory: for the malloc heap in use and RSS, "grows X ± Y
         bytes/iteration" (a 95% interval), "flat (|slope| < Z, the floor of
         this run)" or "cannot tell yet: run about N more iterations", from
@@ -344,40 +360,69 @@ class Result:
                          f"peak RSS {row['rss_peak_kb'] / 1024:.1f} MiB{dma_s}. Slowest phases: {top}.")
         if len(ok) >= 2:
             lines.extend(self._against_baseline(ok))
+        if len(ok) >= 3:
             fastest = ok["iter_median_ms"].idxmin()
             slowest = ok["iter_median_ms"].idxmax()
-            ratio = ok.loc[slowest, "iter_median_ms"] / ok.loc[fastest, "iter_median_ms"]
-            if ratio < 1.02:
-                lines.append("All finished variants are within 2% of each other's median iteration time.")
-            else:
-                lines.append(f"Fastest: {fastest}; slowest: {slowest} ({ratio:.2f}x the fastest's median).")
+            c = compare(slowest, self._iteration_times(slowest), fastest, self._iteration_times(fastest))
+            lines.append(f"Slowest against fastest (by median): {slowest} vs {fastest}: {c.words()}.")
         lines.extend(self._memory_verdicts(ok))
         return "\n".join(lines)
 
+    def _iteration_times(self, name: str) -> "np.ndarray":
+        """``name``'s measured iterations' durations (ms), in the order they ran."""
+        its = self.iterations
+        if "stage" not in its:
+            return np.array([])
+        it = its[(its["variant"] == name) & (its["stage"] == "measure")].sort_values("iteration")
+        return it["duration_ms"].to_numpy(float)
+
+    def _phase_times(self, name: str):
+        """iteration x function: the time (ms) each measured iteration of ``name``
+        spent in each phase (0 where it made no such call), in run order."""
+        key = f"phase_times:{name}"
+        if key not in self._cache:
+            import pandas as pd
+            calls = self.calls
+            if not len(calls) or "stage" not in calls:
+                table = pd.DataFrame()
+            else:
+                m = calls[(calls["variant"] == name) & (calls["stage"] == "measure")]
+                table = (m.groupby(["iteration", "function"], observed=True)["duration_us"].sum()
+                         .unstack("function", fill_value=0.0) / 1e3)
+                its = self.iterations
+                measured = its[(its["variant"] == name) & (its["stage"] == "measure")]["iteration"]
+                table = table.reindex(sorted(measured), fill_value=0.0)
+            self._cache[key] = table
+        return self._cache[key]
+
     def _against_baseline(self, ok) -> List[str]:
-        """One line per variant: its median iteration against the first one's,
-        and the phase whose median per iteration changed most."""
-        from ..plot import phase_table
+        """One line per variant: its time per iteration against the first one's, and
+        the phase whose median time per iteration changed most, each with its
+        verdict (see describe)."""
         base = ok.index[0]
-        try:
-            table = phase_table(self, list(ok.index)).fillna(0.0)
-        except Exception:  # no calls recorded
-            table = None
         out = []
         for name in ok.index[1:]:
-            ratio = ok.loc[name, "iter_median_ms"] / ok.loc[base, "iter_median_ms"]
-            text = f"{name} vs {base}: {ratio:.2f}x the time per iteration"
-            if table is not None and len(table.columns) and name in table.index and base in table.index:
-                diff = (table.loc[name] - table.loc[base])
-                fn = diff.abs().idxmax()
-                if abs(diff[fn]) < 0.02 * ok.loc[base, "iter_median_ms"]:
-                    out.append(text + f"; no phase changed by more than 2% of {base}'s median "
-                               "iteration time.")
-                    continue
-                text += (f"; the biggest change is in {fn} ({table.loc[base, fn]:.3f} -> "
-                         f"{table.loc[name, fn]:.3f} ms per iteration)")
-            out.append(text + ".")
+            c = compare(name, self._iteration_times(name), base, self._iteration_times(base))
+            out.append(f"{name} vs {base}: {c.words()}{self._phase_change(name, base)}.")
         return out
+
+    def _phase_change(self, name: str, base: str) -> str:
+        """"; the biggest change in a phase: ..." for ``name`` against ``base``."""
+        a, b = self._phase_times(base), self._phase_times(name)
+        fns = list(dict.fromkeys(list(a.columns) + list(b.columns)))
+        if not fns:
+            return ""
+        med_a = {fn: float(a[fn].median()) if fn in a else 0.0 for fn in fns}
+        med_b = {fn: float(b[fn].median()) if fn in b else 0.0 for fn in fns}
+        fn = max(fns, key=lambda f: abs(med_b[f] - med_a[f]))
+        if fn not in a:
+            return f"; the biggest change in a phase: {fn}, called in {name} only ({med_b[fn]:.3f} ms per iteration)"
+        if fn not in b:
+            return (f"; the biggest change in a phase: {fn}, not called in {name} "
+                    f"({med_a[fn]:.3f} ms per iteration in {base})")
+        c = compare(name, b[fn].to_numpy(float), base, a[fn].to_numpy(float))
+        return (f"; the biggest change in a phase: {fn}, {med_a[fn]:.3f} -> {med_b[fn]:.3f} ms per "
+                f"iteration, {c.words('the time')}")
 
     def _repr_html_(self) -> str:
         import html
