@@ -38,7 +38,8 @@ The same list is ``ASSUMPTIONS`` (id, assumption, check), for notebooks.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+import html
+from typing import List, Sequence, Tuple
 
 from .runtime import SimRuntime
 
@@ -199,6 +200,46 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
 ]
 
 
+class AssumptionsTable:
+    """Some of the simulator's assumptions, one line each, for the end of a chapter.
+
+    In a notebook it renders as one folded line per assumption (its id and the
+    assumption; the board check opens under it), so a list of any length stays
+    short on screen; ``str()`` gives the same as plain text, one line each."""
+
+    title = "Simulator assumptions in this chapter"
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        by_id = {key: (assumption, check) for key, assumption, check in ASSUMPTIONS}
+        unknown = [key for key in keys if key not in by_id]
+        if unknown:
+            raise KeyError(f"no simulator assumption {', '.join(unknown)} "
+                           f"(rknnlab.sim.ASSUMPTIONS has A1-A{len(ASSUMPTIONS)})")
+        self.rows = [(key,) + by_id[key] for key in dict.fromkeys(keys)]
+
+    def __str__(self) -> str:
+        head = (f"{self.title}: {len(self.rows)} of the {len(ASSUMPTIONS)} in "
+                "rknnlab.sim.ASSUMPTIONS")
+        return "\n".join([head] + [f"{key}: {assumption}" for key, assumption, _ in self.rows])
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<details><summary><b>{key}</b>: {html.escape(assumption)}</summary>"
+            f"<p style='margin-left:2em'><i>Board check:</i> {html.escape(check)}</p></details>"
+            for key, assumption, check in self.rows)
+        return (f"<p><b>{self.title}</b> ({len(self.rows)} of the {len(ASSUMPTIONS)} in "
+                f"<code>rknnlab.sim.ASSUMPTIONS</code>; open one for its board check)</p>{rows}")
+
+
+def assumptions_table(keys: Sequence[str]) -> AssumptionsTable:
+    """The assumptions ``keys`` (e.g. ["A3", "A15"]) as a short table for a chapter's end.
+
+    Every chapter ends with the same display: one line per assumption, its board
+    check folded under it. An unknown id is an error, so a renumbered list
+    cannot go stale silently."""
+    return AssumptionsTable(keys)
+
+
 def _assumptions_text() -> str:
     lines = []
     for key, assumption, check in ASSUMPTIONS:
@@ -208,4 +249,4 @@ def _assumptions_text() -> str:
 
 __doc__ = f"{__doc__ or ''}\n{_assumptions_text()}\n"
 
-__all__ = ["SimRuntime", "ASSUMPTIONS"]
+__all__ = ["SimRuntime", "ASSUMPTIONS", "assumptions_table"]
