@@ -314,12 +314,15 @@ class Result:
         iteration (or of the time an iteration spent in one phase) with its
         95% interval, and a verdict: "slower", "faster" or "cannot tell
         apart".  The interval comes from the medians of ten consecutive parts
-        of each variant's measured loop (Welch's t on their logarithms); a
-        difference counts only when the interval excludes 1 and the ratio
-        is further from 1 than either run's parts are from each other,
-        because the variants run one after the other and their conditions
-        may differ as a whole.  Fewer than 100 measured iterations: cannot
-        tell apart (rknnlab.experiment.timing describes the method).  Each
+        of each variant's measured loop (Welch's t on their logarithms).  A
+        difference counts only when the interval excludes 1, the ratio is
+        beyond 1.10x either way, and it is further from 1 than either
+        run's parts are from each other: the variants run one after the
+        other, each in its own process, and two runs of the same variant
+        differ as a whole by up to about 6% on the simulator, which no
+        interval within the runs can see.  Fewer than 100 measured
+        iterations: cannot tell apart (rknnlab.experiment.timing describes
+        the method and its measurements).  Each
         variant after the first is compared with the first: its time per
         iteration, and the phase whose median changed most (that phase is
         picked by the size of its change, so read its verdict with that in
