@@ -78,13 +78,28 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A9", "RKNN_QUERY_MEM_SIZE total_dma_allocated_size = this context's DMA buffers at their "
            "requested sizes: weights it allocated (not shared ones), internal (unless given from "
            "outside), io buffers, and create_mem/create_mem2 buffers made with this ctx; "
-           "create_mem_from_fd and RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mems count nowhere.",
-     "query MEM_SIZE after rknn_init, after rknn_create_mem(ctx, 1 MiB + 1), after "
-     "rknn_destroy_mem, after create_mem_from_fd, and for a SHARE_WEIGHT_MEM context."),
+           "create_mem_from_fd and RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mems count nowhere. Public "
+           "evidence says a board allocates more: a public librknnrt 2.3.2 RK3588 allocation log "
+           "(github wtwver/npu, ops_rknn/run_output.txt) shows a task buffer, register commands "
+           "kept in a weight buffer larger than the compiler's weight size, and every buffer "
+           "rounded up to 4 KiB; User Guide V2.3.0 section 9.1.1 lists register config as a part "
+           "of runtime memory. Whether total_dma_allocated_size counts these is not documented "
+           "(the simulator has none of them: A36).",
+     "query MEM_SIZE after rknn_init, after the first rknn_run, after rknn_create_mem(ctx, "
+     "1 MiB + 1), after rknn_destroy_mem, after create_mem_from_fd, and for a SHARE_WEIGHT_MEM "
+     "context; compare each total with the 'allocated memory ... aligned size' lines of the "
+     "runtime's debug log (RKNN_LOG_LEVEL)."),
     ("A10", "rknn_init allocates one io DMA buffer per input and output (native size_with_stride); "
-            "with RKNN_FLAG_MEM_ALLOC_OUTSIDE they are allocated on first use instead.",
-     "right after rknn_init, total_dma_allocated_size - total_weight_size - total_internal_size "
-     "should equal the sum of the native size_with_stride of all inputs and outputs."),
+            "with RKNN_FLAG_MEM_ALLOC_OUTSIDE they are allocated on first use instead. Public "
+            "evidence says a board allocates them later: in a public librknnrt 2.3.2 RK3588 "
+            "allocation log (github wtwver/npu, ops_rknn/run_output.txt), rknn_init allocates "
+            "only the task, weight and internal buffers; the runtime's input and output buffers "
+            "appear after the program's rknn_set_io_mem, around its first rknn_inputs_set and "
+            "rknn_run (the log prints them after its rknn_run breakpoint). So right after "
+            "rknn_init a board's DMA total probably holds no io buffers.",
+     "query MEM_SIZE right after rknn_init and again after the first rknn_run: the difference "
+     "against the sum of the native size_with_stride of all inputs and outputs (each rounded up "
+     "to 4 KiB) says when the io buffers are allocated."),
     ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments. On a board, cacheable "
             "buffers shared by CPU and NPU need it, except where the runtime does it itself: the "
             "init flags RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE exist to turn off "
@@ -197,6 +212,15 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "rknn_init with flag 0, then rknn_query(ctx, RKNN_QUERY_MEM_SIZE, ...): check the return code, "
      "and compare total_weight_size and total_internal_size with the same query after an init with "
      "RKNN_FLAG_MEM_ALLOC_OUTSIDE."),
+    ("A36", "A context has no task buffer and no register-command memory: its DMA buffers are "
+            "weights, internal, io and create_mem buffers only. On a board the runtime also "
+            "allocates these (User Guide V2.3.0 section 9.1.1 lists register config as a part of "
+            "runtime memory): a public librknnrt 2.3.2 RK3588 allocation log (github wtwver/npu, "
+            "ops_rknn/run_output.txt) shows a 'task' buffer and a 'regcmdbuffer size' held in a "
+            "weight buffer larger than the compiler's weight size.",
+     "run with the runtime's debug log on (RKNN_LOG_LEVEL) and read the 'allocated memory, "
+     "name: ...' lines at rknn_init: compare the task and weight sizes with total_weight_size, "
+     "and total_dma_allocated_size with their sum."),
 ]
 
 
