@@ -1,0 +1,290 @@
+"""Chapter 0 (setup and tour): the self-check at the end of the chapter, one check per question.
+
+==============================  ==================================================================
+:func:`check_backends`          1. which backend ``auto`` picks: on this machine, and on four
+                                   machines described in :data:`SCENARIOS`
+:func:`check_output_bytes`      2. ``output_bytes(attr, want_float)``: the bytes of an output
+                                   as ``rknn_outputs_get`` gives it
+:func:`check_leak_verdicts`     3. ``leaks(result, variant) -> bool``: does a variant of a run leak?
+==============================  ==================================================================
+
+The truth comes from the checks' own work: :func:`rknnlab.board.choose_backend` on this
+machine and on described boards; the sizes the runtime at hand (the board's NPU, or the
+simulator) gives for every output of several models; and runs that this module builds
+with a known leak or none.  Nothing is written down here as an answer.  The notebook imports
+``from rknnlab.checks import ch00 as checks``; :func:`summary` lists the three questions.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..rknn import abi, buffers
+from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file, _not_done,
+                    _open_runtime, _student_error)
+
+__all__ = ["CheckResult", "check_backends", "check_output_bytes", "check_leak_verdicts",
+           "summary", "results", "SCENARIOS", "mystery_run"]
+
+Q1 = "Question 1 — which backend, and why"
+Q2 = "Question 2 — the bytes of an output"
+Q3 = "Question 3 — does it leak?"
+
+_LAB = Lab("Chapter 0 self-check", [Q1, Q2, Q3])
+
+#: the machines of question 1 (the check asks rknnlab.board.choose_backend about each)
+SCENARIOS = {
+    "A": "this machine, as the notebook runs now",
+    "B": "an RK3588 board with librknnrt.so in /usr/lib and a mainline kernel: its NPU driver is "
+         "'rocket' (/dev/accel/accel0), there is no rknpu device node",
+    "C": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
+         "librknnrt.so in /usr/lib, where RKNNLAB_BACKEND=sim is set",
+    "D": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
+         "librknnrt.so in /usr/lib, nothing set",
+    "E": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu); "
+         "librknnrt.so is not installed",
+}
+
+#: the models whose outputs question 2 measures (one output, one output, three outputs)
+_SIZE_MODELS = ("digits_cnn", "mobilenet_v2", "yolov5s")
+
+
+# =========================================================================== question 1
+def _scenario_truth() -> Dict[str, str]:
+    from .. import board
+    lib = "/usr/lib/librknnrt.so"
+    vendor = dict(is_rockchip=True, soc="rk3588", machine="aarch64", npu_driver="rknpu",
+                  npu_device="/dev/dri/card1", npu_device_nodes=["/dev/dri/card1"])
+    boards = {
+        "B": (board.BoardInfo(is_rockchip=True, soc="rk3588", machine="aarch64", npu_driver="rocket",
+                              librknnrt_path=lib), {}),
+        "C": (board.BoardInfo(librknnrt_path=lib, **vendor), {board.ENV_BACKEND: "sim"}),
+        "D": (board.BoardInfo(librknnrt_path=lib, **vendor), {}),
+        "E": (board.BoardInfo(**vendor), {}),
+    }
+    truth = {"A": board.choose_backend("auto")[0]}
+    for key, (info, env) in boards.items():
+        truth[key] = board.choose_backend("auto", board=info, env=env)[0]
+    return truth
+
+
+def check_backends(my_backends: Any) -> CheckResult:
+    """Question 1: ``my_backends`` maps each letter of :data:`SCENARIOS` to "native" or "sim",
+    the backend that ``auto`` picks there.  The check asks ``choose_backend`` itself."""
+    def body() -> CheckResult:
+        if not isinstance(my_backends, dict) or all(v is None for v in my_backends.values()):
+            raise _not_done("my_backends is still empty.",
+                            "give each letter of checks.SCENARIOS the backend \"native\" or \"sim\".")
+        answers = {str(k).strip().upper(): (str(v).strip().lower() if v is not None else None)
+                   for k, v in my_backends.items()}
+        missing = [k for k in SCENARIOS if not answers.get(k)]
+        if missing:
+            raise _not_done(f"no backend yet for {', '.join(missing)}.",
+                            "every letter of checks.SCENARIOS gets \"native\" or \"sim\".")
+        odd = [f"{k}: {my_backends.get(k, answers[k])!r}" for k in SCENARIOS if answers[k] not in ("native", "sim")]
+        if odd:
+            raise _Fail(f"not a backend: {', '.join(odd)}.", "each answer is \"native\" or \"sim\".")
+        truth = _scenario_truth()
+        wrong = [k for k in SCENARIOS if answers[k] != truth[k]]
+        if wrong:
+            # not which: with two possible answers, naming the letter gives the answer away
+            raise _Fail(f"{len(wrong)} of the {len(SCENARIOS)} backends differ from what "
+                        "rknnlab.board.choose_backend picks.",
+                        "§1 says what the native backend needs, and which setting decides before "
+                        "anything is looked at. Check each machine for both.")
+        return CheckResult(Q1, "passed", f"All {len(SCENARIOS)} agree with rknnlab.board.choose_backend: "
+                           f"this machine uses {truth['A']}.")
+
+    return _LAB.run(Q1, body)
+
+
+# =========================================================================== question 2
+def _runtime_sizes(rt: Any, model: str, soc: str) -> List[Tuple[int, int, int]]:
+    """[(output index, want_float, bytes)]: what a runtime-allocated rknn_outputs_get gives."""
+    ctx = rt.init(_model_file(model, soc))
+    try:
+        frame = _frames(model, soc, n=1)[0]
+        rt.inputs_set(ctx, [buffers.input_from_array(0, frame, fmt=abi.RKNN_TENSOR_NHWC,
+                                                     type=abi.RKNN_TENSOR_UINT8)])
+        rt.run(ctx)
+        n_out = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
+        sizes = []
+        for wf in (0, 1):
+            outs = [abi.rknn_output(index=k, want_float=wf, is_prealloc=0) for k in range(n_out)]
+            rt.outputs_get(ctx, outs)
+            sizes += [(int(o.index), wf, int(o.size)) for o in outs]
+            rt.outputs_release(ctx, outs)
+        return sizes
+    finally:
+        rt.destroy(ctx)
+
+
+def _as_bytes(value: Any) -> Optional[int]:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def check_output_bytes(output_bytes: Any) -> CheckResult:
+    """Question 2: ``output_bytes(attr, want_float)`` returns the bytes of output ``attr``
+    (from ``RKNN_QUERY_OUTPUT_ATTR``) as ``rknn_outputs_get`` gives it with ``want_float``
+    0 or 1.  The check compares it with the size the runtime reports for its own buffer, for
+    every output of three models (one with three outputs of different shapes)."""
+    def body() -> CheckResult:
+        if not callable(output_bytes):
+            raise _not_done(f"expected your output_bytes function, got {type(output_bytes).__name__}.",
+                            "pass the function itself: checks.check_output_bytes(output_bytes)")
+        from .. import models
+        rt = _open_runtime()
+        soc = _current_soc()
+        problems, checked = [], 0
+        for model in (m for m in _SIZE_MODELS if soc in models.model_socs(m)):
+            ctx = rt.init(_model_file(model, soc))
+            try:
+                attrs = {}
+                for index, wf, want in _runtime_sizes(rt, model, soc):
+                    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+                    attrs[index] = attr
+                    call = f"output_bytes(attr of {model} output {index}, want_float={wf})"
+                    try:
+                        got = output_bytes(attr, wf)
+                    except Exception as exc:
+                        raise _student_error(exc, call, "read the attr's fields: §2 says which one "
+                                             "counts bytes, and what want_float changes.")
+                    if got is None:
+                        raise _not_done("output_bytes returned None.", "return a number of bytes (an int).")
+                    value = _as_bytes(got)
+                    if value is None:
+                        raise _Fail(f"{call} returned {got!r}, not a whole number of bytes.",
+                                    "return an int.")
+                    checked += 1
+                    if value != want:
+                        problems.append(f"{call}: your {value:,} B is "
+                                        f"{'too large' if value > want else 'too small'}")
+            finally:
+                rt.destroy(ctx)
+        if problems:
+            raise _Fail(f"{len(problems)} of {checked} sizes differ from the size the runtime gives "
+                        f"({getattr(rt, 'source', soc)}).",
+                        "want_float = 0 gives the output in its own type; want_float = 1 gives float32. "
+                        "Which field of the attr counts elements, and which counts bytes?",
+                        problems[:4] + ([f"... and {len(problems) - 4} more"] if len(problems) > 4 else []))
+        return CheckResult(Q2, "passed", f"All {checked} sizes agree with the buffers the runtime allocates "
+                           f"({getattr(rt, 'source', soc)}).")
+
+    return _LAB.run(Q2, body)
+
+
+# =========================================================================== question 3
+#: what each made-up variant of a mystery run is: (leak in bytes per iteration, extra RSS in
+#: kB from start-up, MemFree drift over the loop in MiB, the trap it sets, in words)
+_KINDS = (
+    (12_000, 0, 0, "a variant whose heap and RSS grow steadily"),
+    (30_000, 0, +400, "a variant whose heap and RSS grow while MemFree rises by 400 MiB"),
+    (0, 0, 0, "a variant whose heap rises by a few dozen bytes per iteration, within the "
+              "floor of its run"),
+    (0, 0, -400, "a variant whose MemFree falls by 400 MiB while its heap and RSS stay flat"),
+    (0, 200 * 1024, 0, "a variant with the highest peak RSS (200 MiB more from start-up), "
+                       "flat during the loop"),
+)
+_ITERATIONS = 1200
+_SAMPLES = 400
+
+
+def _made_up_run(rng: np.random.Generator, name: str, leak: int, rss_extra_kb: int,
+                 memfree_mib: int) -> Any:
+    """One variant's raw columns, shaped like a simulator run of the harness."""
+    from ..experiment.result import VariantRun
+    n, its = _SAMPLES, _ITERATIONS
+    iteration = np.linspace(0, its - 1, n).round().astype(int)
+    t_ns = (1.5e9 + iteration * 2.8e6 + rng.normal(0, 2e5, n)).astype(np.int64)
+    floor = 30.0 * iteration + 16 * rng.integers(0, 4, n)  # what the harness adds (glibc's caches)
+    transient = rng.choice([0, 0, 0, 4096, 65536, 262144], n)  # a sample that lands during a get
+    heap = 3_000_000 + floor + leak * iteration + transient
+    rss_kb = (125_000 + rss_extra_kb + 4 * np.floor(leak * iteration / 4096)
+              + rng.choice([0, 0, 4, 8, 132, 264], n))
+    mem_free_kb = (6_000_000 + np.cumsum(rng.normal(0, 1500, n))
+                   + memfree_mib * 1024 * iteration / (its - 1))
+    iters = np.arange(its)
+    samples = {"t_ns": t_ns.tolist(), "iteration": iteration.tolist(), "stage": ["measure"] * n,
+               "rss_kb": rss_kb.tolist(), "mem_free_kb": mem_free_kb.round().tolist(),
+               "heap_in_use_bytes": heap.round().tolist()}
+    iterations = {"iteration": iters.tolist(), "stage": ["measure"] * its,
+                  "t_start_ns": (1.5e9 + iters * 2.8e6).astype(np.int64).tolist(),
+                  "duration_ns": rng.normal(2.8e6, 1e5, its).astype(np.int64).tolist()}
+    return VariantRun(name=name, status="ok", samples=samples, iterations=iterations)
+
+
+def mystery_run(seed: Optional[int] = None) -> Any:
+    """A made-up run (a ``Result``) of five variants named V1 ... V5 in a random order, like
+    those question 3's check hands to ``leaks``.  Whether each leaks stays inside the check."""
+    return _mystery(seed)[0]
+
+
+def _mystery(seed: Optional[int]) -> Tuple[Any, Dict[str, str], Dict[str, bool]]:
+    from ..experiment.result import Result
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(_KINDS))
+    runs, traps, truth = [], {}, {}
+    for k, kind in enumerate(order):
+        leak, rss_extra, drift, trap = _KINDS[kind]
+        name = f"V{k + 1}"
+        runs.append(_made_up_run(rng, name, leak, rss_extra, drift))
+        traps[name], truth[name] = trap, leak > 0
+    meta = {"source": "made up by rknnlab.checks.ch00 (no runtime ran)", "backend": "none",
+            "parameters": {"iterations": _ITERATIONS, "warmup": 0}}
+    return Result(meta, runs), traps, truth
+
+
+def check_leak_verdicts(leaks: Any, draws: int = 3) -> CheckResult:
+    """Question 3: ``leaks(result, variant)`` says whether ``variant`` of ``result`` leaks
+    (True or False).  The check hands it made-up runs (:func:`mystery_run`) whose variants it
+    built with a steady leak or none, under new names each time, and counts the wrong verdicts."""
+    def body() -> CheckResult:
+        if not callable(leaks):
+            raise _not_done(f"expected your leaks function, got {type(leaks).__name__}.",
+                            "pass the function itself: checks.check_leak_verdicts(leaks)")
+        wrong: Dict[str, Tuple[str, bool]] = {}
+        total = 0
+        for seed in random.sample(range(1_000_000), draws):
+            result, traps, truth = _mystery(seed)
+            for name in result.variants:
+                try:
+                    got = leaks(result, name)
+                except Exception as exc:
+                    raise _student_error(exc, f"leaks(result, {name!r})",
+                                         "read the variant's row of result.summary (§4).")
+                if got is None:
+                    raise _not_done("leaks returned None.", "return True (it leaks) or False.")
+                if not isinstance(got, (bool, np.bool_)):
+                    raise _Fail(f"leaks(result, {name!r}) returned {got!r}, not True or False.",
+                                "return a bool.")
+                total += 1
+                if bool(got) != truth[name]:
+                    s = result.summary.loc[name]
+                    wrong.setdefault(traps[name], (f"heap slope {s['heap_slope_bytes_per_iter']:+,.0f} ± "
+                                                   f"{s['heap_slope_pm_bytes']:,.0f} B/iteration, MemFree "
+                                                   f"first - last {s['memfree_drop_kb'] / 1024:+,.0f} MiB, "
+                                                   f"peak RSS {s['rss_peak_kb'] / 1024:,.0f} MiB", bool(got)))
+        if wrong:
+            details = [f"{trap} ({facts}): your function says it "
+                       f"{'leaks' if said else 'does not leak'}" for trap, (facts, said) in wrong.items()]
+            raise _Fail(f"{len(wrong)} of the {len(_KINDS)} kinds of variant got a wrong verdict, "
+                        f"over {total} variants in {draws} made-up runs.",
+                        "§4's rule: a leak is a steady slope of the process's own memory, judged with "
+                        "its interval; not a peak, and not MemFree.", details)
+        return CheckResult(Q3, "passed", f"All {total} verdicts are right ({draws} made-up runs, "
+                           f"{len(_KINDS)} kinds of variant, new names each time).")
+
+    return _LAB.run(Q3, body)
+
+
+summary = _LAB.summary
+results = _LAB.results
+_LAB.seal(globals(), {"check_backends": Q1, "check_output_bytes": Q2, "check_leak_verdicts": Q3})

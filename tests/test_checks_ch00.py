@@ -1,0 +1,222 @@
+"""rknnlab.checks.ch00 (chapter 0's self-check) and the chapter's student edition, on the simulator.
+
+Each check passes the reference answer and a legitimate alternative, and fails at least
+three planted wrong answers: a backend rule that ignores the device node, the environment
+variable or the library; an output size that ignores want_float, counts elements, or reads
+only the last dimension; a leak judged by MemFree, by the peak RSS, by a slope without its
+interval, or by the variant's name.  A check never raises.  Then the chapter's student
+edition (solution cells removed) runs to the end, every check "not done yet".
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rknnlab import board
+from rknnlab.checks import ch00 as checks
+from rknnlab.rknn import abi
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "00_setup.ipynb"
+
+
+@pytest.fixture(autouse=True)
+def _simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_BACKEND", "sim")
+    monkeypatch.delenv("RKNNLAB_SIM_SOC", raising=False)
+
+
+def _failed(result, *words: str) -> str:
+    text = repr(result)
+    assert result.status == "failed" and not result.passed, text
+    assert "Traceback" not in text
+    for w in words:
+        assert w in text, f"{w!r} not in:\n{text}"
+    return text
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("your code here")
+
+
+# =========================================================================== question 1
+RIGHT = {"A": "sim", "B": "sim", "C": "sim", "D": "native", "E": "sim"}
+
+
+def test_q1_reference_passes() -> None:
+    r = checks.check_backends(RIGHT)
+    assert r.passed, repr(r)
+    assert "this machine uses sim" in r.message
+
+
+def test_q1_alternative_passes() -> None:
+    """Answers computed with choose_backend itself, in other letter case and spacing."""
+    answers = {" a": board.choose_backend()[0].upper()}
+    answers.update({k.lower(): f" {v.title()} " for k, v in RIGHT.items() if k != "A"})
+    assert checks.check_backends(answers).passed
+
+
+@pytest.mark.parametrize("wrong", [
+    {**RIGHT, "B": "native"},                        # the library is enough
+    {**RIGHT, "C": "native"},                        # the environment variable ignored
+    {**RIGHT, "E": "native"},                        # the device node is enough
+    {**RIGHT, "D": "sim"},                           # the course always simulates
+    {**RIGHT, "A": "native"},                        # this machine is a board
+], ids=["library-enough", "env-ignored", "device-enough", "always-sim", "this-machine"])
+def test_q1_wrong_answers_fail_without_naming_the_letter(wrong) -> None:
+    text = _failed(checks.check_backends(wrong), "1 of the 5 backends differ")
+    for k in wrong:
+        assert f" {k}:" not in text and f"'{k}'" not in text
+
+
+def test_q1_truth_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a board (native chosen), the answer for A is native: the check asks, it does not know."""
+    monkeypatch.setattr(board, "choose_backend",
+                        lambda requested="auto", board=None, env=None:
+                        ("native", "") if board is None else _real_choose(requested, board, env))
+    assert checks.check_backends({**RIGHT, "A": "native"}).passed
+    _failed(checks.check_backends(RIGHT))
+
+
+_real_choose = board.choose_backend
+
+
+def test_q1_not_done_and_malformed() -> None:
+    assert checks.check_backends(dict.fromkeys("ABCDE")).status == "not done"
+    assert checks.check_backends(None).status == "not done"
+    assert checks.check_backends({"A": "sim"}).status == "not done"
+    _failed(checks.check_backends({**RIGHT, "B": "npu"}), "not a backend")
+
+
+# =========================================================================== question 2
+def output_bytes(attr, want_float):
+    return attr.n_elems * 4 if want_float else attr.size
+
+
+def output_bytes_from_dims(attr, want_float):
+    """A legitimate alternative: the shape times the element size of the type given."""
+    n = int(np.prod(attr.dims[:attr.n_dims]))
+    return n * (4 if want_float else abi.TYPE_TO_NUMPY[attr.type].itemsize)
+
+
+def test_q2_reference_and_alternative_pass() -> None:
+    for fn in (output_bytes, output_bytes_from_dims):
+        r = checks.check_output_bytes(fn)
+        assert r.passed, repr(r)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda attr, wf: attr.size, ["too small"]),                         # want_float ignored
+    (lambda attr, wf: attr.n_elems * 4, ["too large"]),                  # always float32
+    (lambda attr, wf: attr.n_elems, ["too small"]),                      # elements, not bytes
+    (lambda attr, wf: attr.dims[attr.n_dims - 1] * (4 if wf else 1), ["too small"]),   # last dim only
+    (lambda attr, wf: attr.size * 4 + 64 if wf else attr.size, ["too large"]),  # an aligned guess
+], ids=["want-float-ignored", "always-float", "elements", "last-dim", "aligned"])
+def test_q2_wrong_answers_fail(wrong, words) -> None:
+    _failed(checks.check_output_bytes(wrong), "sizes differ", *words)
+
+
+def test_q2_not_done_and_errors() -> None:
+    assert checks.check_output_bytes(_stub).status == "not done"
+    assert checks.check_output_bytes(None).status == "not done"
+    assert checks.check_output_bytes(lambda a, wf: None).status == "not done"
+    _failed(checks.check_output_bytes(lambda a, wf: 1000.5), "not a whole number")
+    _failed(checks.check_output_bytes(lambda a, wf: a.no_such_field), "AttributeError")
+
+
+# =========================================================================== question 3
+def leaks(result, variant):
+    return result.summary.loc[variant, "heap_growth"].startswith("grows")
+
+
+def leaks_by_rss(result, variant):
+    """A legitimate alternative: the RSS verdict."""
+    return result.summary.loc[variant, "rss_verdict"] == "grows"
+
+
+def leaks_by_interval(result, variant):
+    """Another: the slope's lower end is well above any floor."""
+    s = result.summary.loc[variant]
+    return bool(s["heap_slope_bytes_per_iter"] - s["heap_slope_pm_bytes"] > 1000)
+
+
+def test_q3_reference_and_alternatives_pass() -> None:
+    for fn in (leaks, leaks_by_rss, leaks_by_interval):
+        r = checks.check_leak_verdicts(fn)
+        assert r.passed, repr(r)
+
+
+@pytest.mark.parametrize("wrong, trap", [
+    (lambda r, v: bool(r.summary.loc[v, "memfree_drop_kb"] > 20 * 1024), "MemFree falls"),   # the recipe
+    (lambda r, v: bool(r.summary.loc[v, "rss_peak_kb"] == r.summary["rss_peak_kb"].max()), "highest peak RSS"),
+    (lambda r, v: bool(r.summary.loc[v, "heap_slope_bytes_per_iter"] > 0), "a few dozen bytes"),
+    (lambda r, v: "leak" in v, "grow steadily"),                                                # by name
+], ids=["memfree", "peak-rss", "slope-without-interval", "by-name"])
+def test_q3_wrong_answers_fail_and_name_the_trap(wrong, trap) -> None:
+    text = _failed(checks.check_leak_verdicts(wrong), trap, "your function says it")
+    assert "leak_no_release" not in text
+
+
+def test_q3_not_done_and_malformed() -> None:
+    assert checks.check_leak_verdicts(_stub).status == "not done"
+    assert checks.check_leak_verdicts(lambda r, v: None).status == "not done"
+    _failed(checks.check_leak_verdicts(lambda r, v: "yes"), "not True or False")
+
+
+def test_q3_mystery_runs_hide_the_truth() -> None:
+    r = checks.mystery_run(seed=1)
+    assert r.variants == ["V1", "V2", "V3", "V4", "V5"]
+    assert "made up" in r.source
+    names = " ".join(" ".join(run.name for run in checks.mystery_run(seed=s).runs) for s in range(3))
+    assert "leak" not in names
+
+
+def test_summary_lists_every_question() -> None:
+    checks.check_backends(RIGHT)
+    text = repr(checks.summary())
+    assert "Chapter 0 self-check" in text and text.count("Question") == 3
+
+
+# =========================================================================== the chapter's editions
+def _check_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and "checks.check_" in c.source]
+
+
+@pytest.fixture
+def _kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+def test_chapter_solution_cells_follow_their_stubs() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(CHAPTER, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    solutions = [k for k, c in enumerate(code) if "solution" in (c.metadata.get("tags") or [])]
+    assert len(solutions) == 3
+    for k in solutions:
+        stub = code[k - 1].source
+        assert "None" in stub or "NotImplementedError" in stub, stub
+    assert len(_check_cells(nb)) == 3
+
+
+@pytest.mark.timeout(300)
+def test_chapter_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from rknnlab.book.editions import apply_edition
+    nb = apply_edition(nbformat.read(CHAPTER, as_version=4), "student")
+    assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    for cell in _check_cells(nb):
+        texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
+        assert len(texts) == 1, cell.source
+        assert texts[0].startswith("NOT PASSED") and "not done yet" in texts[0], texts[0]
+        assert "Hint:" in texts[0] and "Traceback" not in texts[0]
