@@ -364,3 +364,57 @@ def overview(result, metric: str = "rss") -> List[Any]:
     if metric != "mem_free":
         figs.insert(1, memory(result, "mem_free"))
     return figs
+
+
+# --------------------------------------------------------------------------- chapter 0
+def rss_life_and_loop(result, variants: Optional[Sequence[str]] = None, marks: int = 10):
+    """Two panels of RSS, one above the other.  Upper: each process's whole life against
+    time, as the change since its first measured sample (start-up shows below zero, the
+    warm-up is shaded, markers sit on iteration starts).  Lower: the measured loop only,
+    against the iteration number, so that start-up does not set the scale."""
+    _, plt = _plt()
+    fig, (ax_all, ax_loop) = plt.subplots(2, 1, figsize=(8, 8), layout="constrained")
+    memory(result, "rss", variants, ax=ax_all, marks=marks, relative=True)
+    memory(result, "rss", variants, ax=ax_loop, by_iteration=True)
+    ax_loop.set_ylabel("change in RSS since the first\nmeasured iteration (MiB)")
+    return fig
+
+
+def memfree_table(result, variants: Optional[Sequence[str]] = None):
+    """variant x (what MemFree did, what the heap did) over the measured iterations:
+    ``readings`` (MemFree samples), ``memfree_range_mib`` (largest minus smallest),
+    ``memfree_drop_mib`` (first minus last), ``heap_growth_mib`` and ``heap_growth_pm_mib``
+    (the heap's slope times the iterations, with its 95% half-width).  A leak shows in
+    MemFree only when its heap growth is well above the range of the variants that do not
+    leak."""
+    import pandas as pd
+    samples, summary = result.samples, result.summary
+    rows = []
+    for name in _variants(result, variants):
+        s = samples[(samples["variant"] == name) & (samples["stage"] == "measure")] if len(samples) else samples
+        mf = (s["mem_free_kb"].dropna() / 1024.0) if "mem_free_kb" in s else pd.Series(dtype=float)
+        n = summary.loc[name, "iterations"]
+        rows.append({"variant": name, "readings": len(mf),
+                     "memfree_range_mib": float(mf.max() - mf.min()) if len(mf) else math.nan,
+                     "memfree_drop_mib": float(mf.iloc[0] - mf.iloc[-1]) if len(mf) >= 2 else math.nan,
+                     "heap_growth_mib": summary.loc[name, "heap_slope_bytes_per_iter"] * n / 2.0 ** 20,
+                     "heap_growth_pm_mib": summary.loc[name, "heap_slope_pm_bytes"] * n / 2.0 ** 20})
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def growth_comparison(first, second, metric: str = "heap"):
+    """The slope of ``metric`` ("heap" or "rss", bytes per iteration) of every variant that
+    two results share, with its 95% half-width in each, and whether the two intervals
+    overlap (``agree``).  Overlapping intervals: the runs cannot be told apart on it."""
+    import pandas as pd
+    if metric not in ("heap", "rss"):
+        raise ValueError(f"metric {metric!r}: expected 'heap' or 'rss'")
+    a, b = first.summary, second.summary
+    rows = []
+    for name in [v for v in first.variants if v in b.index]:
+        s1, p1 = a.loc[name, f"{metric}_slope_bytes_per_iter"], a.loc[name, f"{metric}_slope_pm_bytes"]
+        s2, p2 = b.loc[name, f"{metric}_slope_bytes_per_iter"], b.loc[name, f"{metric}_slope_pm_bytes"]
+        rows.append({"variant": name, "first": s1, "first_pm": p1, "second": s2, "second_pm": p2,
+                     "agree": bool(abs(s1 - s2) <= p1 + p2)})
+    return pd.DataFrame(rows, columns=["variant", "first", "first_pm", "second", "second_pm", "agree"]
+                        ).set_index("variant")
