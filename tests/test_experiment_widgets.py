@@ -69,6 +69,24 @@ def test_run_shows_figures_as_cell_outputs_and_leaves_no_thread(monkeypatch):
     assert "interactive in JupyterLab" in bundle["text/plain"]
 
 
+def test_run_without_show_displays_only_the_form(monkeypatch):
+    """run(show=False): the notebook prints what it needs; no description, no figures, and the
+    status does not point below the cell."""
+    import IPython.display
+    shown, printed = [], []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, *a, **k: shown.append(obj))
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(a))
+    before = {t.ident for t in threading.enumerate()}
+    panel = widgets.RunnerPanel(backend=BACKEND, iterations=20, refresh_s=0.05, warmup=2)
+    result = panel.run(120, show=False)
+    assert result is not None and panel.error is None, panel.error
+    assert result.summary.loc["leak_no_release", "iterations"] == 20
+    assert shown == [panel] and printed == []
+    assert panel.status.value == "done" and panel.figures.children == () and panel.report.value == ""
+    left = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert left == [], f"threads still alive after run(): {left}"
+
+
 def test_panel_in_a_headless_kernel_leaves_it_quiet(tmp_path, monkeypatch):
     """nbclient copies whatever an Output widget captures back into the kernel as comm messages;
     a panel that drew into one from its threads left the kernel busy with them when the

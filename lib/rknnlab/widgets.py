@@ -144,6 +144,7 @@ class RunnerPanel:
         self.error: Optional[BaseException] = None
         self._thread: Optional[threading.Thread] = None
         self._live_data: Optional[LiveData] = None
+        self._below = True        # run(): the description and figures go under the cell
         names = list(models) if models is not None else _models.list_models()
         self.model = w.Dropdown(options=names, value="mobilenet_v2" if "mobilenet_v2" in names else names[0],
                                 description="model")
@@ -209,18 +210,22 @@ class RunnerPanel:
                                         daemon=True, name=THREAD_PREFIX)
         self._thread.start()
 
-    def run(self, timeout: Optional[float] = None) -> Any:
+    def run(self, timeout: Optional[float] = None, show: bool = True) -> Any:
         """Run with the panel's current choices, block until done, and show the
         description and static figures as ordinary outputs of the calling cell.
 
         Use this in notebooks that are executed headless (book builds,
         nbconvert): a button click never happens there, and ordinary cell
-        outputs, unlike a widget's, are in every HTML export."""
+        outputs, unlike a widget's, are in every HTML export.  ``show=False``
+        shows only the form: for a notebook that prints what it needs from the
+        result (the description and figures repeat what the page showed already)."""
         from IPython.display import display
         display(self)
+        self._below = show
         self.start(show_in_panel=False)
         result = self.wait(timeout)
-        self.show()
+        if show:
+            self.show()
         return result
 
     def show(self) -> None:
@@ -289,5 +294,5 @@ class RunnerPanel:
             self.report.value = f"<pre>{html.escape(r.describe())}</pre>"
             import ipywidgets as w
             self.figures.children = tuple(w.Image(value=png, format="png") for png in result_figures(r))
-        else:
+        elif self._below:
             self.status.value += ": the description and figures are below"
