@@ -1,0 +1,165 @@
+"""Watch ``rknn_outputs_get`` from inside a variant: what each get allocates, and whether
+the caller's buffers are new.
+
+Reuse means no allocation per call.  Two measurements prove it (chapter 4 §3), because two
+parties may allocate an output buffer:
+
+- **the runtime**, inside the get (``is_prealloc = 0``): the heap in use (glibc
+  ``mallinfo2``, ``uordblks + hblkhd``) just before and just after each get;
+- **the caller**, before the get (``is_prealloc = 1`` into a buffer allocated anew): the
+  bytes of each caller's buffer just before the get.  Under ``MALLOC_PERTURB_`` glibc fills
+  every block it hands out with one byte value, so a new buffer no longer holds what the
+  last get wrote there, even at the same address; a reused one still does.
+
+In a variant (it runs in the harness's fresh process)::
+
+    def my_variant(lab):
+        watch.watch_gets(lab)          # first: wraps lab.rt.outputs_get and lab.loop
+        ...                            # the code under test, unchanged
+
+    with watch.malloc_perturb():       # the variant's process inherits MALLOC_PERTURB_
+        result = rknnlab.run(my_variant, model="mobilenet_v2", iterations=200)
+    watch.table(result)                # one row per variant
+
+``measure(variant)`` does all of this for one variant and returns its row as a dict.
+The counts are kept in the variant's process and sent once, when its loop ends (a row per
+get would itself grow the memory being measured); only measured iterations count.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from collections import OrderedDict
+from typing import Any, Callable, Dict, Iterator, List
+
+from . import probe
+
+#: the MALLOC_PERTURB_ value the course uses: glibc fills a block it hands out with
+#: 0xff ^ 165 = 0x5A and a block it takes back with 165 = 0xA5
+PERTURB = "165"
+#: a get that gains this many bytes of heap allocated something (a chunk's header alone is 16)
+ALLOCATING_BYTES = 64
+#: caller's buffers remembered (their last output); more than any variant uses in turn
+_REMEMBERED = 16
+#: distinct buffer addresses counted (enough to tell one from several)
+_ADDRESSES = 10
+
+#: the numbers watch_gets sends back, one row each in result.calls (the "function" column)
+COUNTS = ("watch_gets", "watch_allocating_gets", "watch_heap_gained", "watch_new_buffers",
+          "watch_addresses", "watch_heap_first", "watch_heap_last")
+
+
+def watch_gets(lab: Any) -> Dict[str, Any]:
+    """Install the watch in a variant's process; returns the counts it keeps.
+
+    Wraps ``lab.rt.outputs_get`` (reads the heap around each get, and each caller's
+    buffer before it) and ``lab.loop`` (sends the counts once, when the loop ends).
+    Call it first in the variant, before the code under test."""
+    heap = probe.Heap()
+    real_get, real_loop = lab.rt.outputs_get, lab.loop
+    last: "OrderedDict[int, bytes]" = OrderedDict()   # caller's buffer -> what the last get left there
+    counts: Dict[str, Any] = {"gets": 0, "allocating_gets": 0, "heap_gained": 0, "new_buffers": 0,
+                              "addresses": set(), "heap_first": None, "heap_last": None}
+
+    def outputs_get(ctx: int, outputs: List[Any], extend: Any = None) -> Any:
+        new = sum(o.buf not in last or ctypes.string_at(o.buf, o.size) != last[o.buf]
+                  for o in outputs if o.is_prealloc)
+        before = heap.sample()["heap_in_use_bytes"]
+        ret = real_get(ctx, outputs, extend)
+        after = heap.sample()["heap_in_use_bytes"]
+        for o in outputs:
+            if o.is_prealloc:
+                last[o.buf] = ctypes.string_at(o.buf, o.size)
+                last.move_to_end(o.buf)
+                if len(last) > _REMEMBERED:
+                    last.popitem(last=False)
+        if lab.recorder.stage == "measure":
+            counts["gets"] += 1
+            counts["allocating_gets"] += after - before >= ALLOCATING_BYTES
+            counts["heap_gained"] += after - before
+            counts["new_buffers"] += new
+            if len(counts["addresses"]) < _ADDRESSES and outputs:
+                counts["addresses"].add(outputs[0].buf)
+            if counts["heap_first"] is None:
+                counts["heap_first"] = after
+            counts["heap_last"] = after
+        return ret
+
+    def loop() -> Iterator[int]:
+        yield from real_loop()
+        sent = {"watch_gets": counts["gets"], "watch_allocating_gets": counts["allocating_gets"],
+                "watch_heap_gained": counts["heap_gained"], "watch_new_buffers": counts["new_buffers"],
+                "watch_addresses": len(counts["addresses"]),
+                "watch_heap_first": counts["heap_first"] or 0, "watch_heap_last": counts["heap_last"] or 0}
+        for name, value in sent.items():
+            with lab.timed(name, nbytes=value):
+                pass
+
+    lab.rt.outputs_get = outputs_get
+    lab.loop = loop
+    return counts
+
+
+@contextlib.contextmanager
+def malloc_perturb(value: str = PERTURB) -> Iterator[None]:
+    """Set ``MALLOC_PERTURB_`` for the processes started inside the block (the harness's
+    variants), and restore the environment afterwards."""
+    saved = os.environ.get("MALLOC_PERTURB_")
+    os.environ["MALLOC_PERTURB_"] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("MALLOC_PERTURB_", None)
+        else:
+            os.environ["MALLOC_PERTURB_"] = saved
+
+
+def _row(calls: Any, variant: str) -> Dict[str, Any]:
+    mine = calls[(calls["variant"] == variant) & calls["function"].isin(COUNTS)]
+    sent = {f: int(v) for f, v in zip(mine["function"], mine["bytes"])}
+    if "watch_gets" not in sent:
+        raise ValueError(f"variant {variant!r} sent no watch counts: call watch.watch_gets(lab) first in it, "
+                         "and loop with `for i in lab.loop():`")
+    gets = sent["watch_gets"]
+    per = max(gets, 1)
+    return {
+        "gets": gets,
+        "allocating_gets": sent["watch_allocating_gets"],
+        "heap_gained_per_get": sent["watch_heap_gained"] / per,
+        "new_buffers": sent["watch_new_buffers"],
+        "addresses": sent["watch_addresses"],
+        "heap_kept_per_get": (sent["watch_heap_last"] - sent["watch_heap_first"]) / max(gets - 1, 1),
+    }
+
+
+def table(result: Any) -> Any:
+    """One row per variant of ``result`` (a run of watched variants): gets measured, gets that
+    allocated inside the call, mean heap gained per get, gets that found a caller's buffer
+    new, distinct buffer addresses (up to 10), heap in use kept per get over the run."""
+    import pandas as pd
+    rows = {v: _row(result.calls, v) for v in result.variants}
+    frame = pd.DataFrame(rows).T
+    for column in ("gets", "allocating_gets", "new_buffers", "addresses"):
+        frame[column] = frame[column].astype(int)
+    return frame.round({"heap_gained_per_get": 0, "heap_kept_per_get": 0})
+
+
+def measure(variant: Callable[[Any], None], model: str = "mobilenet_v2", iterations: int = 40,
+            warmup: int = 3) -> Dict[str, Any]:
+    """Run ``variant`` once under the watch, with ``MALLOC_PERTURB_`` set, in the harness's
+    fresh process; return its row of :func:`table` as a dict."""
+    import rknnlab
+
+    def measured(lab: Any) -> None:
+        watch_gets(lab)
+        variant(lab)
+
+    with malloc_perturb():
+        result = rknnlab.run(measured, model=model, iterations=iterations, warmup=warmup, progress=False)
+    run = result.runs[0] if hasattr(result, "runs") else None
+    error = getattr(run, "error", None)
+    if error:
+        raise RuntimeError(f"{getattr(variant, '__name__', 'the variant')} failed in its process: {error}")
+    return _row(result.calls, "measured")
