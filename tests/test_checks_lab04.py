@@ -82,21 +82,40 @@ def right_sizes():
 
 def guard_reference(rt, ctx, index, buf, want_float):
     attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    need = attr.n_elems * 4 if want_float else attr.size
+    if buf is None or buf.nbytes < need:
+        buf = np.empty(need // 4 if want_float else need, dtype=np.float32 if want_float else np.int8)
+    return buf
+
+
+def guard_alternative(rt, ctx, index, buf, want_float):
+    """Legitimately different: zeros, counts elements of the buffer's own dtype, returns a view when it keeps."""
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    need = attr.n_elems * 4 if want_float else attr.size
+    if buf is not None and buf.size * buf.itemsize >= need:
+        return buf.view()
+    return np.zeros(need // 4 if want_float else need, np.float32 if want_float else np.int8)
+
+
+def guard_of_chapter_4(rt, ctx, index, buf, want_float):
+    """Chapter 4 §4's Python guard, adapted to the lab's signature: uint8 storage of `need`
+    bytes, kept whenever it is large enough (the reviewers' regression case)."""
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
+    need = attr.n_elems * 4 if want_float else attr.size                # the size rule
+    if buf is None or buf.nbytes < need:                                # too small: reallocate
+        buf = np.empty(need, dtype=np.uint8)
+    return buf
+
+
+def guard_requires_dtype(rt, ctx, index, buf, want_float):
+    """Reallocates a large-enough buffer because its numpy dtype differs: an allocation the
+    program does not need (the runtime sees only a pointer and a size)."""
+    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
     dtype = np.dtype(np.float32 if want_float else np.int8)
     need = attr.n_elems * 4 if want_float else attr.size
     if buf is None or buf.dtype != dtype or buf.nbytes < need:
         buf = np.empty(need // dtype.itemsize, dtype=dtype)
     return buf
-
-
-def guard_alternative(rt, ctx, index, buf, want_float):
-    """Legitimately different: zeros, elements instead of bytes, returns a view when it keeps."""
-    attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
-    kind = np.float32 if want_float else np.int8
-    count = attr.n_elems if want_float else attr.size
-    if buf is not None and buf.dtype == kind and buf.size >= count:
-        return buf.view()
-    return np.zeros(count, kind)
 
 
 def guard_ignores_index(rt, ctx, index, buf, want_float):
@@ -119,11 +138,11 @@ def guard_exact_size(rt, ctx, index, buf, want_float):
     return buf
 
 
-def guard_ignores_dtype(rt, ctx, index, buf, want_float):
+def guard_too_small_elements(rt, ctx, index, buf, want_float):
+    """Counts elements, not bytes: a float32 output gets n_elems bytes."""
     attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
-    need = attr.n_elems * 4 if want_float else attr.size
-    if buf is None or buf.nbytes < need:
-        buf = np.empty(attr.n_elems, np.float32 if want_float else np.int8)
+    if buf is None or buf.nbytes < attr.n_elems:
+        buf = np.empty(attr.n_elems, np.uint8)
     return buf
 
 
@@ -132,6 +151,14 @@ def test_ex1_reference_and_alternative_pass() -> None:
         result = checks.check_output_guard(guard, right_sizes())
         assert result.passed, result
     assert any("output 0 wf=1" in d for d in result.details)
+
+
+def test_ex1_chapter_4_guard_passes() -> None:
+    """The runtime sees a pointer and a size: the chapter's uint8 guard, which keeps any
+    buffer large enough whatever its numpy dtype, is right (review B1 / A3)."""
+    result = checks.check_output_guard(guard_of_chapter_4, right_sizes())
+    assert result.passed, result
+    assert any("mobilenet_v2 output 0, want_float=0: kept the buffer" in d for d in result.details), result.details
 
 
 def test_ex1_stubs_not_done() -> None:
@@ -160,24 +187,33 @@ def test_ex1_wrong_predictions_fail_without_the_answer(rule, expected) -> None:
     (guard_ignores_index, "allocated a new buffer although the one given is large enough for output 1"),
     (guard_never_reallocates, "kept the buffer, but it is too small"),
     (guard_always_allocates, "allocated a new buffer although"),
-    (guard_exact_size, "allocated a new buffer although the one given is large enough for output 2"),
-    (guard_ignores_dtype, "kept the buffer, but it is of another dtype"),
+    (guard_exact_size, "allocated a new buffer although the one given is large enough"),
+    (guard_requires_dtype, "allocated a new buffer although the one given is large enough for output 0"),
+    (guard_too_small_elements, "too small"),
 ])
 def test_ex1_wrong_guards_fail(guard, expected) -> None:
     _failed(checks.check_output_guard(guard, right_sizes()), expected)
 
 
 # =========================================================================== exercise 2
+def _wf(index):
+    """The exercise's want_float per output: output 0 as float32, the others as int8."""
+    return 1 if index == 0 else 0
+
+
+def _mixed(attrs):
+    """Buffers sized by the size rule for each output's want_float, and their rknn_outputs."""
+    keep = [np.empty(a.n_elems, np.float32) if _wf(a.index) else np.empty(a.size, np.int8) for a in attrs]
+    outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=1, buf=b.ctypes.data,
+                            size=b.nbytes) for a, b in zip(attrs, keep)]
+    return keep, outs
+
+
 def prealloc_reference(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    keep, outs = [], []
-    for attr in out_attrs:
-        buf = np.empty(attr.n_elems, dtype=np.float32)
-        keep.append(buf)
-        outs.append(abi.rknn_output(index=attr.index, want_float=1, is_prealloc=1,
-                                    buf=buf.ctypes.data, size=buf.nbytes))
+    keep, outs = _mixed(out_attrs)
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
@@ -186,18 +222,65 @@ def prealloc_reference(lab):
     rt.destroy(ctx)
 
 
-def prealloc_int8_ctypes_double_buffered(lab):
-    """Legitimately different: want_float = 0 into attr.size bytes, ctypes arrays larger than
-    needed, two sets used in turn (the address changes every iteration; nothing is allocated)."""
+def prealloc_ctypes_double_buffered(lab):
+    """Legitimately different: ctypes arrays larger than needed, two sets used in turn (the
+    address changes every iteration; nothing is allocated)."""
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
     attrs = [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=k)) for k in range(n)]
-    sets = [[(ctypes.c_int8 * (a.size + 64))() for a in attrs] for _ in range(2)]
+    sets = [[(ctypes.c_uint8 * ((a.size if k else a.n_elems * 4) + 64))() for k, a in enumerate(attrs)]
+            for _ in range(2)]
     for i in lab.loop():
         bufs = sets[i % 2]
-        outs = [abi.rknn_output(index=a.index, want_float=0, is_prealloc=1, buf=ctypes.addressof(b),
+        outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=1, buf=ctypes.addressof(b),
                                 size=ctypes.sizeof(b)) for a, b in zip(attrs, bufs)]
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def zipformer_style_no_release(lab):
+    """is_prealloc = 1 into buffers allocated once, never released: Rockchip's model-zoo
+    zipformer demo does this.  Correct as far as any document says: a note, not a failure."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep, outs = _mixed(out_attrs)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+    rt.destroy(ctx)
+
+
+def chapter_4_prealloc(lab):
+    """Chapter 4 §3's variant copied unchanged: one output, want_float = 1 (the faded example):
+    right for mobilenet_v2, wrong for yolov5n's three outputs."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, attrs = query_io(rt, ctx)
+    scores = np.empty(attrs[0].n_elems, dtype=np.float32)
+    outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=scores.ctypes.data, size=scores.nbytes)]
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+    rt.destroy(ctx)
+
+
+def float_everywhere(lab):
+    """Every output as float32: the chapter's choice, not the exercise's."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+            for a, b in zip(out_attrs, keep)]
+    for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
@@ -211,9 +294,7 @@ def new_buffer_every_iteration(lab):
     _, out_attrs = query_io(rt, ctx)
     keep = None
     for i in lab.loop():
-        keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
-        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-                for a, b in zip(out_attrs, keep)]
+        keep, outs = _mixed(out_attrs)
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
@@ -225,9 +306,7 @@ def inputs_set_once(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
-    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-            for a, b in zip(out_attrs, keep)]
+    keep, outs = _mixed(out_attrs)
     rt.inputs_set(ctx, frame_input(lab.input(0)))
     for i in lab.loop():
         rt.run(ctx)
@@ -240,7 +319,7 @@ def dangling_temporary(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1,
+    outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=1,
                             buf=np.empty(a.n_elems, dtype=np.float32).ctypes.data, size=a.n_elems * 4)
             for a in out_attrs]
     for i in lab.loop():
@@ -260,13 +339,11 @@ def behaves_while_recorded_briefly(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
+    keep, outs = _mixed(out_attrs)
     recorded = bool(os.environ.get("RKNNLAB_CHECKS_RECORD"))
     for i in lab.loop():
         if not (recorded and i < 6):
-            keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
-        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-                for a, b in zip(out_attrs, keep)]
+            keep, outs = _mixed(out_attrs)
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
@@ -274,16 +351,15 @@ def behaves_while_recorded_briefly(lab):
     rt.destroy(ctx)
 
 
-def no_release(lab):
+def runtime_allocates_no_release(lab):
+    """is_prealloc = 0 and no release: the leak; it must fail, whatever the pairing note says."""
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
-    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-            for a, b in zip(out_attrs, keep)]
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
+        outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=0) for a in out_attrs]
         rt.outputs_get(ctx, outs)
     rt.destroy(ctx)
 
@@ -295,7 +371,7 @@ def runtime_allocates(lab):
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
-        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=0) for a in out_attrs]
+        outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=0) for a in out_attrs]
         rt.outputs_get(ctx, outs)
         rt.outputs_release(ctx, outs)
     rt.destroy(ctx)
@@ -305,8 +381,7 @@ def first_output_only(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    buf = np.empty(out_attrs[0].n_elems, dtype=np.float32)
-    outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=buf.ctypes.data, size=buf.nbytes)]
+    keep, outs = _mixed(out_attrs[:1])
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
@@ -319,16 +394,14 @@ def keeps_history(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    keep = [np.empty(a.n_elems, dtype=np.float32) for a in out_attrs]
-    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-            for a, b in zip(out_attrs, keep)]
+    keep, outs = _mixed(out_attrs)
     history = []
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
         rt.outputs_release(ctx, outs)
-        history.append(keep[0][:1000].copy())
+        history.append(keep[0][:1000].astype(np.float32))
     rt.destroy(ctx)
 
 
@@ -336,7 +409,7 @@ def writes_to_a_bad_address(lab):
     rt = lab.rt
     ctx = rt.init(lab.model_path)
     _, out_attrs = query_io(rt, ctx)
-    outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=16, size=a.n_elems * 4)
+    outs = [abi.rknn_output(index=a.index, want_float=_wf(a.index), is_prealloc=1, buf=16, size=a.n_elems * 4)
             for a in out_attrs]
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
@@ -350,11 +423,22 @@ def test_ex2_reference_passes() -> None:
     assert result.passed, result
     assert any("heap in use grew by" in d and "expected below" in d for d in result.details)
     assert any("yolov5n" in d for d in result.details)
+    assert not any(d.startswith("Note:") for d in result.details)
 
 
 def test_ex2_alternative_passes() -> None:
-    result = checks.check_prealloc_variant(prealloc_int8_ctypes_double_buffered, iterations=40)
+    result = checks.check_prealloc_variant(prealloc_ctypes_double_buffered, iterations=40)
     assert result.passed, result
+
+
+def test_ex2_zipformer_style_loop_passes_with_a_note() -> None:
+    """Rockchip's code disagrees on releasing after an is_prealloc = 1 get (DECISIONS 4):
+    the check does not fail the model zoo's pattern; it says the course's convention."""
+    result = checks.check_prealloc_variant(zipformer_style_no_release, iterations=40)
+    assert result.passed, result
+    notes = [d for d in result.details if d.startswith("Note:")]
+    assert notes and "zipformer" in notes[0] and "had no rknn_outputs_release" in notes[0], result.details
+    assert "note on the release" in result.message
 
 
 def test_ex2_stub_not_done() -> None:
@@ -363,12 +447,14 @@ def test_ex2_stub_not_done() -> None:
 
 
 @pytest.mark.parametrize("variant, expected", [
+    (chapter_4_prealloc, "has 3 output(s)"),
+    (float_everywhere, "want_float = 1; the exercise asks for want_float = 0"),
     (new_buffer_every_iteration, "had just been allocated"),
     (behaves_while_recorded_briefly, "had just been allocated"),
     (inputs_set_once, "the inputs did not change"),
     (dangling_temporary, "keep alive for the whole loop"),
     (the_librarys_own, "rknnlab's own rknnlab.experiment.variants"),
-    (no_release, "had no release after them"),
+    (runtime_allocates_no_release, "is_prealloc = 0"),
     (runtime_allocates, "is_prealloc = 0"),
     (first_output_only, "has 3 output(s)"),
     (writes_to_a_bad_address, "SIGSEGV"),
@@ -518,8 +604,19 @@ def test_ex3_lookup_of_the_letters_fails(default, measured) -> None:
 @pytest.mark.parametrize("rule", [classify_by_flat_memory, classify_by_release_calls])
 def test_ex3_shortcuts_fail_without_the_answer(rule, measured) -> None:
     result = checks.check_which_is_which(_answers(rule, measured))
-    _failed(result, "is wrong", "does not say which")
+    _failed(result, "is wrong", "stops at the first wrong one")
     assert not result.details
+    # a letter the student can run is named (with the word they gave); the fifth stays anonymous
+    import re
+    named = re.search(r"Your answer for ([A-D]) \(checks.MYSTERY\['\1'\]\) is wrong: you said '(\w+)'",
+                      result.message)
+    if named:
+        letter, word = named.groups()
+        assert word == rule(measured(checks.MYSTERY[letter])) != cases.which_truth(checks.MYSTERY[letter])
+    else:
+        assert "the fifth variant" in result.message and "case_x" not in result.message
+    for kind in ("leak", "release", "prealloc"):          # the right word is never said
+        assert f"would be {kind}" not in result.message and f"is a {kind}" not in result.message
 
 
 def test_ex3_bad_words() -> None:
@@ -574,8 +671,34 @@ def test_ex4_stub_not_done() -> None:
                                   reuse_by_address, reuse_by_flat_memory])
 def test_ex4_shortcuts_fail_without_the_answer(rule, measured) -> None:
     result = checks.check_reuse_detector(_answers(rule, measured))
-    _failed(result, "answers are wrong")
-    assert not result.details   # which ones would give the answer away
+    _failed(result, "wrong. The trap(s) your function fell into")
+    wrong = sum(rule(measured(c)) != cases.reuse_truth(c) for c in cases.reuse_cases())
+    assert len(result.details) == wrong            # one trap named per wrong answer ...
+    assert f"{wrong} of your 6 answers {'is' if wrong == 1 else 'are'} wrong" in result.message
+    for detail in result.details:                  # ... by what the variant does, never by its name
+        assert detail.startswith("a variant that ") and "case_" not in detail
+
+
+def test_ex4_heap_inside_the_get_alone_names_the_fresh_buffer_trap(measured) -> None:
+    """The first of chapter 4 §3's two measurements alone misses a caller's fresh buffer:
+    the message names that trap (review item 15)."""
+    result = checks.check_reuse_detector(_answers(reuse_by_heap_in_get_only, measured))
+    assert result.details == ("a variant that sets is_prealloc = 1, but into a buffer allocated anew every "
+                              "iteration: you said reuse",), result
+
+
+def test_ex4_chapter_4_complete_method_passes() -> None:
+    """Chapter 4 §3 teaches two measurements (the heap inside each get, and the caller's
+    buffer's bytes under MALLOC_PERTURB_) through rknnlab.watch; used as the chapter does,
+    end to end, they pass the exercise (review B2)."""
+    from rknnlab import watch
+
+    def reuses_output_memory(variant):
+        m = watch.measure(variant, iterations=30)
+        return m["allocating_gets"] + m["new_buffers"] < 0.5 * max(m["gets"], 1)
+
+    result = checks.check_reuse_detector(reuses_output_memory)
+    assert result.passed, result
 
 
 def test_ex4_lookups_fail() -> None:

@@ -71,9 +71,9 @@ _PLAY: Dict[str, Callable[[Any], None]] = {
 }
 
 
-# --------------------------------------------------------------------------- exercise 3
+# --------------------------------------------------------------------------- exercise 4
 def _mystery_order() -> List[str]:
-    """Exercise 3's behaviours for A, B, C, D: one of them twice, in a seeded order."""
+    """Exercise 4's behaviours for A, B, C, D: one of them twice, in a seeded order."""
     kinds = ["leak", "release", "prealloc", "prealloc_int8"]
     return [kinds[int(i)] for i in np.random.default_rng(4_0404).permutation(len(kinds))]
 
@@ -94,7 +94,7 @@ def mystery_D(lab: Any) -> None:
     _PLAY[_mystery_order()[3]](lab)
 
 
-#: the kind case_x plays, drawn by exercise 3's check for each check and passed to the
+#: the kind case_x plays, drawn by exercise 4's check for each check and passed to the
 #: variant's process in the environment (so no fixed answer fits it)
 CASE_X_ENV = "RKNNLAB_CHECKS_CASE_X"
 CASE_X_KINDS = ("leak", "release", "prealloc")
@@ -105,7 +105,7 @@ def case_x(lab: Any) -> None:
 
 
 def which_cases() -> List[Callable[[Any], None]]:
-    """What exercise 3's check hands to classify(): the four letters and one variant more."""
+    """What exercise 4's check hands to classify(): the four letters and one variant more."""
     return [mystery_A, mystery_B, mystery_C, mystery_D, case_x]
 
 
@@ -116,7 +116,7 @@ def which_truth(case: Callable[[Any], None]) -> str:
     return kinds[case].split("_")[0]
 
 
-# --------------------------------------------------------------------------- exercise 4
+# --------------------------------------------------------------------------- exercise 5 ★
 def case_k(lab: Any) -> None:
     _PLAY["release"](lab)
 
