@@ -2,9 +2,11 @@
 
 Each check passes the reference solution and a legitimate alternative, and fails, with a
 message that names the mistake without giving the answer, at least three planted wrong
-answers per exercise: C2 assumed to be 16, size used for size_with_stride, shared
-(Concat/Split) bytes counted twice, a tensor counted once per reader, a ranking by channel
-count, a diagnosis from C2 alone...  A check never raises.  Then the notebook runs twice:
+answers per exercise: letters given by position, C2 assumed to be 16, size used for
+size_with_stride, a prediction from ceil(C / C2), shared (Concat/Split) bytes counted twice, a
+tensor counted once per reader, a diagnosis from C2 alone, a ranking by channel count...
+The reference predict_sizes is also run on every io tensor of every course model on all four
+SoCs (rk3588, rk3576, rk3568, rk3562).  A check never raises.  Then the notebook runs twice:
 instructor edition (every check PASSED, in under 60 s) and student edition (solution
 cells removed: runs to the end, every check NOT PASSED with a hint and no traceback).
 """
@@ -48,8 +50,8 @@ def _failed(result, *words: str) -> str:
 
 
 # =========================================================================== reference solutions
-FIELDS = {"total_weight_size": "A", "total_internal_size": "B", "total_dma_allocated_size": "C",
-          "total_sram_size": "D", "free_sram_size": "E"}
+FIELDS = {"total_weight_size": "C", "total_internal_size": "F", "total_dma_allocated_size": "E",
+          "total_sram_size": "H", "free_sram_size": "B"}
 FLAGS = {"API reference": abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE, "rknn_benchmark": 0}
 
 
@@ -69,7 +71,22 @@ def dma_accounting(rt, ctx):
     ins, outs = native_attrs(on(rt, ctx))
     io = sum(a.size_with_stride for a in ins + outs)
     return {"weight": m.total_weight_size, "internal": m.total_internal_size, "io": io,
-            "unexplained": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
+            "remainder": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
+
+
+def _native_size_with_stride(model, kind, index, soc):
+    from rknnlab.sim import SimRuntime
+    rt = SimRuntime(soc)
+    ctx = rt.init(str(models.model_path(model, soc)))
+    cmd = abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR if kind == "output" else abi.RKNN_QUERY_NATIVE_INPUT_ATTR
+    try:
+        return int(rt.query(ctx, cmd, abi.rknn_tensor_attr(index=index)).size_with_stride)
+    finally:
+        rt.destroy(ctx)
+
+
+#: the recorded prediction of exercise 2, read from the simulator of each SoC (a measurement, not a constant)
+PREDICTED = {soc: _native_size_with_stride(*checks.PREDICTED_TENSOR, soc) for soc in ("rk3588", "rk3568")}
 
 
 def predict_sizes(attr):
@@ -123,29 +140,45 @@ def _report_shapes(report, kind):
 
 
 def _allocated(m, io):
+    """The simulator-only method: the DMA total against W + I + io, W + io and 0 (no remainder allowed)."""
     options = [({"weight", "internal", "io"}, m.total_weight_size + m.total_internal_size + io),
                ({"weight", "io"}, m.total_weight_size + io), (set(), 0)]
     return min(options, key=lambda o: abs(o[1] - m.total_dma_allocated_size))[0]
 
 
-def diagnose(query):
-    m = query(abi.RKNN_QUERY_MEM_SIZE)
-    ins, outs = native_attrs(query)
-    allocated = _allocated(m, sum(a.size_with_stride for a in ins + outs))
+def _identify(m, ins, outs):
     for name in models.list_models():
         for soc in models.model_socs(name):
             r = models.load_report(name, soc)
             if ((r.total_weight_size, r.total_internal_size) == (m.total_weight_size, m.total_internal_size)
                     and _report_shapes(r, "inputs") == _shapes(ins) and _report_shapes(r, "outputs") == _shapes(outs)):
-                return {"model": name, "soc": soc, "runtime_allocated": allocated}
-    return {"model": None, "soc": None, "runtime_allocated": allocated}
+                return name, soc
+    return None, None
+
+
+def diagnose(query):
+    """The reference: name the model and SoC, then compare with the same model at flag 0."""
+    m = query(abi.RKNN_QUERY_MEM_SIZE)
+    ins, outs = native_attrs(query)
+    name, soc = _identify(m, ins, outs)
+    if name is None:
+        return {"model": None, "soc": None, "runtime_allocated": None}
+    rt = checks.runtime_for(soc)
+    ctx = rt.init(str(models.model_path(name, soc)))           # the same model, flag 0
+    moved = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size - m.total_dma_allocated_size
+    rt.destroy(ctx)
+    options = [({"weight", "internal", "io"}, 0), ({"weight", "io"}, m.total_internal_size),
+               (set(), m.total_weight_size + m.total_internal_size)]
+    allocated = min(options, key=lambda o: abs(o[1] - moved))[0]
+    return {"model": name, "soc": soc, "runtime_allocated": allocated}
 
 
 # =========================================================================== every check
 @pytest.mark.parametrize("check, args", [
-    (checks.check_mem_size, (None, None, None)), (checks.check_size_prediction, (None,)),
-    (checks.check_high_water, (None, None)), (checks.check_reuse_saving, (None,)),
-    (checks.check_dominant, (None, None)), (checks.check_diagnosis, (None,))])
+    (checks.check_mem_size, (None, None, None)), (checks.check_size_prediction, (None, None)),
+    (checks.check_size_prediction, (None, PREDICTED)),
+    (checks.check_plan, (None, None, None)), (checks.check_diagnosis, (None,)),
+    (checks.check_dominant, (None, None))])
 def test_checks_never_raise_on_nothing(check, args) -> None:
     result = check(*args)
     assert isinstance(result, checks.CheckResult)
@@ -153,9 +186,9 @@ def test_checks_never_raise_on_nothing(check, args) -> None:
 
 
 @pytest.mark.parametrize("check, args", [
-    (checks.check_mem_size, (FIELDS, FLAGS, _stub)), (checks.check_size_prediction, (_stub,)),
-    (checks.check_high_water, (_stub, _stub)), (checks.check_reuse_saving, (_stub,)),
-    (checks.check_dominant, (_stub, None)), (checks.check_diagnosis, (_stub,))])
+    (checks.check_mem_size, (FIELDS, FLAGS, _stub)), (checks.check_size_prediction, (_stub, PREDICTED)),
+    (checks.check_plan, (_stub, _stub, _stub)), (checks.check_diagnosis, (_stub,)),
+    (checks.check_dominant, (_stub, None))])
 def test_stubs_are_not_done_and_name_no_test_case(check, args) -> None:
     result = check(*args)
     text = repr(result)
@@ -180,19 +213,24 @@ def test_ex1_alternative_passes() -> None:
                 io += rt.query(ctx, cmd, abi.rknn_tensor_attr(index=i)).size_with_stride
         parts = np.array([m.total_weight_size, m.total_internal_size, io], dtype=np.int64)
         return {"weight": parts[0], "internal": parts[1], "io": parts[2],
-                "unexplained": np.int64(m.total_dma_allocated_size) - parts.sum()}
+                "remainder": np.int64(m.total_dma_allocated_size) - parts.sum()}
     fields = {k: v.lower() for k, v in FIELDS.items()}
     result = checks.check_mem_size(fields, {"API reference": 0x10, "rknn_benchmark": 0}, accounting)
+    assert result.passed, repr(result)
     assert result.passed, repr(result)
 
 
 @pytest.mark.parametrize("fields, words", [
-    (dict(FIELDS, total_internal_size="C", total_dma_allocated_size="B"), ("2 of the 5",)),
-    (dict(FIELDS, total_internal_size="G"), ("total_internal_size", "reuses")),
-    (dict(FIELDS, total_weight_size="F"), (".rknn file",)),
+    (dict(FIELDS, total_internal_size="E", total_dma_allocated_size="F"),
+     ("2 of your 5 answers are wrong", "total_internal_size, total_dma_allocated_size have")),
+    (dict(FIELDS, total_internal_size="A"), ("1 of your 5 answers is wrong", "total_internal_size has", "reuses")),
+    (dict(FIELDS, total_weight_size="D"), ("total_weight_size has", ".rknn file")),
+    (dict(zip(checks.MEM_SIZE_FIELDS, "ABCDE")), ("answers are wrong",)),        # by position, as printed
 ])
 def test_ex1_wrong_meanings_fail(fields, words) -> None:
-    _failed(checks.check_mem_size(fields, FLAGS, dma_accounting), *words)
+    text = _failed(checks.check_mem_size(fields, FLAGS, dma_accounting), *words)
+    for field, letter in FIELDS.items():                   # the right letter is never given
+        assert f"{field}: {letter}" not in text and f"'{letter}'" not in text
 
 
 def test_ex1_flags_swapped_fail() -> None:
@@ -205,7 +243,7 @@ def _accounting_with(io_of):
         m = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
         io = io_of(rt, ctx, m)
         return {"weight": m.total_weight_size, "internal": m.total_internal_size, "io": io,
-                "unexplained": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
+                "remainder": m.total_dma_allocated_size - m.total_weight_size - m.total_internal_size - io}
     return accounting
 
 
@@ -228,7 +266,7 @@ def _residual(rt, ctx, m):
 
 
 @pytest.mark.parametrize("io_of, words", [
-    (_plain_io("size"), ("io is", "NATIVE")),
+    (_plain_io("size"), ("your io is", "too small", "NATIVE")),
     (_plain_io("size_with_stride"), ("io is", "NATIVE")),
     (_inputs_only, ("too small", "every output")),
     (_residual, ("too large", "extra mem the check created", "whatever is left")),
@@ -247,7 +285,7 @@ def test_ex1_weight_from_file_size_fails() -> None:
 
 # =========================================================================== exercise 2
 def test_ex2_reference_passes() -> None:
-    result = checks.check_size_prediction(predict_sizes)
+    result = checks.check_size_prediction(predict_sizes, PREDICTED)
     assert result.passed, repr(result)
     assert "rk3568" in repr(result) and "rk3588" in repr(result)
 
@@ -256,7 +294,62 @@ def test_ex2_reference_passes_with_rk3568_at_hand(monkeypatch: pytest.MonkeyPatc
     """A board with an RK3568: the other SoC is then rk3588."""
     monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
     assert checks.other_soc("rk3568") == "rk3588"
-    assert checks.check_size_prediction(predict_sizes).passed
+    assert checks.check_size_prediction(predict_sizes, PREDICTED).passed
+
+
+SOCS = ("rk3588", "rk3576", "rk3568", "rk3562")
+
+
+def _mismatches(predict, soc):
+    """Every io tensor of every course model on ``soc`` whose (size, size_with_stride) ``predict`` misses."""
+    from rknnlab.sim import SimRuntime
+    rt, wrong = SimRuntime(soc), []
+    for name in models.list_models():
+        if soc not in models.model_socs(name):
+            continue
+        ctx = rt.init(str(models.model_path(name, soc)))
+        try:
+            ins, outs = native_attrs(on(rt, ctx))
+            for attr in ins + outs:
+                blank = abi.rknn_tensor_attr.from_buffer_copy(attr)
+                blank.size = blank.size_with_stride = blank.n_elems = 0     # the answer is not handed over
+                if tuple(predict(blank)) != (attr.size, attr.size_with_stride):
+                    wrong.append(f"{name}/{soc} {attr.name.decode()}")
+        finally:
+            rt.destroy(ctx)
+    return wrong
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_ex2_reference_predicts_every_io_tensor_on_every_soc(soc) -> None:
+    """The guarantee chapter 1 used to give for its own copy: the lab's reference is exact on all four SoCs."""
+    assert soc in models.model_socs("yolov5s")
+    assert _mismatches(predict_sizes, soc) == []
+
+
+def test_ex2_c2_of_16_is_wrong_on_rk3568_only() -> None:
+    assert _mismatches(_c2_16, "rk3588") == []
+    assert _mismatches(_c2_16, "rk3568")
+
+
+def test_ex2_prediction_is_judged_with_the_students_numbers() -> None:
+    c2 = {"rk3588": 16, "rk3568": 8}
+    from_ceil = {soc: -(-255 // c2[soc]) * 40 * 40 * c2[soc] for soc in PREDICTED}   # ceil(C / C2) blocks
+    plain = {soc: 255 * 40 * 40 for soc in PREDICTED}                                # the plain size
+    c2_16 = {soc: 16 * 40 * 40 * 16 for soc in PREDICTED}                            # C2 = 16 everywhere
+    assert PREDICTED["rk3568"] not in from_ceil.values()       # the compiler stores more blocks than ceil(C / C2)
+    for wrong in (from_ceil, plain, c2_16):
+        text = _failed(checks.check_size_prediction(predict_sizes, wrong), "your", "prediction", "native")
+        assert f"{PREDICTED['rk3568']:,}" not in text and str(PREDICTED["rk3568"]) not in text
+    _failed(checks.check_size_prediction(predict_sizes, {"rk3588": PREDICTED["rk3588"]}), "keys")
+    _failed(checks.check_size_prediction(predict_sizes, dict(PREDICTED, rk3568="a lot")), "not a whole number")
+    assert checks.check_size_prediction(predict_sizes, {"rk3588": None, "rk3568": None}).status == "not done"
+
+
+def test_ex2_prediction_alternative_passes() -> None:
+    """Upper-case SoC names and numpy integers are the same prediction."""
+    alt = {soc.upper(): np.int64(v) for soc, v in PREDICTED.items()}
+    assert checks.check_size_prediction(predict_sizes, alt).passed
 
 
 def test_ex2_alternative_passes() -> None:
@@ -273,7 +366,9 @@ def test_ex2_alternative_passes() -> None:
         if w_axis is not None and len(dims) > w_axis and attr.w_stride > dims[w_axis]:
             padded[w_axis] = attr.w_stride
         return size, item[attr.type] * int(np.prod(padded))
-    assert checks.check_size_prediction(predict).passed
+    assert checks.check_size_prediction(predict, PREDICTED).passed
+    for soc in SOCS:
+        assert _mismatches(predict, soc) == []
 
 
 def _c2_16(attr):
@@ -311,22 +406,37 @@ def _stride_in_size_too(attr):
     (_stride_in_size_too, ("size too large",)),
 ])
 def test_ex2_wrong_predictions_fail(predict, words) -> None:
-    text = _failed(checks.check_size_prediction(predict), *words)
-    # the message names the tensor and the direction, never the runtime's numbers
+    text = _failed(checks.check_size_prediction(predict, PREDICTED), *words)
+    assert "(your " in text                        # the student's own number, beside the direction
+    # the message names the tensor, the direction and the student's number, never the runtime's numbers
+    # (a runtime number may appear only where the student's function returned it itself)
+    yours = set()
+    for soc in ("rk3588", "rk3568"):
+        from rknnlab.sim import SimRuntime
+        rt = SimRuntime(soc)
+        for name in models.list_models():
+            if soc in models.model_socs(name):
+                ctx = rt.init(str(models.model_path(name, soc)))
+                ins, outs = native_attrs(on(rt, ctx))
+                for a in ins + outs:
+                    blank = abi.rknn_tensor_attr.from_buffer_copy(a)
+                    blank.size = blank.size_with_stride = blank.n_elems = 0
+                    yours.update(int(v) for v in predict(blank))
+                rt.destroy(ctx)
     for soc in ("rk3588", "rk3568"):
         for name in models.list_models():
             if soc in models.model_socs(name):
                 for kind in ("inputs", "outputs"):
                     for a in models.load_report(name, soc).attrs(kind, "native"):
-                        if a["size_with_stride"] > 64 and a["size_with_stride"] not in a["dims"]:
-                            assert str(a["size_with_stride"]) not in text.replace(",", "")
+                        if (a["size_with_stride"] > 64 and a["size_with_stride"] not in a["dims"]
+                                and a["size_with_stride"] not in yours):
                             assert f"{a['size_with_stride']:,}" not in text
 
 
 def test_ex2_malformed_answers() -> None:
-    _failed(checks.check_size_prediction(lambda attr: 12), "not a pair")
-    _failed(checks.check_size_prediction(lambda attr: ("a", "b")), "whole numbers")
-    _failed(checks.check_size_prediction(lambda attr: 1 / 0), "ZeroDivisionError", "line")
+    _failed(checks.check_size_prediction(lambda attr: 12, PREDICTED), "not a pair")
+    _failed(checks.check_size_prediction(lambda attr: ("a", "b"), PREDICTED), "whole numbers")
+    _failed(checks.check_size_prediction(lambda attr: 1 / 0, PREDICTED), "ZeroDivisionError", "line")
 
 
 # =========================================================================== exercise 3
@@ -370,14 +480,14 @@ def _high_water_top_of_plan(report):
 
 
 @pytest.mark.parametrize("in_use, high_water, words", [
-    (_sum_in_use, _high_water_by_sum, ("a made-up plan", "union")),
-    (_in_use_exclusive, high_water_mark, ("both included",)),
+    (_sum_in_use, _high_water_by_sum, ("part (a)", "a made-up plan", "union", "(your ")),
+    (_in_use_exclusive, high_water_mark, ("both included", "(your ")),
     (in_use_bytes, _high_water_all_alive, ("too many",)),
-    (_in_use_internal, high_water_mark, ("too large",)),
+    (_in_use_internal, high_water_mark, ("is too large",)),
     (in_use_bytes, _high_water_read_only, ("missing",)),
 ])
 def test_ex3_wrong_answers_fail(in_use, high_water, words) -> None:
-    _failed(checks.check_high_water(in_use, high_water), *words)
+    _failed(checks.check_plan(in_use, high_water, reuse_saving), *words)
 
 
 def test_ex3_top_of_plan_is_not_the_high_water_mark() -> None:
@@ -385,11 +495,11 @@ def test_ex3_top_of_plan_is_not_the_high_water_mark() -> None:
     reports = [models.load_report(n, s) for n in models.list_models() for s in models.model_socs(n)]
     if all(_high_water_top_of_plan(r) == high_water_mark(r) for r in reports):
         pytest.skip("in these reports the plan's top and the high-water mark coincide")
-    _failed(checks.check_high_water(in_use_bytes, _high_water_top_of_plan), "high-water mark")
+    _failed(checks.check_plan(in_use_bytes, _high_water_top_of_plan, reuse_saving), "high-water mark")
 
 
 def test_ex3_reference_and_alternative_pass() -> None:
-    assert checks.check_high_water(in_use_bytes, high_water_mark).passed
+    assert checks.check_plan(in_use_bytes, high_water_mark, reuse_saving).passed
 
     def in_use_sweep(report, layer):          # a sweep over start/end events
         events = sorted([(t.start, 1) for t in alive(report, layer)] + [(t.end, -1) for t in alive(report, layer)])
@@ -406,11 +516,11 @@ def test_ex3_reference_and_alternative_pass() -> None:
         layer = len(per) - 1 - per[::-1].index(max(per))
         return layer, [t.tensor for t in alive(report, layer)]   # a list is fine too
 
-    result = checks.check_high_water(in_use_sweep, high_water_last_tie)
+    result = checks.check_plan(in_use_sweep, high_water_last_tie, reuse_saving)
     assert result.passed, repr(result)
 
 
-# =========================================================================== exercise 4
+# =========================================================================== exercise 3 (b)
 def _saving_with(**change):
     def saving(report):
         got = reuse_saving(report)
@@ -437,17 +547,17 @@ def _above_summed_peak(report, got):
 
 
 @pytest.mark.parametrize("saving, words", [
-    (_saving_with(naive=_rows_naive), ("naive", "count each tensor once")),
-    (_saving_with(naive=_dense_naive), ("naive",)),
+    (_saving_with(naive=_rows_naive), ("part (b)", "naive", "count each tensor once", "your ")),
+    (_saving_with(naive=_dense_naive), ("naive", "your ")),
     (_saving_with(saved=_saved_over_peak), ("saved",)),
     (_saving_with(above_lower_bound=_above_summed_peak), ("above_lower_bound", "a made-up plan")),
 ])
-def test_ex4_wrong_answers_fail(saving, words) -> None:
-    _failed(checks.check_reuse_saving(saving), *words)
+def test_ex3b_wrong_answers_fail(saving, words) -> None:
+    _failed(checks.check_plan(in_use_bytes, high_water_mark, saving), *words)
 
 
-def test_ex4_reference_and_alternative_pass() -> None:
-    assert checks.check_reuse_saving(reuse_saving).passed
+def test_ex3b_reference_and_alternative_pass() -> None:
+    assert checks.check_plan(in_use_bytes, high_water_mark, reuse_saving).passed
 
     def saving(report):                        # the plan's top as its size, rows deduplicated by hand
         spans = {row["tensor"]: row["end"] - row["start"] for row in report.data["feature_tensors"]}
@@ -455,11 +565,11 @@ def test_ex4_reference_and_alternative_pass() -> None:
         naive = sum(spans.values())
         peak = max(in_use_bytes(report, l) for l in range(max(t.last_layer for t in report.lifetimes()) + 1))
         return {"naive": naive, "internal": internal, "saved": naive - internal, "above_lower_bound": internal - peak}
-    result = checks.check_reuse_saving(saving)
+    result = checks.check_plan(in_use_bytes, high_water_mark, saving)
     assert result.passed, repr(result)
 
 
-# =========================================================================== exercise 5
+# =========================================================================== exercise 5 ★
 def _by_channels(report, k):
     shape = {row["tensor"]: row["orig_shape"] for row in report.data["feature_tensors"]}
     return sorted(shape, key=lambda n: -(shape[n][1] if len(shape[n]) > 1 else 1))[:k]
@@ -475,7 +585,7 @@ def _smallest_first(report, k):
 
 
 @pytest.mark.parametrize("largest, reason, words", [
-    (_by_channels, "height x width", ("not the 5 largest", "channel count")),
+    (_by_channels, "height x width", ("your 5 names hold", "channel count")),
     (_rows_not_deduplicated, "height x width", ("different",)),
     (_smallest_first, "height x width", ("largest first",)),
     (largest_activations, "channels", ("'channels'", "another property")),
@@ -501,7 +611,7 @@ def test_ex5_not_a_reason() -> None:
     assert checks.check_dominant(largest_activations, None).status == "not done"
 
 
-# =========================================================================== exercise 6
+# =========================================================================== exercise 4 (diagnose)
 def _soc_from_c2(query):
     got = diagnose(query)
     _, outs = native_attrs(query)
@@ -530,6 +640,12 @@ def _allocated_if_any(query):
     return got
 
 
+def _allocated_always_all(query):
+    got = diagnose(query)
+    got["runtime_allocated"] = {"weight", "internal", "io"}       # the flag ignored
+    return got
+
+
 def _always_this_soc(query):
     got = diagnose(query)
     got["soc"] = "rk3588"
@@ -539,18 +655,32 @@ def _always_this_soc(query):
 @pytest.mark.parametrize("diagnosis, words", [
     (_soc_from_c2, ("SoC", "rk3576 or rk3562")),
     (_model_from_outputs, ("model", "share their output shapes")),
-    (_allocated_if_any, ("runtime_allocated", "weight + io")),
+    (_allocated_if_any, ("your runtime_allocated", "flag 0", "compare the two DMA totals")),
+    (_allocated_always_all, ("your runtime_allocated {internal, io, weight}", "difference")),
     (_always_this_soc, ("SoC",)),
 ])
-def test_ex6_wrong_diagnoses_fail_on_every_draw(diagnosis, words) -> None:
+def test_ex4_wrong_diagnoses_fail_on_every_draw(diagnosis, words) -> None:
     for _ in range(3):                          # new unknowns on every run
         _failed(checks.check_diagnosis(diagnosis), *words)
 
 
-def test_ex6_reference_and_alternative_pass() -> None:
+def test_ex4_grammar_of_the_count() -> None:
+    text = _failed(checks.check_diagnosis(_allocated_always_all))
+    assert "answers are wrong" in text or "answers is wrong" in text
+    assert "1 of your" not in text or "1 of your 8 answers is wrong" in text
+
+
+def test_ex4_reference_and_alternatives_pass() -> None:
     for _ in range(2):
         result = checks.check_diagnosis(diagnose)
         assert result.passed, repr(result)
+
+    def by_total(query):                        # the simulator-only method: W + I + io, W + io, 0
+        m = query(abi.RKNN_QUERY_MEM_SIZE)
+        ins, outs = native_attrs(query)
+        name, soc = _identify(m, ins, outs)
+        return {"model": name, "soc": soc, "runtime_allocated": _allocated(m, sum(a.size_with_stride for a in ins + outs))}
+    assert checks.check_diagnosis(by_total).passed
 
     def by_sizes(query):                        # the two sizes alone; thresholds for the flag
         m = query(abi.RKNN_QUERY_MEM_SIZE)
@@ -566,7 +696,7 @@ def test_ex6_reference_and_alternative_pass() -> None:
     assert checks.check_diagnosis(by_sizes).passed
 
 
-def test_ex6_query_function_refuses_other_commands() -> None:
+def test_ex4_query_function_refuses_other_commands() -> None:
     seen = []
 
     def pokes(query):
@@ -581,10 +711,10 @@ def test_ex6_query_function_refuses_other_commands() -> None:
 
 # =========================================================================== summary
 def test_summary_lists_every_exercise() -> None:
-    checks.check_reuse_saving(reuse_saving)
+    checks.check_plan(in_use_bytes, high_water_mark, reuse_saving)
     text = repr(checks.summary())
-    assert text.startswith("Lab 1:") and "PASSED      Exercise 4" in text
-    assert text.count("Exercise") == 6 and "★" in text
+    assert text.startswith("Lab 1:") and "PASSED      Exercise 3" in text
+    assert text.count("Exercise") == 5 and "★" in text
 
 
 # =========================================================================== the notebook
@@ -602,6 +732,22 @@ def _defined_names(source: str) -> set:
     return names
 
 
+#: DECISIONS' canonical sentences that the lab states word for word
+CANONICAL = (
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
+    "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; never assume it.",
+    "Size a buffer you bind from the attr you bind it with: size_with_stride of that attr (native, or a plain "
+    "input attr whose rows may be padded), or n_elems × 4 bytes for a plain output attr you set to FLOAT32.",
+    "The bytes in use at the high-water mark are a lower bound for the internal buffer. The compiler's plan is at "
+    "or a little above it, and reuse makes it several times smaller than the naive sum.",
+    "total_dma_allocated_size holds more than weights + internal + io on a board: the runtime also allocates "
+    "register-command and task buffers and rounds allocations to 4 KiB",
+    "The simulator allocates exactly weights + internal + io at init (assumptions A9, A10).",
+    "RKNN_QUERY_MEM_SIZE: the API reference says it requires RKNN_FLAG_MEM_ALLOC_OUTSIDE; Rockchip's rknn_benchmark "
+    "and the user guide query it after a plain init (flag 0). The simulator answers it after flag 0 (a listed assumption).",
+)
+
+
 def test_lab_notebook_structure() -> None:
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(LAB, as_version=4)
@@ -611,9 +757,14 @@ def test_lab_notebook_structure() -> None:
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
                     "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
-                    "requires\n`RKNN_FLAG_MEM_ALLOC_OUTSIDE`", "read it from the native attr's dims[4], never assume it"):
+                    "```{admonition} Wrong claim:", "```text"):
         assert heading in text, heading
+    flat = " ".join(text.replace("`", "").split())         # inline code marks are not words
+    for rule in CANONICAL:
+        assert rule in flat, rule
     assert "seed" not in text.lower()
+    assert "view_pairs" not in text and "Errata" not in text
+    assert "BestFit" not in text or "2.5.0" in text         # only as what another toolkit printed
     exercises = [line for line in text.splitlines() if line.startswith("## Exercise")]
     assert len(exercises) >= 5 and all("min)" in line for line in exercises) and any("★" in line for line in exercises)
     assert "Optional, on a board" in text and "examples/c/" in text
@@ -622,7 +773,7 @@ def test_lab_notebook_structure() -> None:
         if "solution" in (cell.metadata.get("tags") or []):
             # the cell before is the stub: the solution defines the same names, so it overrides it
             assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
-    assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6
+    assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6     # ex 2: prediction + function
 
 
 def _execute(nb, path: Path) -> float:
@@ -660,7 +811,7 @@ def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
     nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
     elapsed = _execute(nb, LAB)
     results = _check_outputs(nb)
-    assert len(results) == 6
+    assert len(results) == 5
     for source, text in results:
         assert text.startswith("PASSED"), f"{source}\n{text}"
     assert elapsed < 60, f"the instructor edition took {elapsed:.0f} s (budget 60 s)"
@@ -674,7 +825,7 @@ def test_lab_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
     assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
     _execute(nb, LAB)   # raises CellExecutionError if any cell fails
     results = _check_outputs(nb)
-    assert len(results) == 6
+    assert len(results) == 5
     for source, text in results:
         assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
         assert "Hint:" in text and "Traceback" not in text, text
@@ -693,13 +844,13 @@ def test_calling_chapter_1s_analysis_is_refused() -> None:
     def in_use(report, layer):
         return layers.live_bytes_per_layer(report)[layer]
 
-    _failed(checks.check_high_water(in_use, high_water), "rknnlab.layers", "alive_at_peak", "live_bytes_per_layer")
+    _failed(checks.check_plan(in_use, high_water, reuse_saving), "rknnlab.layers", "alive_at_peak", "live_bytes_per_layer")
 
     def saving(report):
         s = layers.plan_summary(report)
         got = reuse_saving(report)
         got["naive"] = s["naive (sum of all)"]
         return got
-    _failed(checks.check_reuse_saving(saving), "plan_summary")
+    _failed(checks.check_plan(in_use_bytes, high_water_mark, saving), "plan_summary")
     _failed(checks.check_dominant(lambda r, k: [row["tensor"] for row in layers.largest_activations(r, k)],
                                   "height x width"), "largest_activations")
