@@ -237,9 +237,18 @@ def test_the_course_book_in_headless_chromium_offline(browser, course_site):
     outputs = browser.execute_script(
         "return Array.from(document.querySelectorAll('div.cell_output')).map(o => o.innerText).join('\\n')")
     assert "VBox(children=" not in outputs and "HBox(children=" not in outputs
-    assert browser.execute_script(
-        "const n = document.querySelector('.rknnlab-widget-note'); if (!n) return false;"
-        "n.scrollIntoView(); return n.getBoundingClientRect().height > 0")
+    # in its place, a picture of the runner panel at the end of the build's run: the model
+    # chosen, the iterations, a full progress bar
+    panel = browser.execute_script("""
+        const s = document.querySelector('.rknnlab-widget-snapshot'); if (!s) return null;
+        s.scrollIntoView(); window.scrollBy(0, -80);
+        const p = s.querySelector('progress');
+        return {height: s.getBoundingClientRect().height, text: s.innerText,
+                model: (s.querySelector('select option[selected]') || {}).textContent,
+                done: p ? p.value === p.max && p.max > 0 : false,
+                ticked: s.querySelectorAll('input[type=checkbox]:checked').length};""")
+    assert panel and panel["height"] > 40, panel
+    assert panel["model"] == "mobilenet_v2" and panel["done"] and panel["ticked"] >= 1, panel
     assert browser.save_screenshot(str(bh.ARTIFACTS / "course-chapter00-widget.png"))
 
 

@@ -218,14 +218,19 @@ def test_a_page_dropped_from_book_toml_leaves_the_site_and_every_sidebar():
         bh._built.clear()
 
 
-def test_a_widget_shows_a_note_not_its_repr():
+def test_a_widget_shows_a_picture_of_itself_not_its_repr():
     """No widget manager on a static page: the fixture's IntSlider must not print its
-    Python repr (`IntSlider(value=3, ...)`), but a note saying it works in JupyterLab."""
+    Python repr (`IntSlider(value=3, ...)`), but a picture of the slider drawn from the
+    widget's state when the notebook ran, captioned."""
     page = soup(bh.build("student").out_dir / "labs" / "lab01_exercise.html")
     outputs = " ".join(o.get_text() for o in page.select("div.cell_output"))
     assert outputs and "IntSlider(" not in outputs
-    note = page.select_one(".rknnlab-widget-note")
-    assert note is not None and "works in JupyterLab" in note.get_text()
+    snap = page.select_one(".rknnlab-widget-snapshot")
+    assert snap is not None and "fixture" in snap.get_text()
+    slider = snap.select_one('input[type="range"]')
+    assert slider is not None and slider.get("value") == "3" and slider.has_attr("disabled")
+    caption = page.select_one(".rknnlab-widget-caption")
+    assert caption is not None and "in JupyterLab it is live" in caption.get_text()
 
 
 def test_one_search_box_and_no_right_hand_column():

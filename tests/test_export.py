@@ -134,4 +134,17 @@ def test_instructor_export_frames_solutions_over_jupyterlabs_own_cell_style(book
     assert s.select(".jp-Notebook .jp-Cell.celltag_solution")
     # the widget: a note, not its repr
     outputs = " ".join(o.get_text() for o in s.select(".jp-OutputArea-output"))
-    assert "IntSlider(" not in outputs and s.select_one(".rknnlab-widget-note") is not None
+    assert "IntSlider(" not in outputs and s.select_one(".rknnlab-widget-snapshot") is not None
+
+
+def test_a_widget_without_a_stored_state_becomes_a_note():
+    from rknnlab.book.editions import static_widgets
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": "x", "version_major": 2,
+                                                         "version_minor": 0},
+            "text/plain": "VBox(children=(HBox(children=(Dropdown(...)"}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("panel", outputs=[
+        nbformat.v4.new_output("display_data", dict(view)),
+        nbformat.v4.new_output("display_data", dict(view, **{"image/png": "AAAA"}))])])
+    first, second = static_widgets(nb).cells[0].outputs
+    assert "VBox(" not in str(first.data) and "works in JupyterLab" in first.data["text/html"]
+    assert second.data["image/png"] == "AAAA", "a static rendering the output has is kept"

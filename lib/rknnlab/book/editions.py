@@ -36,6 +36,8 @@ _TEXT = {
         "fallback": "This page has no {lang} version yet: it is shown in {default}.",
         "widget": "Interactive widget (ipywidgets): it works in JupyterLab, not on a static "
                   "page. Any outputs below it come from the run made when this page was built.",
+        "widget_snapshot": "A picture of the form as it was at the end of the run made when this "
+                           "page was built; in JupyterLab it is live.",
     },
     "zh": {
         "solution": "参考答案（教师版）",
@@ -47,6 +49,7 @@ _TEXT = {
         "fallback": "本页还没有{lang}版本，下面显示的是{default}原文。",
         "widget": "交互式控件（ipywidgets）：它在 JupyterLab 中可用，静态页面无法运行。"
                   "下面若有输出，来自生成本页时的那次运行。",
+        "widget_snapshot": "这是生成本页时那次运行结束时表单的样子；在 JupyterLab 中它是可交互的。",
     },
 }
 
@@ -111,14 +114,22 @@ _STATIC_KINDS = ("text/html", "image/png", "image/svg+xml", "image/jpeg")
 
 def static_widgets(nb: nbformat.NotebookNode, lang: str = "en") -> nbformat.NotebookNode:
     """A static page has no widget manager (no CDN), so a widget output would show its
-    ``text/plain`` repr (``VBox(children=(HBox(...``). An output that offers only that
-    becomes a short note saying what is there in JupyterLab; one that also carries a
-    static rendering (HTML or an image) keeps it, and the page shows that."""
+    ``text/plain`` repr (``VBox(children=(HBox(...``). A widget output with a picture of the
+    form (``text/html`` from :mod:`.widget_snapshot`, drawn when the notebook was executed)
+    gets a caption saying what it is; one with another static rendering (HTML or an image)
+    keeps it; one with none becomes a note saying what is there in JupyterLab."""
+    from .widget_snapshot import SNAPSHOT_CLASS
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if WIDGET_VIEW in data and not any(k in data for k in _STATIC_KINDS):
+            if WIDGET_VIEW not in data:
+                continue
+            if SNAPSHOT_CLASS in str(data.get("text/html", "")):
+                caption = html.escape(text(lang, "widget_snapshot"))
+                data["text/html"] = (f'{data["text/html"]}'
+                                     f'<div class="rknnlab-widget-caption">{caption}</div>')
+            elif not any(k in data for k in _STATIC_KINDS):
                 note = html.escape(text(lang, "widget"))
                 out["data"] = {"text/html": f'<div class="rknnlab-widget-note">{note}</div>',
                                "text/plain": text(lang, "widget")}

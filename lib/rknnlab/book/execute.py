@@ -85,6 +85,11 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+#: what an executed notebook in the cache holds; an entry of another format is executed
+#: again (since 2, widget outputs carry a static picture: widget_snapshot)
+CACHE_FORMAT = 3
+
+
 def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout: int = 600,
                 n_jobs: int = 0, log: Callable[[str], None] = print) -> ExecReport:
     """Execute (or take from the cache) every job's notebook. Never raises for a failing
@@ -103,6 +108,9 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
             todo.append(job)
             continue
         data = cache.get_cache_record(pk).data or {}
+        if data.get("format") != CACHE_FORMAT:
+            todo.append(job)
+            continue
         report.results[job.key] = Result(job.key, merged, data.get("executed_at", "an earlier build"),
                                          float(data.get("seconds", 0.0)), from_cache=True)
     if not todo:
@@ -129,7 +137,8 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
             executed_at = _now()
             cache.cache_notebook_bundle(
                 CacheBundleIn(nb, job.display_path,
-                              data={"executed_at": executed_at, "seconds": out["seconds"],
+                              data={"format": CACHE_FORMAT, "executed_at": executed_at,
+                                    "seconds": out["seconds"],
                                     "backend": backend.name, "label": backend.label}),
                 check_validity=False, overwrite=True)
             report.results[job.key] = Result(job.key, nb, executed_at, out["seconds"])
@@ -174,6 +183,8 @@ def _run_notebook(nb_json: str, cwd: str, timeout: int, env: Dict[str, str]) -> 
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from .widget_snapshot import add_snapshots
+
     nb = nbformat.reads(nb_json, as_version=4)
     state: Dict[str, Optional[int]] = {"index": None}
 
@@ -183,9 +194,9 @@ def _run_notebook(nb_json: str, cwd: str, timeout: int, env: Dict[str, str]) -> 
     client = NotebookClient(nb, timeout=None if timeout < 0 else timeout, kernel_name="python3",
                             resources={"metadata": {"path": cwd}}, on_cell_start=on_start,
                             record_timing=False,
-                            # nbclient 0.11's Output-widget capture writes into the stored widget
-                            # state and fails without it; the state is dropped below (the static
-                            # figures a widget draws go to ordinary outputs)
+                            # the widgets' state: a static picture of each displayed widget is
+                            # drawn from it below (and nbclient 0.11's Output-widget capture
+                            # fails without it); the state itself is then dropped
                             store_widget_state=True)
     t0 = time.monotonic()
     # the kernel's own stderr (ipykernel's start-up warnings, a crash's last words) goes to a log
@@ -207,6 +218,7 @@ def _run_notebook(nb_json: str, cwd: str, timeout: int, env: Dict[str, str]) -> 
     finally:
         if kernel_err:
             kernel_err.close()
+    add_snapshots(nb)
     nb.metadata.pop("widgets", None)
     return {"ok": True, "nb": nbformat.writes(nb), "seconds": time.monotonic() - t0}
 
