@@ -269,7 +269,8 @@ def _conf_py(cfg: BookConfig, lang: str, edition: str, be: Backend) -> str:
         "exclude_patterns": ["**.ipynb_checkpoints"],
         "nb_execution_mode": "off",
         "nb_merge_streams": True,
-        # no widget manager from a CDN: widgets show their static (text) form
+        # no widget manager from a CDN: a widget shows the static picture drawn from its state
+        # (widget_snapshot), not its live view
         "nb_ipywidgets_js": {},
         "nb_mime_priority_overrides": [("html", "application/vnd.jupyter.widget-view+json", None)],
         "myst_enable_extensions": ["colon_fence", "deflist", "html_image"],
