@@ -1,6 +1,6 @@
 """JupyterLab as a student sees it, in headless Chromium: MyST renders (jupyterlab-myst),
-a cell runs, a figure shows, and the status bar shows the kernel's memory
-(jupyter-resource-usage).
+a cell runs, a figure shows, and the status bar shows memory (jupyter-resource-usage:
+the server and its kernels).
 
 The test makes a workspace from this course (`rknnlab.workspace`) in a temporary
 directory, adds a small notebook built from the course's own material (the first errata
@@ -236,7 +236,7 @@ def test_myst_a_cell_and_a_figure_in_jupyterlab(lab, browser):
     _wait(browser, """
         return Array.from(document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output img'))
             .some(i => i.complete && i.naturalWidth > 100);""", "the matplotlib figure", 180)
-    # the kernel's memory in the status bar (jupyter-resource-usage)
+    # memory in the status bar (jupyter-resource-usage: the server and its kernels)
     mem = _wait(browser, """
         const s = document.querySelector('#jp-main-statusbar');
         const m = s && s.innerText.match(/Mem: ?[0-9.]+ ?[KMG]i?B/);
