@@ -5,7 +5,8 @@ Course style rule 10: a term is **bold** where it is defined, and it goes into t
 (English and Chinese). Bold is also used for labels and emphasis; those are told apart here:
 
 - by shape: a bold span ending in ":", ".", "?" or "!" is a run-in label ("**Predict:**",
-  "**What this shows.**", "**Yes.**"); one starting "(a)" or "(c1)" labels a list item;
+  "**What this shows.**", "**Yes.**"); one starting "(a)" or "(c1)" labels a list item; one of
+  more than MAX_TERM_WORDS words stresses a phrase (no term of the course is that long);
 - by place: the objective verbs of a header's "Objectives" list, and anything inside an Answer
   box (an answer commits to a result, it defines nothing);
 - by name: NOT_TERMS below, each with the reason it is not a term.
@@ -29,17 +30,17 @@ NOT_TERMS = {
     "predict", "answer", "what this shows", "rule", "the rule", "takeaway", "hint", "hints",
                                                        # a section's arc (course style 3)
     "passed", "not passed",                            # what a lab check prints
-    "the rules this lab uses",                         # a lab header's list of rules
-    "a widely copied recipe says",                     # the errata format
     "the check",                                       # a lab exercise's part
     "exercise",                                        # a chapter's worked exercise
     "run",                                             # the runner panel's button
     "jupyterlab on a board", "the html book", "jupyterlab on a pc",   # ch0's table of places
+    "bold",                                            # "every term in **bold** is in the glossary"
     "release", "prealloc",                             # lab 4 ex. 3's names for its kinds
     # emphasis inside a sentence
     "all", "once", "every", "every time", "new", "one", "why", "computes", "measurement",
-    "same network", "two threads", "who allocates", "each thread has its own output buffer",
+    "same network", "two threads", "who allocates", "as published",
 }
+MAX_TERM_WORDS = 4
 
 LABEL_END = (":", ".", "?", "!")
 CJK = re.compile(r"[\u3400-\u9fff]")
@@ -111,7 +112,8 @@ def bold_spans(markdown: str, header: bool = False) -> List[str]:
 
 
 def is_term(span: str) -> bool:
-    return not (span.endswith(LABEL_END) or re.match(r"\(\w+\)", span) or norm(span) in NOT_TERMS)
+    return not (span.endswith(LABEL_END) or re.match(r"\(\w+\)", span)
+                or len(span.split()) > MAX_TERM_WORDS or norm(span) in NOT_TERMS)
 
 
 def pages() -> List[Path]:
@@ -231,7 +233,8 @@ def test_extraction_finds_terms_and_skips_labels_code_answers_and_objectives():
     body = ("**Predict:** how big?\n\nA **stride table** is a\n**blob   store** of rows.\n\n"
             "```{admonition} Answer\n:class: dropdown\n**Yes.** A **non-term** here.\n```\n\n"
             "<!-- c-prelude: char **argv = 0; -->\n```c\nint main(int argc, char **argv) { return 0; }\n```\n\n"
-            "Call `f(char **p)` or **all** of them, **`size_in_bytes`** and `g()`. **(c1) a list label** and **A widely copied recipe says**.\n\n"
+            "Call `f(char **p)` or **all** of them, **`size_in_bytes`** and `g()`. "
+            "**The output of every layer but the last** is stressed. **(c1) a list label** and **A widely copied recipe says**.\n\n"
             "````{admonition} Going further\n```c\nint **q;\n```\nThe **mmap threshold** matters.\n````\n")
     found = [s for s in bold_spans(header, header=True) + bold_spans(body) if is_term(s)]
     assert found == ["widget", "stride table", "blob store", "`size_in_bytes`", "mmap threshold"]
