@@ -143,9 +143,11 @@ def _outputs(out_attrs: Sequence[rknn_tensor_attr], want_float: int) -> List[rkn
 
 def _prealloc(out_attrs: Sequence[rknn_tensor_attr], want_float: int
               ) -> Tuple[List[rknn_output], List[np.ndarray]]:
+    """Buffers for is_prealloc = 1: want_float = 1: n_elems x 4 bytes (float32);
+    want_float = 0: attr.size bytes (the output's own type)."""
     keep, outs = [], []
     for a in out_attrs:
-        arr = np.empty(a.n_elems, dtype=np.float32 if want_float else np.int8)
+        arr = np.empty(a.n_elems, dtype=np.float32) if want_float else np.empty(a.size, dtype=np.int8)
         keep.append(arr)
         outs.append(rknn_output(index=a.index, want_float=want_float, is_prealloc=1,
                                 buf=arr.ctypes.data, size=arr.nbytes))
@@ -359,7 +361,8 @@ def want_int8(lab: VariantContext) -> None:
 
     C::
 
-        rknn_output outs[1] = {{.want_float = 0, .is_prealloc = 1, .buf = qbuf, .size = n}};
+        rknn_output outs[1] = {{.want_float = 0, .is_prealloc = 1, .buf = qbuf,
+                                .size = out_attr.size}};   /* the output's own type */
         rknn_outputs_get(ctx, 1, outs, NULL);
         rknn_outputs_release(ctx, 1, outs);   /* paired, with is_prealloc = 1 too */
     """
