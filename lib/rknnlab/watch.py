@@ -47,7 +47,7 @@ _ADDRESSES = 10
 
 #: the numbers watch_gets sends back, one row each in result.calls (the "function" column)
 COUNTS = ("watch_gets", "watch_allocating_gets", "watch_heap_gained", "watch_new_buffers",
-          "watch_addresses", "watch_heap_first", "watch_heap_last")
+          "watch_addresses", "watch_heap_first", "watch_heap_last", "watch_kept_gets")
 
 
 def watch_gets(lab: Any) -> Dict[str, Any]:
@@ -58,6 +58,7 @@ def watch_gets(lab: Any) -> Dict[str, Any]:
     Call it first in the variant, before the code under test."""
     heap = probe.Heap()
     real_get, real_loop = lab.rt.outputs_get, lab.loop
+    half = max(lab.iterations // 2, 1)
     last: "OrderedDict[int, bytes]" = OrderedDict()   # caller's buffer -> what the last get left there
     counts: Dict[str, Any] = {"gets": 0, "allocating_gets": 0, "heap_gained": 0, "new_buffers": 0,
                               "addresses": set(), "heap_first": None, "heap_last": None}
@@ -81,8 +82,8 @@ def watch_gets(lab: Any) -> Dict[str, Any]:
             counts["new_buffers"] += new
             if len(counts["addresses"]) < _ADDRESSES and outputs:
                 counts["addresses"].add(outputs[0].buf)
-            if counts["heap_first"] is None:
-                counts["heap_first"] = after
+            if counts["gets"] == half:       # the kept heap is read over the second half:
+                counts["heap_first"] = after   # one-off allocations of a run's start are left out
             counts["heap_last"] = after
         return ret
 
@@ -91,7 +92,8 @@ def watch_gets(lab: Any) -> Dict[str, Any]:
         sent = {"watch_gets": counts["gets"], "watch_allocating_gets": counts["allocating_gets"],
                 "watch_heap_gained": counts["heap_gained"], "watch_new_buffers": counts["new_buffers"],
                 "watch_addresses": len(counts["addresses"]),
-                "watch_heap_first": counts["heap_first"] or 0, "watch_heap_last": counts["heap_last"] or 0}
+                "watch_heap_first": counts["heap_first"] or 0, "watch_heap_last": counts["heap_last"] or 0,
+                "watch_kept_gets": max(counts["gets"] - half, 0)}
         for name, value in sent.items():
             with lab.timed(name, nbytes=value):
                 pass
@@ -130,14 +132,16 @@ def _row(calls: Any, variant: str) -> Dict[str, Any]:
         "heap_gained_per_get": sent["watch_heap_gained"] / per,
         "new_buffers": sent["watch_new_buffers"],
         "addresses": sent["watch_addresses"],
-        "heap_kept_per_get": (sent["watch_heap_last"] - sent["watch_heap_first"]) / max(gets - 1, 1),
+        "heap_kept_per_get": ((sent["watch_heap_last"] - sent["watch_heap_first"]) / sent["watch_kept_gets"]
+                              if sent["watch_kept_gets"] else 0.0),
     }
 
 
 def table(result: Any) -> Any:
     """One row per variant of ``result`` (a run of watched variants): gets measured, gets that
     allocated inside the call, mean heap gained per get, gets that found a caller's buffer
-    new, distinct buffer addresses (up to 10), heap in use kept per get over the run."""
+    new, distinct buffer addresses (up to 10), heap in use kept per get over the second half of
+    the measured gets (the run's start may allocate once)."""
     import pandas as pd
     rows = {v: _row(result.calls, v) for v in result.variants}
     frame = pd.DataFrame(rows).T
@@ -146,7 +150,7 @@ def table(result: Any) -> Any:
     return frame.round({"heap_gained_per_get": 0, "heap_kept_per_get": 0})
 
 
-def measure(variant: Callable[[Any], None], model: str = "mobilenet_v2", iterations: int = 40,
+def measure(variant: Callable[[Any], None], model: str = "mobilenet_v2", iterations: int = 60,
             warmup: int = 3) -> Dict[str, Any]:
     """Run ``variant`` once under the watch, with ``MALLOC_PERTURB_`` set, in the harness's
     fresh process; return its row of :func:`table` as a dict."""
