@@ -28,7 +28,7 @@ from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file,
 __all__ = ["CheckResult", "check_backends", "check_output_bytes", "check_leak_verdicts",
            "summary", "results", "SCENARIOS", "mystery_run"]
 
-Q1 = "Question 1 — which backend, and why"
+Q1 = "Question 1 — which backend auto picks"
 Q2 = "Question 2 — the bytes of an output"
 Q3 = "Question 3 — does it leak?"
 
