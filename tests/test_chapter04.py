@@ -28,15 +28,29 @@ CHAPTER = ROOT / "chapters" / "04_output_reuse.ipynb"
 #: the team's decided words (one rule per concept: chapter, lab and key points say the same)
 RULES = [
     "Reuse means no allocation per call. Flat memory only shows there is no leak.",
-    "want_float = 1: n_elems × 4 bytes (float32); want_float = 0: attr.size bytes (the output's own "
-    "type). Reallocate when the buffer is too small; a larger buffer is fine if rknn_output.size says "
-    "its real capacity.",
-    "Pair every rknn_outputs_get with one rknn_outputs_release, with is_prealloc = 1 too (Rockchip's "
-    "dynamic-shape demo says every get must be paired with one release). With is_prealloc = 1, that "
-    "release frees nothing of yours: a simulator assumption, not a documented fact.",
-    "C2 (the channel block of NC1HWC2) depends on SoC and dtype: int8 is 16 on rk3588/rk3576/rk3562 "
-    "and 8 on rk3566/rk3568; read it from the native attr's dims[4], never assume it.",
+    "A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, attr.size "
+    "bytes with want_float = 0. Reallocate only when it is too small; a larger buffer is fine if "
+    "rknn_output.size gives its real capacity.",
+    "This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
+    "Rockchip's code disagrees: its dynamic-shape demo says every get must be paired with one release "
+    "(after an is_prealloc = 0 get), while its model-zoo zipformer demo "
+    "(examples/zipformer/cpp/rknpu2/zipformer.cc) uses is_prealloc = 1 and never releases. With "
+    "is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented fact.",
+    "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once "
+    "with rknn_set_io_mem.",
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
+    "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; "
+    "never assume it.",
+    "One set of output buffers per context, and one thread per context at a time.",
 ]
+
+#: Rockchip's sources disagree on cache maintenance: the chapter says so, never "as the demos do"
+CACHE_SENTENCE = (
+    "Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the DISABLE_FLUSH flags "
+    "imply that the runtime flushes inputs and invalidates outputs by default; the API reference says "
+    "cacheable memory shared by the CPU and the NPU needs rknn_mem_sync; none of Rockchip's demos call it; "
+    "a maintainer says to add it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code "
+    "syncs: the safe choice.")
 
 MAX_CODE_LINES = 25
 
@@ -69,6 +83,32 @@ def _section(markdown: str, heading: str) -> str:
 def test_key_points_state_the_shared_rule_in_its_words(rule: str) -> None:
     key_points = _flat(_section(_markdown(), "Key points"))
     assert rule in key_points, f"the key points do not state this rule word for word: {rule!r}"
+
+
+def test_the_lab_states_the_shared_rules_in_the_same_words() -> None:
+    lab = json.loads((ROOT / "labs" / "lab04_output_reuse.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = _flat("\n".join(_source(c) for c in lab if c["cell_type"] == "markdown"))
+    for rule in RULES:
+        if rule.startswith("C2 "):
+            continue                     # lab 4 does not use C2
+        assert rule in text, f"lab 4 does not state this rule word for word: {rule!r}"
+
+
+def test_cache_maintenance_is_taught_as_a_disagreement() -> None:
+    markdown = _flat(_markdown())
+    assert CACHE_SENTENCE in markdown
+    assert "as Rockchip's demos do" not in markdown
+
+
+def test_the_recipe_is_shown_as_published_before_its_wrong_claims() -> None:
+    section = _section(_markdown(), "2. Spot the bug")
+    published = re.search(r"```text\n(.*?)```", section, flags=re.S)
+    assert published, "§2 shows no 'as published' snippet"
+    for wrong in ("RKNN_QUERY_OUT_ATTR", "rknn_deinit", "outputs[0].buf == outputs[0].buf", "rknn_init(&ctx, model, model_len, 0)"):
+        assert wrong in published.group(1)
+    first_claim = section.index("{admonition} Wrong claim:")
+    assert published.start() < section.index("**Predict.**") < first_claim
+    assert "Errata:" not in _markdown()
 
 
 def test_inline_assumptions_match_the_generated_list() -> None:

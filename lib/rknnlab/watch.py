@@ -22,6 +22,7 @@ In a variant (it runs in the harness's fresh process)::
     watch.table(result)                # one row per variant
 
 ``measure(variant)`` does all of this for one variant and returns its row as a dict.
+``recorded(result, variant, name)`` reads back any number a variant sent with ``lab.timed``.
 The counts are kept in the variant's process and sent once, when its loop ends (a row per
 get would itself grow the memory being measured); only measured iterations count.
 """
@@ -167,3 +168,12 @@ def measure(variant: Callable[[Any], None], model: str = "mobilenet_v2", iterati
     if error:
         raise RuntimeError(f"{getattr(variant, '__name__', 'the variant')} failed in its process: {error}")
     return _row(result.calls, "measured")
+
+
+def recorded(result: Any, variant: str, name: str) -> Any:
+    """The numbers ``variant`` sent with ``lab.timed(name, nbytes=...)`` in its measured
+    iterations, in run order, as a float array (e.g. the CPU time of one call, in µs)."""
+    import numpy as np
+    calls = result.calls
+    mine = calls[(calls["variant"] == variant) & (calls["function"] == name) & (calls["stage"] == "measure")]
+    return mine["bytes"].to_numpy(float) if len(mine) else np.zeros(0)
