@@ -61,12 +61,12 @@ def _needs():
 
 
 def _errata_cell() -> str:
-    """The first errata admonition of the course's chapters, as the author wrote it."""
+    """The first wrong-claim box (an admonition) of the course's chapters, as the author wrote it."""
     for path in sorted((bh.ROOT / "chapters").glob("*.ipynb")):
         for cell in nbformat.read(str(path), as_version=4).cells:
-            if cell.cell_type == "markdown" and re.search(r"^```\{admonition\} Errata", cell.source, re.M):
+            if cell.cell_type == "markdown" and re.search(r"^```\{admonition\} Wrong claim", cell.source, re.M):
                 return cell.source
-    pytest.fail("no chapter has an errata admonition (```{admonition} Errata ...) to render")
+    pytest.fail("no chapter has a wrong-claim admonition (```{admonition} Wrong claim: ...) to render")
 
 
 def _title(source: str) -> str:

@@ -15,6 +15,10 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`memory_plan`         the compiler's internal-buffer plan: one bar per
                             tensor lifetime (x: layers, y: offset)
 :func:`gantt`               the calls over time, one lane per thread (and context)
+:func:`overview`            a run's standard figures, one list
+:func:`rss_life_and_loop`   RSS over each process's life and over the measured loop
+:func:`memfree_table`       MemFree's range in each run beside the heap's growth
+:func:`growth_comparison`   two runs' slopes and whether their intervals overlap
 ==========================  ==================================================
 """
 from __future__ import annotations

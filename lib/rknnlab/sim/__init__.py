@@ -246,6 +246,8 @@ class AssumptionsTable:
                 "rknnlab.sim.ASSUMPTIONS")
         return "\n".join([head] + [f"{key}: {assumption}" for key, assumption, _ in self.rows])
 
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<details><summary><b>{key}</b>: {html.escape(assumption)}</summary>"
