@@ -100,6 +100,10 @@ int main(int argc, char **argv)
     rknn_tensor_attr *out_attrs = calloc(io_num.n_output, sizeof(*out_attrs));
     rknn_output *outputs = calloc(io_num.n_output, sizeof(*outputs));
     void **our_buffers = calloc(io_num.n_output, sizeof(*our_buffers));
+    if (out_attrs == NULL || outputs == NULL || our_buffers == NULL) {
+        fprintf(stderr, "cannot allocate the tables of %u outputs\n", io_num.n_output);
+        return 1;
+    }
     for (uint32_t i = 0; i < io_num.n_output; i++) {
         out_attrs[i].index = i;
         CHECK(rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attrs[i], sizeof(out_attrs[i])));
@@ -120,6 +124,13 @@ int main(int argc, char **argv)
     /* an input in the layout the plain attr describes, as raw uint8 pixels */
     uint32_t in_bytes = in_attr.n_elems;
     unsigned char *pixels = malloc(in_bytes);
+    if (pixels == NULL) {
+        fprintf(stderr, "cannot allocate %u bytes for the input\n", in_bytes);
+        return 1;
+    }
+    if (in_attr.fmt != RKNN_TENSOR_NCHW && in_attr.fmt != RKNN_TENSOR_NHWC)
+        fprintf(stderr, "note: input 0 is not an image (fmt %d); it is sent as NHWC uint8 bytes\n",
+                (int)in_attr.fmt);
     rknn_input input;
     memset(&input, 0, sizeof(input));
     input.index = 0;
@@ -128,7 +139,9 @@ int main(int argc, char **argv)
     input.type = RKNN_TENSOR_UINT8;
     input.fmt = in_attr.fmt == RKNN_TENSOR_NCHW ? RKNN_TENSOR_NCHW : RKNN_TENSOR_NHWC;
 
-    /* output 0's first bytes on the first two frames, to see the output follow the input */
+    /* output 0's first bytes on two frames far apart (inputs 0 and 100, or the last frame),
+       to see the output follow the input: neighbouring frames may give equal int8 outputs */
+    int later = frames > 100 ? 100 : frames - 1;
     unsigned char first_bytes[2][16];
     size_t compared = outputs[0].size < sizeof first_bytes[0] ? outputs[0].size : sizeof first_bytes[0];
     memset(first_bytes, 0, sizeof first_bytes);
@@ -145,12 +158,13 @@ int main(int argc, char **argv)
            against the pointer we allocated (not against itself) is meaningful */
         for (uint32_t i = 0; i < io_num.n_output; i++)
             buffers_kept &= outputs[i].buf == our_buffers[i];
-        if (frame < 2) memcpy(first_bytes[frame], our_buffers[0], compared);
-        /* Pair every rknn_outputs_get with one rknn_outputs_release, with
-           is_prealloc = 1 too: Rockchip's dynamic-shape demo says every get must be
-           paired with one release.  With is_prealloc = 1 that release frees nothing
-           of ours: an assumption (A33 in rknnlab.sim.ASSUMPTIONS), not a documented
-           fact; the check below that our buffers stay ours holds either way. */
+        if (frame == 0 || frame == later) memcpy(first_bytes[frame == 0 ? 0 : 1], our_buffers[0], compared);
+        /* The course pairs every rknn_outputs_get with one rknn_outputs_release, also
+           with is_prealloc = 1.  Rockchip's code disagrees: its dynamic-shape demo pairs
+           them (after an is_prealloc = 0 get); its model-zoo zipformer demo uses
+           is_prealloc = 1 and never releases.  That this release frees nothing of ours is
+           a simulator assumption (A15 in rknnlab.sim.ASSUMPTIONS), not a documented fact;
+           the check that our buffers stay ours holds either way. */
         CHECK(rknn_outputs_release(ctx, io_num.n_output, outputs));
     }
     long rss_after = rss_kb();
@@ -160,7 +174,7 @@ int main(int argc, char **argv)
            out_attrs[0].n_elems, outputs[0].size, want_float ? "float32" : "its own type");
     printf("our buffers used on every frame: %s\n", buffers_kept ? "yes" : "no");
     printf("output follows input: %s\n",
-           frames > 1 && memcmp(first_bytes[0], first_bytes[1], compared) != 0 ? "yes" : "no");
+           later > 0 && memcmp(first_bytes[0], first_bytes[1], compared) != 0 ? "yes" : "no");
     printf("RSS before the loop: %ld kB, after: %ld kB, growth: %ld kB\n",
            rss_before, rss_after, rss_after - rss_before);
 
