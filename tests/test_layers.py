@@ -131,3 +131,36 @@ def test_resolves_needs_an_effect_well_outside_the_noise():
 def test_memfree_changes_refuses_zero_repeats():
     with pytest.raises(ValueError, match="repeats"):
         layers.memfree_changes(lambda: (lambda: None), repeats=0)
+
+
+def test_course_plans_puts_the_weights_beside_each_plan():
+    table = layers.course_plans(["digits_cnn", "yolov5s"])
+    assert set(table.index.get_level_values("model")) == {"digits_cnn", "yolov5s"}
+    for (name, soc), row in table.iterrows():
+        report = models.load_report(name, soc)
+        assert row["weights"] == report.total_weight_size
+        assert row["internal"] == report.total_internal_size == row["total_internal_size"]
+        assert row["naive"] == report.naive_activation_bytes() >= row["internal"] >= row["peak alive at one layer"]
+    assert table.attrs["toolkits"] == sorted({str(models.load_report(n, s).data["toolkit"]["rknn_toolkit2"])
+                                              for n, s in table.index})
+
+
+def test_the_chapters_charts_draw_one_bar_per_part():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    parts = {"m1": {"weights": 3 << 20, "internal": 1 << 20, "io": 1 << 18}, "m2": {"weights": 1 << 20, "internal": 2 << 20, "io": 0}}
+    fig = layers.plot_context_memory(parts, "test source")
+    ax = fig.axes[0]
+    assert len(ax.patches) == 6 and "test source" in ax.get_title(loc="left")
+    widths = sorted(round(p.get_width(), 3) for p in ax.patches)
+    assert widths == sorted(round(v / 2**20, 3) for part in parts.values() for v in part.values())
+    table = layers.course_plans(["digits_cnn", "mobilenet_v2"])
+    fig2 = layers.plot_weights_and_activations(table, "rk3588")
+    bars = fig2.axes[0].patches
+    assert len(bars) == 3 * 2                                      # weights, internal, naive for each model
+    heights = sorted(round(b.get_height(), 6) for b in bars)
+    on = table.xs("rk3588", level="soc")
+    assert heights == sorted(round(v / 2**20, 6) for col in ("weights", "internal", "naive") for v in on[col])
+    plt.close("all")

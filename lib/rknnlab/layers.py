@@ -7,7 +7,9 @@
 - a process's memory counters in bytes (:func:`process_memory`);
 - a system-wide counter with its spread over repeats (:func:`memfree_changes`),
   because one reading of MemFree cannot tell an allocation from the noise of
-  every other process on the machine.
+  every other process on the machine;
+- the chapter's two bar charts (:func:`plot_context_memory`,
+  :func:`plot_weights_and_activations`, on a :func:`course_plans` table).
 """
 from __future__ import annotations
 
@@ -183,3 +185,75 @@ def memfree_changes(action: Callable[[], Callable[[], None]], repeats: int = 5,
         return Spread(tuple(falls)), Spread(tuple(idle))
     finally:
         meminfo.close()
+
+
+# --------------------------------------------------------------------------- chapter 1's figures
+def course_plans(model_names: Optional[List[str]] = None) -> Any:
+    """Every (model, soc) the course ships, from the compiler reports: the weights beside
+    :func:`plan_summary` (naive sum, internal buffer, high-water mark).
+
+    A pandas DataFrame indexed by (model, soc), with the columns "weights", "internal",
+    "naive" and every column of :func:`plan_summary`; ``.attrs["toolkits"]`` lists the
+    rknn-toolkit2 versions that built the reports."""
+    import pandas as pd
+    from . import models
+    rows, toolkits = [], set()
+    for name in model_names or models.list_models():
+        for soc in models.model_socs(name):
+            report = models.load_report(name, soc)
+            toolkits.add(str(report.data["toolkit"]["rknn_toolkit2"]))
+            summary = plan_summary(report)
+            rows.append({"model": name, "soc": soc, "weights": report.total_weight_size,
+                         "internal": summary["total_internal_size"], "naive": summary["naive (sum of all)"],
+                         **summary})
+    table = pd.DataFrame(rows).set_index(["model", "soc"])
+    table.attrs["toolkits"] = sorted(toolkits)
+    return table
+
+
+def plot_context_memory(parts: Dict[str, Dict[str, float]], source: str) -> Any:
+    """One stacked horizontal bar per context: ``parts[name][kind]`` in bytes (the kinds in
+    the order given, e.g. weights, internal, io, CPU heap), its total in MiB at the end."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    names = list(parts)
+    kinds = list(next(iter(parts.values())))
+    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.85 * len(names)), layout="constrained")
+    left = np.zeros(len(names))
+    for j, kind in enumerate(kinds):
+        widths = np.array([parts[n][kind] for n in names], float) / 2**20
+        ax.barh(names, widths, left=left, label=kind, color=f"C{j}", hatch=("//", "", "xx", "..")[j % 4],
+                edgecolor="white")
+        left += widths
+    for y, total in enumerate(left):
+        ax.annotate(f"{total:.1f} MiB", (total, y), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    ax.set_xlim(0, left.max() * 1.15)
+    ax.set_xlabel("MiB")
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"The memory of one context, by kind\n{source}", fontsize=10, loc="left")
+    return fig
+
+
+def plot_weights_and_activations(table: Any, soc: str) -> Any:
+    """Grouped bars, log scale: weights, internal buffer and naive activations of every
+    model on ``soc``, from a :func:`course_plans` table."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    on_soc = table.xs(soc, level="soc").sort_values("weights")
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    x = np.arange(len(on_soc))
+    for j, (col, label, hatch) in enumerate([("weights", "weights", "//"), ("internal", "internal", ""),
+                                             ("naive", "naive activations", "..")]):
+        ax.bar(x + (j - 1) * 0.27, on_soc[col] / 2**20, width=0.27, label=label, color=f"C{j}", hatch=hatch,
+               edgecolor="white")
+    ax.set_xticks(x, on_soc.index)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_ylabel("MiB (log scale)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    built = f"rknn-toolkit2 {', '.join(table.attrs.get('toolkits', []))} compiler reports, data/models"
+    ax.set_title(f"Weights and activations of every course model, {soc.upper()}\n{built}", fontsize=10, loc="left")
+    return fig
