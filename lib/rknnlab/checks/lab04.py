@@ -453,7 +453,8 @@ def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> Ch
             try:
                 answer = classify(case)
             except Exception as exc:
-                raise _student_error(exc, what, "run the variant with rknnlab.run, measure, and return one word.")
+                raise _student_error(exc, what, "measure the variant (m = watch.measure(variant)), then return "
+                                     "one word.")
             if answer is None:
                 if n == 1:
                     raise _not_done(f"{what} returned None.", 'return "leak", "release" or "prealloc".')
@@ -509,8 +510,8 @@ def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]],
             try:
                 answer = reuses_output_memory(case)
             except Exception as exc:
-                raise _student_error(exc, what, "run the variant with rknnlab.run and decide from what you "
-                                     "measured.")
+                raise _student_error(exc, what, "measure the variant (m = watch.measure(variant)) and decide "
+                                     "from what you measured.")
             if answer is None:
                 raise _not_done(f"{what} returned None.",
                                 "return True (the same memory serves every iteration) or False.")
@@ -624,7 +625,8 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
                 preds = classify_two_threads(spy, model_file, images.copy())
             except Exception as exc:
                 raise _student_error(exc, "classify_two_threads(rt, model_path, images)",
-                                     "give each thread its own output buffer (allocate it inside the worker).")
+                                     "give each thread its own output buffer: pass classify_two_threads_shared a "
+                                     "make_buffer that returns a new float32 array each time it is called.")
             if preds is None:
                 raise _not_done("classify_two_threads returned None.",
                                 "return the predicted digit of every image, in order.")
