@@ -878,7 +878,7 @@ def check_diagnosis(diagnose: Any) -> CheckResult:
 
     The method that also works on a board: name the model and SoC first, then init the same
     model with flag 0 (:func:`runtime_for`) and compare the two DMA totals; the difference is
-    what the flag handed to the caller.  A remainder (register commands, task buffers, 4 KiB
+    the part that the flag makes the caller's.  A remainder (register commands, task buffers, 4 KiB
     rounding) is in both totals, so it cancels."""
     def body() -> CheckResult:
         if not callable(diagnose):
@@ -925,7 +925,7 @@ def check_diagnosis(diagnose: Any) -> CheckResult:
                         "sizes and every native attr with each report.")
             else:
                 hint = ("once you know the model and SoC, init the same model with flag 0 (checks.runtime_for(soc)) "
-                        "and compare the two DMA totals: the difference is what the flag handed to you "
+                        "and compare the two DMA totals: the difference is the part that the flag makes yours "
                         "(about 0, about total_internal_size, or about everything).")
             raise _Fail(f"{_of_yours(len(wrong), 2 * n, 'answers')} (a model-and-SoC pair and a "
                         f"runtime_allocated for each of {n} unknown contexts).", hint, wrong)
