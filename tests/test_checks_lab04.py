@@ -4,7 +4,7 @@ Every exercise: the reference solution and at least one legitimately different s
 pass; at least three planted wrong answers (the shortcuts a student finds) fail, each with
 a message that names the problem and never the answer; the untouched stub gives "not done".
 
-Exercises 3 and 4 call the student's function once per variant, and a real solution runs
+Exercises 4 and 5 ★ call the student's function once per variant, and a real solution runs
 each variant with rknnlab.run.  To keep this file fast, the decision rules planted here
 (right and wrong) decide from measurements taken once per variant by ``measured``, a
 module fixture that runs every variant the checks hand out with the same recording
@@ -467,7 +467,7 @@ def test_ex2_keeping_copies_fails_on_rss() -> None:
     _failed(checks.check_prealloc_variant(keeps_history, iterations=60), "keeps about", "expected below")
 
 
-# =========================================================================== exercises 3 and 4
+# =========================================================================== exercises 4 and 5 ★
 def _measuring(variant):
     """A variant running ``variant`` with the measurements a student's solution takes: the
     heap gained inside every rknn_outputs_get, and, for a caller's buffer, whether it still
@@ -557,7 +557,7 @@ def _answers(rule, measured):
     return lambda variant: rule(measured(variant))
 
 
-# exercise 3 rules
+# exercise 4 rules (which is which)
 def classify_reference(m):
     if m["allocating"] < 0.5:
         return "prealloc"
@@ -579,20 +579,20 @@ def classify_by_release_calls(m):
     return "leak" if m["kept"] > 1000 else "release" if m["releases"] else "prealloc"
 
 
-def test_ex3_reference_and_alternative_pass(measured) -> None:
+def test_ex4_which_reference_and_alternative_pass(measured) -> None:
     for rule in (classify_reference, classify_alternative):
         result = checks.check_which_is_which(_answers(rule, measured))
         assert result.passed, result
         assert len(result.details) == 5
 
 
-def test_ex3_stub_not_done() -> None:
+def test_ex4_which_stub_not_done() -> None:
     assert checks.check_which_is_which(_stub).status == "not done"
     assert checks.check_which_is_which(lambda v: None).status == "not done"
 
 
 @pytest.mark.parametrize("default", ["leak", "release", "prealloc"])
-def test_ex3_lookup_of_the_letters_fails(default, measured) -> None:
+def test_ex4_which_lookup_of_the_letters_fails(default, measured) -> None:
     """The four letters' answers learnt by heart (here: right ones, as a ranking of their
     slopes would give) say nothing about the fifth variant, whose kind each check draws:
     whatever the lookup answers for it is wrong in two checks out of three."""
@@ -602,7 +602,7 @@ def test_ex3_lookup_of_the_letters_fails(default, measured) -> None:
 
 
 @pytest.mark.parametrize("rule", [classify_by_flat_memory, classify_by_release_calls])
-def test_ex3_shortcuts_fail_without_the_answer(rule, measured) -> None:
+def test_ex4_which_shortcuts_fail_without_the_answer(rule, measured) -> None:
     result = checks.check_which_is_which(_answers(rule, measured))
     _failed(result, "is wrong", "stops at the first wrong one")
     assert not result.details
@@ -619,12 +619,12 @@ def test_ex3_shortcuts_fail_without_the_answer(rule, measured) -> None:
         assert f"would be {kind}" not in result.message and f"is a {kind}" not in result.message
 
 
-def test_ex3_bad_words() -> None:
+def test_ex4_which_bad_words() -> None:
     result = checks.check_which_is_which(lambda v: "zero-copy")
     assert result.status == "failed" and "not one of" in result.message
 
 
-# exercise 4 rules
+# exercise 5 ★ rules (reuse)
 def reuse_reference(m):
     return m["allocating"] < 0.5 and m["fresh"] < 0.5
 
@@ -656,20 +656,20 @@ def reuse_by_flat_memory(m):
 
 
 @pytest.mark.parametrize("rule", [reuse_reference, reuse_alternative])
-def test_ex4_right_rules_pass(rule, measured) -> None:
+def test_ex5_reuse_right_rules_pass(rule, measured) -> None:
     result = checks.check_reuse_detector(_answers(rule, measured))
     assert result.passed, result
     assert len(result.details) == len(cases.reuse_cases())
 
 
-def test_ex4_stub_not_done() -> None:
+def test_ex5_reuse_stub_not_done() -> None:
     assert checks.check_reuse_detector(_stub).status == "not done"
     assert checks.check_reuse_detector(lambda v: None).status == "not done"
 
 
 @pytest.mark.parametrize("rule", [reuse_by_heap_in_get_only, reuse_by_flag, reuse_by_release_calls,
                                   reuse_by_address, reuse_by_flat_memory])
-def test_ex4_shortcuts_fail_without_the_answer(rule, measured) -> None:
+def test_ex5_reuse_shortcuts_fail_without_the_answer(rule, measured) -> None:
     result = checks.check_reuse_detector(_answers(rule, measured))
     _failed(result, "wrong. The trap(s) your function fell into")
     wrong = sum(rule(measured(c)) != cases.reuse_truth(c) for c in cases.reuse_cases())
@@ -679,7 +679,7 @@ def test_ex4_shortcuts_fail_without_the_answer(rule, measured) -> None:
         assert detail.startswith("a variant that ") and "case_" not in detail
 
 
-def test_ex4_heap_inside_the_get_alone_names_the_fresh_buffer_trap(measured) -> None:
+def test_ex5_reuse_heap_inside_the_get_alone_names_the_fresh_buffer_trap(measured) -> None:
     """The first of chapter 4 §3's two measurements alone misses a caller's fresh buffer:
     the message names that trap (review item 15)."""
     result = checks.check_reuse_detector(_answers(reuse_by_heap_in_get_only, measured))
@@ -687,7 +687,7 @@ def test_ex4_heap_inside_the_get_alone_names_the_fresh_buffer_trap(measured) -> 
                               "iteration: you said reuse",), result
 
 
-def test_ex4_chapter_4_complete_method_passes() -> None:
+def test_ex5_reuse_chapter_4_complete_method_passes() -> None:
     """Chapter 4 §3 teaches two measurements (the heap inside each get, and the caller's
     buffer's bytes under MALLOC_PERTURB_) through rknnlab.watch; used as the chapter does,
     end to end, they pass the exercise (review B2)."""
@@ -701,7 +701,7 @@ def test_ex4_chapter_4_complete_method_passes() -> None:
     assert result.passed, result
 
 
-def test_ex4_lookups_fail() -> None:
+def test_ex5_reuse_lookups_fail() -> None:
     """Answers looked up instead of measured: the old truth table is gone, and the cases'
     names (neutral, in a random order) say nothing."""
     result = checks.check_reuse_detector(lambda v: dict((c.__name__, t) for c, t, _ in checks.REUSE_CASES)[v.__name__])
@@ -710,18 +710,18 @@ def test_ex4_lookups_fail() -> None:
     _failed(checks.check_reuse_detector(by_name), "answers are wrong")
 
 
-def test_ex4_no_truth_table_in_the_namespace() -> None:
+def test_ex5_reuse_no_truth_table_in_the_namespace() -> None:
     assert not hasattr(checks, "REUSE_CASES")
     names = [n for n in dir(checks) if not n.startswith("_")]
     assert not [n for n in names if "case" in n.lower() or "truth" in n.lower()]
 
 
-def test_ex4_non_bool_answer() -> None:
+def test_ex5_reuse_non_bool_answer() -> None:
     result = checks.check_reuse_detector(lambda variant: "yes")
     assert result.status == "failed" and "not True or False" in result.message
 
 
-# =========================================================================== exercise 5
+# =========================================================================== exercise 3 (threads)
 def _two_threads(rt, model_path, images, per_thread=True, lock=False, threads=2, prealloc=True,
                  release=True, sequential=False):
     ctx0 = rt.init(model_path)
@@ -806,13 +806,13 @@ def threads_alternative(rt, model_path, images):
     return preds
 
 
-def test_ex5_reference_and_alternative_pass() -> None:
+def test_ex3_threads_reference_and_alternative_pass() -> None:
     for solution in (lambda rt, p, im: _two_threads(rt, p, im), threads_alternative):
         result = checks.check_two_threads(solution)
         assert result.passed, result
 
 
-def test_ex5_stub_not_done() -> None:
+def test_ex3_threads_stub_not_done() -> None:
     assert checks.check_two_threads(_stub).status == "not done"
 
 
@@ -824,11 +824,11 @@ def test_ex5_stub_not_done() -> None:
     (dict(prealloc=False), "is_prealloc = 0"),
     (dict(sequential=True), "one after the other"),
 ])
-def test_ex5_wrong_fixes_fail(kwargs, expected) -> None:
+def test_ex3_threads_wrong_fixes_fail(kwargs, expected) -> None:
     _failed(checks.check_two_threads(lambda rt, p, im: _two_threads(rt, p, im, **kwargs)), expected)
 
 
-def test_ex5_single_thread_predictions_are_not_a_fix() -> None:
+def test_ex3_threads_single_thread_predictions_are_not_a_fix() -> None:
     def show_threads_return_reference(rt, model_path, images):
         _two_threads(rt, model_path, images)
         return checks.single_thread_predictions(rt, model_path, images)
@@ -842,14 +842,14 @@ def test_ex5_single_thread_predictions_are_not_a_fix() -> None:
     _failed(checks.check_two_threads(own_single_thread_loop), "each image is classified once")
 
 
-def test_ex5_sequential_threads_with_a_reused_id_are_not_one_thread() -> None:
+def test_ex3_threads_sequential_threads_with_a_reused_id_are_not_one_thread() -> None:
     """Thread ids may be reused after a join: two threads one after the other, each with its
     own buffer, are two threads that did not overlap, not one thread."""
     result = checks.check_two_threads(lambda rt, p, im: _two_threads(rt, p, im, sequential=True))
     assert "one after the other" in result.message and "3 thread" not in repr(result)
 
 
-def test_ex5_wrong_shape() -> None:
+def test_ex3_threads_wrong_shape() -> None:
     result = checks.check_two_threads(lambda rt, path, images: [1, 2, 3])
     assert result.status == "failed" and "one prediction per image" in result.message
 
