@@ -172,6 +172,10 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run):
     assert f"About 5× ({ratio}× in the line above)" in text and round(float(ratio)) == 5
     total = re.search(r"yolov5s: DMA total .*?; ([\d.]+) MiB in all for a ([\d.]+) MiB file", everything)
     assert round(float(total.group(1))) == 24 and round(float(total.group(2))) == 8 and "About 24 MiB" in text
+    shares = {name: float(dma) / float(size) for name, dma, size in
+              re.findall(r"(\w+): DMA total ([\d.]+) MiB .*? for a ([\d.]+) MiB file", everything)}
+    assert round(shares["yolov5s"], 1) == 2.0 and round(shares["mobilenet_v2"], 1) == 1.3, shares
+    assert "twice the file for YOLOv5s and 1.3 times for MobileNetV2" in text
     assert "1,638,400 bytes on both SoCs: 6,400 bytes more than the tensor" in text
     assert everything.count("= 1,638,400 B (size_with_stride 1,638,400 B)") == 2
     ratios = dict(re.findall(r"(\w+) (\d+\.\d\d)", re.search(r"weights / internal on rk3588: (.*)", everything).group(1)))
