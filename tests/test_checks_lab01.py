@@ -491,7 +491,7 @@ def test_ex3_wrong_answers_fail(in_use, high_water, words) -> None:
 
 
 def test_ex3_top_of_plan_is_not_the_high_water_mark() -> None:
-    """The fullest layer is not always where the plan reaches its top (BestFit leaves gaps)."""
+    """The fullest layer is not always where the plan reaches its top (the planner leaves gaps)."""
     reports = [models.load_report(n, s) for n in models.list_models() for s in models.model_socs(n)]
     if all(_high_water_top_of_plan(r) == high_water_mark(r) for r in reports):
         pytest.skip("in these reports the plan's top and the high-water mark coincide")
