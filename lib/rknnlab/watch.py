@@ -24,7 +24,9 @@ In a variant (it runs in the harness's fresh process)::
 ``measure(variant)`` does all of this for one variant and returns its row as a dict.
 ``recorded(result, variant, name)`` reads back any number a variant sent with ``lab.timed``.
 The counts are kept in the variant's process and sent once, when its loop ends (a row per
-get would itself grow the memory being measured); only measured iterations count.
+get would itself grow the memory being measured); only measured iterations count.  The heap
+is the whole process's: another thread (the harness's sampler) may allocate during a get now
+and then, so judge the share of gets that allocated, not one get.
 """
 from __future__ import annotations
 
