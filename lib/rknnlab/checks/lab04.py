@@ -108,7 +108,8 @@ def _judge_predictions(predicted: Any, measured: Dict[Tuple[int, int], int]) -> 
             wrong.append(f"output {key[0]}, want_float = {key[1]}: your {_fmt(value)} bytes is too "
                          f"{'large' if value > measured[key] else 'small'}")
     if wrong:
-        raise _Fail(f"{len(wrong)} of your {len(keys)} predictions differ from what rknn_outputs_get "
+        raise _Fail(f"{len(wrong)} of your {len(keys)} predictions {'differs' if len(wrong) == 1 else 'differ'} "
+                    "from what rknn_outputs_get "
                     "gives (the measured sizes are shown once all are right).",
                     "want_float = 1: n_elems × 4 bytes (float32); want_float = 0: attr.size bytes (the "
                     "output's own type). Read n_elems and size from RKNN_QUERY_OUTPUT_ATTR of that index.",
