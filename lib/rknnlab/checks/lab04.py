@@ -111,8 +111,9 @@ def _judge_predictions(predicted: Any, measured: Dict[Tuple[int, int], int]) -> 
         raise _Fail(f"{len(wrong)} of your {len(keys)} predictions {'differs' if len(wrong) == 1 else 'differ'} "
                     "from what rknn_outputs_get "
                     "gives (the measured sizes are shown once all are right).",
-                    "want_float = 1: n_elems × 4 bytes (float32); want_float = 0: attr.size bytes (the "
-                    "output's own type). Read n_elems and size from RKNN_QUERY_OUTPUT_ATTR of that index.",
+                    "A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, "
+                    "attr.size bytes with want_float = 0. Read n_elems and size from RKNN_QUERY_OUTPUT_ATTR of "
+                    "that index.",
                     wrong)
     return [f"predicted sizes: all {len(keys)} right (" + ", ".join(
         f"output {i} wf={wf}: {_fmt(measured[(i, wf)])} B" for i, wf in keys) + ")"]
@@ -195,7 +196,7 @@ def check_output_guard(ensure_output_buffer: Callable[..., Any], predicted_bytes
                                 f"output {index} ({_fmt(buf.nbytes)} B of {buf.dtype}): an allocation the "
                                 "program does not need.",
                                 "keep buf when buf.nbytes >= the bytes output `index` needs (a larger buffer "
-                                "is fine: rknn_output.size says its real capacity).")
+                                "is fine if rknn_output.size gives its real capacity).")
                 if not fits and same_memory:
                     raise _Fail(f"{what} kept the buffer, but it is too small for that output: it needs "
                                 f"more than its {_fmt(buf.nbytes)} B. rknn_outputs_get then refuses it (the "
