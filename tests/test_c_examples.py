@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, Dict
 
 import pytest
 
@@ -103,3 +104,135 @@ def test_our_header_has_the_facts_sheet_layouts(tmp_path: Path):
         + '_Static_assert(offsetof(rknn_tensor_attr, size_with_stride) == 364, "size_with_stride");\n'
         + '_Static_assert(offsetof(rknn_output, buf) == 8, "rknn_output.buf");\n')
     subprocess.run([gcc, "-fsyntax-only", "-I", str(ROOT / "tests" / "c_api"), str(src)], check=True)
+
+
+# --------------------------------------------------------------------------- mem_layers.c (lab 1)
+
+def _build_example(name: str, double: Path, out_dir: Path) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    exe = out_dir / name
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+                    str(EXAMPLES / f"{name}.c"), str(double), f"-Wl,-rpath,{double.parent}", "-o", str(exe)],
+                   check=True)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def mem_layers(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_example("mem_layers", rknn_double_path, tmp_path_factory.mktemp("c_examples"))
+
+
+@pytest.fixture(scope="module")
+def double_runtime(rknn_double_path: Path):
+    """The same double, asked from Python: the numbers the program must print."""
+    from rknnlab.rknn.native import NativeRuntime
+    return NativeRuntime(rknn_double_path)
+
+
+def _expected_io(rt, ctx) -> Dict[str, Any]:
+    from rknnlab.rknn import abi
+    num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    lines, io = [], 0
+    names = {abi.RKNN_TENSOR_NCHW: "NCHW", abi.RKNN_TENSOR_NHWC: "NHWC", abi.RKNN_TENSOR_NC1HWC2: "NC1HWC2"}
+    for kind, cmd, n in (("input", abi.RKNN_QUERY_NATIVE_INPUT_ATTR, num.n_input),
+                         ("output", abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, num.n_output)):
+        for i in range(n):
+            a = rt.query(ctx, cmd, abi.rknn_tensor_attr(index=i))
+            dims = ", ".join(str(a.dims[d]) for d in range(a.n_dims))
+            lines.append(f"{kind} {i}: native {names[a.fmt]} dims [{dims}], size {a.size}, "
+                         f"size_with_stride {a.size_with_stride}, w_stride {a.w_stride}")
+            io += a.size_with_stride
+    return {"lines": lines, "io": io}
+
+
+def _account(when: str, mem, io: int) -> str:
+    planned = mem.total_weight_size + mem.total_internal_size + io
+    return (f"{when:20s} weight {mem.total_weight_size} + internal {mem.total_internal_size} + io {io} = "
+            f"{planned} B; DMA total {mem.total_dma_allocated_size} B; "
+            f"remainder {mem.total_dma_allocated_size - planned} B")
+
+
+def test_mem_layers_prints_the_account_the_runtime_gives(mem_layers: Path, fake_model: Path, double_runtime):
+    """Every number is the double's own answer, asked again from Python: the native attrs of
+    each io tensor, and weight + internal + io against the DMA total, at init and after a run."""
+    from rknnlab.rknn import abi, buffers
+    import numpy as np
+    rt = double_runtime
+    ctx = rt.init(str(fake_model))
+    try:
+        expected = _expected_io(rt, ctx)
+        at_init = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        plain = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        zeros = np.zeros(tuple(plain.dims[d] for d in range(plain.n_dims)), np.uint8)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, zeros, abi.RKNN_TENSOR_NHWC)])
+        rt.run(ctx)
+        after_run = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    finally:
+        rt.destroy(ctx)
+    run = subprocess.run([str(mem_layers), str(fake_model)], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 0, run.stderr
+    out = run.stdout.splitlines()
+    assert out[0] == "runtime 0.0.1 (rknn_double), driver 0.0.0"
+    assert out[1:1 + len(expected["lines"])] == expected["lines"]
+    assert _account("after rknn_init:", at_init, expected["io"]) in out
+    assert _account("after one rknn_run:", after_run, expected["io"]) in out
+    # the double's native input rows are padded (w_stride 8 for a width of 4): io is not the plain sizes
+    assert expected["io"] > sum(n for n in (48, 10, 16)) and "remainder 0 B" not in run.stdout
+
+
+@pytest.mark.parametrize("mode, flag_name", [("internal", "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE"),
+                                             ("all", "RKNN_FLAG_MEM_ALLOC_OUTSIDE")])
+def test_mem_layers_compares_the_same_model_with_the_flag(mem_layers: Path, fake_model: Path, double_runtime,
+                                                          mode: str, flag_name: str):
+    from rknnlab.rknn import abi
+    rt = double_runtime
+    totals = {}
+    for flag in (0, getattr(abi, flag_name)):
+        ctx = rt.init(str(fake_model), flag)
+        totals[flag] = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        rt.destroy(ctx)
+    plain, flagged = totals[0], totals[getattr(abi, flag_name)]
+    run = subprocess.run([str(mem_layers), str(fake_model), mode], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 0, run.stderr
+    moved = plain.total_dma_allocated_size - flagged.total_dma_allocated_size
+    assert (f"{flag_name}: DMA total {flagged.total_dma_allocated_size} B; flag 0 minus this {moved} B "
+            f"(internal {plain.total_internal_size} B, weight + internal "
+            f"{plain.total_weight_size + plain.total_internal_size} B)") in run.stdout
+    # what the difference teaches: the internal buffer, or everything the runtime allocated
+    assert moved == (plain.total_internal_size if mode == "internal" else plain.total_dma_allocated_size)
+
+
+def test_mem_layers_queries_again_after_a_run_and_destroys_every_context(mem_layers: Path, fake_model: Path,
+                                                                         tmp_path: Path):
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if k != "RKNN_DOUBLE_NO_LOG"}
+    env["RKNN_DOUBLE_LOG_FILE"] = str(log)
+    run = subprocess.run([str(mem_layers), str(fake_model), "internal"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    calls = []
+    for line in log.read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if name == "rknn_query" and "cmd=6 " in rest + " ":
+            calls.append("MEM_SIZE")
+        elif name in ("rknn_init", "rknn_inputs_set", "rknn_run", "rknn_destroy"):
+            calls.append(name)
+    assert calls == ["rknn_init", "MEM_SIZE", "rknn_inputs_set", "rknn_run", "MEM_SIZE",
+                     "rknn_init", "MEM_SIZE", "rknn_destroy", "rknn_destroy"]
+    flags = re.findall(r"^rknn_init .*?flag=(0x[0-9a-f]+)", log.read_text(), re.M)
+    assert flags == ["0x0", "0x200"]                  # flag 0, then RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE
+
+
+def test_mem_layers_refuses_an_unknown_flag_and_reports_a_bad_model(mem_layers: Path, fake_model: Path,
+                                                                    tmp_path: Path):
+    run = subprocess.run([str(mem_layers), str(fake_model), "sram"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "usage" in run.stderr
+    bad = tmp_path / "bad.rknn"
+    bad.write_bytes(b"not a model")
+    run = subprocess.run([str(mem_layers), str(bad)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "rknn_init" in run.stderr and "-6" in run.stderr   # RKNN_ERR_MODEL_INVALID
