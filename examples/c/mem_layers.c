@@ -15,7 +15,7 @@
  *   build on a board: gcc -O2 -I <rknn_api.h dir> mem_layers.c -lrknnrt -o mem_layers
  *
  * On a board expect a remainder that is not 0: the runtime also allocates
- * register-command and task buffers and rounds allocations to 4 KiB.  It is
+ * register-command and task buffers and rounds allocations to 4 KiB.  It can be
  * negative while the io buffers are not allocated yet.  The documents disagree
  * on when RKNN_QUERY_MEM_SIZE may be asked: the API reference says it requires
  * RKNN_FLAG_MEM_ALLOC_OUTSIDE; rknn_benchmark and the user guide query it after
