@@ -71,8 +71,12 @@ def test_prealloc_keeps_rss_flat_and_the_leak_grows_it(result):
     pre_growth_kb = pre["rss_slope_kb_per_1k_iter"] * ITERATIONS / 1000
     # RSS: the leak shows up at about its size (pages, not bytes: allow 0.6x..2.5x) ...
     assert 0.6 * expected_kb < leak_growth_kb < 2.5 * expected_kb, (leak_growth_kb, expected_kb)
-    # ... and prealloc stays flat next to it
-    assert pre_growth_kb < 0.35 * leak_growth_kb, (pre_growth_kb, leak_growth_kb)
+    # ... and prealloc is never called growing next to it: RSS moves in steps of a few hundred
+    # KiB as glibc gives memory back and takes it again (300 iterations of a 4 kB leak are only
+    # 1.2 MB), so a least-squares RSS slope alone cannot tell them apart; the verdict, which
+    # knows the column's step, must
+    assert pre["rss_verdict"] != "grows", (pre_growth_kb, leak_growth_kb, pre["rss_verdict"])
+    assert pre_growth_kb < leak_growth_kb, (pre_growth_kb, leak_growth_kb)
     # the malloc heap counts bytes: one output per iteration, within chunk headers and
     # noise (the harness streams its recording out: a few bytes per iteration at most)
     assert 0.75 * OUT_BYTES < leak["heap_growth_per_iter_bytes"] < 1.4 * OUT_BYTES
