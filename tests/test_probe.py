@@ -202,51 +202,93 @@ def test_c_sampler_rate_clock_and_columns():
         p.close()
 
 
-def _poll_for(p, seconds: float, every_s: float = 0.001) -> int:
+def _poll_for(p, seconds: float, every_s: float = 0.001, record: list | None = None) -> int:
     """Poll like an instrumented variant: every ``every_s`` (busy: no sleep
-    wake-ups of our own), for ``seconds``; the number of polls."""
+    wake-ups of our own), for ``seconds``; the number of polls.  ``record``:
+    gets each poll's (start, end) on the probe's t_ns scale."""
     n, end = 0, time.perf_counter() + seconds
     nxt = time.perf_counter()
+    clock = time.perf_counter_ns
     while time.perf_counter() < end:
         if time.perf_counter() >= nxt:
+            a = clock()
             p.poll()
+            if record is not None:
+                record.append((a - p.t0_ns, clock() - p.t0_ns))
             n += 1
             nxt += every_s
     return n
+
+
+def _runqueue_wait_ns() -> int:
+    """Time this process's threads have spent runnable but waiting for a CPU (the
+    kernel's schedstat): what a loaded machine takes from a sampler's schedule."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def _probe(backend: str, **kw):
     return _c_probe(**kw) if backend == "c" else probe.Probe(backend="python", **kw)
 
 
-@pytest.mark.parametrize("backend", ["c", "python"])
-def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
+def _polled_run(backend: str, seconds: float):
+    """A probe polled for ``seconds``: its columns, and the slots a poll was made in
+    (a poll that started and ended in the same slot)."""
     p = _probe(backend, hz=200, extra_columns=("iteration",))
     try:
         p.extra_values[0] = 1
         p.start()
-        _poll_for(p, 0.6)
+        polls: list = []
+        _poll_for(p, seconds, record=polls)
         p.stop()
         cols = p.take()
-        n = len(p)
-        t = cols["t_ns"]
-        # 0.6 s = 120 slots; polls fill nearly all of them, one row a slot; the
-        # thread's rows: the first, one every mid_every slots, the final one
-        assert 110 <= n <= 120 + 120 // p.mid_every + 3, n
-        assert p.poll_rows >= 0.85 * 120 - p.mid_every, (p.poll_rows, n)
-        # the thread woke to check on the polls every 40 ms (and every slot of the
-        # first 40 ms, dense until the first check): ~25 times (more on a loaded
-        # machine, where a window can miss polls), not the 120 of a dense thread
-        assert p.wakes <= 60, p.wakes
-        mids = [i for i, v in enumerate(cols["mem_free_kb"]) if v is not None]
-        assert len(mids) >= 120 // p.mid_every - 2
-        slots = [(x - p.slot0_ns) // p.period_ns for x in t]
-        fast = [s for i, s in enumerate(slots) if i not in mids]
-        assert len(fast) == len(set(fast))  # never two fast rows in one slot
-        assert all(v == 1 for v in cols["iteration"])
-        assert 0 < p.poll_ns < 0.2 * 0.6e9  # a few us a row (C), tens of us (Python)
+        slot = lambda t: (t - p.slot0_ns) // p.period_ns  # noqa: E731
+        polled = {slot(a) for a, b in polls if slot(a) == slot(b)}
+        return p, cols, polled
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("backend", ["c", "python"])
+def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
+    # 0.6 s = 120 slots.  On a loaded machine the polling loop itself is descheduled
+    # for whole slots, which no sampler can fill from it: what is judged is that every
+    # slot a poll was made in got its row, and (when the polls came in most slots, on
+    # the first try or a second) that the thread slept meanwhile
+    for attempt in range(2):
+        p, cols, polled = _polled_run(backend, 0.6)
+        if len(polled) >= 0.9 * 120:
+            break
+    undisturbed = len(polled) >= 0.9 * 120
+    n = len(cols["t_ns"])
+    t = cols["t_ns"]
+    slots = [(x - p.slot0_ns) // p.period_ns for x in t]
+    # a poll in a slot without a row takes it
+    assert polled <= set(slots), sorted(polled - set(slots))
+    # one row a slot; besides, the thread's rows: the first, one every mid_every slots,
+    # the final one
+    assert n <= 120 + 120 // p.mid_every + 3, n
+    mids = [i for i, v in enumerate(cols["mem_free_kb"]) if v is not None]
+    fast = [s for i, s in enumerate(slots) if i not in mids]
+    assert len(fast) == len(set(fast))  # never two fast rows in one slot
+    assert len(mids) >= 120 // p.mid_every - 2
+    assert all(v == 1 for v in cols["iteration"])
+    assert 0 < p.poll_ns < 0.2 * 0.6e9  # a few us a row (C), tens of us (Python)
+    if undisturbed:
+        # polls fill nearly all slots (where the poller was descheduled, the thread's
+        # checks miss polls and it takes the rows itself, densely, for a while)
+        assert n >= 110, n
+        assert p.poll_rows >= 0.85 * 120 - p.mid_every, (p.poll_rows, n)
+        # the thread woke to check on the polls every 40 ms (and every slot of the
+        # first 40 ms, dense until the first check): ~25 times, not the 120 of a
+        # dense thread (a window that misses polls sends it dense for a while)
+        assert p.wakes <= 60, p.wakes
 
 
 @pytest.mark.parametrize("backend", ["c", "python"])
@@ -254,24 +296,32 @@ def test_the_thread_takes_over_when_polls_stop(backend):
     p = _probe(backend, hz=200)
     try:
         p.start()
-        _poll_for(p, 0.3)
+        polls: list = []
+        _poll_for(p, 0.3, record=polls)
         polled = p.take()
         quiet_from = time.perf_counter_ns() - p.t0_ns
+        waited = _runqueue_wait_ns()
         time.sleep(0.4)  # a "call" that blocks: no polls
+        waited = _runqueue_wait_ns() - waited
         quiet_to = time.perf_counter_ns() - p.t0_ns
         _poll_for(p, 0.3)
         p.stop()
         t = p.take()["t_ns"]
-        assert len(polled["t_ns"]) >= 50
+        # every slot a poll was made in has its row (how many: as many as the polling
+        # loop got the CPU for, on a loaded machine fewer than the 60 slots)
+        slot = lambda x: (x - p.slot0_ns) // p.period_ns  # noqa: E731
+        assert {slot(a) for a, b in polls if slot(a) == slot(b)} <= {slot(x) for x in polled["t_ns"]}
         # the thread checks on the polls every 40 ms: by the second check after
         # the polls stopped it is back at 200 Hz, a row every 5 ms slot
+        # (less the slots the sampler's thread could not take because the kernel kept
+        # it waiting for a CPU: on a loaded machine, measured, not guessed)
         dense_from = quiet_from + 90_000_000
         dense = [x for x in t if dense_from <= x <= quiet_to]
-        assert len(dense) >= 0.9 * (quiet_to - dense_from) / p.period_ns - 2, len(dense)
+        assert len(dense) >= 0.9 * (quiet_to - dense_from - waited) / p.period_ns - 2, (len(dense), waited)
         gaps = sorted(b - a for a, b in zip(dense, dense[1:]))
         assert gaps[len(gaps) // 2] == pytest.approx(p.period_ns, rel=0.1)
         # a wake-up that comes a slot late leaves one slot empty
-        assert gaps[-1] <= 3 * p.period_ns, gaps[-1]
+        assert gaps[-1] <= 3 * p.period_ns + waited, (gaps[-1], waited)
     finally:
         p.close()
 
