@@ -294,12 +294,16 @@ def test_a_wide_text_column_and_one_search_box(browser, site):
     assert inner >= 1380 and 950 <= width <= 1150, (inner, width)
 
 
-def test_instructor_export_keeps_the_red_frame_round_solutions(browser, tmp_path):
+def test_instructor_export_keeps_the_red_frame_round_solutions(browser, tmp_path, monkeypatch):
     """The single-file export, opened in the browser: JupyterLab's own cell style must not
     win over the solution frame."""
     bh.book_needs()
     from rknnlab.book.export import export_notebook
-    root = bh.fixture_copy()
+    # a copy of its own: the shared fixture's execution log and book cache belong to the
+    # build tests, which count what was executed and what came from the cache
+    root = tmp_path / "book"
+    shutil.copytree(bh.FIXTURE, root)
+    monkeypatch.setenv("FIXTURE_EXEC_LOG", str(tmp_path / "exec.log"))
     out = export_notebook(root / "labs" / "lab01_exercise.ipynb", edition="instructor", backend="sim",
                           out=tmp_path / "lab-instructor.html", log=lambda s: None)
     browser.set_window_size(1200, 900)
