@@ -203,12 +203,16 @@ def test_real_runs_twins_cannot_be_told_apart_and_a_planted_sleep_is_slower():
         assert re.match(r"\d\.\d+x the time per iteration \(95% interval [\d.]+–[\d.]+\): "
                         r"cannot tell apart", twins), text
         planted = re.search(r"^planted_sleep vs twin_a: (.*)$", text, re.M).group(1)
-        # the phase that changed most is the planted one, present in planted_sleep only
-        assert "the biggest change in a phase: planted_sleep, called in planted_sleep only" in planted
-        assert re.search(r"^Slowest against fastest \(by median\): planted_sleep vs twin_[ab]: ",
-                         text, re.M), text
-        if not _disturbed(r, "twin_a", "planted_sleep"):
+        # Another job that slows one run down (measured: parts 1.2x apart or more) moves
+        # whole phases by more than the planted sleep (seen: run 3.3 -> 2.3 ms between
+        # the twins, two cores shared by four busy loops): then what changed most and
+        # which variant was slowest are the load's, and only the twins are judged.
+        if not _disturbed(r, "twin_a", "twin_b", "planted_sleep"):
             undisturbed += 1
+            # the phase that changed most is the planted one, present in planted_sleep only
+            assert "the biggest change in a phase: planted_sleep, called in planted_sleep only" in planted
+            assert re.search(r"^Slowest against fastest \(by median\): planted_sleep vs twin_[ab]: ",
+                             text, re.M), text
             assert re.match(r"1\.[1-3]\d*x the time per iteration \(95% interval [\d.]+–[\d.]+\): "
                             r"slower;", planted), text
         if seed >= 2 and undisturbed >= 2:
