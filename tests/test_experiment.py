@@ -27,10 +27,50 @@ WARMUP = 10
 OUT_BYTES = 1000 * 4  # mobilenet_v2: 1000 classes, want_float = 1
 
 
+#: the share of a run's wall time a thread waking every 5 ms (as the sampler's does) spent
+#: waiting for a CPU, above which the machine counts as loaded: measured on the 2-core
+#: test machine, under 1% with nothing else running, about 5% with one busy loop a core
+LOADED = 0.02
+
+
+def _cpu_wait(fn):
+    """``fn()``, and the share of its wall time a thread of this process that wakes every
+    5 ms spent runnable but waiting for a CPU (the kernel's schedstat; NaN where there
+    is none): what other jobs take from the sampler's schedule in the run's process."""
+    import threading
+    stop, out = threading.Event(), []
+
+    def canary():
+        path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+        try:
+            with open(path) as f:
+                w0 = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return
+        t0 = time.perf_counter()
+        while not stop.wait(0.005):
+            pass
+        with open(path) as f:
+            out.append((int(f.read().split()[1]) - w0) / 1e9 / (time.perf_counter() - t0))
+
+    t = threading.Thread(target=canary, daemon=True)
+    t.start()
+    try:
+        value = fn()
+    finally:
+        stop.set()
+        t.join()
+    return value, (out[0] if out else float("nan"))
+
+
+_LOAD = {}
+
+
 @pytest.fixture(scope="module")
 def result():
-    r = run(["prealloc_output", "leak_no_release", "zero_copy_io"], model="mobilenet_v2",
-            iterations=ITERATIONS, warmup=WARMUP, backend=BACKEND, sample_hz=200)
+    r, _LOAD["result"] = _cpu_wait(lambda: run(
+        ["prealloc_output", "leak_no_release", "zero_copy_io"], model="mobilenet_v2",
+        iterations=ITERATIONS, warmup=WARMUP, backend=BACKEND, sample_hz=200))
     assert r.errors == {}, r.errors
     return r
 
@@ -134,17 +174,33 @@ def test_samples_carry_iteration_and_stage(result):
 
 def test_runtime_calls_poll_the_sampler(result):
     # the instrumented runtime polls the probe after every call: the polls take most
-    # rows at 200 Hz, and the sampler thread sleeps instead of waking every 5 ms
+    # rows at 200 Hz, and the sampler thread sleeps instead of waking every 5 ms.  On a
+    # loaded machine (measured) the variant is descheduled for whole slots, which its
+    # polls cannot fill, and the thread is woken late: one fresh run, and if that is
+    # loaded too, only the sampler's own account is judged (each slot has a row or is
+    # counted late)
+    load = _LOAD.get("result", float("nan"))
+    if load > LOADED:
+        result, load = _cpu_wait(lambda: run("prealloc_output", model="mobilenet_v2",
+                                             iterations=ITERATIONS, warmup=WARMUP,
+                                             backend=BACKEND, sample_hz=200))
+        assert result.errors == {}, result.errors
     for r in result.runs:
         p = r.probe
         if p["backend"] != "c":
             pytest.skip(f"the C sampler is not in use: {p['notes']}")
         assert p["ticks"] == len(result.samples[result.samples["variant"] == r.name])
+        t = result.samples[result.samples["variant"] == r.name]["t_s"]
+        slots = (t.max() - t.min()) * 200
+        # (rows: one a slot, plus the mid and slow tiers' rows in slots that had one)
+        assert 0.97 * slots - 2 <= p["ticks"] + p["late_ticks"] <= 1.1 * slots + 3, (r.name, p, slots)
+        assert 0 < p["poll_ns"] and 0 < p["cpu_ns"]
+        if load > LOADED:  # (no schedstat: NaN, judged in full)
+            continue
         # (wall_s also counts opening the runtime, before the probe starts)
         assert 0.75 * 200 <= p["ticks"] / r.wall_s <= 1.05 * 200, (r.name, p["ticks"], r.wall_s)
         assert p["poll_rows"] >= 0.6 * p["ticks"], (r.name, p)
         assert p["wakes"] <= 0.5 * p["ticks"], (r.name, p)
-        assert 0 < p["poll_ns"] and 0 < p["cpu_ns"]
 
 
 def test_meta_and_describe(result):
