@@ -195,9 +195,13 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "by the twin's outputs (the stand-in fills them with pattern bytes).",
      "read the padding bytes of a native NC1HWC2 output mem after a run on a board."),
     ("A32", "Native NC1HWC2 tensors have no row padding: C1 x H x W x C2 bytes, as the compiler's plan "
-            "reserves (report assumption R5); the plain attr's size_with_stride equals its size.",
-     "print the NATIVE_OUTPUT_ATTR and OUTPUT_ATTR of yolov5s: size_with_stride and w_stride of the "
-     "40x40 and 20x20 heads (runtime 1.5.2 padded their rows to 48 and 32 pixels)."),
+            "reserves (report assumption R5); the plain attr's size_with_stride equals its size. Public "
+            "logs contradict this for Rockchip's yolov5s model: with librknnrt 1.5.2, 2.1.0 "
+            "(airockchip/rknn-toolkit2#129) and 2.3.2, the 40x40 and 20x20 heads report a "
+            "size_with_stride with rows padded to 48 and 32 pixels while w_stride = 0.",
+     "print the NATIVE_OUTPUT_ATTR and OUTPUT_ATTR of yolov5s on your board: if size_with_stride "
+     "of the 40x40 and 20x20 heads is larger than C1 x H x W x C2 (491,520 and 163,840 B) with "
+     "w_stride = 0, your runtime pads rows as those logs show."),
     ("A33", "rknn_outputs_release frees the buf pointers of the outputs passed in (those the runtime "
             "allocated), whichever get they came from.",
      "get twice without release, then release the first get's structs: no crash, and "
