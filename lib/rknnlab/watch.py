@@ -8,8 +8,16 @@ parties may allocate an output buffer:
   ``mallinfo2``, ``uordblks + hblkhd``) just before and just after each get;
 - **the caller**, before the get (``is_prealloc = 1`` into a buffer allocated anew): the
   bytes of each caller's buffer just before the get.  Under ``MALLOC_PERTURB_`` glibc fills
-  every block it hands out with one byte value, so a new buffer no longer holds what the
-  last get wrote there, even at the same address; a reused one still does.
+  the blocks it hands out with one byte value.  So a buffer allocated since a get last wrote
+  into it no longer holds what that get wrote, even at the same address.  A reused buffer
+  still does.
+
+glibc's per-thread cache (tcache) holds freed blocks of up to 1,032 B, and it hands them
+out again without the fill.  A fresh small buffer (digits_cnn's 40 B output, or
+mobilenet_v2's 1,000 B int8 output) would then look reused.  So :func:`malloc_perturb` also
+turns the cache off (``GLIBC_TUNABLES=glibc.malloc.tcache_count=0``) for the variants.
+numpy keeps a cache of its own for array data under 1,024 B, which never reaches malloc:
+watch a small buffer allocated per frame with malloc (as C does), not with numpy.
 
 In a variant (it runs in the harness's fresh process)::
 
@@ -17,7 +25,7 @@ In a variant (it runs in the harness's fresh process)::
         watch.watch_gets(lab)          # first: wraps lab.rt.outputs_get and lab.loop
         ...                            # the code under test, unchanged
 
-    with watch.malloc_perturb():       # the variant's process inherits MALLOC_PERTURB_
+    with watch.malloc_perturb():       # the variant's process inherits MALLOC_PERTURB_ (and no tcache)
         result = rknnlab.run(my_variant, model="mobilenet_v2", iterations=200)
     watch.table(result)                # one row per variant
 
@@ -106,19 +114,29 @@ def watch_gets(lab: Any) -> Dict[str, Any]:
     return counts
 
 
+#: the glibc tunable that turns the per-thread cache off: its blocks (up to 1,032 B) skip
+#: MALLOC_PERTURB_'s fill
+NO_TCACHE = "glibc.malloc.tcache_count=0"
+
+
 @contextlib.contextmanager
 def malloc_perturb(value: str = PERTURB) -> Iterator[None]:
     """Set ``MALLOC_PERTURB_`` for the processes started inside the block (the harness's
-    variants), and restore the environment afterwards."""
-    saved = os.environ.get("MALLOC_PERTURB_")
+    variants), with glibc's per-thread cache turned off (``GLIBC_TUNABLES``, appended to any
+    tunables already set): blocks of up to 1,032 B from that cache skip the fill.  The
+    environment is restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("MALLOC_PERTURB_", "GLIBC_TUNABLES")}
     os.environ["MALLOC_PERTURB_"] = value
+    tunables = saved["GLIBC_TUNABLES"]
+    os.environ["GLIBC_TUNABLES"] = f"{tunables}:{NO_TCACHE}" if tunables else NO_TCACHE
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("MALLOC_PERTURB_", None)
-        else:
-            os.environ["MALLOC_PERTURB_"] = saved
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
 
 
 def _row(calls: Any, variant: str) -> Dict[str, Any]:
@@ -155,8 +173,9 @@ def table(result: Any) -> Any:
 
 def measure(variant: Callable[[Any], None], model: str = "mobilenet_v2", iterations: int = 60,
             warmup: int = 3) -> Dict[str, Any]:
-    """Run ``variant`` once under the watch, with ``MALLOC_PERTURB_`` set, in the harness's
-    fresh process; return its row of :func:`table` as a dict."""
+    """Run ``variant`` once under the watch, with ``MALLOC_PERTURB_`` set and glibc's tcache
+    off (:func:`malloc_perturb`), in the harness's fresh process; return its row of
+    :func:`table` as a dict."""
     import rknnlab
 
     def measured(lab: Any) -> None:

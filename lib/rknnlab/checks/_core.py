@@ -312,9 +312,11 @@ def _crc(data: bytes) -> int:
     return zlib.crc32(data)
 
 
-#: MALLOC_PERTURB_ of the processes the checks record: glibc then fills every block it
-#: hands out with 0x5A (165 ^ 0xff) and every block it takes back with 0xA5, so a buffer's
-#: bytes say whether it was allocated, or freed, since it was last written
+#: MALLOC_PERTURB_ of the processes the checks record: glibc then fills the blocks it
+#: hands out with 0x5A (165 ^ 0xff) and the blocks it takes back with 0xA5, so a buffer's
+#: bytes say whether it was allocated, or freed, since it was last written.  glibc's
+#: per-thread cache (blocks up to 1,032 B) skips the fill, so the recorded run turns it off
+#: too (rknnlab.watch.malloc_perturb)
 PERTURB = 165
 _FRESH, _FREED, _ZERO, _SAME, _CHANGED, _NEW = range(6)
 BEFORE_NAMES = ("freshly allocated", "freed", "zero-filled (freshly allocated)", "unchanged",
@@ -555,7 +557,7 @@ def recording_runtime() -> Any:
 def _recorded_run(variant: Callable[[Any], None], model: str, soc: str, iterations: int,
                   warmup: int = 0, sample_hz: float = 0) -> Tuple[Any, Any, Dict[str, Any]]:
     """Run ``variant`` with ``rknnlab.run`` in a fresh process through
-    :func:`recording_runtime`, with MALLOC_PERTURB_ set: (the Result, its VariantRun, the
+    :func:`recording_runtime`, with MALLOC_PERTURB_ set and glibc's tcache off: (the Result, its VariantRun, the
     records; empty if the process left none).  Every iteration is recorded: there is no
     second, unrecorded run for a variant to behave differently in."""
     import tempfile
@@ -563,19 +565,19 @@ def _recorded_run(variant: Callable[[Any], None], model: str, soc: str, iteratio
     fd, path = tempfile.mkstemp(prefix="rknnlab-check-", suffix=".json")
     os.close(fd)
     os.unlink(path)
-    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "MALLOC_PERTURB_")}
+    from rknnlab import watch
+    saved = os.environ.get(RECORD_ENV)
     os.environ[RECORD_ENV] = path
-    os.environ["MALLOC_PERTURB_"] = str(PERTURB)
     try:
-        res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=warmup,
-                          sample_hz=sample_hz, backend=f"{__name__}:recording_runtime", timeout=120,
-                          progress=False)  # the check prints its own verdict; no bar before it
+        with watch.malloc_perturb(str(PERTURB)):
+            res = rknnlab.run(variant, model=model, soc=soc, iterations=iterations, warmup=warmup,
+                              sample_hz=sample_hz, backend=f"{__name__}:recording_runtime", timeout=120,
+                              progress=False)  # the check prints its own verdict; no bar before it
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if saved is None:
+            os.environ.pop(RECORD_ENV, None)
+        else:
+            os.environ[RECORD_ENV] = saved
     events = []
     try:
         with open(path) as f:
