@@ -30,17 +30,17 @@ NOTEBOOK = ROOT / "chapters" / "01_memory_layers.ipynb"
 CANONICAL = (
     "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
     "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; never assume it.",
-    "Size a buffer you bind from the attr you bind it with: size_with_stride of that attr (native, or a plain "
-    "input attr whose rows may be padded), or n_elems × 4 bytes for a plain output attr you set to FLOAT32.",
+    "Size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr (native, or a plain "
+    "input attr whose rows may be padded). For a plain output attr you set to FLOAT32, use n_elems × 4 bytes.",
     "The bytes in use at the high-water mark are a lower bound for the internal buffer. The compiler's plan is at "
     "or a little above it, and reuse makes it several times smaller than the naive sum.",
-    "total_dma_allocated_size holds more than weights + internal + io on a board: the runtime also allocates "
-    "register-command and task buffers and rounds allocations to 4 KiB (User Guide §9.1.1 lists register config; "
-    "a public librknnrt 2.3.2 allocation log shows them), and the io buffers may be allocated only at the first "
-    "rknn_run. The simulator allocates exactly weights + internal + io at init (assumptions A9, A10).",
+    "On a board, total_dma_allocated_size holds more than weights + internal + io. The runtime also allocates "
+    "register-command and task buffers, and it rounds allocations to 4 KiB. User Guide §9.1.1 lists register config, "
+    "and public librknnrt logs show these buffers. The io buffers may be allocated only at the first rknn_run. The "
+    "simulator allocates exactly weights + internal + io at init (assumptions A9, A10).",
     "Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the DISABLE_FLUSH flags imply "
-    "that the runtime flushes inputs and invalidates outputs by default; the API reference says cacheable memory "
-    "shared by the CPU and the NPU needs rknn_mem_sync; none of Rockchip's demos call it; a maintainer says to add "
+    "that the runtime flushes inputs and invalidates outputs by default. The API reference says cacheable memory "
+    "shared by the CPU and the NPU needs rknn_mem_sync. None of Rockchip's demos call it. A maintainer says to add "
     "it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code syncs: the safe choice.",
     "RKNN_QUERY_MEM_SIZE: the API reference says it requires RKNN_FLAG_MEM_ALLOC_OUTSIDE; Rockchip's rknn_benchmark "
     "and the user guide query it after a plain init (flag 0). The simulator answers it after flag 0 (a listed "
@@ -65,7 +65,8 @@ def test_no_solution_cells_the_worked_examples_stay_in_every_edition():
     assert tagged == []
     code = "\n".join("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
     assert "def predict_sizes" not in code, "the general function is Lab 1's exercise 2"
-    assert "alive_at_peak" not in code, "the union of live ranges is computed in the open (the lab refuses the helper)"
+    assert "alive_at_peak" not in code and "in_use_bytes" not in code, "the union over ranges is Lab 1's exercise 3"
+    assert "top = max(top, end)" not in code, "the chapter counts the toy plan byte by byte; the lab asks for ranges"
     assert ".rank().corr(" in code and "bytes_in_use" in code and "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE" in code
 
 
@@ -184,3 +185,12 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run):
     assert "internal buffer larger than the weights: yolov5n (rk3588)" in everything
     assert "fit: ['yolov5s', 'yolov5s_relu']" in everything and "nearest: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE" in everything
     assert "int8 outputs identical: True" in everything and "int8 outputs of the two contexts identical: True" in everything
+
+
+def test_round_2_corrections_stay():
+    flat = _flat(_markdown())
+    assert "[glossary](glossary.ipynb)" in flat
+    assert "undersized output mem accepted" not in flat and "no public log shows what the runtime does" in flat
+    assert "That runtime padded the rows" not in flat and "airockchip/rknn-toolkit2#129" in flat
+    assert "largely cancel" in flat and "and cancel." not in flat
+    assert "## 8. " in _markdown()
