@@ -2,8 +2,9 @@
 
 Each check passes the reference answer and a legitimate alternative, and fails at least
 three planted wrong answers: a backend rule that ignores the device node, the environment
-variable or the library; an output size that ignores want_float, counts elements, or reads
-only the last dimension; a leak judged by MemFree, by the peak RSS, by a slope without its
+variable or the library; an output size that ignores want_float, counts elements, reads
+only the last dimension, or is right only for int8 (n_elems for want_float = 0, size × 4 for
+want_float = 1: the check's float32 and float16 outputs catch both); a leak judged by MemFree, by the peak RSS, by a slope without its
 interval, or by the variant's name.  A check never raises.  Then the chapter's student
 edition (solution cells removed) runs to the end, every check "not done yet".
 """
@@ -115,7 +116,11 @@ def test_q2_reference_and_alternative_pass() -> None:
     (lambda attr, wf: attr.n_elems, ["too small"]),                      # elements, not bytes
     (lambda attr, wf: attr.dims[attr.n_dims - 1] * (4 if wf else 1), ["too small"]),   # last dim only
     (lambda attr, wf: attr.size * 4 + 64 if wf else attr.size, ["too large"]),  # an aligned guess
-], ids=["want-float-ignored", "always-float", "elements", "last-dim", "aligned"])
+    # right for every int8 output, wrong once an output is float32 or float16
+    (lambda attr, wf: attr.n_elems * 4 if wf else attr.n_elems, ["too small", "as a float16 output"]),
+    (lambda attr, wf: attr.size * 4 if wf else attr.size, ["too large", "as a float32 output"]),
+], ids=["want-float-ignored", "always-float", "elements", "last-dim", "aligned",
+        "elements-when-int8", "size-times-4"])
 def test_q2_wrong_answers_fail(wrong, words) -> None:
     _failed(checks.check_output_bytes(wrong), "sizes differ", *words)
 

@@ -9,8 +9,9 @@
 ==============================  ==================================================================
 
 The truth comes from the checks' own work: :func:`rknnlab.board.choose_backend` on this
-machine and on described boards; the sizes the runtime at hand (the board's NPU, or the
-simulator) gives for every output of several models; and runs that this module builds
+machine and on described boards; the sizes this runtime (the board's NPU, or the
+simulator) gives for every output of several models, and of those outputs held as float32
+and float16; and runs that this module builds
 with a known leak or none.  Nothing is written down here as an answer.  The notebook imports
 ``from rknnlab.checks import ch00 as checks``; :func:`summary` lists the three questions.
 """
@@ -101,8 +102,9 @@ def check_backends(my_backends: Any) -> CheckResult:
 
 
 # =========================================================================== question 2
-def _runtime_sizes(rt: Any, model: str, soc: str) -> List[Tuple[int, int, int]]:
-    """[(output index, want_float, bytes)]: what a runtime-allocated rknn_outputs_get gives."""
+def _runtime_sizes(rt: Any, model: str, soc: str) -> Tuple[List[Tuple[int, int, int]], Dict[int, int]]:
+    """[(output index, want_float, bytes)]: what a runtime-allocated rknn_outputs_get gives;
+    and, per output, the bytes of its want_float = 1 values held as float16."""
     ctx = rt.init(_model_file(model, soc))
     try:
         frame = _frames(model, soc, n=1)[0]
@@ -110,15 +112,32 @@ def _runtime_sizes(rt: Any, model: str, soc: str) -> List[Tuple[int, int, int]]:
                                                      type=abi.RKNN_TENSOR_UINT8)])
         rt.run(ctx)
         n_out = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
-        sizes = []
+        sizes, half = [], {}
         for wf in (0, 1):
             outs = [abi.rknn_output(index=k, want_float=wf, is_prealloc=0) for k in range(n_out)]
             rt.outputs_get(ctx, outs)
             sizes += [(int(o.index), wf, int(o.size)) for o in outs]
+            if wf:
+                half = {int(o.index): buffers.output_view(o, np.float32).astype(np.float16).nbytes
+                        for o in outs}
             rt.outputs_release(ctx, outs)
-        return sizes
+        return sizes, half
     finally:
         rt.destroy(ctx)
+
+
+def _float_twins(attr: Any, float_bytes: int, half_bytes: int) -> List[Tuple[str, Any, int, int]]:
+    """The attr of the same output if the model gave it as float32 or float16, as a model
+    compiled without quantizing its output would: (what it is, attr, bytes with want_float 0
+    and 1).  Its size is that of the runtime's own float values, never a number typed here."""
+    twins = []
+    for name, rknn_type, own in (("float32", abi.RKNN_TENSOR_FLOAT32, float_bytes),
+                                 ("float16", abi.RKNN_TENSOR_FLOAT16, half_bytes)):
+        twin = abi.rknn_tensor_attr.from_buffer_copy(attr)
+        twin.type, twin.size, twin.size_with_stride = rknn_type, own, own
+        twin.qnt_type, twin.zp, twin.scale = abi.RKNN_TENSOR_QNT_NONE, 0, 1.0
+        twins.append((name, twin, own, float_bytes))
+    return twins
 
 
 def _as_bytes(value: Any) -> Optional[int]:
@@ -135,7 +154,9 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
     """Question 2: ``output_bytes(attr, want_float)`` returns the bytes of output ``attr``
     (from ``RKNN_QUERY_OUTPUT_ATTR``) as ``rknn_outputs_get`` gives it with ``want_float``
     0 or 1.  The check compares it with the size the runtime reports for its own buffer, for
-    every output of three models (one with three outputs of different shapes)."""
+    every output of three models (one with three outputs of different shapes).  Every course
+    model's outputs are int8, so each output also comes as a float32 and a float16 twin (see
+    :func:`_float_twins`): their sizes are those of the runtime's own float values."""
     def body() -> CheckResult:
         if not callable(output_bytes):
             raise _not_done(f"expected your output_bytes function, got {type(output_bytes).__name__}.",
@@ -147,36 +168,43 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
         for model in (m for m in _SIZE_MODELS if soc in models.model_socs(m)):
             ctx = rt.init(_model_file(model, soc))
             try:
-                attrs = {}
-                for index, wf, want in _runtime_sizes(rt, model, soc):
+                sizes, half = _runtime_sizes(rt, model, soc)
+                cases = []
+                for index, wf, want in sizes:
                     attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
-                    attrs[index] = attr
-                    call = f"output_bytes(attr of {model} output {index}, want_float={wf})"
-                    try:
-                        got = output_bytes(attr, wf)
-                    except Exception as exc:
-                        raise _student_error(exc, call, "read the attr's fields: §2 says which one "
-                                             "counts bytes, and what want_float changes.")
-                    if got is None:
-                        raise _not_done("output_bytes returned None.", "return a number of bytes (an int).")
-                    value = _as_bytes(got)
-                    if value is None:
-                        raise _Fail(f"{call} returned {got!r}, not a whole number of bytes.",
-                                    "return an int.")
-                    checked += 1
-                    if value != want:
-                        problems.append(f"{call}: your {value:,} B is "
-                                        f"{'too large' if value > want else 'too small'}")
+                    cases.append((f"attr of {model} output {index}", attr, wf, want))
+                    if wf:
+                        for kind, twin, own, as_float in _float_twins(attr, want, half[index]):
+                            label = f"attr of {model} output {index} as a {kind} output"
+                            cases += [(label, twin, 0, own), (label, twin, 1, as_float)]
             finally:
                 rt.destroy(ctx)
+            for label, attr, wf, want in cases:
+                call = f"output_bytes({label}, want_float={wf})"
+                try:
+                    got = output_bytes(attr, wf)
+                except Exception as exc:
+                    raise _student_error(exc, call, "read the attr's fields: §2 says which one "
+                                         "counts bytes, and what want_float changes.")
+                if got is None:
+                    raise _not_done("output_bytes returned None.", "return a number of bytes (an int).")
+                value = _as_bytes(got)
+                if value is None:
+                    raise _Fail(f"{call} returned {got!r}, not a whole number of bytes.",
+                                "return an int.")
+                checked += 1
+                if value != want:
+                    problems.append(f"{call}: your {value:,} B is "
+                                    f"{'too large' if value > want else 'too small'}")
         if problems:
             raise _Fail(f"{len(problems)} of {checked} sizes differ from the size the runtime gives "
                         f"({getattr(rt, 'source', soc)}).",
-                        "want_float = 0 gives the output in its own type; want_float = 1 gives float32. "
-                        "Which field of the attr counts elements, and which counts bytes?",
+                        "want_float = 0 gives the output in its own type, which is not always int8 "
+                        "(attr.type); want_float = 1 gives float32. Which field of the attr counts "
+                        "elements, and which counts bytes?",
                         problems[:4] + ([f"... and {len(problems) - 4} more"] if len(problems) > 4 else []))
-        return CheckResult(Q2, "passed", f"All {checked} sizes agree with the buffers the runtime allocates "
-                           f"({getattr(rt, 'source', soc)}).")
+        return CheckResult(Q2, "passed", f"All {checked} sizes agree with the runtime's outputs "
+                           f"({getattr(rt, 'source', soc)}), int8, float32 and float16.")
 
     return _LAB.run(Q2, body)
 
