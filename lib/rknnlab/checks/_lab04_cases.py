@@ -73,8 +73,8 @@ _PLAY: Dict[str, Callable[[Any], None]] = {
 
 # --------------------------------------------------------------------------- exercise 4
 def _mystery_order() -> List[str]:
-    """Exercise 4's behaviours for A, B, C, D: one of them twice, in a seeded order."""
-    kinds = ["leak", "release", "prealloc", "prealloc_int8"]
+    """Exercise 4's behaviours for A, B, C, D: one of each kind, in a seeded order."""
+    kinds = ["leak", "release", "prealloc", "fresh_prealloc"]
     return [kinds[int(i)] for i in np.random.default_rng(4_0404).permutation(len(kinds))]
 
 
@@ -97,7 +97,7 @@ def mystery_D(lab: Any) -> None:
 #: the kind case_x plays, drawn by exercise 4's check for each check and passed to the
 #: variant's process in the environment (so no fixed answer fits it)
 CASE_X_ENV = "RKNNLAB_CHECKS_CASE_X"
-CASE_X_KINDS = ("leak", "release", "prealloc")
+CASE_X_KINDS = ("leak", "release", "prealloc", "prealloc_int8", "fresh_prealloc")
 
 
 def case_x(lab: Any) -> None:
@@ -110,7 +110,7 @@ def which_cases() -> List[Callable[[Any], None]]:
 
 
 def which_truth(case: Callable[[Any], None]) -> str:
-    """"leak", "release" or "prealloc": for the check only."""
+    """"leak", "release", "prealloc" or "fresh": for the check only."""
     kinds = dict(zip([mystery_A, mystery_B, mystery_C, mystery_D], _mystery_order()))
     kinds[case_x] = os.environ.get(CASE_X_ENV, "leak")
     return kinds[case].split("_")[0]

@@ -43,8 +43,9 @@ SIZES_MODEL = "yolov5n"
 
 #: exercise 2's want_float per output: output 0 as float32, every other output as int8
 #: (post-processing with zp and scale); the chapter shows one float32 output only.  Output 0
-#: stays float32 so that mobilenet_v2's buffer (4,000 B) is above numpy's cache of small
-#: blocks (under 1,024 B), which MALLOC_PERTURB_ cannot see
+#: stays float32 so that mobilenet_v2's buffer (4,000 B) is above numpy's own cache of small
+#: blocks (under 1,024 B), which never reaches malloc, so MALLOC_PERTURB_ cannot see it
+#: (glibc's tcache, which would skip the fill too, is off in the checks' runs)
 def _wanted_float(index: int) -> int:
     return 1 if index == 0 else 0
 
@@ -345,14 +346,14 @@ def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames
 
 def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200) -> CheckResult:
     """Exercise 2: ``variant(lab)`` gets every output with ``is_prealloc = 1`` into buffers it
-    allocated once (output 0 with want_float = 0, the others with want_float = 1), and pairs
+    allocated once (output 0 with want_float = 1, the others with want_float = 0), and pairs
     every get with one release.  A missing release after an is_prealloc = 1 get is a note,
     not a failure: Rockchip's code disagrees on it (the course's pairing convention).
 
     Two runs, each in a process of its own with every call recorded (there is no unrecorded
     run): mobilenet_v2 for ``iterations`` (the heap in use, read after every get, must not
-    grow) and yolov5n (three outputs of different sizes).  With MALLOC_PERTURB_ set, a buffer's bytes just before each
-    get say whether it was allocated or freed since the previous get: an allocation per
+    grow) and yolov5n (three outputs of different sizes).  With MALLOC_PERTURB_ set (and
+    glibc's tcache off), a buffer's bytes just before each get say whether it was allocated or freed since the previous get: an allocation per
     iteration is found even when the allocator hands back the same address."""
     def body() -> CheckResult:
         if not callable(variant):
@@ -415,16 +416,20 @@ def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200
 
 
 # =========================================================================== exercise 4
-#: exercise 4's anonymous variants (A is mystery_A, ...): each one leaks, releases or
-#: preallocates; a behaviour may appear more than once
+#: exercise 4's anonymous variants (A is mystery_A, ...): each one leaks, releases,
+#: preallocates, or passes is_prealloc = 1 a buffer allocated fresh every frame
 MYSTERY: Dict[str, Callable[[Any], None]] = {"A": _cases.mystery_A, "B": _cases.mystery_B,
                                              "C": _cases.mystery_C, "D": _cases.mystery_D}
-_KINDS = ("leak", "release", "prealloc")
+_KINDS = ("leak", "release", "prealloc", "fresh")
+#: the key point of chapter 4 and lab 4, word for word
+TWO_MEASUREMENTS = ("Prove reuse with two measurements. The heap inside each get shows the runtime's "
+                    "allocations. Whether each buffer still holds what the last get wrote into it shows "
+                    "the caller's.")
 
 
 def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> CheckResult:
-    """Exercise 4: ``classify(variant) -> "leak" | "release" | "prealloc"``, decided from what
-    it measures.  The check calls it on the four letters (A is mystery_A, ...) and on one
+    """Exercise 4: ``classify(variant) -> "leak" | "release" | "prealloc" | "fresh"``, decided
+    from what it measures ("fresh": is_prealloc = 1 into a buffer allocated every frame).  The check calls it on the four letters (A is mystery_A, ...) and on one
     more variant whose kind it draws anew for each check, one at a time in a random order:
     a rule must stand on one variant's measurements (no ranking of several, no lookup).  It
     stops at the first wrong answer; it names the letter when A-D is wrong (the student can
@@ -459,11 +464,12 @@ def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> Ch
                                      "one word.")
             if answer is None:
                 if n == 1:
-                    raise _not_done(f"{what} returned None.", 'return "leak", "release" or "prealloc".')
-                raise _Fail(f"{what} returned None.", 'return "leak", "release" or "prealloc" for every variant.')
+                    raise _not_done(f"{what} returned None.", 'return "leak", "release", "prealloc" or "fresh".')
+                raise _Fail(f"{what} returned None.", 'return "leak", "release", "prealloc" or "fresh" for every '
+                            'variant.')
             word = str(answer).strip().lower()
             if word not in _KINDS:
-                raise _Fail(f"{what} returned {answer!r}, not one of leak, release, prealloc.")
+                raise _Fail(f"{what} returned {answer!r}, not one of leak, release, prealloc, fresh.")
             if word != _cases.which_truth(case):
                 letter = next((k for k, f in MYSTERY.items() if f is case), None)
                 where = (f"Your answer for {letter} (checks.MYSTERY[{letter!r}]) is wrong: you said {word!r}. "
@@ -472,16 +478,18 @@ def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> Ch
                          "is wrong.")
                 return CheckResult(EX_WHICH, "failed", f"{where} {n - 1} answer(s) were right before it; the check "
                                    "stops at the first wrong one.", (),
-                                   "Two measurements per variant, each judged on its own: does rknn_outputs_get "
-                                   "allocate (the heap gained inside the call: about the output's size, or about "
-                                   "0)? And does the process keep what it allocated (the heap in use, last get minus "
-                                   "first, per get: about one output, or about 0)? Calling rknn_outputs_release says nothing "
-                                   "by itself: with is_prealloc = 1 it is paired with every get too.")
+                                   "Judge each variant on its own measurements. Does rknn_outputs_get allocate "
+                                   "(the heap gained inside the call: about the output's size, or about 0)? "
+                                   "Does the process keep what it allocated (the heap in use, last get minus "
+                                   "first, per get: about one output, or about 0)? Does the caller's buffer "
+                                   "still hold what the last get wrote into it (new_buffers)? Calling "
+                                   "rknn_outputs_release says nothing by itself: with is_prealloc = 1 it is "
+                                   "paired with every get too.")
             letter = next((k for k, f in MYSTERY.items() if f is case), "the fifth variant")
             details.append(f"{letter}: {word} — right")
-        return CheckResult(EX_WHICH, "passed", f"All {len(cases)} right: the heap gained inside the get tells "
-                           "allocation per call from reuse, the heap kept over the run tells the leak from "
-                           "the release.",
+        return CheckResult(EX_WHICH, "passed", f"All {len(cases)} right: the heap gained inside the get shows "
+                           "the runtime's allocations, the caller's buffer bytes show the caller's, and the "
+                           "heap kept over the run tells the leak from the release.",
                            details)
 
     return _LAB.run(EX_WHICH, body)
@@ -534,11 +542,11 @@ def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]],
         return CheckResult(EX_REUSE, "failed", f"{wrong} of your {len(cases)} answers "
                            f"{'is' if wrong == 1 else 'are'} wrong. The trap(s) your function fell into:",
                            traps,
-                           "Reuse means no allocation per call. Measure allocations, not flags or addresses: "
-                           "the heap gained inside each rknn_outputs_get (a buffer the runtime allocates), and, "
-                           "for a caller's buffer, whether it still holds the previous get's values when the "
-                           "next get starts (run with MALLOC_PERTURB_ set: a freshly allocated block is then "
-                           "filled with one byte value). A flat RSS curve only shows there is no leak.")
+                           "Reuse means no allocation per call. Flat memory only shows there is no leak. "
+                           + TWO_MEASUREMENTS + " Measure allocations, not flags or addresses. Run with "
+                           "MALLOC_PERTURB_ set and glibc's tcache off (watch.malloc_perturb does both): a "
+                           "freshly allocated block is then filled with one byte value. The tcache (blocks "
+                           "up to 1,032 B) skips that fill.")
 
     return _LAB.run(EX_REUSE, body)
 
