@@ -131,7 +131,7 @@ def main() -> int:
 
     from ..probe import Probe
     from .instrument import InstrumentedRuntime, Recorder
-    from .variants import VariantContext, VariantUnavailable
+    from .variants import VariantContext, VariantUnavailable, fill_tcache
 
     rec = Recorder(t0)
     status, error, tb_text = "ok", None, None
@@ -142,6 +142,8 @@ def main() -> int:
     sending = threading.Lock()
 
     def stream() -> None:
+        if spec.get("trim_after_warmup", True):
+            fill_tcache()  # its frees of JSON buffers would fill it during the loop
         while not stop_stream.wait(spec.get("stream_every_s", 0.25)):
             send_progress()
 

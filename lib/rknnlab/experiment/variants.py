@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -81,6 +82,7 @@ class VariantContext:
         stage = self.stage_of(i)
         if i == self.warmup and self.trim_after_warmup:
             malloc_trim()
+            fill_tcache()
         rec.iteration, rec.stage = i, stage
         if self._progress is not None:
             self._progress(i, False)
@@ -120,6 +122,49 @@ def malloc_trim() -> bool:
         return bool(libc.malloc_trim(0))
     except (OSError, AttributeError):
         return False
+
+
+#: glibc's per-thread cache of freed chunks (tcache): a bin per 16-byte chunk size from
+#: 32 to 1,040 bytes (requests up to 1,032), holding up to ``glibc.malloc.tcache_count``
+#: chunks each (7 unless GLIBC_TUNABLES says otherwise)
+_TCACHE_BINS = 64
+_TCACHE_COUNT = 7
+
+
+def _tcache_count() -> int:
+    for item in os.environ.get("GLIBC_TUNABLES", "").replace(":", ",").split(","):
+        key, _, value = item.partition("=")
+        if key.strip() == "glibc.malloc.tcache_count" and value.strip().isdigit():
+            return int(value)
+    return _TCACHE_COUNT
+
+
+def fill_tcache() -> bool:
+    """Fill the calling thread's glibc tcache: malloc ``tcache_count`` chunks of each of
+    its sizes, then free them all.
+
+    mallinfo2 counts the chunks a thread's tcache holds as in use, and a thread's cache
+    fills up bin by bin as chunk sizes first come to be freed: slowly, over seconds to
+    minutes, by up to 7 x 64 chunks (~240 KiB) a thread.  In a measured loop that shows
+    as growth of the heap in use that is neither the loop's nor the recording's (a few
+    bytes per iteration, more when the machine is loaded and each iteration takes
+    longer).  Filled before the measured iterations, each bin stays about full: a free
+    beyond it goes back to the arena.  The harness does it on the variant's thread (with
+    the trim after warm-up) and on its streaming thread.  False where there is no glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free = libc.malloc, libc.free
+    except (OSError, AttributeError):
+        return False
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    count = _tcache_count()
+    # a request of 24 + 16 k bytes takes a chunk of 32 + 16 k: bin k
+    chunks = [malloc(24 + 16 * k) for k in range(_TCACHE_BINS) for _ in range(count)]
+    for chunk in chunks:
+        if chunk:
+            free(chunk)
+    return True
 
 
 def query_io(rt: Any, ctx: int, native: bool = False) -> Tuple[List[rknn_tensor_attr], List[rknn_tensor_attr]]:
