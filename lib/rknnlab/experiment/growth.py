@@ -213,15 +213,17 @@ def _slope_ci(x: np.ndarray, y: np.ndarray, fitted: int = 2):
 
 
 def _set_aside_jump(x: np.ndarray, y: np.ndarray, step: float, resolution: float):
-    """The floors with one jump set aside, and ``(its size, where)``, or ``y`` and None.
+    """``(floors, (size, where), steps)``: the floors with one jump set aside, its size
+    and place, and the steps between ranges it took (1 or 2); ``(y, None, 0)`` when
+    there is none.
 
     A jump is one rise between neighbouring ranges that stands out from the
     other steps between them: above the median step by more than
     ``JUMP_SPREADS`` times their spread (1.4826 x their median absolute
     deviation from the median step), more than ``JUMP_STEPS`` column steps,
     more than the median step itself, and more than ``resolution`` bytes per
-    iteration over a range (a smaller one cannot move the verdict).  A jump inside a range can show as
-    two such rises in a row (a sample of that range caught between the two
+    iteration over a range (a smaller one cannot move the verdict).  A jump
+    inside a range can show as two such rises in a row (a sample of that range caught between the two
     levels); both are then the one jump.  The floors after it are moved back
     by its excess over the median step, so the slope is that of the other
     steps.  Only a rise (memory taken once and kept: a cache or an
