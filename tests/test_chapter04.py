@@ -32,8 +32,8 @@ RULES = [
     "bytes with want_float = 0. Reallocate only when it is too small; a larger buffer is fine if "
     "rknn_output.size gives its real capacity.",
     "This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
-    "Rockchip's code disagrees: its dynamic-shape demo says every get must be paired with one release "
-    "(after an is_prealloc = 0 get), while its model-zoo zipformer demo "
+    "Rockchip's code disagrees. Its dynamic-shape demo says every get must be paired with one release "
+    "(after an is_prealloc = 0 get). Its model-zoo zipformer demo "
     "(examples/zipformer/cpp/rknpu2/zipformer.cc) uses is_prealloc = 1 and never releases. With "
     "is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented fact.",
     "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once "
@@ -42,15 +42,20 @@ RULES = [
     "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; "
     "never assume it.",
     "One set of output buffers per context, and one thread per context at a time.",
+    "Prove reuse with two measurements. The heap inside each get shows the runtime's allocations. Whether "
+    "each buffer still holds what the last get wrote into it shows the caller's.",
+    "Apply the size rule before every get whose output may have changed size: after `rknn_set_input_shapes` "
+    "(with `RKNN_QUERY_CURRENT_OUTPUT_ATTR`) and after a model switch.",
 ]
 
 #: Rockchip's sources disagree on cache maintenance: the chapter says so, never "as the demos do"
 CACHE_SENTENCE = (
     "Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the DISABLE_FLUSH flags "
-    "imply that the runtime flushes inputs and invalidates outputs by default; the API reference says "
-    "cacheable memory shared by the CPU and the NPU needs rknn_mem_sync; none of Rockchip's demos call it; "
-    "a maintainer says to add it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code "
+    "imply that the runtime flushes inputs and invalidates outputs by default. The API reference says "
+    "cacheable memory shared by the CPU and the NPU needs rknn_mem_sync. None of Rockchip's demos call it. "
+    "A maintainer says to add it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code "
     "syncs: the safe choice.")
+
 
 MAX_CODE_LINES = 25
 
@@ -162,3 +167,9 @@ def test_code_cells_are_short_and_saved_without_outputs() -> None:
         assert len(lines) <= MAX_CODE_LINES, f"cell {index} has {len(lines)} lines (at most {MAX_CODE_LINES})"
         assert not cell.get("outputs") and cell.get("execution_count") is None, \
             f"cell {index} was saved with outputs"
+
+
+def test_the_reuse_check_hint_uses_the_key_point_words() -> None:
+    """Lab 4's exercise 5 hint states the two measurements in the key points' words."""
+    from rknnlab.checks.lab04 import TWO_MEASUREMENTS
+    assert TWO_MEASUREMENTS in RULES

@@ -30,6 +30,8 @@ In a variant (it runs in the harness's fresh process)::
     watch.table(result)                # one row per variant
 
 ``measure(variant)`` does all of this for one variant and returns its row as a dict.
+``cost_per_frame()`` runs chapter 4's four ways of getting the outputs and returns their CPU
+time.
 ``recorded(result, variant, name)`` reads back any number a variant sent with ``lab.timed``.
 The counts are kept in the variant's process and sent once, when its loop ends (a row per
 get would itself grow the memory being measured); only measured iterations count.  The heap
@@ -42,7 +44,7 @@ import contextlib
 import ctypes
 import os
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 from . import probe
 
@@ -198,3 +200,92 @@ def recorded(result: Any, variant: str, name: str) -> Any:
     calls = result.calls
     mine = calls[(calls["variant"] == variant) & (calls["function"] == name) & (calls["stage"] == "measure")]
     return mine["bytes"].to_numpy(float) if len(mine) else np.zeros(0)
+
+
+# --------------------------------------------------------------------------- cost per frame
+#: chapter 4's "Going further: what each way costs per frame": four ways to get YOLOv5s's
+#: outputs, each with its buffers or mems allocated once
+WAYS = ("prealloc float32", "prealloc int8", "bound native int8", "bound plain float32")
+
+
+def _bind_or_prealloc(rt: Any, ctx: int, name: str) -> Tuple[List[Any], List[Any], List[Any]]:
+    """Set up one way of getting the outputs, once: (rknn_output list, bound mems, arrays to keep)."""
+    import numpy as np
+    from .experiment.variants import query_io
+    from .rknn import abi
+    _, attrs = query_io(rt, ctx, native=(name == "bound native int8"))
+    outs: List[Any] = []
+    mems: List[Any] = []
+    keep: List[Any] = []
+    for a in attrs:
+        if name.startswith("bound"):
+            if name == "bound plain float32":                         # (c2): the runtime converts
+                a.type, a.fmt = abi.RKNN_TENSOR_FLOAT32, abi.RKNN_TENSOR_NCHW
+            size = a.n_elems * 4 if name == "bound plain float32" else a.size_with_stride
+            mems.append(rt.create_mem(ctx, size))
+            rt.set_io_mem(ctx, mems[-1], a)
+        else:                                                          # (b): the size rule
+            want_float = int(name == "prealloc float32")
+            keep.append(np.empty(a.n_elems * 4 if want_float else a.size, dtype=np.uint8))
+            outs.append(abi.rknn_output(index=a.index, want_float=want_float, is_prealloc=1,
+                                        buf=keep[-1].ctypes.data, size=keep[-1].nbytes))
+    return outs, mems, keep
+
+
+def _way(lab: Any, name: str) -> None:
+    """The loop of one way; it records the process's CPU time (µs) inside rknn_run and inside
+    get + release, as ``cpu_in_run`` and ``cpu_in_get``."""
+    import time
+    from .experiment.variants import frame_input
+    from .rknn import abi
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    outs, mems, keep = _bind_or_prealloc(rt, ctx, name)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        cpu = time.process_time_ns()
+        rt.run(ctx)
+        with lab.timed("cpu_in_run", nbytes=(time.process_time_ns() - cpu) // 1000):
+            pass
+        if outs:
+            cpu = time.process_time_ns()
+            rt.outputs_get(ctx, outs)
+            rt.outputs_release(ctx, outs)                              # the course's pairing
+            with lab.timed("cpu_in_get", nbytes=(time.process_time_ns() - cpu) // 1000):
+                pass
+        for mem in mems:
+            rt.mem_sync(ctx, mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)    # the safe choice (chapter 4)
+    for mem in mems:
+        rt.destroy_mem(ctx, mem)                                       # mems first, then the context
+    rt.destroy(ctx)
+
+
+def prealloc_float32(lab: Any) -> None:
+    """is_prealloc = 1, want_float = 1, buffers allocated once (way (b))."""
+    _way(lab, "prealloc float32")
+
+
+def prealloc_int8(lab: Any) -> None:
+    """is_prealloc = 1, want_float = 0, buffers allocated once (way (b))."""
+    _way(lab, "prealloc int8")
+
+
+def bound_native_int8(lab: Any) -> None:
+    """Output mems bound once with the native attr (way (c1)): no get."""
+    _way(lab, "bound native int8")
+
+
+def bound_plain_float32(lab: Any) -> None:
+    """Output mems bound once with the plain attr set to FLOAT32 (way (c2)): no get."""
+    _way(lab, "bound plain float32")
+
+
+def cost_per_frame(model: str = "yolov5s", iterations: int = 100, warmup: int = 3) -> Tuple[Any, Dict[str, Any]]:
+    """Run the four ways of :data:`WAYS`, each in the harness's fresh process; return the
+    Result and, per variant, the CPU time (ms per frame) inside ``rknn_run`` and inside
+    get + release: ``{variant: {"cpu_in_run": array, "cpu_in_get": array}}``."""
+    import rknnlab
+    result = rknnlab.run([prealloc_float32, prealloc_int8, bound_native_int8, bound_plain_float32],
+                         model=model, iterations=iterations, warmup=warmup, progress=False)
+    cpu = {v: {k: recorded(result, v, k) / 1e3 for k in ("cpu_in_run", "cpu_in_get")} for v in result.variants}
+    return result, cpu
