@@ -5,7 +5,10 @@ three planted wrong answers: a backend rule that ignores the device node, the en
 variable or the library; an output size that ignores want_float, counts elements, reads
 only the last dimension, or is right only for int8 (n_elems for want_float = 0, size × 4 for
 want_float = 1: the check's float32 and float16 outputs catch both); a leak judged by MemFree, by the peak RSS, by a slope without its
-interval, or by the variant's name.  A check never raises.  Then the chapter's student
+interval, by an interval that only has to exclude 0, by a fixed 1,000 B/iteration threshold
+(a small leak and a noisy run catch it), by the RSS verdict alone (RSS cannot see the small
+leak), by the heap's verdict with "cannot tell" read as a yes or a no, or by the
+variant's name.  A check never raises.  Then the chapter's student
 edition (solution cells removed) runs to the end, every check "not done yet".
 """
 from __future__ import annotations
@@ -134,50 +137,96 @@ def test_q2_not_done_and_errors() -> None:
 
 
 # =========================================================================== question 3
-def leaks(result, variant):
-    return result.summary.loc[variant, "heap_growth"].startswith("grows")
+_WORDS = {"grows": "leaks", "flat": "no leak", "cannot tell": "cannot tell"}
 
 
-def leaks_by_rss(result, variant):
-    """A legitimate alternative: the RSS verdict."""
-    return result.summary.loc[variant, "rss_verdict"] == "grows"
+def leak_verdict(result, variant):
+    return _WORDS[result.summary.loc[variant, "heap_verdict"]]
 
 
-def leaks_by_interval(result, variant):
-    """Another: the slope's lower end is well above any floor."""
+def leak_verdict_from_words(result, variant):
+    """A legitimate alternative: the heap's verdict in words, in another case."""
+    words = result.summary.loc[variant, "heap_growth"]
+    return "LEAKS" if words.startswith("grows") else "No leak " if words.startswith("flat") else "cannot tell"
+
+
+def _by_bound(result, variant, bound):
+    """The heap slope's interval against ``bound`` bytes per iteration."""
     s = result.summary.loc[variant]
-    return bool(s["heap_slope_bytes_per_iter"] - s["heap_slope_pm_bytes"] > 1000)
+    low = s["heap_slope_bytes_per_iter"] - s["heap_slope_pm_bytes"]
+    high = s["heap_slope_bytes_per_iter"] + s["heap_slope_pm_bytes"]
+    return "leaks" if low > bound else "no leak" if high < bound else "cannot tell"
+
+
+def leak_verdict_by_interval(result, variant):
+    """Another: the interval against the harness's own few dozen bytes per iteration."""
+    return _by_bound(result, variant, 100)
 
 
 def test_q3_reference_and_alternatives_pass() -> None:
-    for fn in (leaks, leaks_by_rss, leaks_by_interval):
-        r = checks.check_leak_verdicts(fn)
+    for fn in (leak_verdict, leak_verdict_from_words, leak_verdict_by_interval):
+        r = checks.check_leak_verdicts(fn, draws=5)
         assert r.passed, repr(r)
 
 
+def _two_valued(rule):
+    return lambda r, v: "leaks" if rule(r.summary.loc[v]) else "no leak"
+
+
 @pytest.mark.parametrize("wrong, trap", [
-    (lambda r, v: bool(r.summary.loc[v, "memfree_drop_kb"] > 20 * 1024), "MemFree falls"),   # the recipe
-    (lambda r, v: bool(r.summary.loc[v, "rss_peak_kb"] == r.summary["rss_peak_kb"].max()), "highest peak RSS"),
-    (lambda r, v: bool(r.summary.loc[v, "heap_slope_bytes_per_iter"] > 0), "a few dozen bytes"),
-    (lambda r, v: "leak" in v, "grow steadily"),                                                # by name
-], ids=["memfree", "peak-rss", "slope-without-interval", "by-name"])
+    (_two_valued(lambda s: s["memfree_drop_kb"] > 20 * 1024), "MemFree falls"),     # the recipe
+    (lambda r, v: "leaks" if r.summary.loc[v, "rss_peak_kb"] == r.summary["rss_peak_kb"].max()
+     else "no leak", "highest peak RSS"),
+    (_two_valued(lambda s: s["heap_slope_bytes_per_iter"] > 0), "a few dozen bytes"),
+    # the interval is above 0, but the harness's own few dozen bytes are not a leak
+    (lambda r, v: _by_bound(r, v, 0), "a few dozen bytes"),
+    # a fixed threshold with no interval: misses a small leak, decides noise
+    (_two_valued(lambda s: s["heap_slope_bytes_per_iter"] > 1000), "a few hundred bytes"),
+    (_two_valued(lambda s: s["heap_slope_bytes_per_iter"] > 1000), "a noisy variant"),
+    # the RSS verdict alone: RSS moves in pages and cannot see a small leak
+    (lambda r, v: _WORDS[r.summary.loc[v, "rss_verdict"]], "too little for RSS"),
+    (_two_valued(lambda s: s["rss_growth"].startswith("grows")), "too little for RSS"),
+    # the heap's verdict, but "cannot tell" read as no leak (or as a leak)
+    (_two_valued(lambda s: s["heap_verdict"] == "grows"), "a noisy variant"),
+    (_two_valued(lambda s: s["heap_verdict"] != "flat"), "a noisy variant"),
+    # a three-valued rule with the bound set too high
+    (lambda r, v: _by_bound(r, v, 1000), "a few hundred bytes"),
+    (lambda r, v: "leaks" if "leak" in v else "no leak", "grow steadily"),            # by name
+], ids=["memfree", "peak-rss", "slope-without-interval", "interval-above-zero", "fixed-1000-small-leak",
+        "fixed-1000-noise", "rss-verdict", "rss-grows", "cannot-tell-as-no-leak", "cannot-tell-as-leak",
+        "interval-bound-1000", "by-name"])
 def test_q3_wrong_answers_fail_and_name_the_trap(wrong, trap) -> None:
-    text = _failed(checks.check_leak_verdicts(wrong), trap, "your function says it")
+    text = _failed(checks.check_leak_verdicts(wrong), trap, "your function says")
     assert "leak_no_release" not in text
 
 
 def test_q3_not_done_and_malformed() -> None:
     assert checks.check_leak_verdicts(_stub).status == "not done"
     assert checks.check_leak_verdicts(lambda r, v: None).status == "not done"
-    _failed(checks.check_leak_verdicts(lambda r, v: "yes"), "not True or False")
+    _failed(checks.check_leak_verdicts(lambda r, v: "yes"), "returned 'yes'", "cannot tell")
+    _failed(checks.check_leak_verdicts(lambda r, v: True), "returned True")
 
 
 def test_q3_mystery_runs_hide_the_truth() -> None:
     r = checks.mystery_run(seed=1)
-    assert r.variants == ["V1", "V2", "V3", "V4", "V5"]
+    assert r.variants == [f"V{k}" for k in range(1, 8)]
     assert "made up" in r.source
     names = " ".join(" ".join(run.name for run in checks.mystery_run(seed=s).runs) for s in range(3))
     assert "leak" not in names
+
+
+def test_q3_noisy_variant_is_undecidable_and_the_small_leak_invisible_to_rss() -> None:
+    """What the traps rely on, from the summary itself: the noisy variant's slope is above
+    1,000 B/iteration with an interval that includes 0, and the small leak's RSS is not "grows"."""
+    for seed in range(5):
+        result, traps, truth = checks._mystery(seed)
+        s = result.summary
+        noisy = next(v for v, t in traps.items() if t.startswith("a noisy"))
+        small = next(v for v, t in traps.items() if "too little for RSS" in t)
+        assert s.loc[noisy, "heap_slope_bytes_per_iter"] > 1000
+        assert s.loc[noisy, "heap_slope_bytes_per_iter"] - s.loc[noisy, "heap_slope_pm_bytes"] < 0
+        assert 100 < s.loc[small, "heap_slope_bytes_per_iter"] < 1000
+        assert s.loc[small, "rss_verdict"] != "grows"
 
 
 def test_summary_lists_every_question() -> None:

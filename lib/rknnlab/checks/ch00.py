@@ -5,14 +5,15 @@
                                    machines described in :data:`SCENARIOS`
 :func:`check_output_bytes`      2. ``output_bytes(attr, want_float)``: the bytes of an output
                                    as ``rknn_outputs_get`` gives it
-:func:`check_leak_verdicts`     3. ``leaks(result, variant) -> bool``: does a variant of a run leak?
+:func:`check_leak_verdicts`     3. ``leak_verdict(result, variant)``: "leaks", "no leak" or
+                                   "cannot tell"?
 ==============================  ==================================================================
 
 The truth comes from the checks' own work: :func:`rknnlab.board.choose_backend` on this
-machine and on described boards; the sizes this runtime (the board's NPU, or the
-simulator) gives for every output of several models, and of those outputs held as float32
-and float16; and runs that this module builds
-with a known leak or none.  Nothing is written down here as an answer.  The notebook imports
+machine and on described boards; the sizes this runtime (the board's NPU, or the simulator)
+gives for every output of several models, and of those outputs held as float32 and float16;
+and runs that this module builds with a known leak, none, or too much noise to decide.
+Nothing is written down here as an answer.  The notebook imports
 ``from rknnlab.checks import ch00 as checks``; :func:`summary` lists the three questions.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file,
                     _open_runtime, _student_error)
 
 __all__ = ["CheckResult", "check_backends", "check_output_bytes", "check_leak_verdicts",
-           "summary", "results", "SCENARIOS", "mystery_run"]
+           "summary", "results", "SCENARIOS", "ANSWERS", "mystery_run"]
 
 Q1 = "Question 1 — which backend auto picks"
 Q2 = "Question 2 — the bytes of an output"
@@ -91,7 +92,7 @@ def check_backends(my_backends: Any) -> CheckResult:
         wrong = [k for k in SCENARIOS if answers[k] != truth[k]]
         if wrong:
             # not which: with two possible answers, naming the letter gives the answer away
-            raise _Fail(f"{len(wrong)} of the {len(SCENARIOS)} backends differ from what "
+            raise _Fail(f"{len(wrong)} of the {len(SCENARIOS)} backends {'differs' if len(wrong) == 1 else 'differ'} from what "
                         "rknnlab.board.choose_backend picks.",
                         "§1 says what the native backend needs, and which setting decides before "
                         "anything is looked at. Check each machine for both.")
@@ -210,32 +211,50 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
 
 
 # =========================================================================== question 3
+LEAKS, NO_LEAK, CANNOT_TELL = "leaks", "no leak", "cannot tell"
+#: the answers ``leak_verdict`` may give
+ANSWERS = (LEAKS, NO_LEAK, CANNOT_TELL)
+
 #: what each made-up variant of a mystery run is: (leak in bytes per iteration, extra RSS in
-#: kB from start-up, MemFree drift over the loop in MiB, the trap it sets, in words)
+#: kB from start-up, MemFree drift over the loop in MiB, noise of the heap in MiB, the right
+#: answer, the trap it sets, in words)
 _KINDS = (
-    (12_000, 0, 0, "a variant whose heap and RSS grow steadily"),
-    (30_000, 0, +400, "a variant whose heap and RSS grow while MemFree rises by 400 MiB"),
-    (0, 0, 0, "a variant whose heap rises by a few dozen bytes per iteration, within the "
-              "floor of its run"),
-    (0, 0, -400, "a variant whose MemFree falls by 400 MiB while its heap and RSS stay flat"),
-    (0, 200 * 1024, 0, "a variant with the highest peak RSS (200 MiB more from start-up), "
-                       "flat during the loop"),
+    (12_000, 0, 0, 0, LEAKS, "a variant whose heap and RSS grow steadily"),
+    (30_000, 0, +400, 0, LEAKS, "a variant whose heap and RSS grow while MemFree rises by 400 MiB"),
+    (300, 0, 0, 0, LEAKS, "a variant whose heap grows by a few hundred bytes per iteration, "
+                          "too little for RSS to see in this run"),
+    (0, 0, 0, 0, NO_LEAK, "a variant whose heap rises by a few dozen bytes per iteration, "
+                          "within the floor of its run"),
+    (0, 0, -400, 0, NO_LEAK, "a variant whose MemFree falls by 400 MiB while its heap and RSS stay flat"),
+    (0, 200 * 1024, 0, 0, NO_LEAK, "a variant with the highest peak RSS (200 MiB more from start-up), "
+                                   "flat during the loop"),
+    (1_000, 0, 0, 3, CANNOT_TELL, "a noisy variant whose heap slope is large but whose interval "
+                                  "includes 0"),
 )
 _ITERATIONS = 1200
 _SAMPLES = 400
+#: a noisy variant is kept only when its heap slope is above this and its interval includes 0
+_NOISY_SLOPE = 1_000
 
 
 def _made_up_run(rng: np.random.Generator, name: str, leak: int, rss_extra_kb: int,
-                 memfree_mib: int) -> Any:
-    """One variant's raw columns, shaped like a simulator run of the harness."""
+                 memfree_mib: int, noise_mib: float = 0) -> Any:
+    """One variant's raw columns, shaped like a simulator run of the harness.  ``noise_mib``:
+    the heap (and RSS) also sits on a level that jumps to a new random height, up to that
+    many MiB, every 40 to 160 iterations (a cache that fills and empties)."""
     from ..experiment.result import VariantRun
     n, its = _SAMPLES, _ITERATIONS
     iteration = np.linspace(0, its - 1, n).round().astype(int)
     t_ns = (1.5e9 + iteration * 2.8e6 + rng.normal(0, 2e5, n)).astype(np.int64)
     floor = 30.0 * iteration + 16 * rng.integers(0, 4, n)  # what the harness adds (glibc's caches)
     transient = rng.choice([0, 0, 0, 4096, 65536, 262144], n)  # a sample that lands during a get
-    heap = 3_000_000 + floor + leak * iteration + transient
-    rss_kb = (125_000 + rss_extra_kb + 4 * np.floor(leak * iteration / 4096)
+    level = np.zeros(n)
+    if noise_mib:
+        starts = np.cumsum(rng.integers(40, 160, its // 40))
+        heights = rng.uniform(0, noise_mib * 2 ** 20, len(starts) + 1)
+        level = heights[np.searchsorted(starts, iteration, side="right")]
+    heap = 3_000_000 + floor + leak * iteration + transient + level
+    rss_kb = (125_000 + rss_extra_kb + 4 * np.floor((leak * iteration + level) / 4096)
               + rng.choice([0, 0, 4, 8, 132, 264], n))
     mem_free_kb = (6_000_000 + np.cumsum(rng.normal(0, 1500, n))
                    + memfree_mib * 1024 * iteration / (its - 1))
@@ -249,65 +268,84 @@ def _made_up_run(rng: np.random.Generator, name: str, leak: int, rss_extra_kb: i
     return VariantRun(name=name, status="ok", samples=samples, iterations=iterations)
 
 
+def _noisy_run(rng: np.random.Generator, name: str, leak: int, rss_extra_kb: int,
+               memfree_mib: int, noise_mib: float) -> Any:
+    """A noisy variant that no rule can decide: drawn again until its heap slope is above
+    ``_NOISY_SLOPE`` and the 95% interval around it still includes 0."""
+    from ..experiment.growth import HEAP_RESOLUTION, HEAP_STEP, growth
+    while True:
+        run = _made_up_run(rng, name, leak, rss_extra_kb, memfree_mib, noise_mib)
+        g = growth(run.samples["iteration"], run.samples["heap_in_use_bytes"],
+                   HEAP_STEP, HEAP_RESOLUTION)
+        if g.slope > _NOISY_SLOPE and g.slope - g.half_width < 0:
+            return run
+
+
 def mystery_run(seed: Optional[int] = None) -> Any:
-    """A made-up run (a ``Result``) of five variants named V1 ... V5 in a random order, like
-    those question 3's check hands to ``leaks``.  Whether each leaks stays inside the check."""
+    """A made-up run (a ``Result``) of seven variants named V1 ... V7 in a random order, like
+    those question 3's check hands to ``leak_verdict``.  The answer for each stays inside the check."""
     return _mystery(seed)[0]
 
 
-def _mystery(seed: Optional[int]) -> Tuple[Any, Dict[str, str], Dict[str, bool]]:
+def _mystery(seed: Optional[int]) -> Tuple[Any, Dict[str, str], Dict[str, str]]:
     from ..experiment.result import Result
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(_KINDS))
     runs, traps, truth = [], {}, {}
     for k, kind in enumerate(order):
-        leak, rss_extra, drift, trap = _KINDS[kind]
+        leak, rss_extra, drift, noise, answer, trap = _KINDS[kind]
         name = f"V{k + 1}"
-        runs.append(_made_up_run(rng, name, leak, rss_extra, drift))
-        traps[name], truth[name] = trap, leak > 0
+        make = _noisy_run if noise else _made_up_run
+        runs.append(make(rng, name, leak, rss_extra, drift, noise))
+        traps[name], truth[name] = trap, answer
     meta = {"source": "made up by rknnlab.checks.ch00 (no runtime ran)", "backend": "none",
             "parameters": {"iterations": _ITERATIONS, "warmup": 0}}
     return Result(meta, runs), traps, truth
 
 
-def check_leak_verdicts(leaks: Any, draws: int = 3) -> CheckResult:
-    """Question 3: ``leaks(result, variant)`` says whether ``variant`` of ``result`` leaks
-    (True or False).  The check hands it made-up runs (:func:`mystery_run`) whose variants it
-    built with a steady leak or none, under new names each time, and counts the wrong verdicts."""
+def check_leak_verdicts(leak_verdict: Any, draws: int = 3) -> CheckResult:
+    """Question 3: ``leak_verdict(result, variant)`` says whether ``variant`` of ``result``
+    leaks: "leaks", "no leak" or "cannot tell".  The check hands it made-up runs
+    (:func:`mystery_run`) whose variants it built with a leak (large or small), none, or so
+    much noise that no rule can decide, under new names each time, and counts the wrong answers."""
     def body() -> CheckResult:
-        if not callable(leaks):
-            raise _not_done(f"expected your leaks function, got {type(leaks).__name__}.",
-                            "pass the function itself: checks.check_leak_verdicts(leaks)")
-        wrong: Dict[str, Tuple[str, bool]] = {}
+        if not callable(leak_verdict):
+            raise _not_done(f"expected your leak_verdict function, got {type(leak_verdict).__name__}.",
+                            "pass the function itself: checks.check_leak_verdicts(leak_verdict)")
+        wrong: Dict[str, Tuple[str, str]] = {}
         total = 0
         for seed in random.sample(range(1_000_000), draws):
             result, traps, truth = _mystery(seed)
             for name in result.variants:
                 try:
-                    got = leaks(result, name)
+                    got = leak_verdict(result, name)
                 except Exception as exc:
-                    raise _student_error(exc, f"leaks(result, {name!r})",
+                    raise _student_error(exc, f"leak_verdict(result, {name!r})",
                                          "read the variant's row of result.summary (§4).")
                 if got is None:
-                    raise _not_done("leaks returned None.", "return True (it leaks) or False.")
-                if not isinstance(got, (bool, np.bool_)):
-                    raise _Fail(f"leaks(result, {name!r}) returned {got!r}, not True or False.",
-                                "return a bool.")
+                    raise _not_done("leak_verdict returned None.",
+                                    'return "leaks", "no leak" or "cannot tell".')
+                said = got.strip().lower() if isinstance(got, str) else None
+                if said not in ANSWERS:
+                    raise _Fail(f"leak_verdict(result, {name!r}) returned {got!r}.",
+                                'return one of "leaks", "no leak" or "cannot tell".')
                 total += 1
-                if bool(got) != truth[name]:
+                if said != truth[name]:
                     s = result.summary.loc[name]
                     wrong.setdefault(traps[name], (f"heap slope {s['heap_slope_bytes_per_iter']:+,.0f} ± "
-                                                   f"{s['heap_slope_pm_bytes']:,.0f} B/iteration, MemFree "
-                                                   f"first - last {s['memfree_drop_kb'] / 1024:+,.0f} MiB, "
-                                                   f"peak RSS {s['rss_peak_kb'] / 1024:,.0f} MiB", bool(got)))
+                                                   f"{s['heap_slope_pm_bytes']:,.0f} B/iteration, RSS "
+                                                   f"{s['rss_verdict']}, MemFree first - last "
+                                                   f"{s['memfree_drop_kb'] / 1024:+,.0f} MiB, "
+                                                   f"peak RSS {s['rss_peak_kb'] / 1024:,.0f} MiB", said))
         if wrong:
-            details = [f"{trap} ({facts}): your function says it "
-                       f"{'leaks' if said else 'does not leak'}" for trap, (facts, said) in wrong.items()]
-            raise _Fail(f"{len(wrong)} of the {len(_KINDS)} kinds of variant got a wrong verdict, "
+            details = [f"{trap} ({facts}): your function says {said!r}"
+                       for trap, (facts, said) in wrong.items()]
+            raise _Fail(f"{len(wrong)} of the {len(_KINDS)} kinds of variant got a wrong answer, "
                         f"over {total} variants in {draws} made-up runs.",
                         "§4's rule: a leak is a steady slope of the process's own memory, judged with "
-                        "its interval; not a peak, and not MemFree.", details)
-        return CheckResult(Q3, "passed", f"All {total} verdicts are right ({draws} made-up runs, "
+                        "its interval; not a peak, and not MemFree. The heap counts bytes, RSS whole "
+                        "pages. An interval too wide to decide means \"cannot tell\".", details)
+        return CheckResult(Q3, "passed", f"All {total} answers are right ({draws} made-up runs, "
                            f"{len(_KINDS)} kinds of variant, new names each time).")
 
     return _LAB.run(Q3, body)
