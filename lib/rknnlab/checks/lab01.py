@@ -87,12 +87,36 @@ def other_soc(soc: str) -> str:
 
 
 def runtime_for(soc: str) -> Any:
-    """The runtime that runs ``soc``'s models here: the one at hand (the board, or the
-    simulator) for its own SoC, a simulator of ``soc`` for any other."""
+    """The runtime that runs ``soc``'s models here: the one at hand on a board for its own
+    SoC, a simulator of ``soc`` otherwise.  A simulator's contexts carry a board-like
+    remainder in their DMA total (see :class:`_WithRuntimeExtras`)."""
     if soc == _current_soc():
-        return _open_runtime()
+        here = _open_runtime()
+        return here if getattr(here, "backend", "") == "native" else _WithRuntimeExtras(here)
     from ..sim import SimRuntime
-    return SimRuntime(soc)
+    return _WithRuntimeExtras(SimRuntime(soc))
+
+
+class _WithRuntimeExtras:
+    """A simulator whose every context also holds a mem of its own, as large as weights +
+    internal (rounded up to 4 KiB), with every init flag.  On a board the DMA total holds more
+    than weights + internal + io: on an RK3588 with librknnrt 2.1.0, yolov5s holds 9.46 MB
+    beyond its 13.46 MB of weights + internal right after init (airockchip/rknn-toolkit2#129).  With this remainder, comparing one DMA total with weight +
+    internal + io fails, as it would on a board; comparing the same model with and without
+    the flag still works.  The simulator frees the mem with its context (A7)."""
+
+    def __init__(self, sim: Any) -> None:
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sim, name)
+
+    def init(self, model: Any, flag: int = 0, *args: Any, **kwargs: Any) -> int:
+        ctx = self._sim.init(model, flag, *args, **kwargs)
+        m = self._sim.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        planned = int(m.total_weight_size) + int(m.total_internal_size)
+        self._sim.create_mem(ctx, -(-max(planned, 1) // 4096) * 4096)
+        return ctx
 
 
 # =========================================================================== shared helpers
@@ -357,8 +381,13 @@ def _predicted_truth(socs: Sequence[str]) -> Dict[str, int]:
     return truth
 
 
-def _judge_prediction(predicted: Any, truth: Dict[str, int]) -> str:
-    """One line when the recorded prediction is right; _Fail (with the student's numbers) when not."""
+def _record_prediction(predicted: Any, truth: Dict[str, int]) -> str:
+    """One line that records the prediction beside the runtimes, without grading it and
+    without the runtimes' numbers (the reveal after the check prints them).  _not_done or
+    _Fail only when there is no prediction or it is not one number of bytes per SoC.
+
+    Not graded, because an honest prediction can miss: on rk3568 the compiler stores more
+    channel blocks than ceil(C / C2), and a board may pad rows that w_stride does not show."""
     model, kind, index = PREDICTED_TENSOR
     shape = "{" + ", ".join(f"{soc!r}: ..." for soc in truth) + "}"
     if predicted is None or (isinstance(predicted, dict) and all(v is None for v in predicted.values())):
@@ -371,21 +400,17 @@ def _judge_prediction(predicted: Any, truth: Dict[str, int]) -> str:
     if set(given) != set(truth):
         raise _Fail(f"predicted has the keys {sorted(given)}; expected one per SoC: {shape}.",
                     f"predicted = {shape}.")
-    wrong = []
+    parts = []
     for soc, want in truth.items():
         value = _as_int(given[soc])
         if value is None:
             raise _Fail(f"predicted[{soc!r}] = {given[soc]!r:.40} is not a whole number of bytes.",
                         "a prediction is a number of bytes (an int).")
-        if value != want:
-            wrong.append(f"on {soc}: your {value:,} B is too {'large' if value > want else 'small'}")
-    if wrong:
-        raise _Fail(f"{_of_yours(len(wrong), len(truth), 'predictions')} ({model} {kind} {index}, "
-                    "native size_with_stride).",
-                    "the native buffer is the product of the NATIVE dims: C1 can be larger than "
-                    "ceil(C / C2), so the plain shape and C2 are not enough. Read the native attrs that "
-                    "the cell after the prediction prints, and correct your numbers.", wrong)
-    return f"your prediction for {model} {kind} {index} is right on " + " and ".join(truth)
+        verdict = ("equals the runtime's" if value == want else
+                   f"the runtime's is {'smaller' if value > want else 'larger'}")
+        parts.append(f"{soc} {value:,} B ({verdict})")
+    return (f"your prediction for {model} {kind} {index}, recorded, not graded: " + "; ".join(parts)
+            + ". The cell after the check shows the runtime's numbers and why.")
 
 
 def check_size_prediction(predict_sizes: Any, predicted: Any = None) -> CheckResult:
@@ -393,7 +418,8 @@ def check_size_prediction(predict_sizes: Any, predicted: Any = None) -> CheckRes
     :data:`PREDICTED_TENSOR` on the SoC at hand and on :func:`other_soc`, written down before
     the notebook prints it; ``predict_sizes(native_attr) -> (size, size_with_stride)``.
 
-    The check judges the prediction against the runtimes, then calls your function on the
+    The check records the prediction beside the runtimes without grading it (an honest
+    prediction can miss: that is the lesson of the reveal).  Then it calls your function on the
     NATIVE attrs of every input and output of every course model on the two SoCs (their int8
     C2 differs) and on a few made-up tensors, each time with ``size``, ``size_with_stride``,
     ``n_elems``, ``name`` and ``index`` set to 0: the function has to compute, not read.  It
@@ -401,7 +427,7 @@ def check_size_prediction(predict_sizes: Any, predicted: Any = None) -> CheckRes
     def body() -> CheckResult:
         here = _current_soc()
         socs = [here, other_soc(here)]
-        prediction = _judge_prediction(predicted, _predicted_truth(socs))
+        prediction = _record_prediction(predicted, _predicted_truth(socs))
         if not callable(predict_sizes):
             raise _not_done(f"expected your predict_sizes function, got {type(predict_sizes).__name__}.",
                             "pass the function itself: checks.check_size_prediction(predict_sizes, predicted)")
@@ -461,8 +487,8 @@ def check_size_prediction(predict_sizes: Any, predicted: Any = None) -> CheckRes
         if left_out:
             details.append("left out, because their reported size_with_stride pads rows that w_stride "
                            "does not show: " + "; ".join(left_out[:4]))
-        return CheckResult(EX2, "passed", "Every prediction equals the size and size_with_stride the runtime "
-                           "reports, on both SoCs, without reading them.", details)
+        return CheckResult(EX2, "passed", "predict_sizes computes the size and size_with_stride that the runtime "
+                           "reports, for every tensor it was given, on both SoCs.", details)
 
     return _LAB.run(EX2, body)
 
@@ -874,12 +900,15 @@ def check_diagnosis(diagnose: Any) -> CheckResult:
     """Exercise 4: ``diagnose(query)`` gets only a query function on an unknown context and
     returns ``{"model": ..., "soc": ..., "runtime_allocated": set}``: the course model, the
     SoC it was compiled for, and which of "weight", "internal", "io" the runtime allocated at
-    ``rknn_init`` (which depends on the init flag).  New unknowns every run.
+    init or at the first run (which depends on the init flag).  New unknowns every run.
 
     The method that also works on a board: name the model and SoC first, then init the same
     model with flag 0 (:func:`runtime_for`) and compare the two DMA totals; the difference is
     the part that the flag makes the caller's.  A remainder (register commands, task buffers, 4 KiB
-    rounding) is in both totals, so it cancels."""
+    rounding) is in both totals, so it largely cancels (not documented; check with
+    examples/c/mem_layers.c).  The unknown contexts come from :func:`runtime_for`: on the
+    simulator they carry a board-like remainder, so comparing one total with weight +
+    internal + io fails here as it would on a board."""
     def body() -> CheckResult:
         if not callable(diagnose):
             raise _not_done(f"expected your diagnose function, got {type(diagnose).__name__}.",
