@@ -236,3 +236,16 @@ def test_mem_layers_refuses_an_unknown_flag_and_reports_a_bad_model(mem_layers: 
     run = subprocess.run([str(mem_layers), str(bad)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "rknn_init" in run.stderr and "-6" in run.stderr   # RKNN_ERR_MODEL_INVALID
+
+
+def test_mem_layers_texts_state_the_dma_total_as_decided() -> None:
+    """DECISIONS 10' word for word in the README and the program's header; the extras only 'largely' cancel."""
+    sentence = ("On a board, total_dma_allocated_size holds more than weights + internal + io. The runtime also "
+                "allocates register-command and task buffers, and it rounds allocations to 4 KiB. User Guide §9.1.1 "
+                "lists register config, and public librknnrt logs show these buffers. The io buffers may be allocated "
+                "only at the first rknn_run. The simulator allocates exactly weights + internal + io at init "
+                "(assumptions A9, A10).")
+    for path in (EXAMPLES / "README.md", EXAMPLES / "mem_layers.c"):
+        flat = " ".join(path.read_text().replace(" * ", " ").replace("`", "").split())
+        assert sentence in flat.replace(".  ", ". "), path.name
+        assert "largely cancel" in flat and "extras cancel" not in flat and "airockchip/rknn-toolkit2#129" in flat

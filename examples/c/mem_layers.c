@@ -8,15 +8,21 @@
  * rknn_init and after one rknn_run, because a board's runtime may allocate its
  * io buffers only at the first run.  With a flag argument it also inits the same
  * model with that flag: the DMA total falls by the part the flag makes yours,
- * and the runtime's own extras cancel in the difference.
+ * and the runtime's own extras largely cancel in the difference (not
+ * documented: the printed difference shows it).
  *
  *   usage: mem_layers MODEL.rknn [internal|all]
  *   internal: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE; all: RKNN_FLAG_MEM_ALLOC_OUTSIDE
  *   build on a board: gcc -O2 -I <rknn_api.h dir> mem_layers.c -lrknnrt -o mem_layers
  *
- * On a board expect a remainder that is not 0: the runtime also allocates
- * register-command and task buffers and rounds allocations to 4 KiB.  It can be
- * negative while the io buffers are not allocated yet.  The documents disagree
+ * On a board, total_dma_allocated_size holds more than weights + internal + io.
+ * The runtime also allocates register-command and task buffers, and it rounds
+ * allocations to 4 KiB.  User Guide §9.1.1 lists register config, and public
+ * librknnrt logs show these buffers.  The io buffers may be allocated only at
+ * the first rknn_run.  The simulator allocates exactly weights + internal + io
+ * at init (assumptions A9, A10).  Board evidence: airockchip/rknn-toolkit2#129
+ * (yolov5s on an RK3588, librknnrt 2.1.0: 22,917,120 B right after init against
+ * 13,459,840 B of weights + internal).  So the remainder can be negative at init.  The documents disagree
  * on when RKNN_QUERY_MEM_SIZE may be asked: the API reference says it requires
  * RKNN_FLAG_MEM_ALLOC_OUTSIDE; rknn_benchmark and the user guide query it after
  * a plain init (flag 0), as this program does.  It reports the error if your
