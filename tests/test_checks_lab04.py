@@ -60,7 +60,7 @@ def test_checks_never_raise_on_nothing(check) -> None:
     assert result.status == "not done" and not result.passed and result.hint
 
 
-# =========================================================================== exercise 1
+# =========================================================================== exercise 2 (the guard)
 def _predictions(rule):
     rt = rknnlab.open_runtime("sim")
     ctx = rt.init(str(rknnlab.models.model_path(checks.SIZES_MODEL, "rk3588")))
@@ -195,7 +195,7 @@ def test_ex1_wrong_guards_fail(guard, expected) -> None:
     _failed(checks.check_output_guard(guard, right_sizes()), expected)
 
 
-# =========================================================================== exercise 2
+# =========================================================================== exercise 3 (the prealloc variant)
 def _wf(index):
     """The exercise's want_float per output: output 0 as float32, the others as int8."""
     return 1 if index == 0 else 0
@@ -743,7 +743,7 @@ def test_ex5_reuse_non_bool_answer() -> None:
     assert result.status == "failed" and "not True or False" in result.message
 
 
-# =========================================================================== exercise 3 (threads)
+# =========================================================================== exercise 1 (threads)
 def _two_threads(rt, model_path, images, per_thread=True, lock=False, threads=2, prealloc=True,
                  release=True, sequential=False):
     ctx0 = rt.init(model_path)
@@ -878,9 +878,9 @@ def test_ex3_threads_wrong_shape() -> None:
 
 # =========================================================================== the summary
 def test_summary_cannot_be_forged() -> None:
-    forged = checks.CheckResult(checks.EX1, "passed", "trust me")
-    checks.results()[checks.EX1] = forged          # a copy: no effect
-    assert checks.results().get(checks.EX1) is not forged
+    forged = checks.CheckResult(checks.EX_GUARD, "passed", "trust me")
+    checks.results()[checks.EX_GUARD] = forged          # a copy: no effect
+    assert checks.results().get(checks.EX_GUARD) is not forged
     with pytest.raises(Exception):
         forged.status = "failed"                   # frozen
     real = checks.check_output_guard
@@ -889,9 +889,9 @@ def test_summary_cannot_be_forged() -> None:
         assert checks.check_output_guard(None).passed
         summary = checks.summary()
         assert "was replaced" in repr(summary)
-        assert summary.items[checks.EX1] is None   # not counted, whatever was recorded before
+        assert summary.items[checks.EX_GUARD] is None   # not counted, whatever was recorded before
     finally:
         checks.check_output_guard = real
     assert "was replaced" not in repr(checks.summary())
     assert checks.check_output_guard(None).status == "not done"
-    assert checks.summary().items[checks.EX1].status == "not done"
+    assert checks.summary().items[checks.EX_GUARD].status == "not done"

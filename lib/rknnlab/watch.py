@@ -53,7 +53,7 @@ from . import probe
 PERTURB = "165"
 #: a get that gains this many bytes of heap allocated something (a chunk's header alone is 16)
 ALLOCATING_BYTES = 64
-#: caller's buffers remembered (their last output); more than any variant uses in turn
+#: caller's buffers remembered (what the last get wrote into each); more than any variant uses in turn
 _REMEMBERED = 16
 #: distinct buffer addresses counted (enough to tell one from several)
 _ADDRESSES = 10

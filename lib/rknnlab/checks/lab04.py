@@ -35,13 +35,13 @@ __all__ = ["CheckResult", "check_output_guard", "check_prealloc_variant", "check
            "check_reuse_detector", "check_two_threads", "summary", "results", "MYSTERY",
            "LAB4_MODEL", "SIZES_MODEL", "load_digits_testset", "single_thread_predictions"]
 
-#: the model of exercises 2-4: MobileNetV2's 1000-class output is 4,000 bytes as float32,
+#: the model of exercises 3-5: MobileNetV2's 1000-class output is 4,000 bytes as float32,
 #: so a buffer allocated per call stands well above the harness's own noise
 LAB4_MODEL = "mobilenet_v2"
-#: exercise 1's model, and exercise 2's second one: three outputs of different sizes
+#: exercise 2's model, and exercise 3's second one: three outputs of different sizes
 SIZES_MODEL = "yolov5n"
 
-#: exercise 2's want_float per output: output 0 as float32, every other output as int8
+#: exercise 3's want_float per output: output 0 as float32, every other output as int8
 #: (post-processing with zp and scale); the chapter shows one float32 output only.  Output 0
 #: stays float32 so that mobilenet_v2's buffer (4,000 B) is above numpy's own cache of small
 #: blocks (under 1,024 B), which never reaches malloc, so MALLOC_PERTURB_ cannot see it
@@ -50,15 +50,15 @@ def _wanted_float(index: int) -> int:
     return 1 if index == 0 else 0
 
 
-#: heap growth per iteration that exercise 2's check counts as "keeps memory": a quarter of
+#: heap growth per iteration that exercise 3's check counts as "keeps memory": a quarter of
 #: MobileNetV2's float output.  The heap in use (glibc mallinfo2, read after every get) is
 #: exact where an RSS slope over a few hundred iterations is not: the harness moves RSS by
 #: 1-3 MiB per 1,000 iterations in short runs.
 KEPT_BYTES_PER_ITERATION = 1000.0
 
-EX1 = "Exercise 1 — output buffer sizes: predict, then guard"
-EX2 = "Exercise 2 — the prealloc variant"
-EX_THREADS = "Exercise 3 — two threads, one buffer each"
+EX_GUARD = "Exercise 2 — output buffer sizes: predict, then guard"
+EX_PREALLOC = "Exercise 3 — the prealloc variant"
+EX_THREADS = "Exercise 1 — two threads, one buffer each"
 EX_WHICH = "Exercise 4 — which is which"
 EX_REUSE = "Exercise 5 ★ — reuse, proved by measurement"
 
@@ -67,7 +67,7 @@ def _fmt(n: float) -> str:
     return f"{n:,.0f}"
 
 
-# =========================================================================== exercise 1
+# =========================================================================== exercise 2
 def _measured_sizes(rt: Any, model_file: str, soc: str) -> Dict[Tuple[int, int], int]:
     """{(index, want_float): the bytes a runtime-allocated rknn_outputs_get gives}."""
     ctx = rt.init(model_file)
@@ -121,7 +121,7 @@ def _judge_predictions(predicted: Any, measured: Dict[Tuple[int, int], int]) -> 
 
 
 def check_output_guard(ensure_output_buffer: Callable[..., Any], predicted_bytes: Any = None) -> CheckResult:
-    """Exercise 1.  ``predicted_bytes``: {(output index, want_float): bytes} for yolov5n's
+    """Exercise 2.  ``predicted_bytes``: {(output index, want_float): bytes} for yolov5n's
     outputs, compared with what a runtime-allocated rknn_outputs_get gives.
     ``ensure_output_buffer(rt, ctx, index, buf, want_float) -> numpy array``: ``buf`` itself
     when it is large enough for that output (``buf.nbytes >= need``), else a new array.
@@ -231,13 +231,13 @@ def check_output_guard(ensure_output_buffer: Callable[..., Any], predicted_bytes
                 except Exception:
                     pass
             rt.close()
-        return CheckResult(EX1, "passed", "Your predictions match the runtime, and your guard keeps a buffer "
+        return CheckResult(EX_GUARD, "passed", "Your predictions match the runtime, and your guard keeps a buffer "
                            "that fits and allocates one only when it does not.", details)
 
-    return _LAB.run(EX1, body)
+    return _LAB.run(EX_GUARD, body)
 
 
-# =========================================================================== exercise 2
+# =========================================================================== exercise 3
 def _heap_slope(gets: List[Any]) -> float:
     """Least-squares growth of the heap in use, in bytes per get (NaN where unread)."""
     heap = [g[6] for g in gets if g[6] is not None]
@@ -248,7 +248,7 @@ def _heap_slope(gets: List[Any]) -> float:
 
 def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames: List[np.ndarray],
                     ref: Dict[Tuple[int, int, int], int], n_out: int) -> List[str]:
-    """Exercise 2's verdict on one recorded run; raises _Fail. Returns details."""
+    """Exercise 3's verdict on one recorded run; raises _Fail. Returns details."""
     events = records.get("events", [])
     gets = [e[1] for e in events if e[0] == "get"]
     if not gets:
@@ -331,7 +331,7 @@ def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames
     releases = sum(1 for e in events if e[0] == "release")
     sizes = ", ".join(f"{o[4]:,} B" for o in sorted(gets[0][5]))
     details = [f"{model}, {len(gets)} recorded iterations: every get wrote the right values into your buffer(s) "
-               f"({sizes}), which still held the previous output each time (no allocation per call)"]
+               f"({sizes}), which still held what the last get wrote into it each time (no allocation per call)"]
     if unpaired:
         # every get here used is_prealloc = 1 (checked above): Rockchip's own code disagrees on
         # whether such a get needs a release, so a missing one is a note, not a failure
@@ -345,7 +345,7 @@ def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames
 
 
 def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200) -> CheckResult:
-    """Exercise 2: ``variant(lab)`` gets every output with ``is_prealloc = 1`` into buffers it
+    """Exercise 3: ``variant(lab)`` gets every output with ``is_prealloc = 1`` into buffers it
     allocated once (output 0 with want_float = 1, the others with want_float = 0), and pairs
     every get with one release.  A missing release after an is_prealloc = 1 get is a note,
     not a failure: Rockchip's code disagrees on it (the course's pairing convention).
@@ -353,7 +353,8 @@ def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200
     Two runs, each in a process of its own with every call recorded (there is no unrecorded
     run): mobilenet_v2 for ``iterations`` (the heap in use, read after every get, must not
     grow) and yolov5n (three outputs of different sizes).  With MALLOC_PERTURB_ set (and
-    glibc's tcache off), a buffer's bytes just before each get say whether it was allocated or freed since the previous get: an allocation per
+    glibc's tcache off), a buffer's bytes just before each get say whether it was allocated
+    or freed since the last get wrote into it: an allocation per
     iteration is found even when the allocator hands back the same address."""
     def body() -> CheckResult:
         if not callable(variant):
@@ -407,12 +408,12 @@ def check_prealloc_variant(variant: Callable[[Any], None], iterations: int = 200
                         "keep nothing per iteration: read the values you need from the buffer and let them go.",
                         details)
         note = any(d.startswith("Note:") for d in details)
-        return CheckResult(EX2, "passed", "Your variant writes every output into its own buffer, allocated "
+        return CheckResult(EX_PREALLOC, "passed", "Your variant writes every output into its own buffer, allocated "
                            "once; memory stays flat and the values are right"
                            + (" (see the note on the release)." if note else "; every get is paired with a "
                               "release."), details)
 
-    return _LAB.run(EX2, body)
+    return _LAB.run(EX_PREALLOC, body)
 
 
 # =========================================================================== exercise 4
@@ -551,7 +552,7 @@ def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]],
     return _LAB.run(EX_REUSE, body)
 
 
-# =========================================================================== exercise 3
+# =========================================================================== exercise 1
 def _load_digits_testset(soc: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
     from .. import models
     path = models.model_path("digits_cnn", soc or "rk3588").parent / "testset.npz"
@@ -611,7 +612,7 @@ def _shared_buffers(gets: List[tuple]) -> List[Tuple[int, int]]:
 
 
 def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any]) -> CheckResult:
-    """Exercise 3: ``classify_two_threads(rt, model_path, images) -> predictions`` classifies
+    """Exercise 1: ``classify_two_threads(rt, model_path, images) -> predictions`` classifies
     the images on two threads at once, each with its own ``is_prealloc = 1`` output buffer.
 
     The check hands it digits_cnn's test images in a fresh random order and records every
@@ -707,8 +708,8 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
     return _LAB.run(EX_THREADS, body)
 
 
-_LAB = Lab("Lab 4", [EX1, EX2, EX_THREADS, EX_WHICH, EX_REUSE])
+_LAB = Lab("Lab 4", [EX_THREADS, EX_GUARD, EX_PREALLOC, EX_WHICH, EX_REUSE])
 summary = _LAB.summary
 results = _LAB.results
-_LAB.seal(globals(), {"check_output_guard": EX1, "check_prealloc_variant": EX2, "check_which_is_which": EX_WHICH,
+_LAB.seal(globals(), {"check_output_guard": EX_GUARD, "check_prealloc_variant": EX_PREALLOC, "check_which_is_which": EX_WHICH,
                       "check_reuse_detector": EX_REUSE, "check_two_threads": EX_THREADS})
