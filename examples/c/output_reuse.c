@@ -13,7 +13,7 @@
  *   build on a board: gcc -O2 -I <rknn_api.h dir> output_reuse.c -lrknnrt -o output_reuse
  *
  * It prints the process's resident memory before and after the loop.  Reuse
- * means no allocation per call; a flat RSS only shows there is no leak.
+ * means no allocation per call.  Flat memory only shows there is no leak.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,12 +159,13 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < io_num.n_output; i++)
             buffers_kept &= outputs[i].buf == our_buffers[i];
         if (frame == 0 || frame == later) memcpy(first_bytes[frame == 0 ? 0 : 1], our_buffers[0], compared);
-        /* The course pairs every rknn_outputs_get with one rknn_outputs_release, also
-           with is_prealloc = 1.  Rockchip's code disagrees: its dynamic-shape demo pairs
-           them (after an is_prealloc = 0 get); its model-zoo zipformer demo uses
-           is_prealloc = 1 and never releases.  That this release frees nothing of ours is
-           a simulator assumption (A15 in rknnlab.sim.ASSUMPTIONS), not a documented fact;
-           the check that our buffers stay ours holds either way. */
+        /* This course pairs every rknn_outputs_get with one rknn_outputs_release, also
+           with is_prealloc = 1.  Rockchip's code disagrees.  Its dynamic-shape demo says
+           every get must be paired with one release (after an is_prealloc = 0 get).  Its
+           model-zoo zipformer demo (examples/zipformer/cpp/rknpu2/zipformer.cc) uses
+           is_prealloc = 1 and never releases.  With is_prealloc = 1 the release frees
+           nothing of yours: a simulator assumption (A15), not a documented fact.  The
+           check that our buffers stay ours holds either way. */
         CHECK(rknn_outputs_release(ctx, io_num.n_output, outputs));
     }
     long rss_after = rss_kb();
