@@ -780,11 +780,41 @@ def _agreement_by_reason() -> Dict[str, float]:
     return {key: float(np.mean([_rank_agreement(r, key) for r in reports])) for key in REASONS}
 
 
-def check_dominant(largest_activations: Any, my_reason: Any) -> CheckResult:
+def _least_explained(key: str) -> Tuple[Dict[Tuple[str, str], float], float]:
+    """The rank correlation of ``key`` with the bytes for every plan of 10 tensors or more,
+    and the lowest of them."""
+    agreement = {(r.model, r.target): _rank_agreement(r, key) for r in _reports() if len(r.lifetimes()) >= 10}
+    return agreement, min(agreement.values())
+
+
+def _judge_exception(my_exception: Any, key: str) -> str:
+    """Part 3: ``my_exception`` is ``(model, soc)``, the plan whose bytes ``key`` explains
+    least.  Plans within 0.005 of the lowest correlation are accepted (ties of twin builds)."""
+    if my_exception is None:
+        raise _not_done("my_exception is still None.",
+                        "measure the rank correlation of 'height x width' with the bytes for each plan.")
+    if not isinstance(my_exception, (tuple, list)) or len(my_exception) != 2:
+        raise _Fail(f"my_exception is {my_exception!r:.60}, not a pair (model, soc).",
+                    "my_exception = (model, soc), for example ('yolov5s', 'rk3588').")
+    pair = (str(my_exception[0]).lower(), str(my_exception[1]).lower())
+    agreement, lowest = _least_explained(key)
+    if pair not in agreement:
+        raise _Fail(f"{pair} is not a course plan with 10 tensors or more.",
+                    "take (report.model, report.target) of a plan with at least 10 tensors.")
+    if agreement[pair] > lowest + 0.005:
+        raise _Fail(f"for {pair[0]} on {pair[1]}, the rank correlation of '{key}' with the bytes is "
+                    f"{agreement[pair]:+.2f}; another plan agrees less.",
+                    "compute the correlation plan by plan, not the mean, and take the lowest.")
+    return (f"{pair[0]} on {pair[1]}: '{key}' explains its bytes least (rank correlation "
+            f"{agreement[pair]:+.2f}, against a mean of {float(np.mean(list(agreement.values()))):+.2f})")
+
+
+def check_dominant(largest_activations: Any, my_reason: Any, my_exception: Any = None) -> CheckResult:
     """Exercise 5: ``largest_activations(report, k)`` returns the names of the k activation
     tensors that take the most bytes in the plan, largest first; ``my_reason`` is the key
     of :data:`REASONS` whose ranking agrees best with the tensors' bytes, measured as the
-    mean rank correlation over the course models."""
+    mean rank correlation over the course models; ``my_exception`` is ``(model, soc)``, the
+    plan (10 tensors or more) whose bytes that key explains least."""
     def body() -> CheckResult:
         if not callable(largest_activations):
             raise _not_done(f"expected your largest_activations function, got {type(largest_activations).__name__}.",
@@ -831,9 +861,11 @@ def check_dominant(largest_activations: Any, my_reason: Any) -> CheckResult:
                         f"correlation of {agreement[my_reason]:+.2f}; another property agrees better.",
                         "measure it: for each key, compare the tensors' order by that property with their order "
                         "by bytes (a rank correlation), over all the course models.")
-        return CheckResult(EX5, "passed", f"The {_TOP_K} largest activations are right for all {len(plans)} plans, and "
+        exception = _judge_exception(my_exception, my_reason)
+        return CheckResult(EX5, "passed", f"The {_TOP_K} largest activations are right for all {len(plans)} plans, "
                            f"'{my_reason}' is the property that explains their size best "
-                           f"(mean rank correlation {agreement[my_reason]:+.2f}).")
+                           f"(mean rank correlation {agreement[my_reason]:+.2f}), and you found where it explains "
+                           "least.", [exception])
 
     return _LAB.run(EX5, body)
 
