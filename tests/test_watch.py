@@ -183,3 +183,13 @@ def test_an_unwatched_variant_is_a_clear_error() -> None:
     result = rknnlab.run(variants.alloc_per_call, iterations=3, warmup=0, progress=False)
     with pytest.raises(ValueError, match="watch.watch_gets"):
         watch.table(result)
+
+
+def test_cost_per_frame_runs_the_four_ways() -> None:
+    """Chapter 4's cost-per-frame box: four variants, each recording its CPU time in rknn_run;
+    only the two prealloc ways make gets."""
+    result, cpu = watch.cost_per_frame("yolov5s", iterations=4, warmup=1)
+    assert list(cpu) == ["prealloc_float32", "prealloc_int8", "bound_native_int8", "bound_plain_float32"]
+    for name, times in cpu.items():
+        assert len(times["cpu_in_run"]) == 4 and (times["cpu_in_run"] > 0).all()
+        assert len(times["cpu_in_get"]) == (4 if name.startswith("prealloc") else 0)
