@@ -35,7 +35,7 @@ NOT_TERMS = {
     "run",                                             # the runner panel's button
     "jupyterlab on a board", "the html book", "jupyterlab on a pc",   # ch0's table of places
     "bold",                                            # "every term in **bold** is in the glossary"
-    "release", "prealloc",                             # lab 4 ex. 3's names for its kinds
+    "release", "prealloc", "fresh",                    # lab 4's names for its kinds of variant
     # emphasis inside a sentence
     "all", "once", "every", "every time", "new", "one", "why", "computes", "measurement",
     "same network", "two threads", "who allocates", "as published",
