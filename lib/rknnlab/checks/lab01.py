@@ -183,7 +183,8 @@ def check_mem_size(my_fields: Any, my_flags: Any, dma_accounting: Any,
 
     The check runs ``dma_accounting`` on contexts of several models (one of them with an
     extra ``rknn_create_mem`` of the check's own, so that the DMA total holds memory that is
-    neither weights, internal nor io) and compares every number with its own queries."""
+    neither weights, internal nor io: the simulator counts a mem in the context's DMA total,
+    assumption A9) and compares every number with its own queries."""
     def body() -> CheckResult:
         if my_fields is None or not isinstance(my_fields, dict) or all(v is None for v in my_fields.values()):
             raise _not_done("my_fields is still empty.",
