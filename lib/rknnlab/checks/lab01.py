@@ -37,7 +37,7 @@ EX1 = "Exercise 1 — the fields of rknn_mem_size"
 EX2 = "Exercise 2 — predict an io buffer's size"
 EX3 = "Exercise 3 — the high-water mark, and what reuse saves"
 EX4 = "Exercise 4 — diagnose unknown contexts"
-EX5 = "Exercise 5 ★ — which activations dominate, and why"
+EX5 = "Exercise 5 ★ — which activations dominate, and where that fails"
 
 
 def _of_yours(wrong: int, total: int, noun: str) -> str:
