@@ -1,10 +1,10 @@
 """Lab 4 (output reuse): one check per exercise.
 
 ==============================  ================================================================
-:func:`check_output_guard`      1. predict each output's buffer size, then ``ensure_output_buffer``
-:func:`check_prealloc_variant`  2. a variant with ``is_prealloc = 1`` buffers allocated once
-:func:`check_two_threads`       3. two threads, one output buffer per context
-:func:`check_which_is_which`    4. ``classify(variant)``: leak / release / prealloc (``MYSTERY`` A-D)
+:func:`check_two_threads`       1. two threads, one output buffer per context
+:func:`check_output_guard`      2. predict each output's buffer size, then ``ensure_output_buffer``
+:func:`check_prealloc_variant`  3. a variant with ``is_prealloc = 1`` buffers allocated once
+:func:`check_which_is_which`    4. ``classify(variant)``: leak / release / prealloc / fresh (``MYSTERY``)
 :func:`check_reuse_detector`    5. ★ ``reuses_output_memory(variant) -> bool``, by measurement
 ==============================  ================================================================
 
@@ -701,7 +701,8 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
         if differ:
             raise _Fail(f"{differ} predictions differ from one thread's, although no buffer is shared.",
                         "check the order of the predictions and that each thread reads its own buffer "
-                        "after its own rknn_outputs_get.", details)
+                        "after its own rknn_outputs_get, and that the buffer is float32: want_float = 1 "
+                        "writes n × 4 bytes.", details)
         return CheckResult(EX_THREADS, "passed", "Each thread has its own output buffer, both threads ran at once, "
                            "and the predictions match one thread's, image for image.", details)
 
