@@ -83,8 +83,9 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
            "(github wtwver/npu, ops_rknn/run_output.txt) shows a task buffer, register commands "
            "kept in a weight buffer larger than the compiler's weight size, and every buffer "
            "rounded up to 4 KiB; User Guide V2.3.0 section 9.1.1 lists register config as a part "
-           "of runtime memory. Whether total_dma_allocated_size counts these is not documented "
-           "(the simulator has none of them: A36).",
+           "of runtime memory. On a board the total does hold more: airockchip/rknn-toolkit2#129 "
+           "(librknnrt 2.1.0, RK3588) reports 22,917,120 B right after init against 13,459,840 B "
+           "of weights + internal. The simulator has none of these extras (A36).",
      "query MEM_SIZE after rknn_init, after the first rknn_run, after rknn_create_mem(ctx, "
      "1 MiB + 1), after rknn_destroy_mem, after create_mem_from_fd, and for a SHARE_WEIGHT_MEM "
      "context; compare each total with the 'allocated memory ... aligned size' lines of the "
@@ -100,11 +101,12 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "query MEM_SIZE right after rknn_init and again after the first rknn_run: the difference "
      "against the sum of the native size_with_stride of all inputs and outputs (each rounded up "
      "to 4 KiB) says when the io buffers are allocated."),
-    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments. On a board, cacheable "
-            "buffers shared by CPU and NPU need it, except where the runtime does it itself: the "
-            "init flags RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE exist to turn off "
-            "a flush of bound io mems that the runtime otherwise performs around rknn_run (the "
-            "simulator refuses those flags).",
+    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments. Rockchip's sources do "
+            "not settle when a board needs it: the comments of the init flags "
+            "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE imply that the runtime "
+            "flushes inputs and invalidates outputs around rknn_run by default; the API reference "
+            "says cacheable memory shared by the CPU and the NPU needs rknn_mem_sync; none of "
+            "Rockchip's demos call it (the simulator refuses those two flags).",
      "init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, write an input through a cacheable mem "
      "and run with and without RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs (then the same "
      "without the flag)."),
@@ -221,7 +223,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "allocates these (User Guide V2.3.0 section 9.1.1 lists register config as a part of "
             "runtime memory): a public librknnrt 2.3.2 RK3588 allocation log (github wtwver/npu, "
             "ops_rknn/run_output.txt) shows a 'task' buffer and a 'regcmdbuffer size' held in a "
-            "weight buffer larger than the compiler's weight size.",
+            "weight buffer larger than the compiler's weight size; airockchip/rknn-toolkit2#129 "
+            "shows a DMA total 9.5 MB above weights + internal right after init.",
      "run with the runtime's debug log on (RKNN_LOG_LEVEL) and read the 'allocated memory, "
      "name: ...' lines at rknn_init: compare the task and weight sizes with total_weight_size, "
      "and total_dma_allocated_size with their sum."),
