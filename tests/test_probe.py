@@ -157,25 +157,32 @@ def test_c_sampler_rate_clock_and_columns():
     p = _c_probe(hz=200, extra_columns=("iteration", "stage"))
     p.extra_values[0] = 0   # before start: the thread's first sample is taken at once
     before = time.perf_counter_ns() - p.t0_ns
+    waited = _runqueue_wait_ns()
     p.start()
     for i in range(5):
         p.extra_values[0] = i
         time.sleep(0.1)
     p.stop()
+    waited = _runqueue_wait_ns() - waited
     after = time.perf_counter_ns() - p.t0_ns
     try:
         cols = p.take()
         n = len(p)
-        # 0.5 s at 200 Hz = 100 slots, a row each (+ the final one); allow a slow CI machine
-        assert 70 <= n <= 105, n
+        # 0.5 s at 200 Hz (longer when the sleeps overslept) = ~100 slots, a row each
+        # (+ the final one); allow a slow CI machine, and the slots the thread could not
+        # take because the kernel kept it waiting for a CPU (measured)
+        slots = (after - before) / p.period_ns
+        assert 0.7 * (after - before - waited) / p.period_ns <= n <= slots + 5, (n, slots, waited)
         assert p.ticks == n and p.poll_rows == 0
-        assert n + p.late_ticks in range(98, 106), (n, p.late_ticks)
+        # every slot has a row or is counted late
+        assert slots - 3 <= n + p.late_ticks <= slots + 5, (n, p.late_ticks, slots)
         assert all(len(v) == n for v in cols.values())
         t = cols["t_ns"]
         assert t == sorted(t)
         # the rows are on the perf_counter clock: inside [before, after]
         assert before <= t[0] and t[-1] <= after, (before, t[0], t[-1], after)
-        assert (t[-2] - t[0]) / (n - 2) == pytest.approx(5e6, rel=0.25)  # 5 ms apart
+        # 5 ms apart (a slot the thread was late for has no row)
+        assert (t[-2] - t[0]) / (n - 2 + p.late_ticks) == pytest.approx(5e6, rel=0.25)
         assert cols["iteration"][0] == 0 and cols["iteration"][-1] == 4
         assert set(cols["iteration"]) == {0, 1, 2, 3, 4}
         assert all(v is None for v in cols["stage"])  # never written: NaN -> None
@@ -269,8 +276,11 @@ def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
     n = len(cols["t_ns"])
     t = cols["t_ns"]
     slots = [(x - p.slot0_ns) // p.period_ns for x in t]
-    # a poll in a slot without a row takes it
-    assert polled <= set(slots), sorted(polled - set(slots))
+    # a poll in a slot without a row takes it (under load the thread can be descheduled
+    # between reading the clock and taking its row, and turn that slot's polls away: such
+    # a slot is counted late, the sampler's own account of the slots it missed)
+    missing = polled - set(slots)
+    assert len(missing) <= p.late_ticks, (sorted(missing), p.late_ticks)
     # one row a slot; besides, the thread's rows: the first, one every mid_every slots,
     # the final one
     assert n <= 120 + 120 // p.mid_every + 3, n
@@ -309,8 +319,11 @@ def test_the_thread_takes_over_when_polls_stop(backend):
         t = p.take()["t_ns"]
         # every slot a poll was made in has its row (how many: as many as the polling
         # loop got the CPU for, on a loaded machine fewer than the 60 slots)
+        # (or is counted late, see test_polls_fill_the_slots_and_the_thread_sleeps)
         slot = lambda x: (x - p.slot0_ns) // p.period_ns  # noqa: E731
-        assert {slot(a) for a, b in polls if slot(a) == slot(b)} <= {slot(x) for x in polled["t_ns"]}
+        missing = ({slot(a) for a, b in polls if slot(a) == slot(b)}
+                   - {slot(x) for x in polled["t_ns"]})
+        assert len(missing) <= p.late_ticks, (sorted(missing), p.late_ticks)
         # the thread checks on the polls every 40 ms: by the second check after
         # the polls stopped it is back at 200 Hz, a row every 5 ms slot
         # (less the slots the sampler's thread could not take because the kernel kept
@@ -319,7 +332,8 @@ def test_the_thread_takes_over_when_polls_stop(backend):
         dense = [x for x in t if dense_from <= x <= quiet_to]
         assert len(dense) >= 0.9 * (quiet_to - dense_from - waited) / p.period_ns - 2, (len(dense), waited)
         gaps = sorted(b - a for a, b in zip(dense, dense[1:]))
-        assert gaps[len(gaps) // 2] == pytest.approx(p.period_ns, rel=0.1)
+        if waited < 0.1 * (quiet_to - dense_from):  # most wake-ups on time
+            assert gaps[len(gaps) // 2] == pytest.approx(p.period_ns, rel=0.1), waited
         # a wake-up that comes a slot late leaves one slot empty
         assert gaps[-1] <= 3 * p.period_ns + waited, (gaps[-1], waited)
     finally:
