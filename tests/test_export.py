@@ -148,3 +148,21 @@ def test_a_widget_without_a_stored_state_becomes_a_note():
     first, second = static_widgets(nb).cells[0].outputs
     assert "VBox(" not in str(first.data) and "works in JupyterLab" in first.data["text/html"]
     assert second.data["image/png"] == "AAAA", "a static rendering the output has is kept"
+
+
+def test_dropdown_admonitions_are_folded_until_clicked():
+    """`:class: dropdown` holds the answers to Predict questions and the lab hints:
+    closed <details> in the export, as jupyterlab-myst folds them in JupyterLab."""
+    nbformat = pytest.importorskip("nbformat")
+    from bs4 import BeautifulSoup
+    from rknnlab.book.export import notebook_to_html
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "Predict the size.\n\n```{admonition} Answer\n:class: dropdown\nThe answer is *forty-two*.\n```\n\n"
+        "```{tip}\n:class: dropdown\nA folded hint.\n```\n\n```{note}\nAn open note.\n```")])
+    page = BeautifulSoup(notebook_to_html(nb, title="t"), "html.parser")
+    answer = page.find(string=lambda s: s and "forty-two" in s).find_parent("details")
+    assert answer is not None and not answer.has_attr("open")
+    assert answer.summary.get_text(strip=True) == "Answer"
+    hint = page.find(string=lambda s: s and "A folded hint" in s).find_parent("details")
+    assert hint is not None and not hint.has_attr("open") and "tip" in hint["class"]
+    assert page.find(string=lambda s: s and "An open note" in s).find_parent("details") is None

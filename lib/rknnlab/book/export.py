@@ -104,6 +104,13 @@ def _admonitions_to_html(source: str) -> str:
                 css = value.strip() or css
         title = title or kind.capitalize()
         inner = markdown2html_mistune("\n".join(lines))
+        if "dropdown" in css.split():
+            # folded like jupyterlab-myst folds it: an answer or a hint must not show
+            # before the reader asks for it
+            classes = html.escape(" ".join(dict.fromkeys(["admonition", kind] + css.split())))
+            return (f'<details class="{classes}">\n'
+                    f'<summary class="admonition-title">{html.escape(title)}</summary>\n'
+                    f'{inner}\n</details>')
         return (f'<div class="admonition {html.escape(css)}">\n'
                 f'<p class="admonition-title">{html.escape(title)}</p>\n{inner}\n</div>')
 
