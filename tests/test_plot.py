@@ -84,6 +84,30 @@ def test_memory_by_iteration_shows_only_the_measured_loop(result):
     assert ax.get_xlabel() == "measured iteration"
 
 
+def test_memory_by_iteration_fit_baseline_sets_aside_a_transient_first_sample(result):
+    """A first measured sample that caught a transient 0.5 MiB must not move the whole curve."""
+    hit = make_result(crash=True)
+    s = hit.samples                                 # cached: changes made here are what plot reads
+    measured = s[(s["stage"] == "measure") & s["heap_in_use_bytes"].notna()]
+    for name in ("flat", "leaky"):
+        first = measured[measured["variant"] == name].index[0]
+        s.loc[first, "heap_in_use_bytes"] += 0.5 * 2**20
+    first_based = _lines(plot.memory(hit, "heap", by_iteration=True).axes[0])
+    assert first_based["flat"].get_ydata()[-1] == pytest.approx(-0.5)     # the bug: a whole-curve drop
+    ax = plot.memory(hit, "heap", by_iteration=True, baseline="fit").axes[0]
+    flat, leaky = (_lines(ax)[n].get_ydata() for n in ("flat", "leaky"))
+    assert flat[0] == pytest.approx(0.5) and np.allclose(flat[1:], 0.0)   # one point off, the rest flat
+    grown = 4 * (ITER - 1) / 1024
+    assert leaky[-1] == pytest.approx(grown, rel=0.05)
+    assert "robust line" in ax.get_title(loc="left")
+    # without a transient, "fit" draws the same curves as "first"
+    clean = _lines(plot.memory(result, "heap", by_iteration=True, baseline="fit").axes[0])
+    for name, ln in _lines(plot.memory(result, "heap", by_iteration=True).axes[0]).items():
+        np.testing.assert_allclose(clean[name].get_ydata(), ln.get_ydata(), atol=1e-9)
+    with pytest.raises(ValueError, match="baseline"):
+        plot.memory(result, "heap", by_iteration=True, baseline="median")
+
+
 def test_memory_says_when_there_is_nothing(result):
     ax = plot.memory(result, "cma_free").axes[0]
     assert any("no CmaFree" in t.get_text() for t in ax.texts)

@@ -28,6 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .experiment.growth import theil_sen
+
 FIGSIZE = (8.0, 4.2)
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -86,7 +88,8 @@ def _note_missing(ax, result, shown: List[str]) -> None:
 
 # --------------------------------------------------------------------------- memory over time
 def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] = None,
-           ax=None, marks: int = 10, relative: bool = False, by_iteration: bool = False):
+           ax=None, marks: int = 10, relative: bool = False, by_iteration: bool = False,
+           baseline: str = "first"):
     """``metric`` over time (s since the variant's process started), one line per variant.
 
     Metrics: mem_free, mem_available, cma_free, rss, pss, heap, heap_free, dma.
@@ -95,9 +98,15 @@ def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] =
     subtract each variant's first measured value (shows growth).
     ``by_iteration``: only the measured iterations, against the iteration
     number, so that start-up and warm-up do not set the scale (small leaks
-    show); implies ``relative``."""
+    show); implies ``relative``.  ``baseline`` (by_iteration only): "first"
+    subtracts the first measured sample; "fit" subtracts, per variant, a
+    Theil-Sen line's value at the first measured sample, so that one sample
+    that caught a transient allocation is one point off its line instead of
+    moving the whole curve."""
+    if baseline not in ("first", "fit"):
+        raise ValueError(f"baseline {baseline!r}: expected 'first' or 'fit'")
     if by_iteration:
-        return _memory_by_iteration(result, metric, variants, ax)
+        return _memory_by_iteration(result, metric, variants, ax, baseline)
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
     col, label, div, unit = METRICS[metric]
@@ -151,7 +160,8 @@ def _finish_lines(fig, ax, drawn: int, empty: str, result, names: List[str]):
     return fig
 
 
-def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]], ax):
+def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]], ax,
+                         baseline: str = "first"):
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
     col, label, div, unit = METRICS[metric]
@@ -167,12 +177,22 @@ def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]],
         if not len(s):
             continue
         y = s[col].to_numpy(float) / div
-        ax.plot(s["iteration"].to_numpy(float), y - y[0], label=name, linewidth=1.4, **_style(i))
+        x = s["iteration"].to_numpy(float)
+        ax.plot(x, y - _baseline(x, y, baseline), label=name, linewidth=1.4, **_style(i))
         drawn += 1
     ax.set_xlabel("measured iteration")
     ax.set_ylabel(f"change in {label.split(' (')[0]} ({unit})")
-    _title(ax, f"{label} during the measured iterations (change since the first)", result.source)
+    since = "since the first" if baseline == "first" else "from a robust line's start"
+    _title(ax, f"{label} during the measured iterations (change {since})", result.source)
     return _finish_lines(fig, ax, drawn, f"no {label} samples in the measured iterations", result, names)
+
+
+def _baseline(x: np.ndarray, y: np.ndarray, baseline: str) -> float:
+    """The value a by-iteration curve is drawn relative to (see memory's ``baseline``)."""
+    if baseline == "first" or len(y) < 3:
+        return float(y[0])
+    slope = theil_sen(x, y)
+    return float(np.median(y - slope * (x - x[0])))
 
 
 # --------------------------------------------------------------------------- timing
