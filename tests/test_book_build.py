@@ -68,6 +68,18 @@ def test_figures_land_in_images_and_are_embedded_in_the_page():
         assert (site / "chapters" / s).resolve().is_file(), s
 
 
+def test_a_dropdown_answer_is_folded_in_a_closed_details():
+    """`:class: dropdown` (answers to Predict questions, lab hints): the theme alone shows
+    them open, the answer right under its question; JupyterLab folds them, so must the book."""
+    page = soup(bh.build("student").out_dir / "chapters" / "01_figure.html")
+    answer = page.find(string=lambda s: s and "folded answer: nine" in s)
+    assert answer is not None
+    box = answer.find_parent("details")
+    assert box is not None and not box.has_attr("open"), "the answer is not folded"
+    assert box.summary.get_text(strip=True) == "Answer"
+    assert "Predict" in box.find_previous("p").get_text()
+
+
 def test_every_page_says_which_backend_produced_the_outputs_and_when():
     site = bh.build("student").out_dir
     for name in ("chapters/01_figure.html", "labs/lab01_exercise.html"):

@@ -7,12 +7,20 @@
 * fills in each page's build time in the provenance note (the staged notebooks hold a
   token, so an unchanged notebook stays byte-identical and is not re-read);
 * marks the edition in every page's ``<body>`` class (``rknnlab-student`` /
-  ``rknnlab-instructor``) for the CSS.
+  ``rknnlab-instructor``) for the CSS;
+* folds MyST admonitions with ``:class: dropdown`` (answers to Predict questions, lab
+  hints) into a closed ``<details>``, as jupyterlab-myst folds them in JupyterLab: the
+  theme alone would show them open, the answer right under its question.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import html as _html
 from pathlib import Path
+
+from docutils import nodes
+from sphinx.locale import admonitionlabels
+from sphinx.transforms.post_transforms import SphinxPostTransform
 
 from .editions import BUILD_TIME_TOKEN
 
@@ -26,6 +34,33 @@ def _page_context(app, pagename, templatename, context, doctree):
         context["body"] = body.replace(BUILD_TIME_TOKEN, now)
 
 
+class FoldDropdownAdmonitions(SphinxPostTransform):
+    """``<details>`` with the admonition's title as ``<summary>``; the body stays
+    ordinary docutils nodes, so it renders as it would in an open box."""
+    default_priority = 200
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.Admonition)):
+            if "dropdown" not in node["classes"]:
+                continue
+            body = list(node.children)
+            if body and isinstance(body[0], nodes.title):
+                title = body.pop(0).astext()
+            else:
+                title = admonitionlabels.get(node.tagname, node.tagname.capitalize())
+            kinds = ["admonition"] if node.tagname == "admonition" else ["admonition", node.tagname]
+            classes = " ".join(dict.fromkeys(kinds + node["classes"]))
+            opening = (f'<details class="{_html.escape(classes)}">'
+                       f'<summary class="admonition-title">{_html.escape(str(title))}</summary>')
+            # not replace_self: it would copy the box's classes onto the first raw node,
+            # which the HTML writer then wraps in a <div> of its own
+            parent = node.parent
+            at = parent.index(node)
+            parent[at:at + 1] = [nodes.raw("", opening, format="html"), *body,
+                                 nodes.raw("", "</details>", format="html")]
+
+
 def _add_static(app):
     app.config.html_static_path.append(str(STATIC))
 
@@ -37,4 +72,5 @@ def setup(app):
     app.connect("builder-inited", _add_static)
     app.add_css_file("rknnlab.css")
     app.connect("html-page-context", _page_context)
+    app.add_post_transform(FoldDropdownAdmonitions)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
