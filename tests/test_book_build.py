@@ -253,3 +253,16 @@ def test_one_search_box_and_no_right_hand_column():
     assert len(page.select(".bd-sidebar-primary .search-button__button")) == 1
     assert page.select_one(".bd-sidebar-primary nav.page-toc") is not None
     assert not page.select(".bd-sidebar-secondary nav.page-toc")
+
+
+def test_a_notebook_without_code_cells_gets_no_simulator_note():
+    """The glossary runs nothing: "outputs produced by the simulator" would be untrue there."""
+    import nbformat
+    from rknnlab.book import editions
+    words = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Glossary\n\nterms")])
+    noted = editions.add_notes(words, "en", "the rknnlab simulator", "now")
+    assert "rknnlab-provenance" not in "".join(c.source for c in noted.cells)
+    code = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter"),
+                                           nbformat.v4.new_code_cell("1 + 1")])
+    noted = editions.add_notes(code, "en", "the rknnlab simulator", "now")
+    assert "rknnlab-provenance" in noted.cells[1].source

@@ -146,17 +146,20 @@ def add_notes(nb: nbformat.NotebookNode, lang: str, backend_label: str, executed
               fallback_from: Optional[str] = None, default_lang_name: str = "English",
               lang_name: str = "", build_time: bool = True) -> nbformat.NotebookNode:
     """Insert the provenance note (and the missing-translation note) after the notebook's
-    title cell (its first markdown cell that starts with a heading), else at the top."""
+    title cell (its first markdown cell that starts with a heading), else at the top.
+    A notebook without code cells (the glossary) runs nothing, so it gets no provenance note."""
     nb = copy.deepcopy(nb)
-    parts = [text(lang, "produced").format(backend=f"<strong>{html.escape(backend_label)}</strong>",
-                                           when=html.escape(executed_at))]
-    if build_time:
-        parts.append(text(lang, "built").format(
-            built=f'<span class="rknnlab-build-time">{BUILD_TIME_TOKEN}</span>'))
-    notes = [_added_markdown(
-        '<div class="admonition note rknnlab-provenance">'
-        f'<p class="admonition-title">{html.escape(text(lang, "outputs"))}</p>'
-        f'<p>{" ".join(parts)}</p></div>', "provenance")]
+    notes = []
+    if any(cell.cell_type == "code" for cell in nb.cells):
+        parts = [text(lang, "produced").format(
+            backend=f"<strong>{html.escape(backend_label)}</strong>", when=html.escape(executed_at))]
+        if build_time:
+            parts.append(text(lang, "built").format(
+                built=f'<span class="rknnlab-build-time">{BUILD_TIME_TOKEN}</span>'))
+        notes.append(_added_markdown(
+            '<div class="admonition note rknnlab-provenance">'
+            f'<p class="admonition-title">{html.escape(text(lang, "outputs"))}</p>'
+            f'<p>{" ".join(parts)}</p></div>', "provenance"))
     if fallback_from:
         notes.append(_added_markdown(
             '<div class="admonition warning rknnlab-fallback">'
