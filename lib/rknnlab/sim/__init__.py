@@ -256,8 +256,10 @@ class AssumptionsTable:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        # JupyterLab styles <summary> with list-style none: without list-item display a
+        # row shows no disclosure marker and does not look as if it opens
         rows = "".join(
-            f"<details><summary><b>{key}</b>: {html.escape(assumption)}</summary>"
+            f"<details><summary style='display:list-item; cursor:pointer'><b>{key}</b>: {html.escape(assumption)}</summary>"
             f"<p style='margin-left:2em'><i>Board check:</i> {html.escape(check)}</p></details>"
             for key, assumption, check in self.rows)
         return (f"<p><b>{self.title}</b> ({len(self.rows)} of the {len(ASSUMPTIONS)} in "
