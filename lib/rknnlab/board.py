@@ -1,4 +1,5 @@
-"""Is this a Rockchip board, which SoC, which NPU driver and runtime (design layer 4).
+"""Is this a Rockchip board, which SoC, which NPU driver and runtime (what
+``python -m rknnlab doctor`` reports; README.md, "On a board").
 
 Everything here only *reads* the system (device tree, sysfs, debugfs, /dev, the
 librknnrt.so file's bytes) and never loads librknnrt.so, so it is safe anywhere. Each
