@@ -297,8 +297,14 @@ def test_polls_fill_the_slots_and_the_thread_sleeps(backend):
         assert p.poll_rows >= 0.85 * 120 - p.mid_every, (p.poll_rows, n)
         # the thread woke to check on the polls every 40 ms (and every slot of the
         # first 40 ms, dense until the first check): ~25 times, not the 120 of a
-        # dense thread (a window that misses polls sends it dense for a while)
-        assert p.wakes <= 60, p.wakes
+        # dense thread; a 40 ms window (8 slots) with polls in fewer than 3/4 of its
+        # slots sends it dense for the next one (8 wake-ups more), by design
+        check = 8
+        windows = {}
+        for x in polled:
+            windows[x // check] = windows.get(x // check, 0) + 1
+        thin = sum(1 for w in range(120 // check) if windows.get(w, 0) < 0.75 * check)
+        assert p.wakes <= 60 + check * thin, (p.wakes, thin)
 
 
 @pytest.mark.parametrize("backend", ["c", "python"])
