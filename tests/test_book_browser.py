@@ -314,3 +314,35 @@ def test_instructor_export_keeps_the_red_frame_round_solutions(browser, tmp_path
     assert style == ["4px", "solid", "rgb(192, 57, 43)"], style
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(bh.ARTIFACTS / "export-instructor.png"))
+
+
+_ANSWER_SHOWN = (
+    "const p = Array.from(document.querySelectorAll('p'))"
+    ".find(e => e.textContent.includes(\"folded answer: nine\"));"
+    "if (!p) return null;"
+    # a closed <details> hides its content with content-visibility (the box may keep its size)
+    "return p.checkVisibility();")
+
+
+def _answer_hidden_until_clicked(browser, where: str):
+    assert browser.execute_script(_ANSWER_SHOWN) is False, f"{where}: the answer shows before a click"
+    browser.execute_script(
+        "Array.from(document.querySelectorAll('summary'))"
+        ".find(s => s.textContent.trim() === 'Answer').click()")
+    assert browser.execute_script(_ANSWER_SHOWN) is True, f"{where}: a click does not open the answer"
+
+
+def test_a_dropdown_answer_stays_hidden_until_clicked(browser, site, tmp_path, monkeypatch):
+    """The fixture chapter's `:class: dropdown` Answer, in the book and in the export."""
+    _, base = site
+    browser.set_window_size(1280, 1400)
+    _load(browser, base + "chapters/01_figure.html")
+    _answer_hidden_until_clicked(browser, "book")
+    from rknnlab.book.export import export_notebook
+    root = tmp_path / "book"
+    shutil.copytree(bh.FIXTURE, root)
+    monkeypatch.setenv("FIXTURE_EXEC_LOG", str(tmp_path / "exec.log"))
+    out = export_notebook(root / "chapters" / "01_figure.ipynb", backend="sim",
+                          out=tmp_path / "chapter.html", log=lambda s: None)
+    _load(browser, out.as_uri())
+    _answer_hidden_until_clicked(browser, "export")
