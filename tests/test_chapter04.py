@@ -173,3 +173,14 @@ def test_the_reuse_check_hint_uses_the_key_point_words() -> None:
     """Lab 4's exercise 5 hint states the two measurements in the key points' words."""
     from rknnlab.checks.lab04 import TWO_MEASUREMENTS
     assert TWO_MEASUREMENTS in RULES
+
+
+def test_the_heap_figure_is_drawn_from_robust_lines() -> None:
+    """§3's figure has a handful of samples per curve; drawn from the first one, a sample that
+    caught a short-lived allocation moved a flat curve by ~0.5 MiB and contradicted the text."""
+    figure = [_source(c) for c in _cells()
+              if c["cell_type"] == "code" and "by_iteration=True" in _source(c)]
+    assert figure, "§3's by-iteration heap figure is gone"
+    for source in figure:
+        assert 'baseline="fit"' in source, source
+    assert "one point off its line" in _flat(_markdown())
