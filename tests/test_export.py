@@ -166,3 +166,18 @@ def test_dropdown_admonitions_are_folded_until_clicked():
     hint = page.find(string=lambda s: s and "A folded hint" in s).find_parent("details")
     assert hint is not None and not hint.has_attr("open") and "tip" in hint["class"]
     assert page.find(string=lambda s: s and "An open note" in s).find_parent("details") is None
+
+
+def test_an_answer_inside_a_going_further_box_is_folded_too():
+    nbformat = pytest.importorskip("nbformat")
+    from bs4 import BeautifulSoup
+    from rknnlab.book.export import notebook_to_html
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "````{admonition} Going further\n:class: dropdown\nOuter text.\n\n"
+        "```{admonition} Answer\n:class: dropdown\nThe inner *answer*.\n```\n````")])
+    page = BeautifulSoup(notebook_to_html(nb, title="t"), "html.parser")
+    inner = page.find(string=lambda s: s and "The inner" in s).find_parent("details")
+    assert inner is not None and inner.summary.get_text(strip=True) == "Answer"
+    outer = inner.find_parent("details")
+    assert outer is not None and outer.summary.get_text(strip=True) == "Going further"
+    assert "{admonition}" not in str(page) and not inner.has_attr("open")

@@ -103,7 +103,8 @@ def _admonitions_to_html(source: str) -> str:
             if key.strip() == "class":
                 css = value.strip() or css
         title = title or kind.capitalize()
-        inner = markdown2html_mistune("\n".join(lines))
+        # a box inside a box (an Answer inside a "Going further"): the outer fence is longer
+        inner = markdown2html_mistune(_admonitions_to_html("\n".join(lines)))
         if "dropdown" in css.split():
             # folded like jupyterlab-myst folds it: an answer or a hint must not show
             # before the reader asks for it
