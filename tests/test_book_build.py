@@ -78,6 +78,10 @@ def test_a_dropdown_answer_is_folded_in_a_closed_details():
     assert box is not None and not box.has_attr("open"), "the answer is not folded"
     assert box.summary.get_text(strip=True) == "Answer"
     assert "Predict" in box.find_previous("p").get_text()
+    hint = page.find(string=lambda s: s and "nested hint" in s).find_parent("details")
+    assert hint is not None and not hint.has_attr("open") and "tip" in hint["class"]
+    outer = hint.find_parent("details")
+    assert outer is not None and outer.summary.get_text(strip=True) == "Going further"
 
 
 def test_every_page_says_which_backend_produced_the_outputs_and_when():
