@@ -1,8 +1,11 @@
 """Shared pytest fixtures."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Callable, Dict, Tuple
 
@@ -39,3 +42,29 @@ def build_rknn_double(tmp_path_factory: pytest.TempPathFactory) -> Callable[...,
 def rknn_double_path(build_rknn_double: Callable[..., Path]) -> Path:
     """Path of the compiled C test double of librknnrt.so."""
     return build_rknn_double()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook kernel started by the test imports this checkout's rknnlab with this Python."""
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+@pytest.fixture
+def execute_notebook(kernel_env) -> Callable[..., float]:
+    """execute_notebook(nb, path): run nb in path's folder (raises on a failing cell); seconds taken."""
+    nbclient = pytest.importorskip("nbclient")
+
+    def execute(nb, path: Path) -> float:
+        client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                         resources={"metadata": {"path": str(path.parent)}})
+        started = time.monotonic()
+        client.execute()
+        return time.monotonic() - started
+    return execute

@@ -9,9 +9,6 @@ tests/test_checks_lab04.py; their shared machinery in tests/test_checks_core.py.
 from __future__ import annotations
 
 import ast
-import os
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -61,14 +58,6 @@ def test_lab_notebook_structure() -> None:
             assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
 
 
-def _execute(nb, path: Path):
-    nbclient = pytest.importorskip("nbclient")
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
-    started = time.monotonic()
-    client.execute()
-    return time.monotonic() - started
-
 
 def _check_outputs(nb):
     out = []
@@ -82,20 +71,13 @@ def _check_outputs(nb):
     return out
 
 
-@pytest.fixture
-def _kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("ipykernel")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-
 
 @pytest.mark.timeout(300)
-def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
+def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.editions import apply_edition
     nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
-    elapsed = _execute(nb, LAB)
+    elapsed = execute_notebook(nb, LAB)
     results = _check_outputs(nb)
     for source, text in results:
         assert text.startswith("PASSED"), f"{source}\n{text}"
@@ -103,12 +85,12 @@ def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_lab_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
+def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.editions import apply_edition
     nb = apply_edition(nbformat.read(LAB, as_version=4), "student")
     assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
-    _execute(nb, LAB)   # raises CellExecutionError if any cell fails
+    execute_notebook(nb, LAB)   # raises CellExecutionError if any cell fails
     results = _check_outputs(nb)
     assert len(results) >= 5
     for source, text in results:

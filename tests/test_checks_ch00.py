@@ -13,8 +13,6 @@ edition (solution cells removed) runs to the end, every check "not done yet".
 """
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -240,13 +238,6 @@ def _check_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code" and "checks.check_" in c.source]
 
 
-@pytest.fixture
-def _kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("ipykernel")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-
 
 def test_chapter_solution_cells_follow_their_stubs() -> None:
     nbformat = pytest.importorskip("nbformat")
@@ -261,14 +252,12 @@ def test_chapter_solution_cells_follow_their_stubs() -> None:
 
 
 @pytest.mark.timeout(300)
-def test_chapter_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
+def test_chapter_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     from rknnlab.book.editions import apply_edition
     nb = apply_edition(nbformat.read(CHAPTER, as_version=4), "student")
     assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    execute_notebook(nb, CHAPTER)
     for cell in _check_cells(nb):
         texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
         assert len(texts) == 1, cell.source

@@ -15,8 +15,6 @@ from __future__ import annotations
 import ast
 import heapq
 import os
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -918,14 +916,6 @@ def test_lab_notebook_structure() -> None:
     assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6     # ex 2: prediction + function
 
 
-def _execute(nb, path: Path) -> float:
-    nbclient = pytest.importorskip("nbclient")
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
-    started = time.monotonic()
-    client.execute()
-    return time.monotonic() - started
-
 
 def _check_outputs(nb):
     out = []
@@ -938,20 +928,13 @@ def _check_outputs(nb):
     return out
 
 
-@pytest.fixture
-def _kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("ipykernel")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-
 
 @pytest.mark.timeout(300)
-def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
+def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.editions import apply_edition
     nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
-    elapsed = _execute(nb, LAB)
+    elapsed = execute_notebook(nb, LAB)
     results = _check_outputs(nb)
     assert len(results) == 5
     for source, text in results:
@@ -960,12 +943,12 @@ def test_lab_instructor_edition_passes_every_check(_kernel_env) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_lab_student_edition_runs_and_reports_not_done(_kernel_env) -> None:
+def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.editions import apply_edition
     nb = apply_edition(nbformat.read(LAB, as_version=4), "student")
     assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
-    _execute(nb, LAB)   # raises CellExecutionError if any cell fails
+    execute_notebook(nb, LAB)   # raises CellExecutionError if any cell fails
     results = _check_outputs(nb)
     assert len(results) == 5
     for source, text in results:

@@ -228,6 +228,18 @@ class _Fail(Exception):
         self.message, self.hint, self.details, self.status = message, hint, list(details), status
 
 
+def _whole_number(value: Any) -> Optional[int]:
+    """A student's answer as an int when it is a whole number (int, numpy int, or a float like
+    4.0), else None; a bool is not a number here (True would pass as 1)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return None
+
+
 def _not_done(what: str, hint: str) -> _Fail:
     return _Fail(what, hint, status="not done")
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..rknn import abi, buffers
 from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file, _not_done,
-                    _open_runtime, _student_error)
+                    _open_runtime, _student_error, _whole_number)
 
 __all__ = ["CheckResult", "check_backends", "check_output_bytes", "check_leak_verdicts",
            "summary", "results", "SCENARIOS", "ANSWERS", "mystery_run"]
@@ -141,16 +141,6 @@ def _float_twins(attr: Any, float_bytes: int, half_bytes: int) -> List[Tuple[str
     return twins
 
 
-def _as_bytes(value: Any) -> Optional[int]:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    return None
-
-
 def check_output_bytes(output_bytes: Any) -> CheckResult:
     """Question 2: ``output_bytes(attr, want_float)`` returns the bytes of output ``attr``
     (from ``RKNN_QUERY_OUTPUT_ATTR``) as ``rknn_outputs_get`` gives it with ``want_float``
@@ -189,7 +179,7 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
                                          "counts bytes, and what want_float changes.")
                 if got is None:
                     raise _not_done("output_bytes returned None.", "return a number of bytes (an int).")
-                value = _as_bytes(got)
+                value = _whole_number(got)
                 if value is None:
                     raise _Fail(f"{call} returned {got!r}, not a whole number of bytes.",
                                 "return an int.")

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..rknn import abi
 from ..rknn.buffers import attr_dims
-from ._core import CheckResult, Lab, _Fail, _current_soc, _not_done, _open_runtime, _student_error
+from ._core import (CheckResult, Lab, _Fail, _current_soc, _not_done, _open_runtime, _student_error,
+                    _whole_number)
 
 __all__ = ["CheckResult", "check_mem_size", "check_size_prediction", "check_plan",
            "check_diagnosis", "check_dominant", "summary", "results",
@@ -143,16 +144,6 @@ def _native_attrs(rt: Any, ctx: int) -> Tuple[List[abi.rknn_tensor_attr], List[a
     return ins, outs
 
 
-def _as_int(value: Any) -> Optional[int]:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    return None
-
-
 def _destroy_all(rt: Any, contexts: Iterable[int]) -> None:
     for ctx in contexts:
         try:
@@ -213,7 +204,7 @@ def check_mem_size(my_fields: Any, my_flags: Any, dma_accounting: Any,
         if not isinstance(my_flags, dict) or any(my_flags.get(k) is None for k in ("API reference", "rknn_benchmark")):
             raise _not_done("my_flags is not filled in yet.",
                             "give the init flag (an abi.RKNN_FLAG_... constant, or 0) for both keys.")
-        ref, bench = _as_int(my_flags.get("API reference")), _as_int(my_flags.get("rknn_benchmark"))
+        ref, bench = _whole_number(my_flags.get("API reference")), _whole_number(my_flags.get("rknn_benchmark"))
         if ref != abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE or bench != 0:
             raise _Fail("my_flags does not say what the two documents say.",
                         "one of Rockchip's documents asks for a flag before this query, the other "
@@ -247,7 +238,7 @@ def check_mem_size(my_fields: Any, my_flags: Any, dma_accounting: Any,
                     raise _Fail(f"dma_accounting returned a {type(got).__name__}, not a dict.",
                                 "return {'weight': ..., 'internal': ..., 'io': ..., 'remainder': ...}.")
                 for key, want in truth.items():
-                    value = _as_int(got.get(key))
+                    value = _whole_number(got.get(key))
                     if value is None:
                         raise _Fail(f"dma_accounting gave no whole number of bytes for {key!r} ({name}).",
                                     "every value is a number of bytes (an int).")
@@ -403,7 +394,7 @@ def _record_prediction(predicted: Any, truth: Dict[str, int]) -> str:
                     f"predicted = {shape}.")
     parts = []
     for soc, want in truth.items():
-        value = _as_int(given[soc])
+        value = _whole_number(given[soc])
         if value is None:
             raise _Fail(f"predicted[{soc!r}] = {given[soc]!r:.40} is not a whole number of bytes.",
                         "a prediction is a number of bytes (an int).")
@@ -444,7 +435,7 @@ def check_size_prediction(predict_sizes: Any, predicted: Any = None) -> CheckRes
             if got is None:
                 raise _not_done("predict_sizes returned None.", "return a pair: (size, size_with_stride).")
             try:
-                p_size, p_stride = (_as_int(v) for v in got)
+                p_size, p_stride = (_whole_number(v) for v in got)
             except (TypeError, ValueError):
                 raise _Fail(f"predict_sizes returned {type(got).__name__} {got!r:.60}, not a pair of numbers.",
                             "return a pair: (size, size_with_stride), both in bytes.") from None
@@ -616,7 +607,7 @@ def _judge_high_water(in_use_bytes: Callable[..., Any], high_water_mark: Callabl
                                      "last_layer, both included.")
             if got is None:
                 raise _not_done("in_use_bytes returned None.", "return a number of bytes.")
-            value = _as_int(got)
+            value = _whole_number(got)
             if value != _in_use(report, layer):
                 bad_layers.append((layer, value))
         if bad_layers:
@@ -634,7 +625,7 @@ def _judge_high_water(in_use_bytes: Callable[..., Any], high_water_mark: Callabl
             raise _not_done("high_water_mark returned None.", "return (layer, set of tensor names).")
         try:
             layer, names = got
-            layer, names = _as_int(layer), {str(n) for n in names}
+            layer, names = _whole_number(layer), {str(n) for n in names}
         except (TypeError, ValueError):
             raise _Fail(f"high_water_mark returned {got!r:.60}, not (layer, names).",
                         "return a pair: the layer (an int) and the names of the tensors alive there.") from None
@@ -685,7 +676,7 @@ def _judge_saving(reuse_saving: Callable[..., Any], plans: List[Any], call: "_St
             raise _Fail(f"reuse_saving returned a {type(got).__name__}, not a dict.",
                         "return {'naive': ..., 'internal': ..., 'saved': ..., 'above_lower_bound': ...}.")
         for key, want in _saving_truth(report).items():
-            value = _as_int(got.get(key))
+            value = _whole_number(got.get(key))
             if value != want:
                 how = "missing" if value is None else f"your {value:,} B is too {'large' if value > want else 'small'}"
                 wrong.setdefault(key, []).append(f"{_label(report)}: {key}: {how}")
