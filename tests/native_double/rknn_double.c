@@ -21,6 +21,19 @@
  *   Inputs given as uint8 are quantized as the model's mean/std would
  *   (q = u - 128), float32 as (q = round(x * 255) - 128); NHWC only.
  *
+ * Its memory account (RKNN_QUERY_MEM_SIZE), as the simulator's assumptions
+ *   give it: weights 4096 B, internal 2048 B, io 74 B (the plain sizes).
+ *   total_dma_allocated_size counts what the runtime allocated for that
+ *   context (A9): no weights when they are read in place from a
+ *   MODEL_BUFFER_ZERO_COPY buffer (A5) or shared by rknn_dup_context (A23);
+ *   no internal with *_ALLOC_OUTSIDE; nothing for a
+ *   COLLECT_MODEL_INFO_ONLY context, which answers only MEM_SIZE and
+ *   IN_OUT_NUM (other queries PARAM_INVALID, other calls CTX_INVALID: A15).
+ *   rknn_init_extend.real_model_offset/size select the model inside the
+ *   buffer; with ZERO_COPY a model_buffer_fd > 0 must be the fd of the mem
+ *   holding those bytes.  Destroying that mem while a context reads it makes
+ *   the context's next rknn_run fail with PARAM_INVALID (A27).
+ *
  * Inspection (extra exports, not part of the runtime):
  *   double_call_log()   every call so far, one "function key=value ..." line
  *                       per call plus one "function[i] ..." line per array
@@ -367,6 +380,9 @@ typedef struct {
     char custom[1024];               /* model payload, copied at init */
     const char *zero_copy_model;     /* MODEL_BUFFER_ZERO_COPY: the caller's bytes, used in place */
     uint32_t zero_copy_size;
+    const rknn_tensor_mem *zero_copy_mem; /* the mem holding them, if a create_mem one does */
+    int model_gone;                  /* that mem was destroyed while this context lived */
+    int weights_shared;              /* a rknn_dup_context copy: the weights are the source's */
     int8_t input[N_IN_ELEMS];        /* quantized input, as inputs_set / the io mem left it */
     int8_t outputs[N_OUTPUTS][16];   /* results of the last run */
     int runs;
@@ -378,13 +394,25 @@ typedef struct {
 
 static context_state contexts[MAX_CONTEXTS];
 
-static context_state *lookup(rknn_context ctx)
+#define FLAG_COLLECT_MODEL_INFO_ONLY 0x100u
+
+/* Any live context, a model-info-only one included (for query and destroy). */
+static context_state *lookup_any(rknn_context ctx)
 {
     rknn_context slot = ctx - (rknn_context)HANDLE_BASE;
     if (ctx < (rknn_context)HANDLE_BASE || slot >= MAX_CONTEXTS || !contexts[slot].live)
         return NULL;
     return &contexts[slot];
 }
+
+/* A live context that can run: a COLLECT_MODEL_INFO_ONLY context cannot (A15). */
+static context_state *lookup(rknn_context ctx)
+{
+    context_state *state = lookup_any(ctx);
+    return state && !(state->flag & FLAG_COLLECT_MODEL_INFO_ONLY) ? state : NULL;
+}
+
+static rknn_tensor_mem *mem_holding(const void *bytes, uint32_t size);
 
 static int new_context(rknn_context *handle)
 {
@@ -418,14 +446,31 @@ static void copy_payload(char *dst, const char *payload, size_t n)
 EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
                      rknn_init_extend *extend)
 {
+    int32_t ext_offset = extend ? extend->real_model_offset : 0;
+    uint32_t ext_size = extend ? extend->real_model_size : 0;
+    int32_t ext_fd = extend ? extend->model_buffer_fd : 0;
     if (size == 0)
-        log_line("rknn_init size=0 flag=0x%x ext=%d ext_ctx=%llu model=0x%lx path=%s", flag,
-                 extend != NULL, ULL(extend ? extend->ctx : 0), PTR(model),
+        log_line("rknn_init size=0 flag=0x%x ext=%d ext_ctx=%llu ext_offset=%d ext_size=%u "
+                 "ext_fd=%d model=0x%lx path=%s", flag, extend != NULL,
+                 ULL(extend ? extend->ctx : 0), ext_offset, ext_size, ext_fd, PTR(model),
                  model ? (const char *)model : "");
     else
-        log_line("rknn_init size=%u flag=0x%x ext=%d ext_ctx=%llu model=0x%lx", size, flag,
-                 extend != NULL, ULL(extend ? extend->ctx : 0), PTR(model));
+        log_line("rknn_init size=%u flag=0x%x ext=%d ext_ctx=%llu ext_offset=%d ext_size=%u "
+                 "ext_fd=%d model=0x%lx", size, flag, extend != NULL,
+                 ULL(extend ? extend->ctx : 0), ext_offset, ext_size, ext_fd, PTR(model));
     if (!context || !model)
+        return RKNN_ERR_PARAM_INVALID;
+    int zero_copy = (flag & FLAG_MODEL_BUFFER_ZERO_COPY) != 0;
+    if (zero_copy && size == 0)
+        return RKNN_ERR_PARAM_INVALID; /* the flag is about a buffer, not a path */
+    if (size > 0 && ext_size > 0) {  /* the model lies inside the buffer */
+        if (ext_offset < 0 || (uint64_t)ext_offset + ext_size > size)
+            return RKNN_ERR_MODEL_INVALID;
+        model = (char *)model + ext_offset;
+        size = ext_size;
+    }
+    const rknn_tensor_mem *holder = size > 0 ? mem_holding(model, size) : NULL;
+    if (zero_copy && ext_fd > 0 && (!holder || holder->fd != ext_fd))
         return RKNN_ERR_PARAM_INVALID;
 
     char custom[1024];
@@ -453,9 +498,10 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
         return RKNN_ERR_MALLOC_FAIL;
     contexts[slot].flag = flag;
     memcpy(contexts[slot].custom, custom, sizeof custom);
-    if (size > 0 && (flag & FLAG_MODEL_BUFFER_ZERO_COPY)) {
+    if (zero_copy) {
         contexts[slot].zero_copy_model = model;
         contexts[slot].zero_copy_size = size;
+        contexts[slot].zero_copy_mem = holder;
     }
     *context = handle;
     return RKNN_SUCC;
@@ -477,6 +523,9 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     memcpy(contexts[slot].custom, source->custom, sizeof source->custom);
     contexts[slot].zero_copy_model = source->zero_copy_model;
     contexts[slot].zero_copy_size = source->zero_copy_size;
+    contexts[slot].zero_copy_mem = source->zero_copy_mem;
+    contexts[slot].model_gone = source->model_gone;
+    contexts[slot].weights_shared = 1;
     *context_out = handle;
     return RKNN_SUCC;
 }
@@ -516,7 +565,7 @@ EXPORT int double_live_outputs(void)
 EXPORT int rknn_destroy(rknn_context context)
 {
     log_line("rknn_destroy ctx=%llu", ULL(context));
-    context_state *state = lookup(context);
+    context_state *state = lookup_any(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
     /* what outputs_get allocated and nobody released goes with the context */
@@ -549,10 +598,12 @@ static int fill_attr(int cmd, rknn_tensor_attr *attr)
 EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
 {
     log_line("rknn_query ctx=%llu cmd=%d size=%u", ULL(context), cmd, size);
-    context_state *state = lookup(context);
+    context_state *state = lookup_any(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
     if (!info)
+        return RKNN_ERR_PARAM_INVALID;
+    if ((state->flag & FLAG_COLLECT_MODEL_INFO_ONLY) && cmd != Q_MEM_SIZE && cmd != Q_IN_OUT_NUM)
         return RKNN_ERR_PARAM_INVALID;
     switch (cmd) {
     case Q_IN_OUT_NUM: {
@@ -614,17 +665,24 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
         memset(mem, 0, sizeof *mem);
         mem->total_weight_size = WEIGHT_SIZE;
         mem->total_internal_size = INTERNAL_SIZE;
-        /* what the runtime itself allocated: the user's share is not counted */
+        /* what the runtime itself allocated for this context: not the user's
+           share, not weights read in place or shared, nothing for model info */
+        uint32_t flag = state->flag;
+        int outside = (flag & FLAG_MEM_ALLOC_OUTSIDE) != 0;
+        uint64_t weights =
+            outside || (flag & FLAG_MODEL_BUFFER_ZERO_COPY) || state->weights_shared ? 0 : WEIGHT_SIZE;
+        uint64_t internal = outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : INTERNAL_SIZE;
+        uint64_t io = outside ? 0 : IO_SIZE;
         mem->total_dma_allocated_size =
-            (state->flag & FLAG_MEM_ALLOC_OUTSIDE) ? 0
-            : (state->flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? WEIGHT_SIZE + IO_SIZE
-            : WEIGHT_SIZE + INTERNAL_SIZE + IO_SIZE;
+            (flag & FLAG_COLLECT_MODEL_INFO_ONLY) ? 0 : weights + internal + io;
         return RKNN_SUCC;
     }
     case Q_CUSTOM_STRING: {
         if (size != sizeof(rknn_custom_string))
             return RKNN_ERR_PARAM_INVALID;
         rknn_custom_string *custom = info;
+        if (state->model_gone)
+            return RKNN_ERR_PARAM_INVALID;
         if (state->zero_copy_model) /* read in place: the caller's buffer must still be there */
             copy_payload(custom->string, state->zero_copy_model + 4,
                          strnlen(state->zero_copy_model + 4, state->zero_copy_size - 4));
@@ -723,6 +781,8 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
     context_state *state = lookup(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
+    if (state->model_gone) /* its weights were in a mem destroyed meanwhile (A27) */
+        return RKNN_ERR_PARAM_INVALID;
     if (state->io_mem_input)
         read_input_mem(state);
     long sum = 0;
@@ -881,6 +941,19 @@ EXPORT int double_live_mems(void)
     return n;
 }
 
+/* The live mem allocated here whose mapping holds [bytes, bytes + size), or NULL. */
+static rknn_tensor_mem *mem_holding(const void *bytes, uint32_t size)
+{
+    const char *start = bytes;
+    for (int i = 0; i < MAX_MEMS; i++) {
+        const char *virt = mems[i] ? mems[i]->virt_addr : NULL;
+        if (virt && mems[i]->flags == MEM_ALLOC_INSIDE && start >= virt &&
+            (uint64_t)(start - virt) + size <= mems[i]->size)
+            return mems[i];
+    }
+    return NULL;
+}
+
 static int mem_slot(const rknn_tensor_mem *mem)
 {
     for (int i = 0; i < MAX_MEMS; i++)
@@ -986,6 +1059,12 @@ EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
     int slot = mem_slot(mem);
     if (slot < 0)
         return RKNN_ERR_PARAM_INVALID; /* not ours, or destroyed already */
+    for (int c = 0; c < MAX_CONTEXTS; c++) /* a context reading its model from it loses it */
+        if (contexts[c].live && contexts[c].zero_copy_mem == mem) {
+            contexts[c].zero_copy_mem = NULL;
+            contexts[c].zero_copy_model = NULL;
+            contexts[c].model_gone = 1;
+        }
     context_state *state = lookup(context);
     if (state) { /* a destroyed mem must not stay bound */
         if (state->io_mem_input == mem)
