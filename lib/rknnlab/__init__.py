@@ -45,7 +45,7 @@ def run(variants: "str | Callable | Sequence[str | Callable]", model: str = "mob
         warmup: int = 10, soc: "str | None" = None, seed: int = 0, n_frames: int = 4,
         params: "dict[str, Any] | None" = None, timeout: "float | None" = 300.0,
         on_progress: "Callable[[dict], None] | None" = None, trim_after_warmup: bool = True,
-        progress: "bool | None" = None) -> "rknnlab.experiment.Result":
+        progress: "bool | None" = None, sample_calls: bool = False) -> "rknnlab.experiment.Result":
     """Run each variant in its own fresh process, one after another, on the same
     seeded inputs, and return a :class:`rknnlab.experiment.Result`
     (``.describe()``, ``.summary``, ``.calls``, ``.iterations``, ``.samples``,
@@ -69,7 +69,11 @@ def run(variants: "str | Callable | Sequence[str | Callable]", model: str = "mob
     (rknnlab.probe.Probe).  ``trim_after_warmup``: call glibc's
     malloc_trim(0) just before the first measured iteration, so that RSS
     growth in the measured loop is new memory rather than reuse of what
-    warm-up freed.
+    warm-up freed.  ``sample_calls``: also take a full sample (RSS, heap,
+    MemFree, DMA total) right after every runtime call and every
+    ``lab.timed`` block, so each step of a short lifecycle has its own
+    reading (rknnlab.lifecycle.phase_table); each costs up to a few ms, so
+    keep it for runs of a few iterations.
 
     ``timeout`` (s) per variant.  ``progress``: a bar of the iterations done
     across the variants, for runs longer than a second; None (the default)
@@ -90,4 +94,4 @@ def run(variants: "str | Callable | Sequence[str | Callable]", model: str = "mob
     return _run(variants, model=model, iterations=iterations, backend=backend,
                 sample_hz=sample_hz, warmup=warmup, soc=soc, seed=seed, n_frames=n_frames,
                 params=params, timeout=timeout, on_progress=on_progress,
-                trim_after_warmup=trim_after_warmup, progress=progress)
+                trim_after_warmup=trim_after_warmup, progress=progress, sample_calls=sample_calls)

@@ -141,9 +141,12 @@ def main() -> int:
     last_iteration = [None]
     sending = threading.Lock()
 
+    tcache_filled = threading.Event()
+
     def stream() -> None:
         if spec.get("trim_after_warmup", True):
             fill_tcache()  # its frees of JSON buffers would fill it during the loop
+        tcache_filled.set()
         while not stop_stream.wait(spec.get("stream_every_s", 0.25)):
             send_progress()
 
@@ -194,6 +197,14 @@ def main() -> int:
             rec.poll = probe.poll  # samples between runtime calls; the thread fills the gaps
             probe.start()
         streamer.start()
+        if probe is not None and spec.get("sample_calls"):
+            # a full sample after every call and timed block: a step of a short
+            # lifecycle then has its own reading.  The baseline row is taken once
+            # the streaming thread's tcache is full, so its ~240 KiB do not land
+            # in the first call's heap change
+            tcache_filled.wait(5.0)
+            rec.poll = probe.sample
+            probe.sample()
         func(lab)
     except VariantUnavailable as exc:
         status, error = "skipped", str(exc)

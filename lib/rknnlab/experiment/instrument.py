@@ -10,10 +10,12 @@ runtime for RKNN_QUERY_MEM_SIZE on every live context, unrecorded, and keeps
 the sum of ``total_dma_allocated_size`` as ``recorder.dma_bytes``, which the
 memory sampler copies into each sample (:meth:`Recorder.share_state` mirrors
 iteration, stage and DMA total into the array the sampler reads).  After
-every call (outside its timing) it calls ``recorder.poll``
-(rknnlab.probe.Probe.poll, when a probe runs), which takes a memory sample
-if one is due: the samples then fall between calls, and the sampler's
-thread need not wake 200 times a second.
+every call (outside its timing, after the DMA total is updated) it calls
+``recorder.poll`` (rknnlab.probe.Probe.poll, when a probe runs), which takes
+a memory sample if one is due: the samples then fall between calls, and the
+sampler's thread need not wake 200 times a second.  With
+``rknnlab.run(..., sample_calls=True)`` the poll is Probe.sample: a full
+sample (every source) after every call and every ``timed`` block.
 """
 from __future__ import annotations
 
@@ -417,12 +419,12 @@ class InstrumentedRuntime:
                 else:
                     ctx = result if ok else None
                 add(code, t, d, nbytes, ctx if type(ctx) is int else None, ok)
+                if ok and dma:  # before the poll: a sample taken now holds the new DMA total
+                    self._after_memory_call(name, args, kwargs, result)
                 poll = rec.poll
                 if poll is not None:
                     poll()
-            if ok and dma:
-                self._after_memory_call(name, args, kwargs, result)
-            elif ok and core:
+            if ok and core:
                 rec.core_masks[args[0] if args else kwargs.get("ctx")] = (
                     args[1] if len(args) > 1 else kwargs.get("core_mask"))
             return result

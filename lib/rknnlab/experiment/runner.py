@@ -407,13 +407,15 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
         warmup: int = 10, soc: Optional[str] = None, seed: int = 0, n_frames: int = 4,
         params: Optional[Dict[str, Any]] = None, timeout: Optional[float] = 300.0,
         on_progress: Optional[ProgressFn] = None, trim_after_warmup: bool = True,
-        progress: Optional[bool] = None) -> Result:
+        progress: Optional[bool] = None, sample_calls: bool = False) -> Result:
     from ..probe import MAX_HZ
     funcs = expand_variants(variants)
     if iterations < 1 or warmup < 0:
         raise RunError("iterations must be at least 1 and warmup at least 0")
     if sample_hz and not 0 < sample_hz <= MAX_HZ:
         raise RunError(f"sample_hz={sample_hz}: expected 0 (off) or up to {MAX_HZ:g}")
+    if sample_calls and not sample_hz:
+        raise RunError("sample_calls=True needs the memory sampler: give sample_hz > 0")
     if ":" in backend:
         chosen, why = backend, "a runtime factory given by name"
     else:
@@ -434,12 +436,12 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
     parameters = {"iterations": int(iterations), "warmup": int(warmup), "sample_hz": float(sample_hz),
                   "seed": int(seed), "n_frames": int(n_frames), "input_shape": minfo["input_shape"],
                   "params": params or {}, "timeout_s": timeout,
-                  "trim_after_warmup": bool(trim_after_warmup)}
+                  "trim_after_warmup": bool(trim_after_warmup), "sample_calls": bool(sample_calls)}
     base = {"backend": chosen, "model_path": minfo["path"], "model": minfo["name"], "soc": minfo["soc"],
             "iterations": int(iterations), "warmup": int(warmup), "seed": int(seed),
             "n_frames": int(n_frames), "input_shape": minfo["input_shape"],
             "sample_hz": float(sample_hz), "params": params or {},
-            "trim_after_warmup": bool(trim_after_warmup)}
+            "trim_after_warmup": bool(trim_after_warmup), "sample_calls": bool(sample_calls)}
     bar = RunProgress(_choose_progress(progress, follows_itself=on_progress is not None),
                       len(funcs), int(warmup) + int(iterations))
     runs = []

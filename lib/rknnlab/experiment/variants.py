@@ -83,6 +83,8 @@ class VariantContext:
         if i == self.warmup and self.trim_after_warmup:
             malloc_trim()
             fill_tcache()
+            if rec.poll is not None:  # a reading after the trim: it is no step's change
+                rec.poll()
         rec.iteration, rec.stage = i, stage
         if self._progress is not None:
             self._progress(i, False)

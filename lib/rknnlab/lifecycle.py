@@ -1,0 +1,280 @@
+"""A context's life, measured: the lifecycle variants and their tables (Chapter 2).
+
+Variants (run them with ``rknnlab.run(..., sample_calls=True)`` so that every
+step has its own memory reading; each does one whole life, with
+``lab.loop()`` for the frames; on the simulator each first runs its frames
+through a throwaway context, unrecorded, so that the simulator's own memory,
+the onnxruntime session computing output values, is not counted as the
+first rknn_run's):
+
+- :func:`from_path`: rknn_init with a path (size = 0);
+- :func:`from_buffer`: the file read into a buffer, rknn_init with the
+  buffer (size > 0), the caller's buffer freed right after init;
+- :func:`from_buffer_zero_copy`: the file copied into a create_mem2
+  (RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) buffer, rknn_init with
+  RKNN_FLAG_MODEL_BUFFER_ZERO_COPY and rknn_init_extend; the buffer is
+  destroyed after the context.
+
+Tables:
+
+- :func:`phase_table`: one row per step of a recorded life, with the change
+  each step made in RSS, the malloc heap, the DMA total and MemFree;
+- :func:`contexts_memory`: N contexts made by rknn_init or by
+  rknn_dup_context, measured in this process;
+- :func:`cycle` and :func:`cycle_verdict`: a create/destroy cycle repeated,
+  and whether anything grows per cycle; :func:`open_fds`.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Dict, List, Optional, Union
+
+import numpy as np
+
+from .experiment.variants import VariantContext, frame_input, malloc_trim, query_io
+from .rknn import abi, buffers
+
+#: the memory columns of phase_table: (its column, the samples' column)
+_CHANGE_COLUMNS = (("rss_kib", "rss_kb"), ("heap_bytes", "heap_in_use_bytes"),
+                   ("dma_bytes", "dma_bytes"), ("mem_free_kib", "mem_free_kb"))
+
+
+# --------------------------------------------------------------------------- variants
+def _prealloc_outputs(out_attrs: List[abi.rknn_tensor_attr]):
+    """Float32 buffers of n_elems x 4 bytes, allocated once (is_prealloc = 1, want_float = 1)."""
+    keep, outs = [], []
+    for a in out_attrs:
+        arr = np.empty(a.n_elems, dtype=np.float32)
+        keep.append(arr)
+        outs.append(abi.rknn_output(index=a.index, want_float=1, is_prealloc=1,
+                                    buf=arr.ctypes.data, size=arr.nbytes))
+    return outs, keep
+
+
+def _settle_simulator(lab: VariantContext) -> None:
+    """On the simulator only: run this life's frames once through a throwaway
+    context, unrecorded, then take a fresh reading.
+
+    The simulator computes output values with onnxruntime: the first run of a
+    model loads a session (tens of MB of RSS) and each new frame fills a small
+    output cache.  That memory is the simulator's, not the runtime's, and
+    without this it would show as the first rknn_run's.  On a board nothing
+    runs before the life."""
+    if getattr(lab.rt, "backend", "") != "sim":
+        return
+    rt = lab.rt.inner  # calls on the inner runtime are not recorded
+    ctx = rt.init(lab.model_path)
+    try:
+        for k in range(min(lab.total, len(lab.inputs))):
+            rt.inputs_set(ctx, frame_input(lab.input(k)))
+            rt.run(ctx)
+    finally:
+        rt.destroy(ctx)
+    malloc_trim()
+    if lab.recorder.poll is not None:
+        lab.recorder.poll()
+
+
+def _frames(lab: VariantContext, ctx: int) -> None:
+    """Query the io, then per frame: inputs_set, run, outputs_get into buffers
+    allocated once, outputs_release (paired, with is_prealloc = 1 too)."""
+    rt = lab.rt
+    _, out_attrs = query_io(rt, ctx)
+    outs, _keep = _prealloc_outputs(out_attrs)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+
+
+def from_path(lab: VariantContext) -> None:
+    """rknn_init from a file path (size = 0): the runtime reads the file itself.
+
+    C::
+
+        rknn_init(&ctx, (void *)"model.rknn", 0, 0, NULL);   /* size 0: a path */
+        /* query io; per frame: inputs_set, run, outputs_get, outputs_release */
+        rknn_destroy(ctx);
+    """
+    _settle_simulator(lab)
+    ctx = lab.rt.init(lab.model_path)
+    _frames(lab, ctx)
+    lab.rt.destroy(ctx)
+
+
+def from_buffer(lab: VariantContext) -> None:
+    """rknn_init from a buffer (size > 0); the caller frees its buffer right
+    after init, as the model zoo does: the runtime works from its own copy.
+
+    C::
+
+        void *model = read_file("model.rknn", &size);        /* read_file */
+        rknn_init(&ctx, model, size, 0, NULL);              /* size > 0: a buffer */
+        free(model);                                        /* free_buffer */
+        /* query io; frames */
+        rknn_destroy(ctx);
+    """
+    rt = lab.rt
+    _settle_simulator(lab)
+    with lab.timed("read_file"):
+        with open(lab.model_path, "rb") as f:
+            model = f.read()
+    ctx = rt.init(model, size=len(model))
+    with lab.timed("free_buffer"):
+        del model
+    _frames(lab, ctx)
+    rt.destroy(ctx)
+
+
+def from_buffer_zero_copy(lab: VariantContext) -> None:
+    """RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: the model in a create_mem2 buffer made
+    without a context; the runtime reads it in place, so the buffer must stay
+    valid until rknn_destroy (API reference V2.3.2 p.20): destroy_mem comes after.
+
+    C::
+
+        rknn_tensor_mem *m = rknn_create_mem2(0, size, RKNN_MEM_FLAG_ALLOC_NO_CONTEXT);
+        fread(m->virt_addr, 1, size, f);                    /* copy_model */
+        rknn_init_extend ext = {.real_model_offset = 0, .real_model_size = size,
+                                .model_buffer_fd = m->fd};
+        rknn_init(&ctx, m->virt_addr, size, RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, &ext);
+        /* query io; frames */
+        rknn_destroy(ctx);
+        rknn_destroy_mem(0, m);                             /* after the context */
+    """
+    rt = lab.rt
+    _settle_simulator(lab)
+    size = os.path.getsize(lab.model_path)
+    mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    with lab.timed("copy_model", size):
+        view = buffers.mem_view(mem)
+        with open(lab.model_path, "rb") as f:
+            if f.readinto(memoryview(view)[:size]) != size:
+                raise OSError(f"{lab.model_path} changed size while it was read")
+    extend = abi.rknn_init_extend(real_model_offset=0, real_model_size=size,
+                                  model_buffer_fd=mem.contents.fd)
+    ctx = rt.init(mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
+                  extend=extend, size=size)
+    _frames(lab, ctx)
+    rt.destroy(ctx)
+    rt.destroy_mem(0, mem)
+
+
+# --------------------------------------------------------------------------- phase table
+def _pick_variant(result: Any, variant: Optional[str]) -> str:
+    names = list(result.variants)
+    if variant is None:
+        if len(names) != 1:
+            raise ValueError(f"this result has {len(names)} variants ({', '.join(names)}): "
+                             "say which with variant=")
+        return names[0]
+    if variant not in names:
+        raise KeyError(f"no variant {variant!r} in this result; it has {', '.join(names)}")
+    return variant
+
+
+def step_readings(result: Any, variant: Optional[str] = None):
+    """One row per recorded call or ``lab.timed`` block of ``variant``, in order:
+    ``step`` (the function or the timed name), ``phase`` ("frames" for a step
+    inside ``lab.loop()``, else the step), ``iteration``, ``start_ms`` and
+    ``end_ms`` (from the run's start), ``ok``, and for each memory column
+    (rss_kib, heap_bytes, dma_bytes, mem_free_kib) its reading ``<col>_before``
+    (the last sample before the step started) and ``<col>_after`` (the first
+    sample after it ended, if it came before the next step: with
+    ``sample_calls=True`` the full sample taken right after it).  What the
+    code does between two steps (allocating its own buffers, the harness's
+    trim before the first measured frame) is no step's change.  A reading
+    no sample gave is NaN.  The DMA total is 0 before the first call that
+    changes it."""
+    import pandas as pd
+    name = _pick_variant(result, variant)
+    calls = result.calls
+    calls = calls[calls["variant"] == name].sort_values("start_s", kind="stable")
+    smp = result.samples
+    smp = smp[smp["variant"] == name].sort_values("t_s", kind="stable") if len(smp) else smp
+    start = calls["start_s"].to_numpy(float) * 1e3
+    end = start + calls["duration_us"].to_numpy(float) / 1e3
+    nxt = np.append(start[1:], np.inf)
+    it = calls["iteration"]
+    df = pd.DataFrame({"step": calls["function"].astype(str).to_numpy(),
+                       "phase": np.where(it.isna().to_numpy(), calls["function"].astype(str).to_numpy(),
+                                         "frames"),
+                       "iteration": it.to_numpy(), "start_ms": start, "end_ms": end,
+                       "ok": calls["ok"].to_numpy(bool)})
+    t = smp["t_s"].to_numpy(float) * 1e3 if len(smp) else np.array([])
+    for col, source in _CHANGE_COLUMNS:
+        values = smp[source].to_numpy(float) if source in smp else np.full(len(t), math.nan)
+        if source == "dma_bytes":
+            values = np.where(np.isnan(values), 0.0, values)  # nothing allocated yet
+        good = np.isfinite(values)
+        tt, vv = t[good], values[good]
+        i = np.searchsorted(tt, start, side="left") - 1   # the last reading before the step
+        j = np.searchsorted(tt, end, side="left")         # the first one after it ...
+        j[j >= len(tt)] = -1
+        j[j >= 0] = np.where(tt[j[j >= 0]] < nxt[j >= 0], j[j >= 0], -1)  # ... before the next step
+        df[f"{col}_before"] = _at(vv, i)
+        df[f"{col}_after"] = _at(vv, j)
+    return df
+
+
+def _at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[index], NaN where index < 0."""
+    out = np.full(len(index), math.nan)
+    ok = index >= 0
+    out[ok] = values[index[ok]]
+    return out
+
+
+def phase_table(result: Any, variant: Optional[str] = None, collapse: bool = True):
+    """The steps of a recorded life and what each changed.
+
+    One row per step, in order: ``step`` (the runtime function, e.g. "init",
+    or the ``lab.timed`` name, e.g. "read_file"), ``phase`` ("frames" for the
+    steps inside ``lab.loop()``), ``calls``, ``ms`` (their total time), and
+    the change the step made (the sample after it minus the sample before it,
+    summed over its calls) in ``rss_kib`` (process RSS, KiB), ``heap_bytes``
+    (malloc heap in use), ``dma_bytes`` (the runtime's DMA total: the sum of
+    total_dma_allocated_size over the live contexts) and ``mem_free_kib``
+    (system MemFree, KiB).
+
+    ``collapse=True`` merges the frames' calls per function (one
+    "inputs_set" row with ``calls`` = the frames) and consecutive calls of
+    one function outside the frames (the queries), so a whole life fits in
+    about a dozen rows; ``collapse=False`` gives one row per call.  Record
+    the run with ``rknnlab.run(..., sample_calls=True)``: without it most
+    steps have no sample of their own and their changes are NaN."""
+    import pandas as pd
+    steps = step_readings(result, variant)
+    cols = [c for c, _ in _CHANGE_COLUMNS]
+    for c in cols:
+        steps[c] = steps[f"{c}_after"] - steps[f"{c}_before"]
+    steps["ms"] = steps["end_ms"] - steps["start_ms"]
+    if not collapse:
+        out = steps[["step", "phase", "iteration"] + ["ms"] + cols].copy()
+        out.insert(3, "calls", 1)
+        return out.reset_index(drop=True)
+    groups: List[Dict[str, Any]] = []
+    frame_rows: Dict[str, Dict[str, Any]] = {}
+    prev_phase = None
+    for row in steps.itertuples(index=False):
+        if row.phase == "frames":
+            if prev_phase != "frames":
+                frame_rows = {}  # a new block of frames
+            g = frame_rows.get(row.step)
+            if g is None:
+                g = frame_rows[row.step] = {"step": row.step, "phase": "frames", "calls": 0, "ms": 0.0,
+                                            **{c: 0.0 for c in cols}}
+                groups.append(g)
+        elif groups and prev_phase == row.phase and groups[-1]["step"] == row.step:
+            g = groups[-1]
+        else:
+            g = {"step": row.step, "phase": row.phase, "calls": 0, "ms": 0.0, **{c: 0.0 for c in cols}}
+            groups.append(g)
+        g["calls"] += 1
+        g["ms"] += row.ms
+        for c in cols:
+            g[c] += getattr(row, c)  # NaN stays NaN: a step without its own reading
+        prev_phase = row.phase
+    return pd.DataFrame(groups, columns=["step", "phase", "calls", "ms"] + cols)
