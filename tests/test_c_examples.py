@@ -249,3 +249,279 @@ def test_mem_layers_texts_state_the_dma_total_as_decided() -> None:
         flat = " ".join(path.read_text().replace(" * ", " ").replace("`", "").split())
         assert sentence in flat.replace(".  ", ". "), path.name
         assert "largely cancel" in flat and "extras cancel" not in flat and "airockchip/rknn-toolkit2#129" in flat
+
+
+# --------------------------------------------------------------------------- lifecycle.c (chapter 2)
+
+LOAD_WAYS = ["path", "buffer", "zerocopy"]
+
+
+@pytest.fixture(scope="module")
+def lifecycle(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_example("lifecycle", rknn_double_path, tmp_path_factory.mktemp("c_examples"))
+
+
+def _run_logged(exe: Path, args, log: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RKNN_DOUBLE_NO_LOG"}
+    env["RKNN_DOUBLE_LOG_FILE"] = str(log)
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=60, env=env)
+
+
+def _log_calls(log: Path):
+    """The double's call log as (function, {key: value}) in call order (array elements left out)."""
+    calls = []
+    for line in log.read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if "[" not in name:
+            calls.append((name, dict(re.findall(r"(\w+)=(\S*)", rest))))
+    return calls
+
+
+def _init_as(rt, model: Path, way: str):
+    """A context of ``model`` made the way the program makes it; (ctx, the zero-copy model mem or None)."""
+    from rknnlab.rknn import abi, buffers
+    import numpy as np
+    data = model.read_bytes()
+    if way == "path":
+        return rt.init(str(model)), None
+    if way == "buffer":
+        return rt.init(data), None
+    mem = rt.create_mem2(0, len(data), abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    buffers.mem_view(mem)[:len(data)] = np.frombuffer(data, np.uint8)
+    extend = abi.rknn_init_extend(real_model_offset=0, real_model_size=len(data), model_buffer_fd=mem.contents.fd)
+    return rt.init(mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend=extend,
+                   size=len(data)), mem
+
+
+def _one_frame(rt, ctx) -> None:
+    """One frame as the program runs it: uint8 inputs, float32 outputs into our buffers, one release."""
+    from rknnlab.rknn import abi, buffers
+    import numpy as np
+    num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    inputs = []
+    for i in range(num.n_input):
+        a = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=i))
+        pixels = np.zeros(tuple(a.dims[d] for d in range(a.n_dims)), np.uint8)
+        inputs.append(buffers.input_from_array(i, pixels, abi.RKNN_TENSOR_NHWC))
+    rt.inputs_set(ctx, inputs)
+    rt.run(ctx)
+    ours = [np.zeros(rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).n_elems, np.float32)
+            for i in range(num.n_output)]
+    outputs = [abi.rknn_output(index=i, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+               for i, b in enumerate(ours)]
+    rt.outputs_get(ctx, outputs)
+    rt.outputs_release(ctx, outputs)
+
+
+def _dma(rt, ctx) -> int:
+    from rknnlab.rknn import abi
+    return rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size
+
+
+def _step(out: str, step: str) -> Dict[str, int]:
+    """{"dma": ..., "rss": ...} of the step line (dma -1 when the line says no context)."""
+    match = re.search(rf"^{re.escape(step)} +(?:DMA total (\d+) B|no context), RSS (\d+) kB$", out, re.M)
+    assert match, f"no line for {step!r} in:\n{out}"
+    return {"dma": int(match.group(1)) if match.group(1) else -1, "rss": int(match.group(2))}
+
+
+def test_lifecycle_info_asks_the_sizes_from_a_model_info_context(lifecycle: Path, fake_model: Path,
+                                                                 double_runtime, tmp_path: Path):
+    from rknnlab.rknn import abi
+    rt = double_runtime
+    ctx = rt.init(str(fake_model), abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+    try:
+        info = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    finally:
+        rt.destroy(ctx)
+    ctx = rt.init(str(fake_model))
+    plain_dma = _dma(rt, ctx)
+    rt.destroy(ctx)
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, ["info", fake_model], log)
+    assert run.returncode == 0, run.stderr
+    assert (f"model info only: weights {info.total_weight_size} B, internal {info.total_internal_size} B, "
+            f"DMA total {info.total_dma_allocated_size} B") in run.stdout
+    assert info.total_dma_allocated_size < plain_dma   # the dummy context did not pay for the model
+    _step(run.stdout, "after rknn_destroy:")
+    calls = _log_calls(log)
+    assert [name for name, _ in calls] == ["rknn_init", "rknn_query", "rknn_destroy"]
+    assert calls[0][1]["flag"] == "0x100" and calls[0][1]["size"] == "0"   # from the path
+    assert calls[1][1]["cmd"] == str(abi.RKNN_QUERY_MEM_SIZE)
+
+
+@pytest.mark.parametrize("way", LOAD_WAYS)
+def test_lifecycle_prints_the_runtime_account_after_each_step(lifecycle: Path, fake_model: Path, double_runtime,
+                                                              way: str):
+    """The DMA totals are the double's own answers for a context made the same way, after init and
+    after a frame; every step has an RSS reading."""
+    rt = double_runtime
+    ctx, mem = _init_as(rt, fake_model, way)
+    try:
+        at_init = _dma(rt, ctx)
+        _one_frame(rt, ctx)
+        after_frames = _dma(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+        if mem is not None:
+            rt.destroy_mem(0, mem)
+    run = subprocess.run([str(lifecycle), way, str(fake_model), "25"], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert _step(out, "after rknn_init:")["dma"] == at_init
+    assert _step(out, "after 25 frames:")["dma"] == after_frames
+    assert "outputs_get 25, outputs_release 25" in out
+    assert _step(out, "after rknn_destroy:")["dma"] == -1
+    first = {"path": "before rknn_init:", "buffer": "file read into a buffer:",
+             "zerocopy": "model copied into it:"}[way]
+    steps = [first, "after rknn_init:", "after 25 frames:", "after rknn_destroy:"]
+    if way == "buffer":
+        steps.insert(2, "after free(model buffer):")
+        assert _step(out, "after free(model buffer):")["dma"] == at_init
+    if way == "zerocopy":
+        steps.append("after rknn_destroy_mem:")
+        size = fake_model.stat().st_size
+        assert re.search(rf"^model mem: {size} B, fd \d+ \(yours until after rknn_destroy\)$", out, re.M)
+    printed = [line.split("  ")[0].rstrip() for line in out.splitlines() if "RSS" in line]
+    assert printed == steps
+    assert all(_step(out, s)["rss"] > 0 for s in steps)
+
+
+def test_lifecycle_zero_copy_saves_the_weights_the_double_reports(lifecycle: Path, fake_model: Path,
+                                                                  double_runtime):
+    """Between a path and a zero-copy init the DMA totals differ by what the double says the weights are."""
+    from rknnlab.rknn import abi
+    env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")
+    totals = {}
+    for way in ("path", "zerocopy"):
+        run = subprocess.run([str(lifecycle), way, str(fake_model), "1"], capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert run.returncode == 0, run.stderr
+        totals[way] = _step(run.stdout, "after rknn_init:")["dma"]
+    ctx = double_runtime.init(str(fake_model))
+    weights = double_runtime.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_weight_size
+    double_runtime.destroy(ctx)
+    assert totals["path"] - totals["zerocopy"] == weights > 0
+
+
+@pytest.mark.parametrize("way", LOAD_WAYS)
+def test_lifecycle_loads_the_model_as_its_mode_says(lifecycle: Path, fake_model: Path, tmp_path: Path, way: str):
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, [way, fake_model, "2"], log)
+    assert run.returncode == 0, run.stderr
+    calls = _log_calls(log)
+    init = [fields for name, fields in calls if name == "rknn_init"]
+    assert len(init) == 1
+    size = fake_model.stat().st_size
+    if way == "path":
+        assert (init[0]["size"], init[0]["flag"], init[0]["path"]) == ("0", "0x0", str(fake_model))
+    elif way == "buffer":
+        assert (init[0]["size"], init[0]["flag"], init[0]["ext"]) == (str(size), "0x0", "0")
+    else:
+        assert calls[0] == ("rknn_create_mem2", {"ctx": "0", "size": str(size), "alloc_flags": "0x20000"})
+        assert (init[0]["size"], init[0]["flag"], init[0]["ext"]) == (str(size), "0x10000", "1")
+        assert (init[0]["ext_offset"], init[0]["ext_size"]) == ("0", str(size))
+        fd = re.search(r"^model mem: \d+ B, fd (\d+)", run.stdout, re.M).group(1)
+        assert init[0]["ext_fd"] == fd != "0"    # the mem's own fd, which the double checks too
+
+
+@pytest.mark.parametrize("way", LOAD_WAYS)
+def test_lifecycle_sets_inputs_before_every_run_and_pairs_every_get(lifecycle: Path, fake_model: Path,
+                                                                    tmp_path: Path, double_runtime, way: str):
+    from rknnlab.rknn import abi
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, [way, fake_model, "7"], log)
+    assert run.returncode == 0, run.stderr
+    names = [name for name, _ in _log_calls(log)
+             if name in ("rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release", "rknn_destroy")]
+    assert names == ["rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release"] * 7 + ["rknn_destroy"]
+    # our buffers, allocated once: the same pointers every frame, sized n_elems x 4 (want_float = 1)
+    rt = double_runtime
+    ctx = rt.init(str(fake_model))
+    need = {i: rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).n_elems * 4
+            for i in range(rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output)}
+    rt.destroy(ctx)
+    gets = re.findall(r"^rknn_outputs_get\[\d+\] index=(\d+) want_float=(\d) is_prealloc=(\d) buf=(\S+) size=(\d+)$",
+                      log.read_text(), re.M)
+    assert len(gets) == 7 * len(need)
+    assert {(int(i), int(size)) for i, _, _, _, size in gets} == set(need.items())
+    assert {(w, p) for _, w, p, _, _ in gets} == {("1", "1")}
+    assert len({buf for _, _, _, buf, _ in gets}) == len(need)
+
+
+def test_lifecycle_destroys_the_zero_copy_model_mem_after_its_context(lifecycle: Path, fake_model: Path,
+                                                                      tmp_path: Path):
+    """The runtime reads that mem in place until rknn_destroy (API reference p.20): the mem made
+    with ctx 0 is destroyed once, with ctx 0, after the context, and nothing comes after it."""
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, ["zerocopy", fake_model, "3"], log)
+    assert run.returncode == 0, run.stderr
+    names = [name for name, _ in _log_calls(log)]
+    assert names.count("rknn_destroy_mem") == 1 and names.count("rknn_destroy") == 1
+    assert names.index("rknn_create_mem2") < names.index("rknn_init")
+    assert names[-2:] == ["rknn_destroy", "rknn_destroy_mem"]
+    assert _log_calls(log)[-1][1]["ctx"] == "0"
+
+
+@pytest.mark.parametrize("way", ["path", "zerocopy"])
+def test_lifecycle_dup_sums_the_dma_total_over_the_contexts(lifecycle: Path, fake_model: Path, double_runtime,
+                                                            tmp_path: Path, way: str):
+    rt = double_runtime
+    ctx, mem = _init_as(rt, fake_model, way)
+    contexts, sums = [ctx], []
+    try:
+        for k in range(4):
+            if k:
+                contexts.append(rt.dup_context(ctx))
+            _one_frame(rt, contexts[-1])
+            sums.append(sum(_dma(rt, c) for c in contexts))
+    finally:
+        for c in reversed(contexts):
+            rt.destroy(c)
+        if mem is not None:
+            rt.destroy_mem(0, mem)
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, ["dup", fake_model, "4", way], log)
+    assert run.returncode == 0, run.stderr
+    printed = [(int(n), int(total), int(added)) for n, total, added in
+               re.findall(r"^contexts +(\d+) \((?:rknn_init|\+ rknn_dup_context)\): +DMA total (\d+) B "
+                          r"\(\+(\d+) B\), RSS \d+ kB$", run.stdout, re.M)]
+    assert printed == [(n + 1, s, s - (sums[n - 1] if n else 0)) for n, s in enumerate(sums)]
+    # a duplicate shares the weights: it adds less than an init from a path allocates (with a
+    # zero-copy model no context allocates weights, so each adds the same)
+    assert (sums[1] - sums[0] < sums[0]) if way == "path" else (sums[1] - sums[0] == sums[0])
+    calls = _log_calls(log)
+    names = [name for name, _ in calls]
+    assert names.count("rknn_init") == 1 and names.count("rknn_dup_context") == 3
+    # teardown: the duplicates, then the context they were made from, then the shared model mem
+    made = [fields["in"] for name, fields in calls if name == "rknn_dup_context"]
+    destroyed = [fields["ctx"] for name, fields in calls if name == "rknn_destroy"]
+    assert len(destroyed) == 4 and destroyed[-1] == made[0] and len(set(destroyed)) == 4
+    tail = names[names.index("rknn_destroy"):]
+    assert tail == ["rknn_destroy"] * 4 + (["rknn_destroy_mem"] if way == "zerocopy" else [])
+
+
+@pytest.mark.parametrize("args", [["info"], ["path"], ["buffer"], ["zerocopy"], ["dup", "2"]],
+                         ids=lambda a: a[0])
+def test_lifecycle_reports_a_bad_model_and_frees_what_it_got(lifecycle: Path, tmp_path: Path, args):
+    bad = tmp_path / "bad.rknn"
+    bad.write_bytes(b"not a model")
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, [args[0], bad, *args[1:]], log)
+    assert run.returncode == 1
+    assert "rknn_init" in run.stderr and "-6 (RKNN_ERR_MODEL_INVALID)" in run.stderr
+    names = [name for name, _ in _log_calls(log)]
+    assert names[-1] == ("rknn_destroy_mem" if args[0] == "zerocopy" else "rknn_init")   # the model mem too
+
+
+def test_lifecycle_refuses_an_unknown_mode_and_bad_counts(lifecycle: Path, fake_model: Path, tmp_path: Path):
+    for args in (["copy", fake_model], ["path", fake_model, "0"], ["dup", fake_model, "0"],
+                 ["dup", fake_model, "2", "mmap"], ["info", fake_model, "3"], ["info"]):
+        run = subprocess.run([str(lifecycle), *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "usage" in run.stderr, args
+    assert "unknown mode 'copy'" in subprocess.run([str(lifecycle), "copy", str(fake_model)], capture_output=True,
+                                                   text=True, timeout=60).stderr
+    run = subprocess.run([str(lifecycle), "buffer", str(tmp_path / "missing.rknn")], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 1 and "cannot open" in run.stderr
