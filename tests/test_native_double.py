@@ -272,6 +272,99 @@ def test_dup_context(rt, double, ctx):
     rt.destroy(dup)
 
 
+def _mem_size(rt, context) -> abi.rknn_mem_size:
+    return rt.query(context, abi.RKNN_QUERY_MEM_SIZE)
+
+
+def test_dup_context_shares_the_weights(rt, ctx):
+    """A duplicate allocates its own internal and io, not weights (simulator assumption A23)."""
+    dup = rt.dup_context(ctx)
+    first, second = _mem_size(rt, ctx), _mem_size(rt, dup)
+    assert second.total_dma_allocated_size == first.total_dma_allocated_size - first.total_weight_size
+    assert (second.total_weight_size, second.total_internal_size) == (first.total_weight_size,
+                                                                      first.total_internal_size)
+    rt.destroy(dup)
+
+
+def test_model_info_only_context_answers_sizes_and_nothing_else(rt, ctx):
+    plain = _mem_size(rt, ctx)
+    info_only = rt.init(MODEL, flag=abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+    sizes = _mem_size(rt, info_only)
+    assert (sizes.total_weight_size, sizes.total_internal_size) == (plain.total_weight_size,
+                                                                    plain.total_internal_size)
+    assert sizes.total_dma_allocated_size == 0 < plain.total_dma_allocated_size
+    assert rt.query(info_only, abi.RKNN_QUERY_IN_OUT_NUM).n_output == 2
+    with pytest.raises(errors.RknnParamInvalidError):
+        rt.query(info_only, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    with pytest.raises(errors.RknnCtxInvalidError):
+        rt.run(info_only)
+    with pytest.raises(errors.RknnCtxInvalidError):
+        rt.dup_context(info_only)
+    with pytest.raises(errors.RknnMallocError):  # the create_mem family returns NULL
+        rt.create_mem(info_only, 64)
+    rt.destroy(info_only)
+
+
+def _model_in_mem(rt, offset: int = 0):
+    mem = rt.create_mem2(0, offset + len(MODEL), abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    buffers.mem_view(mem)[offset:] = np.frombuffer(MODEL, np.uint8)
+    return mem
+
+
+def test_zero_copy_model_in_a_mem_without_context(rt, double, ctx):
+    """The API reference's steps (p.20): create_mem2(0, size, ALLOC_NO_CONTEXT), copy the model in,
+    rknn_init_extend{offset, size, fd}, MODEL_BUFFER_ZERO_COPY.  The weights are read in place (A5)."""
+    mem = _model_in_mem(rt, offset=16)
+    m = mem.contents
+    extend = abi.rknn_init_extend(real_model_offset=16, real_model_size=len(MODEL), model_buffer_fd=m.fd)
+    context = rt.init(m.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend=extend, size=m.size)
+    call = double.last("rknn_init")
+    assert (call["ext_offset"], call["ext_size"], call["ext_fd"]) == (16, len(MODEL), m.fd)
+    assert rt.query(context, abi.RKNN_QUERY_CUSTOM_STRING).string.decode() == PAYLOAD
+    plain = _mem_size(rt, ctx)
+    assert _mem_size(rt, context).total_dma_allocated_size == (plain.total_dma_allocated_size
+                                                               - plain.total_weight_size)
+    rt.destroy(context)
+    rt.destroy_mem(0, mem)
+
+
+def test_zero_copy_init_refuses_a_wrong_extend_or_a_path(rt, tmp_path: Path):
+    mem = _model_in_mem(rt)
+    m = mem.contents
+    zero_copy = abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY
+    other = rt.create_mem2(0, 64, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    with pytest.raises(errors.RknnParamInvalidError):   # the fd of another mem
+        rt.init(m.virt_addr, flag=zero_copy, size=m.size,
+                extend=abi.rknn_init_extend(real_model_size=m.size, model_buffer_fd=other.contents.fd))
+    with pytest.raises(errors.RknnModelInvalidError):   # the model would end past the buffer
+        rt.init(m.virt_addr, flag=zero_copy, size=m.size,
+                extend=abi.rknn_init_extend(real_model_offset=8, real_model_size=m.size, model_buffer_fd=m.fd))
+    path = tmp_path / "model.rknn"
+    path.write_bytes(MODEL)
+    with pytest.raises(errors.RknnParamInvalidError):   # the flag is about a buffer
+        rt.init(str(path), flag=zero_copy)
+    rt.destroy_mem(0, other)
+    rt.destroy_mem(0, mem)
+
+
+def test_zero_copy_model_mem_destroyed_before_its_context_fails_the_next_run(rt):
+    """The buffer must stay valid until rknn_destroy (API reference p.20); the double refuses to
+    run on weights that are gone (A27) instead of reading unmapped memory."""
+    mem = _model_in_mem(rt)
+    m = mem.contents
+    extend = abi.rknn_init_extend(real_model_size=m.size, model_buffer_fd=m.fd)
+    context = rt.init(m.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend=extend, size=m.size)
+    dup = rt.dup_context(context)
+    rt.run(context)
+    rt.destroy_mem(0, mem)
+    for c in (context, dup):
+        with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+            rt.run(c)
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.query(c, abi.RKNN_QUERY_CUSTOM_STRING)
+        rt.destroy(c)
+
+
 def test_destroyed_context_is_invalid(rt, double):
     context = rt.init(MODEL)
     assert context >= 2**32  # the double's handles need all 64 bits
