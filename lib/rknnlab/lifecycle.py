@@ -278,3 +278,191 @@ def phase_table(result: Any, variant: Optional[str] = None, collapse: bool = Tru
             g[c] += getattr(row, c)  # NaN stays NaN: a step without its own reading
         prev_phase = row.phase
     return pd.DataFrame(groups, columns=["step", "phase", "calls", "ms"] + cols)
+
+
+# --------------------------------------------------------------------------- in this process
+def _dma_total(rt: Any, contexts: List[int]) -> int:
+    """The sum of RKNN_QUERY_MEM_SIZE total_dma_allocated_size over ``contexts``."""
+    return sum(int(rt.query(c, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size) for c in contexts)
+
+
+class _Readings:
+    """This process's RSS (KiB), malloc heap in use (bytes) and the system's MemFree (KiB)."""
+
+    def __init__(self) -> None:
+        from .probe import Heap, MemInfo, ProcessMemory
+        self._process, self._heap, self._meminfo = ProcessMemory(), Heap(), MemInfo()
+
+    def now(self) -> Dict[str, float]:
+        heap = self._heap.sample()["heap_in_use_bytes"]
+        free = self._meminfo.sample().get("mem_free_kb")
+        return {"rss_kib": float(self._process.rss_kb()),
+                "heap_bytes": math.nan if heap is None else float(heap),
+                "mem_free_kib": math.nan if free is None else float(free)}
+
+    def close(self) -> None:
+        self._process.close()
+        self._meminfo.close()
+
+
+def contexts_memory(rt: Any, model_path: Union[str, os.PathLike], n: int = 4):
+    """Memory of N contexts made by rknn_init each, or by one rknn_init and
+    rknn_dup_context of it, measured in this process.
+
+    For ``how`` in ("init", "dup"): contexts are made one by one; after each,
+    a row: ``how``, ``n`` (contexts made), ``alive`` (contexts alive),
+    ``dma_total`` (the sum of total_dma_allocated_size over the live
+    contexts), ``rss_kib`` and ``heap_bytes`` (change since before the
+    first).  Then all are destroyed (duplicates first) and a last row with
+    ``alive`` = 0 says whether RSS and the heap came back.  ``weights`` and
+    ``internal`` (total_weight_size and total_internal_size of the model,
+    from RKNN_QUERY_MEM_SIZE) are on every row, for predictions.
+
+    One init and destroy comes first, unmeasured: one-off costs of a
+    process's first init are not a context's.  On a board the runtime may
+    allocate a context's io buffers only at its first rknn_run (A10), which
+    this does not call."""
+    import pandas as pd
+    if n < 1:
+        raise ValueError(f"n={n}: make at least one context")
+    model_path = os.fspath(model_path)
+    first = rt.init(model_path)
+    try:
+        sizes = rt.query(first, abi.RKNN_QUERY_MEM_SIZE)
+        weights, internal = int(sizes.total_weight_size), int(sizes.total_internal_size)
+    finally:
+        rt.destroy(first)
+    readings = _Readings()
+    rows: List[Dict[str, Any]] = []
+    try:
+        for how in ("init", "dup"):
+            malloc_trim()
+            base = readings.now()
+            alive: List[int] = []
+
+            def row(made: int) -> None:
+                now = readings.now()
+                rows.append({"how": how, "n": made, "alive": len(alive),
+                             "dma_total": _dma_total(rt, alive),
+                             "rss_kib": now["rss_kib"] - base["rss_kib"],
+                             "heap_bytes": now["heap_bytes"] - base["heap_bytes"],
+                             "weights": weights, "internal": internal})
+            try:
+                for k in range(n):
+                    alive.append(rt.init(model_path) if how == "init" or not alive
+                                 else rt.dup_context(alive[0]))
+                    row(k + 1)
+            finally:
+                for ctx in reversed(alive):
+                    rt.destroy(ctx)
+                alive.clear()
+            malloc_trim()
+            row(n)
+    finally:
+        readings.close()
+    return pd.DataFrame(rows, columns=["how", "n", "alive", "dma_total", "rss_kib", "heap_bytes",
+                                       "weights", "internal"])
+
+
+def open_fds() -> int:
+    """How many file descriptors this process has open (entries of /proc/self/fd,
+    less the one listing them)."""
+    return len(os.listdir("/proc/self/fd")) - 1
+
+
+#: what cycle() can repeat, by name
+CYCLES = ("init_destroy", "mem_no_context")
+
+
+def cycle(rt: Any, what: Union[str, Callable[[Any], Optional[int]]], cycles: int = 30,
+          model_path: Optional[Union[str, os.PathLike]] = None, size: int = 1 << 20,
+          warmup: int = 1):
+    """Repeat a create/destroy cycle ``cycles`` times in this process; one row
+    per cycle.
+
+    ``what``: "init_destroy" (rknn_init of ``model_path`` then rknn_destroy),
+    "mem_no_context" (rknn_create_mem2(0, ``size``,
+    RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) then rknn_destroy_mem(0, mem)), or a
+    function doing one cycle with ``rt`` (returning its DMA total, or None).
+    ``model_path`` defaults to mobilenet_v2 for the runtime's SoC.
+
+    Columns: ``cycle`` (0, 1, ...), ``rss_kib``, ``heap_bytes`` and
+    ``mem_free_kib`` (change since before the first cycle), ``open_fds``
+    (the count after the cycle: the limit, ``ulimit -n``, is on the count),
+    ``dma_total`` (the sum of total_dma_allocated_size over the contexts the
+    cycle made, queried before it destroyed them: what one cycle holds; 0
+    for mem_no_context, whose mem counts in no context's total: A9).
+    ``warmup`` cycles run first, unrecorded.  Judge a column with
+    :func:`cycle_verdict`."""
+    import pandas as pd
+    if cycles < 1 or warmup < 0:
+        raise ValueError("cycles must be at least 1 and warmup at least 0")
+    step = _cycle_step(rt, what, model_path, size)
+    for _ in range(warmup):
+        step()
+    malloc_trim()
+    readings = _Readings()
+    rows = []
+    try:
+        base = readings.now()
+        for k in range(cycles):
+            dma = step()
+            now = readings.now()
+            rows.append({"cycle": k, "rss_kib": now["rss_kib"] - base["rss_kib"],
+                         "heap_bytes": now["heap_bytes"] - base["heap_bytes"],
+                         "open_fds": open_fds(), "dma_total": 0 if dma is None else int(dma),
+                         "mem_free_kib": now["mem_free_kib"] - base["mem_free_kib"]})
+    finally:
+        readings.close()
+    return pd.DataFrame(rows, columns=["cycle", "rss_kib", "heap_bytes", "open_fds", "dma_total",
+                                       "mem_free_kib"])
+
+
+def _cycle_step(rt: Any, what: Union[str, Callable[[Any], Optional[int]]],
+                model_path: Optional[Union[str, os.PathLike]], size: int) -> Callable[[], Optional[int]]:
+    if callable(what):
+        return lambda: what(rt)
+    if what == "init_destroy":
+        if model_path is None:
+            from . import models
+            model_path = models.model_path("mobilenet_v2", getattr(rt, "soc", None) or "rk3588")
+        path = os.fspath(model_path)
+
+        def init_destroy() -> int:
+            ctx = rt.init(path)
+            try:
+                return _dma_total(rt, [ctx])
+            finally:
+                rt.destroy(ctx)
+        return init_destroy
+    if what == "mem_no_context":
+        def mem_no_context() -> int:
+            mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+            rt.destroy_mem(0, mem)
+            return 0
+        return mem_no_context
+    raise ValueError(f"what={what!r}: expected one of {', '.join(CYCLES)} or a function of rt")
+
+
+#: cycle_verdict's scale per column: (bytes per unit, step, flat floor per cycle, unit words)
+_CYCLE_SCALES = {"rss_kib": (1024.0, "rss", "bytes"), "mem_free_kib": (1024.0, "rss", "bytes"),
+                 "heap_bytes": (1.0, "heap", "bytes"), "dma_total": (1.0, "heap", "bytes"),
+                 "open_fds": (1.0, "fds", "fds")}
+
+
+def cycle_verdict(df: Any, column: str) -> str:
+    """Does ``column`` of a :func:`cycle` table grow with the cycles?  The
+    verdict words of rknnlab.experiment.growth, per cycle: "grows X ± Y
+    bytes/cycle", "flat (|slope| < Z bytes/cycle, the floor of this run)" or
+    "cannot tell yet: run about N more cycles".  open_fds is judged in fds
+    (flat below 0.1 fd per cycle).  It needs at least 24 cycles."""
+    from .experiment import growth as g
+    if column not in _CYCLE_SCALES:
+        raise ValueError(f"column {column!r}: expected one of {', '.join(_CYCLE_SCALES)}")
+    scale, kind, unit = _CYCLE_SCALES[column]
+    step, resolution = {"rss": (g.RSS_STEP, g.RSS_RESOLUTION), "heap": (g.HEAP_STEP, g.HEAP_RESOLUTION),
+                        "fds": (1.0, 0.1)}[kind]
+    values = np.asarray(df[column], float) * scale
+    words = g.growth(np.asarray(df["cycle"], float), values, step=step, resolution=resolution).words()
+    return (words.replace("bytes/iteration", f"{unit}/cycle").replace("iterations", "cycles")
+            .replace("iteration", "cycle"))

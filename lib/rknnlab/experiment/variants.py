@@ -389,6 +389,110 @@ def reinit_each_iter(lab: VariantContext) -> None:
         rt.destroy(ctx)
 
 
+def mems_never_destroyed(lab: VariantContext) -> None:
+    """A leak of DMA memory: zero_copy_io, except that a new output mem is made
+    and bound every frame and never destroyed.  The runtime's DMA total grows
+    by one output's size_with_stride per frame (until rknn_destroy, which
+    frees the mems made with its context on the simulator: A7).  Its fix is
+    zero_copy_io: every mem made and bound once.
+
+    C::
+
+        rknn_set_io_mem(ctx, in, &in_attr);                     /* once */
+        for (i = 0; i < n; i++) {
+            rknn_tensor_mem *out = rknn_create_mem(ctx, out_attr.size_with_stride);  /* every frame */
+            rknn_set_io_mem(ctx, out, &out_attr);
+            memcpy(in->virt_addr, frame, size);
+            rknn_mem_sync(ctx, in, RKNN_MEMORY_SYNC_TO_DEVICE);
+            rknn_run(ctx, NULL);
+            rknn_mem_sync(ctx, out, RKNN_MEMORY_SYNC_FROM_DEVICE);
+            /* rknn_destroy_mem(ctx, out);      forgotten */
+        }
+        rknn_destroy_mem(ctx, in);
+    """
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    in_attrs, out_attrs = query_io(rt, ctx, native=True)
+    in_attr = in_attrs[0]
+    in_attr.type = RKNN_TENSOR_UINT8       # we write uint8 NHWC frames; the runtime converts
+    in_attr.fmt = RKNN_TENSOR_NHWC
+    in_mem = rt.create_mem(ctx, in_attr.size_with_stride)
+    rt.set_io_mem(ctx, in_mem, in_attr)
+    in_view = buffers.mem_view(in_mem)
+    for i in lab.loop():
+        out_mems = [rt.create_mem(ctx, a.size_with_stride) for a in out_attrs]
+        for mem, a in zip(out_mems, out_attrs):
+            rt.set_io_mem(ctx, mem, a)
+        frame = lab.input(i).reshape(-1)
+        in_view[:frame.size] = frame
+        rt.mem_sync(ctx, in_mem, RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        for mem in out_mems:
+            rt.mem_sync(ctx, mem, RKNN_MEMORY_SYNC_FROM_DEVICE)
+    rt.destroy_mem(ctx, in_mem)
+    rt.destroy(ctx)
+
+
+def _keep_loop(lab: VariantContext, keep: Callable[[int, np.ndarray], None]) -> None:
+    """The correct loop (buffers allocated once, every get paired with a
+    release), then ``keep(i, output)`` inside ``lab.timed("keep_result")``."""
+    rt = lab.rt
+    ctx = rt.init(lab.model_path)
+    _, out_attrs = query_io(rt, ctx)
+    outs, buffers_once = _prealloc(out_attrs, want_float=1)
+    for i in lab.loop():
+        rt.inputs_set(ctx, frame_input(lab.input(i)))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+        with lab.timed("keep_result"):
+            keep(i, buffers_once[0])
+    rt.destroy(ctx)
+
+
+def outputs_kept_in_list(lab: VariantContext) -> None:
+    """A leak in Python, not in the runtime: every runtime call is right, but
+    each frame's float32 output is copied into a list that lives as long as
+    the loop.  The heap grows by about one output (n_elems x 4 bytes, plus a
+    numpy array's header) per frame.  Its fix: outputs_summarised.
+
+    C::
+
+        float *history[N];
+        for (i = 0; i < n; i++) {
+            /* inputs_set, run, outputs_get into buf, outputs_release */
+            history[i] = malloc(n_elems * sizeof(float));        /* a copy per frame */
+            memcpy(history[i], buf, n_elems * sizeof(float));
+        }
+    """
+    history: List[np.ndarray] = []
+    _keep_loop(lab, lambda i, output: history.append(output.copy()))
+
+
+def outputs_summarised(lab: VariantContext) -> None:
+    """The fix of outputs_kept_in_list: keep only what you need of each frame,
+    the top-5 (index, score) pairs, in two arrays sized once for all the
+    frames: 40 bytes a frame and no allocation per frame.
+
+    C::
+
+        int32_t top_index[N][5];  float top_score[N][5];        /* once */
+        for (i = 0; i < n; i++) {
+            /* inputs_set, run, outputs_get into buf, outputs_release */
+            top5(buf, n_elems, top_index[i], top_score[i]);      /* 40 bytes kept */
+        }
+    """
+    top_index = np.zeros((lab.total, 5), dtype=np.int32)
+    top_score = np.zeros((lab.total, 5), dtype=np.float32)
+
+    def keep(i: int, output: np.ndarray) -> None:
+        best = np.argpartition(output, -5)[-5:]
+        top_index[i] = best
+        top_score[i] = output[best]
+
+    _keep_loop(lab, keep)
+
+
 def want_float(lab: VariantContext) -> None:
     """Outputs dequantized to float32 by the runtime on the CPU (want_float = 1):
     4 bytes per element and CPU time per element.
@@ -479,7 +583,8 @@ def lite_gc_collect(lab: VariantContext) -> None:
 #: name -> variant, the ones ``run("name")`` and the CLI accept
 BUILTIN: Dict[str, Callable[[VariantContext], None]] = {f.__name__: f for f in (
     alloc_per_call, leak_no_release, prealloc_output, zero_copy_io, rebind_each_iter,
-    reinit_each_iter, want_float, want_int8, lite_inference, lite_reuse_outputs, lite_gc_collect)}
+    reinit_each_iter, mems_never_destroyed, outputs_kept_in_list, outputs_summarised,
+    want_float, want_int8, lite_inference, lite_reuse_outputs, lite_gc_collect)}
 
 #: names that stand for several variants
 GROUPS: Dict[str, Tuple[Callable[[VariantContext], None], ...]] = {
