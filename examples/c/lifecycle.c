@@ -196,6 +196,8 @@ static int load(enum load_way way, const char *path, loaded_model *out)
         free(file);
         return 0;
     }
+    /* No rknn_mem_sync after the copy: it takes a context, and there is none yet.  The API
+       reference's steps (p.20) go straight from the copy to rknn_init. */
     memcpy(out->model_mem->virt_addr, file, size);
     free(file);                    /* a malloc'd staging copy: the mem now holds the model */
     printf("model mem: %u B, fd %d (yours until after rknn_destroy)\n", size, out->model_mem->fd);
@@ -205,6 +207,7 @@ static int load(enum load_way way, const char *path, loaded_model *out)
     extend.real_model_offset = 0;  /* the model starts at the start of the mem */
     extend.real_model_size = size;
     extend.model_buffer_fd = out->model_mem->fd;
+    extend.model_buffer_flags = out->model_mem->flags;   /* the flags of the mem holding it */
     ret = rknn_init(&out->ctx, out->model_mem->virt_addr, size, RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, &extend);
     if (ret < 0) {
         fail("rknn_init(RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)", ret);
@@ -313,8 +316,11 @@ static int run_frames(rknn_context ctx, frame_io *io, int frames)
         if (ret < 0) return fail("rknn_outputs_get", ret);
         io->gets++;
         /* This course pairs every rknn_outputs_get with one rknn_outputs_release, also with
-           is_prealloc = 1.  Rockchip's code disagrees (see the chapter).  With is_prealloc = 1
-           the release frees nothing of yours: a simulator assumption (A15), not a documented fact. */
+           is_prealloc = 1.  Rockchip's code disagrees.  Its dynamic-shape demo says every get
+           must be paired with one release (after an is_prealloc = 0 get).  Its model-zoo
+           zipformer demo (examples/zipformer/cpp/rknpu2/zipformer.cc) uses is_prealloc = 1 and
+           never releases.  With is_prealloc = 1 the release frees nothing of yours: a simulator
+           assumption (A15), not a documented fact. */
         ret = rknn_outputs_release(ctx, io->num.n_output, io->outputs);
         if (ret < 0) return fail("rknn_outputs_release", ret);
         io->releases++;

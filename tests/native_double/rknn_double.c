@@ -381,6 +381,7 @@ typedef struct {
     const char *zero_copy_model;     /* MODEL_BUFFER_ZERO_COPY: the caller's bytes, used in place */
     uint32_t zero_copy_size;
     const rknn_tensor_mem *zero_copy_mem; /* the mem holding them, if a create_mem one does */
+    int reads_model_in_place;        /* ZERO_COPY from a buffer: no weights of its own */
     int model_gone;                  /* that mem was destroyed while this context lived */
     int weights_shared;              /* a rknn_dup_context copy: the weights are the source's */
     int8_t input[N_IN_ELEMS];        /* quantized input, as inputs_set / the io mem left it */
@@ -460,9 +461,9 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
                  ULL(extend ? extend->ctx : 0), ext_offset, ext_size, ext_fd, PTR(model));
     if (!context || !model)
         return RKNN_ERR_PARAM_INVALID;
-    int zero_copy = (flag & FLAG_MODEL_BUFFER_ZERO_COPY) != 0;
-    if (zero_copy && size == 0)
-        return RKNN_ERR_PARAM_INVALID; /* the flag is about a buffer, not a path */
+    /* in place from a buffer; with a path the flag changes nothing here (the documents do
+       not say what a runtime does then) */
+    int zero_copy = (flag & FLAG_MODEL_BUFFER_ZERO_COPY) != 0 && size > 0;
     if (size > 0 && ext_size > 0) {  /* the model lies inside the buffer */
         if (ext_offset < 0 || (uint64_t)ext_offset + ext_size > size)
             return RKNN_ERR_MODEL_INVALID;
@@ -502,6 +503,7 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
         contexts[slot].zero_copy_model = model;
         contexts[slot].zero_copy_size = size;
         contexts[slot].zero_copy_mem = holder;
+        contexts[slot].reads_model_in_place = 1;
     }
     *context = handle;
     return RKNN_SUCC;
@@ -525,6 +527,7 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     contexts[slot].zero_copy_size = source->zero_copy_size;
     contexts[slot].zero_copy_mem = source->zero_copy_mem;
     contexts[slot].model_gone = source->model_gone;
+    contexts[slot].reads_model_in_place = source->reads_model_in_place;
     contexts[slot].weights_shared = 1;
     *context_out = handle;
     return RKNN_SUCC;
@@ -670,7 +673,7 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
         uint32_t flag = state->flag;
         int outside = (flag & FLAG_MEM_ALLOC_OUTSIDE) != 0;
         uint64_t weights =
-            outside || (flag & FLAG_MODEL_BUFFER_ZERO_COPY) || state->weights_shared ? 0 : WEIGHT_SIZE;
+            outside || state->reads_model_in_place || state->weights_shared ? 0 : WEIGHT_SIZE;
         uint64_t internal = outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : INTERNAL_SIZE;
         uint64_t io = outside ? 0 : IO_SIZE;
         mem->total_dma_allocated_size =
