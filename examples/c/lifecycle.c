@@ -153,13 +153,13 @@ typedef struct {
 } loaded_model;
 
 /* buffer: frees our copy of the file right after rknn_init (the runtime keeps its own copy),
-   and shows the step with the context's DMA total. */
+   and shows the step with the context's DMA total (unless the query failed: dma < 0). */
 static void free_model_buffer(loaded_model *model, long long dma)
 {
     if (model->file == NULL) return;
     free(model->file);
     model->file = NULL;
-    print_step("after free(model buffer):", dma);
+    if (dma >= 0) print_step("after free(model buffer):", dma);
 }
 
 /* rknn_init of `path` the way `way` says; prints the steps before rknn_init.  Returns 1 on
