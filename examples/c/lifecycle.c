@@ -466,10 +466,9 @@ int main(int argc, char **argv)
     } else {
         enum load_way way = parse_load_way(mode);
         int frames = argc == 4 ? parse_count(argv[3], 1, 1000000000) : DEFAULT_FRAMES;
-        if (way == LOAD_UNKNOWN || frames < 0 || argc > 4) {
-            fprintf(stderr, "lifecycle: unknown mode '%s' or bad FRAMES\n", mode);
-            return usage(argv[0]);
-        }
+        if (way == LOAD_UNKNOWN) fprintf(stderr, "lifecycle: unknown mode '%s'\n", mode);
+        else if (frames < 0) fprintf(stderr, "lifecycle: FRAMES must be a whole number from 1\n");
+        if (way == LOAD_UNKNOWN || frames < 0 || argc > 4) return usage(argv[0]);
         ok = mode_one(way, path, frames);
     }
     return ok ? 0 : 1;
