@@ -2,10 +2,10 @@
 
 Variants (run them with ``rknnlab.run(..., sample_calls=True)`` so that every
 step has its own memory reading; each does one whole life, with
-``lab.loop()`` for the frames; on the simulator each first runs its frames
-through a throwaway context, unrecorded, so that the simulator's own memory,
-the onnxruntime session computing output values, is not counted as the
-first rknn_run's):
+``lab.loop()`` for the frames, and no trim in the middle of the life; on
+the simulator each first runs its frames through a throwaway context,
+unrecorded, so that the simulator's own memory, the onnxruntime session
+computing output values, is not counted as the first rknn_run's):
 
 - :func:`from_path`: rknn_init with a path (size = 0);
 - :func:`from_buffer`: the file read into a buffer, rknn_init with the
@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
-from .experiment.variants import VariantContext, frame_input, malloc_trim, query_io
+from .experiment.variants import VariantContext, fill_tcache, frame_input, malloc_trim, query_io
 from .rknn import abi, buffers
 
 #: the memory columns of phase_table: (its column, the samples' column)
@@ -52,26 +52,30 @@ def _prealloc_outputs(out_attrs: List[abi.rknn_tensor_attr]):
     return outs, keep
 
 
-def _settle_simulator(lab: VariantContext) -> None:
-    """On the simulator only: run this life's frames once through a throwaway
-    context, unrecorded, then take a fresh reading.
+def _prepare(lab: VariantContext) -> None:
+    """Before the life starts: settle the process, then take a fresh reading.
 
-    The simulator computes output values with onnxruntime: the first run of a
-    model loads a session (tens of MB of RSS) and each new frame fills a small
-    output cache.  That memory is the simulator's, not the runtime's, and
-    without this it would show as the first rknn_run's.  On a board nothing
-    runs before the life."""
-    if getattr(lab.rt, "backend", "") != "sim":
-        return
-    rt = lab.rt.inner  # calls on the inner runtime are not recorded
-    ctx = rt.init(lab.model_path)
-    try:
-        for k in range(min(lab.total, len(lab.inputs))):
-            rt.inputs_set(ctx, frame_input(lab.input(k)))
-            rt.run(ctx)
-    finally:
-        rt.destroy(ctx)
+    The harness's trim before the first measured frame (trim_after_warmup) is
+    turned off: it would free in the middle of the life what earlier steps
+    left in the heap, and show it as the first frame's.  The trim and the
+    tcache fill happen here instead, before the first step.  On the simulator
+    only, the life's frames first run through a throwaway context,
+    unrecorded: the simulator computes output values with onnxruntime, whose
+    session (tens of MB of RSS) loads at a model's first run; that memory is
+    the simulator's, not the runtime's.  On a board nothing runs before the
+    life."""
+    lab.trim_after_warmup = False
+    if getattr(lab.rt, "backend", "") == "sim":
+        rt = lab.rt.inner  # calls on the inner runtime are not recorded
+        ctx = rt.init(lab.model_path)
+        try:
+            for k in range(min(lab.total, len(lab.inputs))):
+                rt.inputs_set(ctx, frame_input(lab.input(k)))
+                rt.run(ctx)
+        finally:
+            rt.destroy(ctx)
     malloc_trim()
+    fill_tcache()
     if lab.recorder.poll is not None:
         lab.recorder.poll()
 
@@ -98,7 +102,7 @@ def from_path(lab: VariantContext) -> None:
         /* query io; per frame: inputs_set, run, outputs_get, outputs_release */
         rknn_destroy(ctx);
     """
-    _settle_simulator(lab)
+    _prepare(lab)
     ctx = lab.rt.init(lab.model_path)
     _frames(lab, ctx)
     lab.rt.destroy(ctx)
@@ -117,7 +121,7 @@ def from_buffer(lab: VariantContext) -> None:
         rknn_destroy(ctx);
     """
     rt = lab.rt
-    _settle_simulator(lab)
+    _prepare(lab)
     with lab.timed("read_file"):
         with open(lab.model_path, "rb") as f:
             model = f.read()
@@ -145,7 +149,7 @@ def from_buffer_zero_copy(lab: VariantContext) -> None:
         rknn_destroy_mem(0, m);                             /* after the context */
     """
     rt = lab.rt
-    _settle_simulator(lab)
+    _prepare(lab)
     size = os.path.getsize(lab.model_path)
     mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
     with lab.timed("copy_model", size):

@@ -19,6 +19,9 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`rss_life_and_loop`   RSS over each process's life and over the measured loop
 :func:`memfree_table`       MemFree's range in each run beside the heap's growth
 :func:`growth_comparison`   two runs' slopes and whether their intervals overlap
+:func:`lifecycle`           a context's life: RSS, heap, DMA total, MemFree
+                            after each step, phases shaded (Chapter 2)
+:func:`contexts_memory`     N contexts by rknn_init vs rknn_dup_context
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -442,3 +445,235 @@ def growth_comparison(first, second, metric: str = "heap"):
                      "agree": bool(abs(s1 - s2) <= p1 + p2)})
     return pd.DataFrame(rows, columns=["variant", "first", "first_pm", "second", "second_pm", "agree"]
                         ).set_index("variant")
+
+
+# --------------------------------------------------------------------------- chapter 2
+#: the lifecycle timeline's panels: (phase_table column, axis label, divisor to MiB,
+#: drawn as the change since the start of the life)
+_LIFE_PANELS = (
+    ("rss_kib", "RSS of the process\nchange (MiB)", 1024.0, True),
+    ("heap_bytes", "malloc heap in use\nchange (MiB)", 2.0 ** 20, True),
+    ("dma_bytes", "runtime DMA total\n(MiB)", 2.0 ** 20, False),
+    ("mem_free_kib", "MemFree (system)\nchange (MiB)", 1024.0, True),
+)
+_PHASE_COLOURS = {"init": "C0", "query": "0.6", "frames": "C2", "destroy": "C3", "destroy_mem": "C3",
+                  "read_file": "C4", "copy_model": "C4", "free_buffer": "C6", "create_mem2": "C1",
+                  "create_mem": "C1"}
+#: the smallest y span of a timeline panel (MiB): changes of a few KiB stay small
+_LIFE_MIN_SPAN = 1.0
+
+
+def _phase_colour(phase: str) -> str:
+    if phase in _PHASE_COLOURS:
+        return _PHASE_COLOURS[phase]
+    others = ("C5", "C8", "C9", "C7")
+    return others[sum(map(ord, phase)) % len(others)]  # the same colour for a name in every figure
+
+
+def _life_slots(result, variant: Optional[str]):
+    """The timeline's slots: the steps of lifecycle.step_readings, with consecutive
+    calls of one function outside the frames (the queries) merged, and each memory
+    column's level after the slot (carried forward where a step has no reading)."""
+    from .lifecycle import step_readings
+    steps = step_readings(result, variant)
+    slots: List[Dict[str, Any]] = []
+    for row in steps.to_dict("records"):
+        last = slots[-1] if slots else None
+        if (last is not None and row["phase"] != "frames" and last["phase"] == row["phase"]
+                and last["step"] == row["step"]):
+            last["calls"] += 1
+            last["end_ms"] = row["end_ms"]
+            for col, *_ in _LIFE_PANELS:
+                if not math.isnan(row[f"{col}_after"]):
+                    last[f"{col}_after"] = row[f"{col}_after"]
+            continue
+        slots.append(dict(row, calls=1))
+    base = {}
+    for col, *_ in _LIFE_PANELS:
+        first = [s[f"{col}_before"] for s in slots if not math.isnan(s[f"{col}_before"])]
+        base[col] = first[0] if first else math.nan
+        level = base[col]
+        for s in slots:
+            if not math.isnan(s[f"{col}_after"]):
+                level = s[f"{col}_after"]
+            s[col] = level
+    return slots, base
+
+
+def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
+    """A context's life at a glance: four panels sharing the x axis (RSS of
+    the process, the malloc heap in use, the runtime's DMA total, MemFree),
+    each a step line of the reading after every step, drawn as the change
+    since the life started (the DMA total as it is).  Shaded bands mark the
+    phases (init, query, frames, destroy, and timed steps such as read_file),
+    named along the top; the largest changes are written beside the line.
+
+    ``x="step"``: one slot per step, named along the bottom (readable when
+    init takes a hundred times as long as a run); ``x="time"``: milliseconds
+    since the first step.  Record the run with ``rknnlab.run(...,
+    sample_calls=True)`` (rknnlab.lifecycle).  ``ax``: four axes of your
+    own, top to bottom.  MemFree is the whole system's, and the kernel
+    updates it lazily (per-CPU counters are folded in about once a second):
+    short steps often show no change there."""
+    if x not in ("step", "time"):
+        raise ValueError(f"x={x!r}: expected 'step' or 'time'")
+    _, plt = _plt()
+    from .lifecycle import _pick_variant
+    name = _pick_variant(result, variant)
+    slots, base = _life_slots(result, name)
+    if ax is None:
+        fig, axes = plt.subplots(len(_LIFE_PANELS), 1, sharex=True, figsize=(8.0, 7.4),
+                                 layout="constrained")
+    else:
+        axes = list(ax)
+        if len(axes) != len(_LIFE_PANELS):
+            raise ValueError(f"ax: give {len(_LIFE_PANELS)} axes (one per panel), not {len(axes)}")
+        fig = axes[0].figure
+    if not slots:
+        axes[0].text(0.5, 0.5, f"no calls of {name} in this result", transform=axes[0].transAxes,
+                     ha="center")
+        _title(axes[0], f"{name}: a context's life", result.source)
+        return fig
+    n = len(slots)
+    if x == "step":
+        edges = np.arange(n + 2, dtype=float)     # slot 0 is the start, slot k+1 the k-th step
+        left = edges[1:-1]
+        right = edges[2:]
+    else:
+        # time inside the steps: the gaps between them (the harness reading memory
+        # after each step, the variant's own Python) are left out
+        right = np.cumsum([s["end_ms"] - s["start_ms"] for s in slots])
+        left = np.concatenate([[0.0], right[:-1]])
+        span = float(right[-1]) or 1.0
+        # the start level holds until the first step ends, each step's level until the next ends
+        edges = np.concatenate([[-0.02 * span], right, [right[-1] + 0.02 * span]])
+    bands = _life_bands(slots)
+    for k, (col, label, div, relative) in enumerate(_LIFE_PANELS):
+        a = axes[k]
+        values = np.array([base[col]] + [s[col] for s in slots], float)
+        values = (values - base[col] if relative else values) / div
+        for j, (phase, first, last, _) in enumerate(bands):
+            a.axvspan(left[first], right[last], color=_phase_colour(phase),
+                      alpha=0.13 if phase != "frames" else 0.09, linewidth=0)
+        if np.isfinite(values).any():
+            a.stairs(values, edges, color="black",
+                     linewidth=1.6, baseline=None)
+            _annotate_changes(a, values, edges, at_edge=x == "time")
+            low, high = float(np.nanmin(values)), float(np.nanmax(values))
+            if high - low < _LIFE_MIN_SPAN:  # a few KiB must look small beside MiB
+                middle = (high + low) / 2
+                a.set_ylim(middle - 0.6 * _LIFE_MIN_SPAN, middle + 0.6 * _LIFE_MIN_SPAN)
+            if np.nanmax(values) == np.nanmin(values):
+                a.text(0.5, 0.5, "the same reading after every step", transform=a.transAxes,
+                       ha="center", va="bottom", fontsize=8, color="0.35")
+        else:
+            a.text(0.5, 0.5, "no readings", transform=a.transAxes, ha="center", va="center",
+                   color="0.4")
+        a.set_ylabel(label, fontsize=8)
+        a.tick_params(axis="y", labelsize=8)
+        a.grid(True, axis="y", alpha=0.3)
+        if a.get_autoscaley_on():
+            a.margins(y=0.25)
+    bottom, top = axes[-1], axes[0]
+    if x == "step":
+        labels = ["start"] + [_slot_label(s, n) for s in slots]
+        bottom.set_xticks(edges[:-1] + 0.5, labels, rotation=90, fontsize=7)
+        bottom.set_xlim(edges[0], edges[-1])
+        bottom.set_xlabel("step of the life (one slot each; the line shows the reading after it)")
+    else:
+        bottom.set_xlabel("time inside the steps (ms; the harness's readings between steps left out)")
+    centres = [(left[first] + right[last]) / 2 for _, first, last, _ in bands]
+    names = [text for *_, text in bands]
+    sec = top.secondary_xaxis("top")
+    sec.set_xticks(centres, names, rotation=90 if x == "step" else 0, fontsize=7)
+    sec.tick_params(length=0)
+    if x == "time":  # narrow bands' names would overlap: only those wider than 4% are named
+        span = edges[-1] - edges[0]
+        for tick, (_, first, last, _) in zip(sec.get_xticklabels(), bands):
+            tick.set_visible(right[last] - left[first] > 0.04 * span)
+    _title(top, f"{name}: memory after each step of a context's life (shaded: phases)",
+           result.source)
+    return fig
+
+
+def _life_bands(slots: List[Dict[str, Any]]) -> List[Tuple[str, int, int, str]]:
+    """(phase, first slot, last slot, its name along the top) per run of one phase."""
+    bands: List[Tuple[str, int, int, str]] = []
+    for i, s in enumerate(slots):
+        if bands and bands[-1][0] == s["phase"]:
+            bands[-1] = (s["phase"], bands[-1][1], i, "")
+        else:
+            bands.append((s["phase"], i, i, ""))
+    named = []
+    for phase, first, last, _ in bands:
+        text = phase
+        if phase == "frames":
+            frames = len({slots[i]["iteration"] for i in range(first, last + 1)})
+            text = f"frames ({frames})"
+        elif slots[first]["calls"] > 1:
+            text = f"{phase} ×{slots[first]['calls']}"
+        named.append((phase, first, last, text))
+    return named
+
+
+def _slot_label(slot: Dict[str, Any], n: int) -> str:
+    """A slot's name along the bottom: the step; in the frames, the frame number
+    on its first call when there is room."""
+    label = slot["step"] + (f" ×{slot['calls']}" if slot["calls"] > 1 else "")
+    return label
+
+
+def _annotate_changes(a, values: np.ndarray, edges: np.ndarray, at_edge: bool, most: int = 4) -> None:
+    """Write the largest steps of a panel's line beside it: at most ``most``, each
+    at least 5% of the panel's span (never under _LIFE_MIN_SPAN), in MiB, or KiB
+    under 0.1 MiB.  ``at_edge``: at the change itself (time axis), else in the
+    middle of the step's slot."""
+    d = np.diff(values)
+    finite = np.isfinite(d)
+    if not finite.any():
+        return
+    span = max(float(np.nanmax(values) - np.nanmin(values)), _LIFE_MIN_SPAN)
+    order = [i for i in np.argsort(-np.abs(np.where(finite, d, 0.0)), kind="stable")[:most]
+             if finite[i] and abs(d[i]) >= 0.05 * span]
+    for i in order:
+        xpos = edges[i + 1] if at_edge else (edges[i + 1] + edges[i + 2]) / 2
+        size = abs(d[i])
+        text = (f"{d[i] * 1024:+.0f} KiB" if size < 0.1 else
+                f"{d[i]:+.2f} MiB" if size < 1 else f"{d[i]:+.1f} MiB")
+        a.annotate(text, (xpos, values[i + 1]), textcoords="offset points",
+                   xytext=(0, 4 if d[i] > 0 else -4), va="bottom" if d[i] > 0 else "top",
+                   ha="left" if at_edge else "center", fontsize=7,
+                   bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                         "alpha": 0.8})
+
+
+def contexts_memory(df, source: str, ax=None):
+    """The memory of N contexts made by rknn_init each or by rknn_dup_context
+    (a lifecycle.contexts_memory table): the runtime's DMA total (solid) and
+    the change in the process's RSS (dashed) against N, one colour per way,
+    each line labelled with what one more context adds (the mean step)."""
+    fig, ax = _new(ax)
+    live = df[df["alive"] > 0]
+    drawn = 0
+    for i, how in enumerate(dict.fromkeys(live["how"])):
+        d = live[live["how"] == how].sort_values("n")
+        n = d["n"].to_numpy(float)
+        for column, what, style, div in (("dma_total", "DMA total", "-", 2.0 ** 20),
+                                         ("rss_kib", "RSS change", "--", 1024.0)):
+            y = d[column].to_numpy(float) / div
+            per = float(np.mean(np.diff(y))) if len(y) > 1 else math.nan
+            ax.plot(n, y, linestyle=style, marker=MARKERS[i], color=f"C{i}", linewidth=1.6,
+                    label=f"{how}: {what} (+{per:.2f} MiB per context)" if per == per
+                    else f"{how}: {what}")
+            drawn += 1
+    if drawn:
+        ax.set_xticks(sorted(set(live["n"].astype(int))))
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no live contexts in this table", transform=ax.transAxes, ha="center")
+    ax.set_xlabel("contexts alive (N)")
+    ax.set_ylabel("memory (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    _title(ax, "N contexts made by rknn_init each vs one rknn_init + rknn_dup_context", source)
+    return fig
