@@ -228,6 +228,45 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "run with the runtime's debug log on (RKNN_LOG_LEVEL) and read the 'allocated memory, "
      "name: ...' lines at rknn_init: compare the task and weight sizes with total_weight_size, "
      "and total_dma_allocated_size with their sum."),
+    ("A37", "Every DMA buffer the runtime allocates (weights, internal, each io tensor, each "
+            "create_mem / create_mem2 mem) holds one open file descriptor until it is freed: a "
+            "context from rknn_init holds 2 + inputs + outputs descriptors, one with "
+            "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY one fewer (no weight buffer). When the process has "
+            "no descriptor left (ulimit -n), the create_mem family fails (RKNN_ERR_MALLOC_FAIL "
+            "here, NULL from the C function). A board's runtime may keep only a driver handle "
+            "and close the descriptor; the docs do not say.",
+     "count the entries of /proc/self/fd before and after rknn_init, rknn_create_mem, "
+     "rknn_destroy_mem and rknn_destroy (rknnlab.lifecycle.open_fds()); then lower ulimit -n "
+     "to 64 and make mems until one fails."),
+    ("A38", "rknn_destroy returns everything rknn_init allocated (the model copy, the DMA "
+            "buffers and their descriptors): an init/destroy loop grows by nothing per cycle in "
+            "RSS, the malloc heap, open descriptors or the DMA total. Public reports say boards "
+            "can differ: rockchip-linux/rknn-toolkit2#284 reports about 40 MB staying after "
+            "rknn_outputs_release and rknn_destroy with preallocated outputs; "
+            "PaddlePaddle/FastDeploy#1858 reports 'failed to allocate handle' after about 225 "
+            "re-inits.",
+     "rknnlab.lifecycle.cycle(rt, 'init_destroy', 300) on the board, then cycle_verdict for "
+     "rss_kib, heap_bytes and open_fds; watch MemFree and CmaFree in /proc/meminfo too."),
+    ("A39", "rknn_destroy_mem(0, mem) of a RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mem unmaps it and "
+            "closes its file descriptor: create_mem2 / destroy_mem in a loop keeps the open "
+            "descriptors flat. airockchip/rknn-toolkit2#532 reports the opposite with librknnrt "
+            "2.3.2: descriptors leak this way and the loop fails after 1,020 iterations.",
+     "rknnlab.lifecycle.cycle(rt, 'mem_no_context', 2000) with ulimit -n 1024, then "
+     "cycle_verdict(df, 'open_fds'): does create_mem2 fail near 1,020 cycles?"),
+    ("A40", "rknn_destroy_mem of the model mem of a RKNN_FLAG_MODEL_BUFFER_ZERO_COPY context "
+            "while the context lives makes its next rknn_run fail with RKNN_ERR_PARAM_INVALID "
+            "(the weights are gone). The API reference V2.3.2 (p.20) only says the buffer must "
+            "stay valid until rknn_destroy; on a board the NPU may read freed memory instead, "
+            "giving wrong outputs or an IOMMU fault.",
+     "destroy the model mem, call rknn_run: check its return code, compare the outputs with "
+     "a context loaded from the path, and read dmesg for IOMMU faults."),
+    ("A41", "A RKNN_FLAG_COLLECT_MODEL_INFO_ONLY context allocates nothing: no DMA buffer, no "
+            "copy of the model, no file descriptor. RKNN_QUERY_MEM_SIZE answers "
+            "total_weight_size and total_internal_size with total_dma_allocated_size 0. So an "
+            "info-only context never destroyed leaks only a small record here (under 100 bytes "
+            "of heap).",
+     "make 1,000 info-only contexts without rknn_destroy: compare RSS, the malloc heap and "
+     "/proc/self/fd before and after, and query MEM_SIZE of one."),
 ]
 
 
