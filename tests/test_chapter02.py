@@ -1,0 +1,294 @@
+"""Chapter 2 keeps the course's shared rules, its sources and its own bookkeeping straight.
+
+Static checks of chapters/02_lifecycle.ipynb (it is executed by
+tests/test_notebooks.py once listed there, its C by tests/test_notebook_c.py):
+
+- the chapter's rules appear word for word in their section and in the key points;
+- the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 2 exercise;
+- every numbered section asks the reader to predict, with a folded answer after it;
+- every wrong claim is shown as published (a ```text fence) and a prompt comes before its box;
+- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- a zero-copy model buffer is destroyed after its context in every C block;
+- the reported leaks are cited as reports; the simulator's assumptions the text names are the
+  ones its last cell lists, and exist in rknnlab.sim;
+- the notebook defines no functions (analysis code lives in rknnlab), keeps code cells short,
+  has no placeholder text, stays within the prose budget, and is saved without outputs.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "02_lifecycle.ipynb"
+HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
+
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points
+RULES = {
+    "1": "Allocate in `rknn_init`, reuse in the frames, free in `rknn_destroy`.",
+    "2": "Without ZERO_COPY, free your model buffer whenever you like: the runtime has its own copy. "
+         "With ZERO_COPY, the buffer is the model: keep it until after the last `rknn_destroy`.",
+    "3": "To plan memory before you pay for it, init with `RKNN_FLAG_COLLECT_MODEL_INFO_ONLY`, query, "
+         "and destroy the dummy before the real init.",
+    "4": "`rknn_dup_context` saves the weights of every context after the first; each context still "
+         "needs its own internal and io memory.",
+    "5": "Destroy every mem made with a context before that context. Free a zero-copy model buffer or "
+         "a shared mem after the last `rknn_destroy`. Free your own buffers last.",
+    "6": "Reuse means no allocation per call. Flat memory only shows there is no leak.",
+}
+
+#: names that look like API names but are files, repositories or modules
+NOT_API = {"rknn_model_zoo", "rknn_lite", "rknn_benchmark",
+           "rknn_dynshape_inference_zero_copy_alloc_outside"}
+
+MAX_CODE_LINES = 25
+MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
+
+
+def _cells() -> List[dict]:
+    return json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _markdown() -> str:
+    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "markdown")
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def _section(markdown: str, heading: str) -> str:
+    start = markdown.index(f"\n## {heading}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:end if end >= 0 else None]
+
+
+def _numbered_sections(markdown: str) -> dict:
+    out = {}
+    for number in re.findall(r"^## (\d+)\. ", markdown, flags=re.M):
+        out[number] = _section(markdown, f"{number}. ")
+    return out
+
+
+def _prose(markdown: str, folded: bool) -> str:
+    """The markdown without code blocks and HTML comments; ``folded=False`` also drops the
+    contents of dropdowns (what a reader sees without opening anything)."""
+    markdown = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
+    out, code, boxes = [], None, []          # boxes: [fence, folded?]
+    for line in markdown.splitlines():
+        m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
+        if code is not None:
+            if m and not m.group(2) and len(m.group(1)) >= len(code):
+                code = None
+            continue
+        if m:
+            fence, info = m.group(1), m.group(2).strip()
+            if info.startswith("{"):
+                boxes.append([fence, False])
+            elif not info and boxes and len(fence) == len(boxes[-1][0]):
+                boxes.pop()
+            else:
+                code = fence
+            out.append("")
+            continue
+        if line.startswith(":class:"):
+            if boxes and "dropdown" in line:
+                boxes[-1][1] = True
+            continue
+        if folded or not any(f for _, f in boxes):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _unfolded_prose(markdown: str) -> str:
+    return _prose(markdown, folded=False)
+
+
+def _without_wrong_claims(markdown: str) -> str:
+    """The markdown without ```text fences (claims as published) and Wrong claim boxes."""
+    markdown = re.sub(r"```text\n.*?```", "", markdown, flags=re.S)
+    return re.sub(r"```\{admonition\} Wrong claim:.*?\n```", "", markdown, flags=re.S)
+
+
+# --------------------------------------------------------------------------- rules and header
+@pytest.mark.parametrize("number", sorted(RULES))
+def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
+    markdown = _markdown()
+    rule = RULES[number]
+    section = _flat(_numbered_sections(markdown)[number])
+    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
+    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
+
+
+def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
+    header = _source(_cells()[0])
+    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
+    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
+    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 2, )?exercise (\d)\)\.$", header, flags=re.M)
+    assert len(objectives) >= 4, "each objective: '- **Verb** ... (exercise n).'"
+    assert sorted(int(n) for _, n in objectives) == list(range(1, len(objectives) + 1))
+    assert "(glossary.ipynb)" in header
+    for label in ("**Time.**", "**Prerequisites:**"):
+        assert label in header
+
+
+# --------------------------------------------------------------------------- section arc
+def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
+    sections = _numbered_sections(_markdown())
+    assert len(sections) >= 6, "expected the chapter's six numbered sections"
+    for number, body in sections.items():
+        assert "**Predict.**" in body, f"section {number} has no **Predict.**"
+        after = body[body.index("**Predict.**"):]
+        assert re.search(r"```+\{admonition\} Answer\s*\n:class: dropdown", after), \
+            f"section {number}: the prediction's answer is not in a folded admonition after it"
+        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
+
+
+def test_wrong_claims_are_shown_as_published_before_their_boxes() -> None:
+    markdown = _markdown()
+    assert "Errata:" not in markdown
+    boxes = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
+    assert len(boxes) >= 4, "expected the chapter's wrong claims (sample order, preloading, strategy, MemFree)"
+    for start in boxes:
+        section_start = markdown.rfind("\n## ", 0, start)
+        before = markdown[section_start:start]
+        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
+        assert re.search(r"\*\*(Predict|Spot the bug)\.\*\*", before), "a wrong claim with no prompt first"
+        box = markdown[start:markdown.index("\n```", start + 3)]
+        for part in ("**A widely copied", "**What the runtime does:**", "**Evidence:**"):
+            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
+
+
+def test_the_api_references_own_sample_order_is_an_erratum_with_its_page() -> None:
+    markdown = _flat(_markdown())
+    box = re.search(r"\{admonition\} Wrong claim: free the zero-copy model buffer.*?Evidence:\*\*[^`]*",
+                    markdown)
+    assert box, "the ZERO_COPY sample-order erratum is missing"
+    assert "V2.3.2 p.20" in box.group(0)
+
+
+# --------------------------------------------------------------------------- names and C
+def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
+    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
+    text = _without_wrong_claims(_markdown())
+    text += "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
+    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
+    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
+    for invented in ("rknn_init_with_mem", "rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem",
+                     "rknn_deinit"):
+        assert invented not in text, f"{invented} appears outside a wrong claim"
+
+
+def test_c_blocks_pair_gets_and_destroy_the_zero_copy_buffer_after_its_context() -> None:
+    blocks = re.findall(r"```c\n(.*?)```", _markdown(), flags=re.S)
+    assert len(blocks) >= 5, "expected C for the life, buffer, zero-copy, dup and teardown"
+    calls = " ".join(blocks)
+    for name in ("rknn_init_extend", "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY", "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT",
+                 "rknn_dup_context", "RKNN_FLAG_COLLECT_MODEL_INFO_ONLY", "rknn_destroy_mem"):
+        assert name in calls, f"no C block shows {name}"
+    for block in blocks:
+        if "rknn_outputs_get(" in block:
+            assert "rknn_outputs_release(" in block, f"a C block gets outputs and never releases:\n{block}"
+        if "rknn_destroy_mem(0, model_mem)" in block and "rknn_destroy(" in block:
+            assert block.index("rknn_destroy(") < block.index("rknn_destroy_mem(0, model_mem)"), \
+                f"the zero-copy model buffer is freed before its context:\n{block}"
+
+
+def test_reported_leaks_are_cited_as_reports() -> None:
+    markdown = _flat(_markdown())
+    for issue in ("rockchip-linux/rknn-toolkit2#284", "airockchip/rknn-toolkit2#532",
+                  "PaddlePaddle/FastDeploy#1858", "cnblogs yijunchenhui/18928556", "immich-app/immich#23958"):
+        assert issue in markdown, f"{issue} is not cited"
+    teardown = _flat(_section(_markdown(), "5. "))
+    assert "These are reports, not documented behaviour." in teardown
+
+
+def test_inline_assumptions_match_the_generated_list() -> None:
+    from rknnlab.sim import ASSUMPTIONS
+    prose = re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S)
+    named = set(re.findall(r"\bA\d+\b", prose))
+    last_code = [c for c in _cells() if c["cell_type"] == "code"][-1]
+    used_lists = [node for node in ast.walk(ast.parse(_source(last_code)))
+                  if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "USED" for t in node.targets)]
+    assert used_lists, "the last code cell must define USED, the assumptions the chapter relies on"
+    used = set(ast.literal_eval(used_lists[0].value))
+    known = {key for key, _, _ in ASSUMPTIONS}
+    assert used <= known, f"USED names assumptions that rknnlab.sim does not list: {sorted(used - known)}"
+    assert named - used == set(), f"named in the text but missing from USED: {sorted(named - used)}"
+    assert used - named == set(), f"in USED but never named in the text: {sorted(used - named)}"
+
+
+# --------------------------------------------------------------------------- the notebook itself
+def test_the_lives_are_measured_with_the_library() -> None:
+    code = "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+    for call in ("sample_calls=True", "lifecycle.phase_table(", "plot.lifecycle(", "lifecycle.contexts_memory(",
+                 "plot.contexts_memory(", "lifecycle.cycle(", "lifecycle.cycle_verdict("):
+        assert call in code, f"the chapter no longer calls {call}"
+    for variant in ("reinit_each_iter", "leak_no_release", "mems_never_destroyed", "outputs_kept_in_list",
+                    "prealloc_output", "zero_copy_io", "outputs_summarised"):
+        assert f'"{variant}"' in code, f"§6 does not run {variant}"
+
+
+def test_no_functions_are_defined_in_the_notebook() -> None:
+    for index, cell in enumerate(_cells()):
+        if cell["cell_type"] == "code":
+            tree = ast.parse(_source(cell))
+            defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))
+                    and hasattr(n, "name")]
+            assert not defs, f"cell {index} defines {defs}: analysis code belongs in rknnlab"
+
+
+def test_code_cells_are_short_and_saved_without_outputs() -> None:
+    for index, cell in enumerate(_cells()):
+        if cell["cell_type"] != "code":
+            continue
+        lines = _source(cell).splitlines()
+        assert len(lines) <= MAX_CODE_LINES, f"cell {index} has {len(lines)} lines (at most {MAX_CODE_LINES})"
+        assert not cell.get("outputs") and cell.get("execution_count") is None, \
+            f"cell {index} was saved with outputs"
+
+
+def test_no_placeholder_text_and_no_seed_names() -> None:
+    for index, cell in enumerate(_cells()):
+        text = _source(cell)
+        assert not re.search(r"\bseed\s*0\d\d\b", text, flags=re.I), f"cell {index} names a seed text"
+        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", text), \
+            f"cell {index} has placeholder text"
+
+
+def test_the_prose_stays_within_its_budget() -> None:
+    prose = _unfolded_prose(_markdown())
+    assert len(prose.split()) <= MAX_WORDS, f"{len(prose.split())} words of unfolded prose"
+    for part in re.split(r"\n(?=## )", prose):
+        title = part.strip().splitlines()[0]
+        assert len(part.split()) <= MAX_SECTION_WORDS, f"{title}: {len(part.split())} words"
+    for sentence in _sentences(_markdown()):
+        assert len(sentence.split()) <= MAX_SENTENCE_WORDS, f"a sentence over {MAX_SENTENCE_WORDS} words: {sentence!r}"
+
+
+def _sentences(markdown: str) -> List[str]:
+    """The sentences of the prose, boxes included (code, comments and table rows left out);
+    a list item or a heading ends a sentence."""
+    lines = [ln for ln in _prose(markdown, folded=True).splitlines() if not ln.lstrip().startswith("|")]
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:- |\d+\. |#))", "\n".join(lines))
+    out = []
+    for block in blocks:
+        out += [s for s in re.split(r"(?<=[.!?])\s+", _flat(block).strip()) if s]
+    return out
+
+
+def test_the_unfolded_prose_check_folds_dropdowns() -> None:
+    text = ("Seen one.\n```{admonition} Answer\n:class: dropdown\nhidden words here\n```\n"
+            "```{admonition} Wrong claim: x\n:class: warning\nshown two\n```\n```c\nint x;\n```\n")
+    assert _unfolded_prose(text).split() == ["Seen", "one.", "shown", "two"]
