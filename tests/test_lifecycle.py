@@ -1,0 +1,345 @@
+"""rknnlab.lifecycle on the simulator: a context's life step by step, N contexts by
+init vs dup, create/destroy cycles, the leak variants and their timelines.
+
+Two module-scoped runs (the three ways to load a model; the three lifecycle leak
+variants) of two frames each, recorded with ``sample_calls=True``, give the
+numbers most tests check.  The tests judge what was measured against the model's
+own sizes (the file, RKNN_QUERY_MEM_SIZE, the attrs), never against numbers
+written here.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pandas", reason="results need pandas (the lab extra)")
+pytest.importorskip("onnxruntime", reason="the simulator needs onnxruntime (the sim extra)")
+
+import rknnlab
+from rknnlab import lifecycle, models
+from rknnlab.experiment import RunError
+from rknnlab.experiment.variants import query_io
+from rknnlab.rknn import abi
+from rknnlab.sim import SimRuntime
+
+FRAMES = 2
+#: the heap also holds the context's own records: a few KiB around the copies measured
+SLACK = 64 * 1024
+MODEL = "mobilenet_v2"
+
+
+@pytest.fixture(scope="module")
+def path():
+    return str(models.model_path(MODEL, "rk3588"))
+
+
+@pytest.fixture(scope="module")
+def sizes(path):
+    """The model's sizes, asked from the runtime: file, weights, internal, io (the DMA
+    total of a plain context less weights and internal), the output's native size."""
+    rt = SimRuntime("rk3588")
+    try:
+        ctx = rt.init(path)
+        mem = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        _, outs = query_io(rt, ctx, native=True)
+        out = {"file": os.path.getsize(path), "weights": mem.total_weight_size,
+               "internal": mem.total_internal_size, "dma": mem.total_dma_allocated_size,
+               "out_native": sum(a.size_with_stride for a in outs)}
+        out["io"] = out["dma"] - out["weights"] - out["internal"]
+        rt.destroy(ctx)
+    finally:
+        rt.close()
+    assert out["io"] > 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def loads():
+    result = rknnlab.run([lifecycle.from_path, lifecycle.from_buffer, lifecycle.from_buffer_zero_copy],
+                         model=MODEL, iterations=FRAMES, warmup=0, backend="sim",
+                         sample_calls=True, progress=False)
+    assert not result.errors, result.errors
+    return result
+
+
+@pytest.fixture(scope="module")
+def leaks():
+    result = rknnlab.run(["mems_never_destroyed", "outputs_kept_in_list", "outputs_summarised"],
+                         model=MODEL, iterations=FRAMES + 1, warmup=0, backend="sim",
+                         sample_calls=True, progress=False)
+    assert not result.errors, result.errors
+    return result
+
+
+def _row(table, step):
+    rows = table[table["step"] == step]
+    assert len(rows) == 1, f"{step}: {len(rows)} rows in\n{table}"
+    return rows.iloc[0]
+
+
+# --------------------------------------------------------------------------- sample_calls
+def test_sample_calls_is_documented_recorded_and_needs_the_sampler():
+    assert "sample_calls" in inspect.signature(rknnlab.run).parameters
+    assert "sample_calls" in (rknnlab.run.__doc__ or "")
+    with pytest.raises(RunError, match="sample_hz"):
+        rknnlab.run(lifecycle.from_path, sample_calls=True, sample_hz=0, progress=False)
+
+
+def test_every_step_has_its_own_reading_with_sample_calls(loads):
+    assert loads.meta["parameters"]["sample_calls"] is True
+    for name in loads.variants:
+        steps = lifecycle.step_readings(loads, name)
+        for col in ("rss_kib", "heap_bytes", "dma_bytes", "mem_free_kib"):
+            missing = steps[steps[f"{col}_after"].isna()]
+            assert missing.empty, f"{name}: no {col} reading after\n{missing[['step', 'start_ms']]}"
+
+
+def test_without_sample_calls_most_steps_have_no_heap_reading():
+    """The heap is read at 10 Hz otherwise: a short life's steps mostly go unread."""
+    result = rknnlab.run(lifecycle.from_path, model=MODEL, iterations=FRAMES, warmup=0,
+                         backend="sim", progress=False)
+    assert result.meta["parameters"]["sample_calls"] is False
+    steps = lifecycle.step_readings(result)
+    assert steps["heap_bytes_after"].isna().mean() > 0.5
+
+
+# --------------------------------------------------------------------------- phase_table
+FRAME_STEPS = ["inputs_set", "run", "outputs_get", "outputs_release"]
+EXPECTED_STEPS = {
+    "from_path": ["init", "query"] + FRAME_STEPS + ["destroy"],
+    "from_buffer": ["read_file", "init", "free_buffer", "query"] + FRAME_STEPS + ["destroy"],
+    "from_buffer_zero_copy": ["create_mem2", "copy_model", "init", "query"] + FRAME_STEPS
+                             + ["destroy", "destroy_mem"],
+}
+
+
+@pytest.mark.parametrize("variant", list(EXPECTED_STEPS))
+def test_phase_table_steps_in_order(loads, variant):
+    table = lifecycle.phase_table(loads, variant)
+    assert list(table.columns) == ["step", "phase", "calls", "ms", "rss_kib", "heap_bytes",
+                                   "dma_bytes", "mem_free_kib"]
+    assert list(table["step"]) == EXPECTED_STEPS[variant]
+    frames = table[table["phase"] == "frames"]
+    assert list(frames["step"]) == FRAME_STEPS and (frames["calls"] == FRAMES).all()
+    assert _row(table, "query")["calls"] == 3   # IN_OUT_NUM, one input, one output
+    assert (table["ms"] > 0).all()
+    # the whole life gives back what it took
+    assert table["dma_bytes"].sum() == 0
+
+
+def test_phase_table_collapse_false_has_a_row_per_call_and_the_same_totals(loads):
+    full = lifecycle.phase_table(loads, "from_buffer", collapse=False)
+    short = lifecycle.phase_table(loads, "from_buffer")
+    assert len(full) == short["calls"].sum() == len(loads.calls[loads.calls["variant"] == "from_buffer"])
+    for col in ("ms", "heap_bytes", "dma_bytes"):
+        assert full[col].sum() == pytest.approx(short[col].sum())
+
+
+def test_phase_table_needs_a_variant_name_when_there_are_several(loads):
+    with pytest.raises(ValueError, match="variant="):
+        lifecycle.phase_table(loads)
+    with pytest.raises(KeyError, match="no variant"):
+        lifecycle.phase_table(loads, "from_nowhere")
+
+
+def test_from_path_init_takes_a_copy_of_the_file_and_destroy_gives_it_back(loads, sizes):
+    table = lifecycle.phase_table(loads, "from_path")
+    init, destroy = _row(table, "init"), _row(table, "destroy")
+    assert abs(init["heap_bytes"] - sizes["file"]) < SLACK        # the runtime's copy (A4)
+    assert init["dma_bytes"] == sizes["dma"] == sizes["weights"] + sizes["internal"] + sizes["io"]
+    assert abs(destroy["heap_bytes"] + sizes["file"]) < SLACK
+    assert destroy["dma_bytes"] == -sizes["dma"]
+    frames = table[table["phase"] == "frames"]
+    assert (frames["dma_bytes"] == 0).all()
+    assert (frames["heap_bytes"].abs() < SLACK).all()             # buffers allocated once
+
+
+def test_from_buffer_the_caller_may_free_its_buffer_the_runtime_keeps_its_own_copy(loads, sizes):
+    table = lifecycle.phase_table(loads, "from_buffer")
+    read, init, free = _row(table, "read_file"), _row(table, "init"), _row(table, "free_buffer")
+    assert abs(read["heap_bytes"] - sizes["file"]) < SLACK        # the caller's copy
+    assert abs(init["heap_bytes"] - sizes["file"]) < SLACK        # the runtime's copy, a second one
+    assert abs(free["heap_bytes"] + sizes["file"]) < SLACK        # only the caller's goes
+    assert init["dma_bytes"] == sizes["dma"]
+    steps = lifecycle.step_readings(loads, "from_buffer")
+    start = steps["heap_bytes_before"].iloc[0]
+    before_destroy = steps[steps["step"] == "destroy"]["heap_bytes_before"].iloc[0]
+    assert abs(before_destroy - start - sizes["file"]) < SLACK   # one copy lives until destroy
+    assert abs(_row(table, "destroy")["heap_bytes"] + sizes["file"]) < SLACK
+
+
+def test_zero_copy_takes_no_heap_copy_and_no_weight_buffer(loads, sizes):
+    table = lifecycle.phase_table(loads, "from_buffer_zero_copy")
+    init = _row(table, "init")
+    assert abs(init["heap_bytes"]) < SLACK
+    assert init["dma_bytes"] == sizes["dma"] - sizes["weights"] == sizes["internal"] + sizes["io"]
+    # the model mem is made without a context: it counts in no DMA total (A9), but its
+    # pages are the process's (A2) until destroy_mem, which comes after destroy
+    mem, last = _row(table, "create_mem2"), _row(table, "destroy_mem")
+    assert mem["dma_bytes"] == 0 and last["dma_bytes"] == 0
+    assert abs(mem["rss_kib"] * 1024 - sizes["file"]) < 256 * 1024
+    assert abs(last["rss_kib"] * 1024 + sizes["file"]) < 256 * 1024
+    assert list(table["step"]).index("destroy") < list(table["step"]).index("destroy_mem")
+    path_init = _row(lifecycle.phase_table(loads, "from_path"), "init")
+    assert path_init["heap_bytes"] - init["heap_bytes"] > sizes["file"] - SLACK
+
+
+# --------------------------------------------------------------------------- the leak variants
+def test_leak_variants_are_built_in():
+    for name in ("mems_never_destroyed", "outputs_kept_in_list", "outputs_summarised"):
+        assert name in rknnlab.experiment.BUILTIN
+
+
+def test_mems_never_destroyed_grows_the_dma_total_by_an_output_per_frame(leaks, sizes):
+    table = lifecycle.phase_table(leaks, "mems_never_destroyed")
+    made = table[(table["step"] == "create_mem") & (table["phase"] == "frames")].iloc[0]
+    assert made["calls"] == FRAMES + 1
+    assert made["dma_bytes"] == (FRAMES + 1) * sizes["out_native"]
+    steps = lifecycle.step_readings(leaks, "mems_never_destroyed")
+    # nothing in the frames gives it back: only rknn_destroy does (A7)
+    frames = steps[steps["phase"] == "frames"]
+    assert (np.diff(frames["dma_bytes_after"].to_numpy()) >= 0).all()
+    assert steps["dma_bytes_after"].iloc[-1] == 0
+
+
+def test_outputs_kept_in_list_grows_the_heap_by_an_output_per_frame_and_the_summary_does_not(leaks):
+    out_bytes = 1000 * 4   # mobilenet_v2: 1,000 float32 scores
+    kept = _row(lifecycle.phase_table(leaks, "outputs_kept_in_list"), "keep_result")
+    summarised = _row(lifecycle.phase_table(leaks, "outputs_summarised"), "keep_result")
+    per_frame = kept["heap_bytes"] / kept["calls"]
+    assert out_bytes <= per_frame < out_bytes + 512       # the copy and its array header
+    assert abs(summarised["heap_bytes"]) < 256
+
+
+# --------------------------------------------------------------------------- contexts_memory
+def test_contexts_memory_init_vs_dup(path, sizes):
+    rt = SimRuntime("rk3588")
+    try:
+        df = lifecycle.contexts_memory(rt, path, n=3)
+    finally:
+        rt.close()
+    assert list(df.columns) == ["how", "n", "alive", "dma_total", "rss_kib", "heap_bytes",
+                                "weights", "internal"]
+    assert (df["weights"] == sizes["weights"]).all() and (df["internal"] == sizes["internal"]).all()
+    for how, per_context in (("init", sizes["weights"] + sizes["internal"] + sizes["io"]),
+                             ("dup", sizes["internal"] + sizes["io"])):
+        live = df[(df["how"] == how) & (df["alive"] > 0)].sort_values("n")
+        assert list(live["n"]) == [1, 2, 3]
+        assert live["dma_total"].iloc[0] == sizes["dma"]          # the first is an init either way
+        assert (np.diff(live["dma_total"]) == per_context).all(), live
+        heap_step = np.diff(live["heap_bytes"])
+        if how == "init":
+            assert (np.abs(heap_step - sizes["file"]) < SLACK).all()  # a model copy each
+        else:
+            assert (np.abs(heap_step) < SLACK).all()                  # the copy is shared
+        gone = df[(df["how"] == how) & (df["alive"] == 0)].iloc[0]
+        assert gone["dma_total"] == 0 and abs(gone["heap_bytes"]) < SLACK
+
+
+# --------------------------------------------------------------------------- cycles
+@pytest.fixture
+def small_rt():
+    rt = SimRuntime("rk3588")
+    yield rt
+    rt.close()
+
+
+def test_open_fds_counts_descriptors():
+    before = lifecycle.open_fds()
+    r, w = os.pipe()
+    try:
+        assert lifecycle.open_fds() == before + 2
+    finally:
+        os.close(r)
+        os.close(w)
+    assert lifecycle.open_fds() == before
+
+
+def test_init_destroy_cycle_is_flat_and_a_skipped_destroy_grows(small_rt):
+    digits = str(models.model_path("digits_cnn", "rk3588"))
+    flat = lifecycle.cycle(small_rt, "init_destroy", cycles=30, model_path=digits)
+    assert list(flat.columns) == ["cycle", "rss_kib", "heap_bytes", "open_fds", "dma_total",
+                                  "mem_free_kib"]
+    assert len(flat) == 30 and (flat["dma_total"] > 0).all()
+    for col in ("heap_bytes", "open_fds"):
+        assert lifecycle.cycle_verdict(flat, col).startswith("flat"), lifecycle.cycle_verdict(flat, col)
+
+    def init_without_destroy(rt):
+        rt.init(digits)
+
+    leak = lifecycle.cycle(small_rt, init_without_destroy, cycles=30)
+    for col, unit in (("heap_bytes", "bytes/cycle"), ("open_fds", "fds/cycle")):
+        words = lifecycle.cycle_verdict(leak, col)
+        assert words.startswith("grows") and unit in words, words
+    fds_per_cycle = np.diff(leak["open_fds"])
+    assert (fds_per_cycle == fds_per_cycle[0]).all() and fds_per_cycle[0] >= 3  # weights, internal, io (A37)
+
+
+def test_mem_no_context_cycle_keeps_descriptors_flat_and_a_forgotten_destroy_mem_leaks_one_each(small_rt):
+    flat = lifecycle.cycle(small_rt, "mem_no_context", cycles=30, size=4096)
+    assert lifecycle.cycle_verdict(flat, "open_fds").startswith("flat")
+
+    def forget(rt):
+        rt.create_mem2(0, 4096, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+
+    leak = lifecycle.cycle(small_rt, forget, cycles=30)
+    assert (np.diff(leak["open_fds"]) == 1).all()
+    assert re.match(r"grows 1(\.0)? ± [0-9.]+ fds/cycle$", lifecycle.cycle_verdict(leak, "open_fds"))
+
+
+def test_cycle_verdict_cannot_tell_from_few_cycles_and_refuses_unknown_input(small_rt):
+    few = lifecycle.cycle(small_rt, "mem_no_context", cycles=5, size=4096)
+    assert lifecycle.cycle_verdict(few, "heap_bytes").startswith("cannot tell yet")
+    assert "cycles" in lifecycle.cycle_verdict(few, "heap_bytes")
+    with pytest.raises(ValueError, match="column"):
+        lifecycle.cycle_verdict(few, "ms")
+    with pytest.raises(ValueError, match="what="):
+        lifecycle.cycle(small_rt, "init_forever")
+
+
+# --------------------------------------------------------------------------- plots
+def test_lifecycle_timeline_draws_the_levels_it_measured(loads):
+    import matplotlib
+    matplotlib.use("Agg")
+    from rknnlab import plot
+    table = lifecycle.phase_table(loads, "from_buffer")
+    fig = plot.lifecycle(loads, "from_buffer")
+    rss, heap, dma, free = fig.axes[:4]
+    assert "from_buffer" in fig.axes[0].get_title(loc="left")
+    assert loads.source in fig.axes[0].get_title(loc="left")
+    labels = [t.get_text() for t in free.get_xticklabels()]
+    steps = lifecycle.step_readings(loads, "from_buffer")
+    assert labels[0] == "start" and len(labels) == 1 + len(steps) - 2  # the 3 queries share a slot
+    assert "read_file" in labels and "free_buffer" in labels and "query ×3" in labels
+    # the DMA panel's line reaches the DMA total init made
+    line = dma.patches[-1]
+    assert max(line.get_data().values) * 2 ** 20 == pytest.approx(_row(table, "init")["dma_bytes"])
+    # the phases are named along the top
+    top = [t.get_text() for ax in rss.child_axes for t in ax.get_xticklabels()]
+    assert {"read_file", "init", "free_buffer", "query ×3", f"frames ({FRAMES})", "destroy"} <= set(top)
+    timed = plot.lifecycle(loads, "from_buffer", x="time")
+    assert "ms" in timed.axes[3].get_xlabel()
+    with pytest.raises(ValueError, match="x="):
+        plot.lifecycle(loads, "from_buffer", x="frames")
+
+
+def test_contexts_memory_plot_labels_the_measured_step(path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from rknnlab import plot
+    rt = SimRuntime("rk3588")
+    try:
+        df = lifecycle.contexts_memory(rt, path, n=2)
+    finally:
+        rt.close()
+    fig = plot.contexts_memory(df, "simulated RK3588")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    dup_step = np.diff(df[(df["how"] == "dup") & (df["alive"] > 0)]["dma_total"])[0] / 2 ** 20
+    assert f"dup: DMA total (+{dup_step:.2f} MiB per context)" in labels
+    assert len(fig.axes[0].get_lines()) == 4
+    assert math.isclose(fig.axes[0].get_ylim()[0], 0.0)
