@@ -32,7 +32,8 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
-from .experiment.variants import VariantContext, fill_tcache, frame_input, malloc_trim, query_io
+from .experiment.variants import (VariantContext, fill_tcache, frame_input, malloc_trim, query_io,
+                                  settle_simulator)
 from .rknn import abi, buffers
 
 #: the memory columns of phase_table: (its column, the samples' column)
@@ -59,21 +60,11 @@ def _prepare(lab: VariantContext) -> None:
     turned off: it would free in the middle of the life what earlier steps
     left in the heap, and show it as the first frame's.  The trim and the
     tcache fill happen here instead, before the first step.  On the simulator
-    only, the life's frames first run through a throwaway context,
-    unrecorded: the simulator computes output values with onnxruntime, whose
-    session (tens of MB of RSS) loads at a model's first run; that memory is
-    the simulator's, not the runtime's.  On a board nothing runs before the
-    life."""
+    the frames first run through a throwaway context (settle_simulator): the
+    memory of its onnxruntime session is the simulator's, not the runtime's.
+    On a board nothing runs before the life."""
     lab.trim_after_warmup = False
-    if getattr(lab.rt, "backend", "") == "sim":
-        rt = lab.rt.inner  # calls on the inner runtime are not recorded
-        ctx = rt.init(lab.model_path)
-        try:
-            for k in range(min(lab.total, len(lab.inputs))):
-                rt.inputs_set(ctx, frame_input(lab.input(k)))
-                rt.run(ctx)
-        finally:
-            rt.destroy(ctx)
+    settle_simulator(lab)
     malloc_trim()
     fill_tcache()
     if lab.recorder.poll is not None:

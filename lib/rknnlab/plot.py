@@ -456,6 +456,8 @@ _LIFE_PANELS = (
     ("dma_bytes", "runtime DMA total\n(MiB)", 2.0 ** 20, False),
     ("mem_free_kib", "MemFree (system)\nchange (MiB)", 1024.0, True),
 )
+#: more slots than this and the frames after the first are named by their first step only
+_CROWDED = 32
 _PHASE_COLOURS = {"init": "C0", "query": "0.6", "frames": "C2", "destroy": "C3", "destroy_mem": "C3",
                   "read_file": "C4", "copy_model": "C4", "free_buffer": "C6", "create_mem2": "C1",
                   "create_mem": "C1"}
@@ -473,12 +475,17 @@ def _phase_colour(phase: str) -> str:
 def _life_slots(result, variant: Optional[str]):
     """The timeline's slots: the steps of lifecycle.step_readings, with consecutive
     calls of one function outside the frames (the queries) merged, and each memory
-    column's level after the slot (carried forward where a step has no reading)."""
+    column's level after the slot (carried forward where a step has no reading).
+
+    A change between two steps (RSS, heap or DMA total moving by at least 64 KiB
+    and 5% of the column's range while no step ran) gets a slot of its own, named
+    "between steps" ("malloc_trim (harness)" for the harness's trim before the
+    first measured frame), so that it is not drawn as the next step's."""
     from .lifecycle import step_readings
     steps = step_readings(result, variant)
-    slots: List[Dict[str, Any]] = []
+    merged: List[Dict[str, Any]] = []
     for row in steps.to_dict("records"):
-        last = slots[-1] if slots else None
+        last = merged[-1] if merged else None
         if (last is not None and row["phase"] != "frames" and last["phase"] == row["phase"]
                 and last["step"] == row["step"]):
             last["calls"] += 1
@@ -487,7 +494,22 @@ def _life_slots(result, variant: Optional[str]):
                 if not math.isnan(row[f"{col}_after"]):
                     last[f"{col}_after"] = row[f"{col}_after"]
             continue
-        slots.append(dict(row, calls=1))
+        merged.append(dict(row, calls=1))
+    params = result.meta.get("parameters", {})
+    trim_at = params.get("warmup", 0) if params.get("trim_after_warmup", True) else None
+    slots: List[Dict[str, Any]] = []
+    for k, slot in enumerate(merged):
+        if slots and _moved_between(slots[-1], slot, merged):
+            first_measured = (trim_at is not None and slot["iteration"] == trim_at
+                              and slots[-1]["iteration"] != trim_at)
+            gap = {"step": "malloc_trim (harness)" if first_measured else "between steps",
+                   "phase": "between steps", "iteration": None, "calls": 0,
+                   "start_ms": slots[-1]["end_ms"], "end_ms": slot["start_ms"]}
+            for col, *_ in _LIFE_PANELS:
+                gap[f"{col}_before"] = slots[-1][f"{col}_after"]
+                gap[f"{col}_after"] = slot[f"{col}_before"]
+            slots.append(gap)
+        slots.append(slot)
     base = {}
     for col, *_ in _LIFE_PANELS:
         first = [s[f"{col}_before"] for s in slots if not math.isnan(s[f"{col}_before"])]
@@ -498,6 +520,29 @@ def _life_slots(result, variant: Optional[str]):
                 level = s[f"{col}_after"]
             s[col] = level
     return slots, base
+
+
+#: a change between steps gets its own slot from this size (bytes) and share of the range
+_GAP_BYTES = 64 * 1024
+_GAP_SHARE = 0.05
+
+
+def _moved_between(previous: Dict[str, Any], nxt: Dict[str, Any], slots: List[Dict[str, Any]]) -> bool:
+    """Whether RSS, the heap or the DMA total changed between two steps (MemFree is
+    the whole system's: it moves between any two readings)."""
+    for col, _, _, _ in _LIFE_PANELS:
+        if col == "mem_free_kib":
+            continue
+        scale = 1024.0 if col.endswith("_kib") else 1.0
+        gap = abs(nxt[f"{col}_before"] - previous[f"{col}_after"]) * scale
+        if math.isnan(gap):
+            continue
+        values = [v * scale for s in slots for v in (s[f"{col}_before"], s[f"{col}_after"])
+                  if not math.isnan(v)]
+        span = max(values) - min(values) if values else 0.0
+        if gap >= _GAP_BYTES and gap >= _GAP_SHARE * span:
+            return True
+    return False
 
 
 def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
@@ -542,7 +587,10 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
     else:
         # time inside the steps: the gaps between them (the harness reading memory
         # after each step, the variant's own Python) are left out
-        right = np.cumsum([s["end_ms"] - s["start_ms"] for s in slots])
+        widths = np.array([s["end_ms"] - s["start_ms"] for s in slots])
+        between = np.array([s["phase"] == "between steps" for s in slots])
+        widths[between] = 0.015 * widths[~between].sum()  # a change outside the steps: a sliver
+        right = np.cumsum(widths)
         left = np.concatenate([[0.0], right[:-1]])
         span = float(right[-1]) or 1.0
         # the start level holds until the first step ends, each step's level until the next ends
@@ -553,8 +601,12 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
         values = np.array([base[col]] + [s[col] for s in slots], float)
         values = (values - base[col] if relative else values) / div
         for j, (phase, first, last, _) in enumerate(bands):
-            a.axvspan(left[first], right[last], color=_phase_colour(phase),
-                      alpha=0.13 if phase != "frames" else 0.09, linewidth=0)
+            if phase == "between steps":  # no step ran: hatched, not coloured
+                a.axvspan(left[first], right[last], facecolor="none", hatch="////",
+                          edgecolor="0.75", linewidth=0)
+            else:
+                a.axvspan(left[first], right[last], color=_phase_colour(phase),
+                          alpha=0.13 if phase != "frames" else 0.09, linewidth=0)
         if np.isfinite(values).any():
             a.stairs(values, edges, color="black",
                      linewidth=1.6, baseline=None)
@@ -576,12 +628,16 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
             a.margins(y=0.25)
     bottom, top = axes[-1], axes[0]
     if x == "step":
-        labels = ["start"] + [_slot_label(s, n) for s in slots]
+        frame_slots = [s for s in slots if s["phase"] == "frames"]
+        first_frame = frame_slots[0]["iteration"] if frame_slots else None
+        for before, s in zip([None] + slots[:-1], slots):
+            s["frame_start"] = s["phase"] == "frames" and (before is None or before["iteration"] != s["iteration"])
+        labels = ["start"] + [_slot_label(s, first_frame, crowded=n > _CROWDED) for s in slots]
         bottom.set_xticks(edges[:-1] + 0.5, labels, rotation=90, fontsize=7)
         bottom.set_xlim(edges[0], edges[-1])
         bottom.set_xlabel("step of the life (one slot each; the line shows the reading after it)")
     else:
-        bottom.set_xlabel("time inside the steps (ms; the harness's readings between steps left out)")
+        bottom.set_xlabel("time inside the steps (ms; the time between steps left out)")
     centres = [(left[first] + right[last]) / 2 for _, first, last, _ in bands]
     names = [text for *_, text in bands]
     sec = top.secondary_xaxis("top")
@@ -610,17 +666,22 @@ def _life_bands(slots: List[Dict[str, Any]]) -> List[Tuple[str, int, int, str]]:
         if phase == "frames":
             frames = len({slots[i]["iteration"] for i in range(first, last + 1)})
             text = f"frames ({frames})"
+        elif phase == "between steps":
+            text = slots[first]["step"]
         elif slots[first]["calls"] > 1:
             text = f"{phase} ×{slots[first]['calls']}"
         named.append((phase, first, last, text))
     return named
 
 
-def _slot_label(slot: Dict[str, Any], n: int) -> str:
-    """A slot's name along the bottom: the step; in the frames, the frame number
-    on its first call when there is room."""
+def _slot_label(slot: Dict[str, Any], first_frame: Any, crowded: bool) -> str:
+    """A slot's name along the bottom: the step (with its count when merged).  When
+    the slots are crowded, only the first frame's steps are named, and the first
+    step of every other frame says which frame it starts."""
     label = slot["step"] + (f" ×{slot['calls']}" if slot["calls"] > 1 else "")
-    return label
+    if not crowded or slot["phase"] != "frames" or slot["iteration"] == first_frame:
+        return label
+    return f"frame {int(slot['iteration'])}" if slot.get("frame_start") else ""
 
 
 def _annotate_changes(a, values: np.ndarray, edges: np.ndarray, at_edge: bool, most: int = 4) -> None:
@@ -633,10 +694,16 @@ def _annotate_changes(a, values: np.ndarray, edges: np.ndarray, at_edge: bool, m
     if not finite.any():
         return
     span = max(float(np.nanmax(values) - np.nanmin(values)), _LIFE_MIN_SPAN)
-    order = [i for i in np.argsort(-np.abs(np.where(finite, d, 0.0)), kind="stable")[:most]
-             if finite[i] and abs(d[i]) >= 0.05 * span]
-    for i in order:
+    # the largest first; one too close to a larger one along x is left out (labels would overlap)
+    room = 0.06 * (edges[-1] - edges[0])
+    placed: List[Tuple[float, float]] = []
+    for i in np.argsort(-np.abs(np.where(finite, d, 0.0)), kind="stable"):
+        if len(placed) == most or not finite[i] or abs(d[i]) < 0.05 * span:
+            break
         xpos = edges[i + 1] if at_edge else (edges[i + 1] + edges[i + 2]) / 2
+        if any(abs(xpos - px) < room and abs(values[i + 1] - py) < 0.2 * span for px, py in placed):
+            continue
+        placed.append((xpos, values[i + 1]))
         size = abs(d[i])
         text = (f"{d[i] * 1024:+.0f} KiB" if size < 0.1 else
                 f"{d[i]:+.2f} MiB" if size < 1 else f"{d[i]:+.1f} MiB")
