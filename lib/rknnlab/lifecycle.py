@@ -379,7 +379,8 @@ def cycle(rt: Any, what: Union[str, Callable[[Any], Optional[int]]], cycles: int
     "mem_no_context" (rknn_create_mem2(0, ``size``,
     RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) then rknn_destroy_mem(0, mem)), or a
     function doing one cycle with ``rt`` (returning its DMA total, or None).
-    ``model_path`` defaults to mobilenet_v2 for the runtime's SoC.
+    ``model_path`` defaults to mobilenet_v2 for the runtime's SoC (an RK3566
+    runs the RK3568 model).
 
     Columns: ``cycle`` (0, 1, ...), ``rss_kib``, ``heap_bytes`` and
     ``mem_free_kib`` (change since before the first cycle), ``open_fds``
@@ -420,7 +421,8 @@ def _cycle_step(rt: Any, what: Union[str, Callable[[Any], Optional[int]]],
     if what == "init_destroy":
         if model_path is None:
             from . import models
-            model_path = models.model_path("mobilenet_v2", getattr(rt, "soc", None) or "rk3588")
+            soc = getattr(rt, "soc", "") or "rk3588"
+            model_path = models.model_path("mobilenet_v2", {"rk3566": "rk3568"}.get(soc, soc))
         path = os.fspath(model_path)
 
         def init_destroy() -> int:
