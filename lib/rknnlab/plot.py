@@ -498,7 +498,7 @@ def _life_slots(result, variant: Optional[str]):
     params = result.meta.get("parameters", {})
     trim_at = params.get("warmup", 0) if params.get("trim_after_warmup", True) else None
     slots: List[Dict[str, Any]] = []
-    for k, slot in enumerate(merged):
+    for slot in merged:
         if slots and _moved_between(slots[-1], slot, merged):
             first_measured = (trim_at is not None and slot["iteration"] == trim_at
                               and slots[-1]["iteration"] != trim_at)
@@ -551,7 +551,10 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
     each a step line of the reading after every step, drawn as the change
     since the life started (the DMA total as it is).  Shaded bands mark the
     phases (init, query, frames, destroy, and timed steps such as read_file),
-    named along the top; the largest changes are written beside the line.
+    named along the top; the largest changes are written beside the line.  A
+    change while no step ran (the harness's malloc_trim before the first
+    measured frame, say) gets a hatched slot of its own, so it is not drawn
+    as the next step's.
 
     ``x="step"``: one slot per step, named along the bottom (readable when
     init takes a hundred times as long as a run); ``x="time"``: milliseconds
