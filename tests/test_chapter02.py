@@ -294,3 +294,13 @@ def test_the_unfolded_prose_check_folds_dropdowns() -> None:
     text = ("Seen one.\n```{admonition} Answer\n:class: dropdown\nhidden words here\n```\n"
             "```{admonition} Wrong claim: x\n:class: warning\nshown two\n```\n```c\nint x;\n```\n")
     assert _unfolded_prose(text).split() == ["Seen", "one.", "shown", "two"]
+
+
+def test_the_sentence_check_finds_a_long_sentence_and_skips_code() -> None:
+    long = " ".join(["word"] * 31) + "."
+    text = (f"Short one. {long}\n\n```c\n{' '.join(['int'] * 40)};\n```\n- a list item ends here\n"
+            "- and the next starts\n| a | table | row |\n")
+    sentences = _sentences(text)
+    assert long in sentences
+    assert "a list item ends here" in sentences and not any("int int" in s for s in sentences)
+    assert not any("table" in s for s in sentences)
