@@ -302,5 +302,5 @@ def test_the_sentence_check_finds_a_long_sentence_and_skips_code() -> None:
             "- and the next starts\n| a | table | row |\n")
     sentences = _sentences(text)
     assert long in sentences
-    assert "a list item ends here" in sentences and not any("int int" in s for s in sentences)
+    assert "- a list item ends here" in sentences and not any("int int" in s for s in sentences)
     assert not any("table" in s for s in sentences)
