@@ -177,11 +177,11 @@ def trace_cases(seed: int, per_kind: int = 3) -> List[Tuple[str, Dict[str, np.nd
 
 
 def trace_why(kind: str) -> str:
-    """What a trace of this kind does, said only after the student's answer was wrong."""
+    """What traces of this kind do (after "N trace(s)"), said only after a wrong answer."""
     return {
-        "flat": "settles at the start, then stays level under page-sized jitter and short spikes",
-        "leak": "rises by the same few KiB every iteration, under the same jitter and spikes",
-        "step": "rises once, by several MiB, then stays level (memory taken once and kept)",
-        "short": "has too few iterations for its noise: growth of a few KiB per iteration and none "
+        "flat": "settling at the start, then level under page-sized jitter and short spikes",
+        "leak": "rising by the same few KiB every iteration, under the same jitter and spikes",
+        "step": "rising once, by several MiB, then level (memory taken once and kept)",
+        "short": "with too few iterations for the noise: a growth of a few KiB per iteration and none "
                  "look the same",
     }[kind]

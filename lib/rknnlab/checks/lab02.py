@@ -32,7 +32,7 @@ from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _model_file,
 
 __all__ = ["CheckResult", "check_diagnose", "check_dup_prediction", "check_load_from_buffer",
            "check_teardown", "check_verdict", "summary", "results", "MYSTERY", "KINDS",
-           "LAB2_MODEL", "DUP_MODELS", "RESOLUTION", "practice_traces", "one_run", "model_sizes"]
+           "LAB2_MODEL", "DUP_MODELS", "RESOLUTION", "practice_traces", "one_run"]
 
 #: the model of exercises 1, 3 and 4 (a 4 MB file: one copy of it stands far above the
 #: harness's noise in the heap)
@@ -192,7 +192,7 @@ def _mem_size(rt: Any, ctx: int) -> abi.rknn_mem_size:
     return rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
 
 
-def model_sizes(rt: Any, model_file: str, frame: np.ndarray) -> Dict[str, int]:
+def _model_sizes(rt: Any, model_file: str, frame: np.ndarray) -> Dict[str, int]:
     """{"weights", "internal", "io"}: RKNN_QUERY_MEM_SIZE of one context after one run;
     "io" is the rest of total_dma_allocated_size (on a board it also holds the runtime's
     other buffers: register commands, task buffers, 4 KiB rounding)."""
@@ -206,7 +206,7 @@ def model_sizes(rt: Any, model_file: str, frame: np.ndarray) -> Dict[str, int]:
         rt.destroy(ctx)
 
 
-def measure_contexts(rt: Any, model_file: str, frame: np.ndarray, how: str, n_max: int = 4) -> List[int]:
+def _measure_contexts(rt: Any, model_file: str, frame: np.ndarray, how: str, n_max: int = 4) -> List[int]:
     """The DMA total of 1..n_max contexts made by ``how`` ("init": rknn_init each time;
     "dup": rknn_init once, then rknn_dup_context of the first): the sum of every live
     context's total_dma_allocated_size, each context run once."""
@@ -245,9 +245,9 @@ def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str],
             for model in DUP_MODELS:
                 path = _model_file(model, soc)
                 frame = _frames(model, soc, n=1, seed=2)[0]
-                sizes = model_sizes(rt, path, frame)
+                sizes = _model_sizes(rt, path, frame)
                 for how in ("init", "dup"):
-                    measured = measure_contexts(rt, path, frame, how)
+                    measured = _measure_contexts(rt, path, frame, how)
                     for n, total in enumerate(measured, 1):
                         what = f"predict_dma_total(sizes of {model}, {n}, {how!r})"
                         try:
@@ -553,12 +553,24 @@ def _judge_teardown(spy: _RecordingRuntime, ctx: int, mems: Sequence[Any], model
                     scene: str) -> None:
     addresses = [ctypes.addressof(m.contents) for m in mems]
     model_address = ctypes.addressof(model_mem.contents) if model_mem is not None else None
-    failed = [(name, err) for name, _info, err in spy.calls if err]
+    failed = [(k, name, info, err) for k, (name, info, err) in enumerate(spy.calls) if err]
     if failed:
-        name, err = failed[0]
-        raise _Fail(f"{scene}: {name} failed: {err}",
-                    "A mem made with a context dies with rknn_destroy (A7): destroy it before. "
-                    + TEARDOWN_RULE)
+        k, name, info, err = failed[0]
+        after = any(n == "rknn_destroy" and i["ctx"] == ctx and e is None for n, i, e in spy.calls[:k])
+        if name == "rknn_destroy":
+            which = "the context" + (" (a second time)" if after else "")
+            after = False
+        elif model_address is not None and info.get("mem") == model_address:
+            which = "the zero-copy model buffer"
+        else:
+            which = "a mem made with the context"
+        err = err.split(" Hint:")[0]        # the runtime's own hint is about another mistake
+        hint = ("The model buffer was made with no context: rt.destroy_mem(0, model_mem). "
+                if which == "the zero-copy model buffer" and info.get("ctx") else
+                "A mem made with a context is gone after rknn_destroy on the simulator (A7), and every "
+                "call naming a destroyed context fails. " if after else "")
+        raise _Fail(f"{scene}: {name} of {which}" + (" after rknn_destroy" if after else "")
+                    + f" failed: {err}", hint + TEARDOWN_RULE)
     destroys = [k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy" and info["ctx"] == ctx]
     if len(destroys) != 1:
         raise _Fail(f"{scene}: rknn_destroy(ctx) was called {len(destroys)} times; expected once.",
@@ -606,6 +618,13 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
         scenes = ["plain", "bound", "zero_copy"]
         order = np.random.default_rng(_fresh_seed()).permutation(len(scenes))
         try:
+            # one life torn down by the check itself first: a process's first init may open files
+            # it keeps (caches, libraries), which are not the scene's
+            ctx, mems, model_mem = _teardown_scene(rt, path, "zero_copy", frame)
+            for mem in mems:
+                rt.destroy_mem(ctx, mem)
+            rt.destroy(ctx)
+            rt.destroy_mem(0, model_mem)
             for k in order:
                 scene = scenes[int(k)]
                 fds0 = _open_fds()
@@ -679,7 +698,7 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
             raise _not_done(f"expected your function, got {type(verdict).__name__}.",
                             "pass the function itself: check_verdict(verdict)")
         cases = _cases.trace_cases(seed=_fresh_seed())
-        traps: List[str] = []
+        traps: Dict[Tuple[str, str], List[int]] = {}
         details: List[str] = []
         for n, (kind, trace) in enumerate(cases, 1):
             frame = _as_trace(trace)
@@ -698,16 +717,19 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
             if word not in _VERDICTS:
                 raise _Fail(f"{what} returned {answer!r}, not one of: grows, flat, cannot tell yet.",
                             'return one of the three strings exactly: "grows", "flat", "cannot tell yet".')
-            right = _cases.TRACE_TRUTH[kind]
-            if word != right:
-                traps.append(f"trace {n}, a trace that {_cases.trace_why(kind)}: you said {word!r}")
+            if word != _cases.TRACE_TRUTH[kind]:
+                traps.setdefault((kind, word), []).append(n)
             else:
                 details.append(f"trace {n}: {word} — right")
         if not traps:
             return CheckResult(EX_VERDICT, "passed", f"All {len(cases)} verdicts right, on traces drawn for this "
                                "check.", details)
-        return CheckResult(EX_VERDICT, "failed", f"{len(traps)} of your {len(cases)} verdicts are wrong. The "
-                           "trap(s) your function fell into:", traps,
+        # the traps are named by what the traces do: they are drawn anew, so this gives nothing away
+        wrong = sum(len(v) for v in traps.values())
+        lines = [f"{len(ns)} trace{'s' if len(ns) > 1 else ''} {_cases.trace_why(kind)}: you said "
+                 f"{word!r} (trace {', '.join(map(str, ns))})" for (kind, word), ns in traps.items()]
+        return CheckResult(EX_VERDICT, "failed", f"{wrong} of your {len(cases)} verdicts are wrong. The "
+                           "trap(s) your function fell into:", lines,
                            "Look at the floor of the trace, not single samples: spikes and a settling start "
                            "are not growth. A leak raises the floor at every step; a one-off step raises it "
                            "once. Say \"flat\" only when your uncertainty rules out growth above "
