@@ -730,8 +730,9 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
                  f"{word!r} (trace {', '.join(map(str, ns))})" for (kind, word), ns in traps.items()]
         return CheckResult(EX_VERDICT, "failed", f"{wrong} of your {len(cases)} verdicts are wrong. The "
                            "trap(s) your function fell into:", lines,
-                           "Look at the floor of the trace, not single samples: spikes and a settling start "
-                           "are not growth. A leak raises the floor at every step; a one-off step raises it "
+                           "Look at the lower envelope of the trace (the smallest sample of each range of "
+                           "iterations), not single samples: spikes and settling are not growth. A leak raises "
+                           "the envelope at every step; a one-off step raises it "
                            "once. Say \"flat\" only when your uncertainty rules out growth above "
                            f"{RESOLUTION:,} bytes per iteration, and \"grows\" only when it rules out zero.")
 
