@@ -91,13 +91,22 @@ def _heap() -> Optional[int]:
     return int(heap.sample()["heap_in_use_bytes"])
 
 
-def _open_fds() -> int:
-    """Open file descriptors of this process (a DMA buffer holds one: a memfd on the
-    simulator, a dma-buf on a board)."""
+def _dma_fds() -> Dict[int, int]:
+    """{fd: bytes} of this process's open DMA buffers: memfds (the simulator's) and
+    dma-bufs (a board's mems)."""
+    found = {}
     try:
-        return len(os.listdir("/proc/self/fd"))
+        names = os.listdir("/proc/self/fd")
     except OSError:
-        return -1
+        return found
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+            if target.startswith("/memfd:") or "dmabuf" in target:
+                found[int(name)] = os.fstat(int(name)).st_size
+        except OSError:        # closed meanwhile (the listing's own fd)
+            continue
+    return found
 
 
 def _run_once(rt: Any, ctx: int, frame: np.ndarray) -> bytes:
@@ -337,16 +346,16 @@ class _RecordingRuntime:
 
 
 def _loaded_context(rt: Any, spy: _RecordingRuntime, load: Callable[..., Any], name: str, path: str
-                    ) -> Tuple[Any, Optional[int], int]:
-    """(what load returned, heap growth, fd growth) with the heap read before and after."""
-    h0, f0 = _heap(), _open_fds()
+                    ) -> Tuple[Any, Optional[int]]:
+    """(what load returned, the growth of the heap in use across the call)."""
+    h0 = _heap()
     try:
         got = load(spy, path)
     except Exception as exc:
         raise _student_error(exc, f"{name}(rt, model_path)", "read the file into a buffer, then "
                              "rt.init(buffer) (size > 0: the buffer; size = 0: a path).")
     h1 = _heap()
-    return got, (h1 - h0 if h0 is not None and h1 is not None else None), _open_fds() - f0
+    return got, (h1 - h0 if h0 is not None and h1 is not None else None)
 
 
 def _inits(spy: _RecordingRuntime) -> List[Dict[str, Any]]:
@@ -356,7 +365,7 @@ def _inits(spy: _RecordingRuntime) -> List[Dict[str, Any]]:
 def _judge_plain(rt: Any, load_from_buffer: Callable[..., Any], path: str, size: int,
                  reference: bytes, frame: np.ndarray) -> List[str]:
     spy = _RecordingRuntime(rt)
-    ctx, grew, _fds = _loaded_context(rt, spy, load_from_buffer, "load_from_buffer", path)
+    ctx, grew = _loaded_context(rt, spy, load_from_buffer, "load_from_buffer", path)
     if ctx is None:
         raise _not_done("load_from_buffer returned None.", "return the context rt.init gave you.")
     try:
@@ -412,7 +421,7 @@ def _check_outputs(rt: Any, ctx: Any, frame: np.ndarray, reference: bytes, name:
 def _judge_zero_copy(rt: Any, load_zero_copy: Callable[..., Any], path: str, size: int,
                      reference: bytes, frame: np.ndarray, weights: int) -> List[str]:
     spy = _RecordingRuntime(rt)
-    got, grew, fds = _loaded_context(rt, spy, load_zero_copy, "load_zero_copy", path)
+    got, grew = _loaded_context(rt, spy, load_zero_copy, "load_zero_copy", path)
     if got is None:
         raise _not_done("load_zero_copy returned None.", "return (ctx, model_mem).")
     if not isinstance(got, tuple) or len(got) != 2:
@@ -627,9 +636,9 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
             rt.destroy_mem(0, model_mem)
             for k in order:
                 scene = scenes[int(k)]
-                fds0 = _open_fds()
+                before = set(_dma_fds())
                 ctx, mems, model_mem = _teardown_scene(rt, path, scene, frame)
-                made = _open_fds() - fds0
+                made = {fd: n for fd, n in _dma_fds().items() if fd not in before}
                 spy = _RecordingRuntime(rt)
                 shuffled = list(mems)
                 np.random.default_rng(int(k)).shuffle(shuffled)
@@ -654,12 +663,13 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
                                 "call rt.destroy(ctx).")
                 except errors.RknnError:
                     pass
-                back = _open_fds() - fds0
-                if back > 0:
-                    raise _Fail(f"{scene}: {back} of the {made} file descriptors the scene opened (one per DMA "
-                                "buffer) are still open after teardown.", TEARDOWN_RULE)
-                details.append(f"{scene}: {len(spy.calls)} calls, none failed; {made} DMA buffers' file "
-                               "descriptors all closed; the order follows the convention")
+                left = {fd: n for fd, n in _dma_fds().items() if fd in made}
+                if left:
+                    raise _Fail(f"{scene}: {sum(left.values()):,} of the {sum(made.values()):,} DMA bytes the scene "
+                                f"allocated ({len(left)} of its {len(made)} buffers) are still held after "
+                                "teardown.", TEARDOWN_RULE)
+                details.append(f"{scene}: {len(spy.calls)} calls, none failed; all {sum(made.values()):,} DMA bytes "
+                               f"({len(made)} buffers) came back; the order follows the convention")
         finally:
             rt.close()
         return CheckResult(EX_TEARDOWN, "passed", "Everything comes back, no call fails, and the order is the "
