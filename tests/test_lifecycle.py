@@ -343,3 +343,39 @@ def test_contexts_memory_plot_labels_the_measured_step(path):
     assert f"dup: DMA total (+{dup_step:.2f} MiB per context)" in labels
     assert len(fig.axes[0].get_lines()) == 4
     assert math.isclose(fig.axes[0].get_ylim()[0], 0.0)
+
+
+def test_a_sample_during_a_memory_call_holds_no_stale_dma_total(path):
+    """The sampler's thread may take a row while rknn_init runs, or after it returned but
+    before the new DMA total was read: such a row must not show the old total as the state
+    after init (it holds NaN), and the row after the call holds the new total."""
+    from array import array
+    from rknnlab.experiment.instrument import InstrumentedRuntime, Recorder
+    rec = Recorder(capacity=64)
+    shared = array("d", [math.nan] * 3)
+    rec.share_state(shared)
+    inner = SimRuntime()
+    seen = []
+    real_init = inner.init
+
+    def init(*args, **kwargs):
+        seen.append(shared[2])
+        return real_init(*args, **kwargs)
+    inner.init = init
+    rt = InstrumentedRuntime(inner, rec)
+    try:
+        ctx = rt.init(path)
+        first = shared[2]
+        assert first == inner.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size > 0
+        seen.clear()
+        ctx2 = rt.init(path)
+        assert math.isnan(seen[0]), seen  # during the second init: not the first one's total
+        assert shared[2] == 2 * first
+        with pytest.raises(Exception):
+            rt.init(path + ".missing")
+        assert shared[2] == 2 * first  # a failed call leaves the total valid
+        rt.destroy(ctx2)
+        rt.destroy(ctx)
+        assert shared[2] == 0
+    finally:
+        inner.close()

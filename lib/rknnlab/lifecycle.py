@@ -34,6 +34,7 @@ import numpy as np
 
 from .experiment.variants import (VariantContext, fill_tcache, frame_input, malloc_trim, query_io,
                                   settle_simulator)
+from .experiment.instrument import DMA_CHANGING
 from .rknn import abi, buffers
 
 #: the memory columns of phase_table: (its column, the samples' column)
@@ -202,7 +203,11 @@ def step_readings(result: Any, variant: Optional[str] = None):
     for col, source in _CHANGE_COLUMNS:
         values = smp[source].to_numpy(float) if source in smp else np.full(len(t), math.nan)
         if source == "dma_bytes":
-            values = np.where(np.isnan(values), 0.0, values)  # nothing allocated yet
+            # NaN before the first call that can change the total: nothing allocated yet;
+            # NaN later: such a call was in progress (its new total not read yet): no reading
+            changing = calls["function"].isin(DMA_CHANGING).to_numpy()
+            first = start[changing].min() if changing.any() else np.inf
+            values = np.where(np.isnan(values) & (t < first), 0.0, values)
         good = np.isfinite(values)
         tt, vv = t[good], values[good]
         i = np.searchsorted(tt, start, side="left") - 1   # the last reading before the step

@@ -198,6 +198,19 @@ class Recorder:
         if self._shared is not None:
             self._shared[2] = _NAN if value is None else value
 
+    def dma_pending(self) -> None:
+        """A call that may change the DMA total has started: the samples taken
+        until it is read again (after the call) hold NaN.  Without this, the
+        sampler's thread could take a row after the call ended but before the
+        total was read, showing the old total as the state after the call."""
+        if self._shared is not None:
+            self._shared[2] = _NAN
+
+    def dma_settled(self) -> None:
+        """The total kept is valid again (the call failed, or totals are not tracked)."""
+        if self._shared is not None:
+            self._shared[2] = _NAN if self._dma_bytes is None else self._dma_bytes
+
     @property
     def stage(self) -> str:
         return STAGES[self.stage_code]
@@ -405,6 +418,8 @@ class InstrumentedRuntime:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             nbytes = before(args, kwargs) if before is not None else None
+            if dma:  # until the new total is read, a sample holds NaN, not the old total
+                rec.dma_pending()
             ok = False
             t = clock()
             try:
@@ -421,6 +436,8 @@ class InstrumentedRuntime:
                 add(code, t, d, nbytes, ctx if type(ctx) is int else None, ok)
                 if ok and dma:  # before the poll: a sample taken now holds the new DMA total
                     self._after_memory_call(name, args, kwargs, result)
+                if dma and not (ok and self.track_dma):
+                    rec.dma_settled()
                 poll = rec.poll
                 if poll is not None:
                     poll()
