@@ -111,10 +111,11 @@ def test_without_sample_calls_most_steps_have_no_heap_reading():
 # --------------------------------------------------------------------------- phase_table
 FRAME_STEPS = ["inputs_set", "run", "outputs_get", "outputs_release"]
 EXPECTED_STEPS = {
-    "from_path": ["init", "query"] + FRAME_STEPS + ["destroy"],
-    "from_buffer": ["read_file", "init", "free_buffer", "query"] + FRAME_STEPS + ["destroy"],
-    "from_buffer_zero_copy": ["create_mem2", "copy_model", "init", "query"] + FRAME_STEPS
-                             + ["destroy", "destroy_mem"],
+    "from_path": ["init", "query", "alloc_outputs"] + FRAME_STEPS + ["destroy", "free_outputs"],
+    "from_buffer": ["read_file", "init", "free_buffer", "query", "alloc_outputs"] + FRAME_STEPS
+                   + ["destroy", "free_outputs"],
+    "from_buffer_zero_copy": ["create_mem2", "copy_model", "init", "query", "alloc_outputs"] + FRAME_STEPS
+                             + ["destroy", "destroy_mem", "free_outputs"],
 }
 
 
@@ -128,6 +129,12 @@ def test_phase_table_steps_in_order(loads, variant):
     assert list(frames["step"]) == FRAME_STEPS and (frames["calls"] == FRAMES).all()
     assert _row(table, "query")["calls"] == 3   # IN_OUT_NUM, one input, one output
     assert (table["ms"] > 0).all()
+    # the caller's output buffer (1,000 float32 scores) is its own step at each end, so
+    # the frames, which reuse it, change the heap by (nearly) nothing
+    out = 1000 * 4
+    assert out <= _row(table, "alloc_outputs")["heap_bytes"] < out + 64
+    assert -out - 64 < _row(table, "free_outputs")["heap_bytes"] <= -out
+    assert abs(frames["heap_bytes"].sum()) < out / 2, frames
     # the whole life gives back what it took
     assert table["dma_bytes"].sum() == 0
 

@@ -72,17 +72,28 @@ def _prepare(lab: VariantContext) -> None:
         lab.recorder.poll()
 
 
-def _frames(lab: VariantContext, ctx: int) -> None:
-    """Query the io, then per frame: inputs_set, run, outputs_get into buffers
-    allocated once, outputs_release (paired, with is_prealloc = 1 too)."""
+def _frames(lab: VariantContext, ctx: int) -> Callable[[], None]:
+    """Query the io; allocate the output buffers once (step "alloc_outputs"), then
+    per frame: inputs_set, run, outputs_get into them, outputs_release (paired,
+    with is_prealloc = 1 too).  Returns the step that frees the buffers
+    ("free_outputs"), for the caller to call after rknn_destroy: the caller's
+    own buffers go last."""
     rt = lab.rt
     _, out_attrs = query_io(rt, ctx)
-    outs, _keep = _prealloc_outputs(out_attrs)
+    with lab.timed("alloc_outputs"):
+        owned = list(_prealloc_outputs(out_attrs))   # [rknn_output structs, the arrays behind them]
+    outs = owned[0]
     for i in lab.loop():
         rt.inputs_set(ctx, frame_input(lab.input(i)))
         rt.run(ctx)
         rt.outputs_get(ctx, outs)
         rt.outputs_release(ctx, outs)
+    del outs
+
+    def free_outputs() -> None:
+        with lab.timed("free_outputs"):
+            owned.clear()
+    return free_outputs
 
 
 def from_path(lab: VariantContext) -> None:
@@ -96,8 +107,9 @@ def from_path(lab: VariantContext) -> None:
     """
     _prepare(lab)
     ctx = lab.rt.init(lab.model_path)
-    _frames(lab, ctx)
+    free_outputs = _frames(lab, ctx)
     lab.rt.destroy(ctx)
+    free_outputs()
 
 
 def from_buffer(lab: VariantContext) -> None:
@@ -120,8 +132,9 @@ def from_buffer(lab: VariantContext) -> None:
     ctx = rt.init(model, size=len(model))
     with lab.timed("free_buffer"):
         del model
-    _frames(lab, ctx)
+    free_outputs = _frames(lab, ctx)
     rt.destroy(ctx)
+    free_outputs()
 
 
 def from_buffer_zero_copy(lab: VariantContext) -> None:
@@ -153,9 +166,10 @@ def from_buffer_zero_copy(lab: VariantContext) -> None:
                                   model_buffer_fd=mem.contents.fd)
     ctx = rt.init(mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
                   extend=extend, size=size)
-    _frames(lab, ctx)
+    free_outputs = _frames(lab, ctx)
     rt.destroy(ctx)
     rt.destroy_mem(0, mem)
+    free_outputs()
 
 
 # --------------------------------------------------------------------------- phase table
