@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [
     "chapters/00_setup.ipynb",
     "chapters/01_memory_layers.ipynb",
+    "chapters/02_lifecycle.ipynb",
     "chapters/04_output_reuse.ipynb",
 ]
 
