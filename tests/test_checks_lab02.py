@@ -7,7 +7,7 @@ the notebook runs twice: instructor edition (every check PASSED, in under 60 s) 
 student edition (solution cells removed: runs to the end, every check NOT PASSED, "not
 done yet", with a hint and no traceback).
 
-Exercise 1's check runs six variants with rknnlab.run (about 6 s).  To keep this file
+Exercise 1's check runs six variants with rknnlab.run (about 12 s).  To keep this file
 fast, the ``recorded`` fixture runs them once (the five letters, and the sixth variant
 once per kind it may play) and ``cached_runs`` hands those real recorded runs to the
 check in place of a new rknnlab.run; one test runs the check end to end.
@@ -68,7 +68,8 @@ def test_checks_never_raise_on_nothing(check) -> None:
 @pytest.fixture(scope="module")
 def recorded():
     os.environ["RKNNLAB_BACKEND"] = "sim"
-    kw = dict(model=checks.LAB2_MODEL, iterations=checks.DIAGNOSE_ITERATIONS, warmup=5, progress=False)
+    kw = dict(model=checks.LAB2_MODEL, iterations=checks.DIAGNOSE_ITERATIONS, warmup=5, progress=False,
+              sample_calls=True)
     letters = rknnlab.run(cases.leak_cases()[:5], **kw)
     sixth = {}
     for kind in cases.KINDS:
