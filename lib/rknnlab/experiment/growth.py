@@ -321,7 +321,7 @@ def growth(iteration: Sequence[float], values: Sequence[float], step: float = RS
     # given rate, shrinks as span^-1.5: the span that brings it down to resolution
     need = n_its * (floor / resolution) ** (2 / 3)
     g.more_iterations = _nice(need - n_its)
-    g.reason = f"|slope| < {_num(floor)} bytes/iteration is all this run can rule out"
+    g.reason = f"this run can only tell that |slope| < {_num(floor)} bytes/iteration"
     return g
 
 
