@@ -386,3 +386,11 @@ def test_a_sample_during_a_memory_call_holds_no_stale_dma_total(path):
         assert shared[2] == 0
     finally:
         inner.close()
+
+
+def test_init_from_a_path_makes_one_copy_of_the_file_in_rss_too(loads, sizes):
+    """The simulator reads a file straight into the runtime's copy: RSS at init grows by
+    that copy plus the mapped DMA buffers (A2), not by a second, temporary copy."""
+    init = _row(lifecycle.phase_table(loads, "from_path"), "init")
+    expected_kib = (init["heap_bytes"] + init["dma_bytes"]) / 1024
+    assert init["rss_kib"] < expected_kib + 0.25 * sizes["file"] / 1024, init

@@ -237,35 +237,37 @@ class SimRuntime(Runtime):
                          f"flag 0x{flag:x}: {what} is not modeled by the simulator, which does not "
                          "ignore flags silently; drop it here, or use a board (backend='native')")
         zero_copy = bool(flag & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
-        model_bytes, model_address, model_mem = self._read_model(model, zero_copy, extend, size, fn)
-        if not model_bytes.startswith(b"RKNN"):
-            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
-                         f"the {len(model_bytes)} bytes do not start with 'RKNN' (an ONNX file? a "
-                         "truncated download?)")
+        source = self._read_model(model, zero_copy, extend, size, fn)
         try:
-            sim_model = identify(model_bytes)
-        except UnknownModelError as exc:
-            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
-                         "the simulator only knows the course models in data/models; this file's "
-                         f"sha256 is {exc.sha256}; on a board the native backend runs any model") from None
-        if sim_model.target != self.soc:
-            raise _error(abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH, fn,
-                         f"{sim_model.name} was compiled for {sim_model.target}, this simulator is a "
-                         f"{self.soc}: load data/models/{sim_model.name}/{self.soc}.rknn, or "
-                         f"SimRuntime(soc='{sim_model.target}')")
-        context = Context(next(_handles), sim_model, flag)
-        if not context.info_only:  # a model-info context allocates nothing
-            if flag & abi.RKNN_FLAG_SHARE_WEIGHT_MEM:
-                context.weights = self._share_weights(extend, sim_model, fn)
-            self._allocate_or_fail(context, fn, lambda: self._allocate(context, model_bytes, model_address,
-                                                                     model_mem))
+            if bytes(source.view[:4]) != b"RKNN":
+                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                             f"the {len(source.view)} bytes do not start with 'RKNN' (an ONNX file? a "
+                             "truncated download?)")
+            try:
+                sim_model = identify(source.view)
+            except UnknownModelError as exc:
+                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                             "the simulator only knows the course models in data/models; this file's "
+                             f"sha256 is {exc.sha256}; on a board the native backend runs any model") from None
+            if sim_model.target != self.soc:
+                raise _error(abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH, fn,
+                             f"{sim_model.name} was compiled for {sim_model.target}, this simulator is a "
+                             f"{self.soc}: load data/models/{sim_model.name}/{self.soc}.rknn, or "
+                             f"SimRuntime(soc='{sim_model.target}')")
+            context = Context(next(_handles), sim_model, flag)
+            if not context.info_only:  # a model-info context allocates nothing
+                if flag & abi.RKNN_FLAG_SHARE_WEIGHT_MEM:
+                    context.weights = self._share_weights(extend, sim_model, fn)
+                self._allocate_or_fail(context, fn, lambda: self._allocate(context, source))
+        finally:
+            source.drop_unused()
         return self._register(context)
 
     def _read_model(self, model: ModelSource, zero_copy: bool, extend: Optional[abi.rknn_init_extend],
-                    size: Optional[int], fn: str) -> Tuple[bytes, int, Optional[TensorMem]]:
-        """(model bytes, their address if the caller's memory holds them, the
-        create_mem2 mem holding them for ZERO_COPY)."""
-        address = 0
+                    size: Optional[int], fn: str) -> "_ModelSource":
+        """Where the model bytes are, read without a temporary copy: a file is read
+        straight into the runtime's own malloc'd copy (one copy, as a runtime that
+        reads the file itself makes); a buffer or an address is only looked at."""
         if isinstance(model, (str, os.PathLike)):
             if size:
                 raise ValueError("a model path is passed with size 0; drop size=")
@@ -273,43 +275,44 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY needs the model in a create_mem2 "
                              "buffer (pass its virt_addr and size), not a path")
-            try:
-                with open(model, "rb") as f:
-                    data = f.read()
-            except OSError as exc:
-                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn, f"cannot read {os.fspath(model)!r}: {exc}") from None
+            source = _ModelSource.from_file(model, fn)
         elif isinstance(model, int):
             if not size:
                 raise ValueError("a model address needs its size: init(address, size=n)")
             if zero_copy and self._mem_containing(model, size) is None:
-                address, data = 0, b""  # not ours to read: refused below
+                source = _ModelSource(memoryview(b""), 0)  # not ours to read: refused below
             else:
-                address, data = model, ctypes.string_at(model, size)
+                source = _ModelSource(_view_at(model, size), model)
         else:
             view = np.frombuffer(model, dtype=np.uint8)
             if size is not None and size != view.nbytes:
                 raise ValueError(f"size={size} but the model buffer holds {view.nbytes} bytes")
-            address, data = (view.ctypes.data if view.nbytes else 0), view.tobytes()
-        if extend is not None and extend.real_model_size:
-            start, end = extend.real_model_offset, extend.real_model_offset + extend.real_model_size
-            if start < 0 or end > len(data):
-                raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
-                             f"extend.real_model_offset/size [{start}, {end}) lie outside the "
-                             f"{len(data)} bytes given")
-            data, address = data[start:end], (address + start if address else 0)
-        model_mem = None
-        if zero_copy:
-            model_mem = self._mem_containing(address, len(data)) if address and data else None
-            if model_mem is None:
-                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: the model bytes must lie in a buffer "
-                             "from rknn_create_mem2 (RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0); "
-                             "pass its virt_addr and the model size")
-            if extend is not None and extend.model_buffer_fd > 0 and extend.model_buffer_fd != model_mem.buffer.fd:
-                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"extend.model_buffer_fd={extend.model_buffer_fd} is not the fd "
-                             f"({model_mem.buffer.fd}) of the mem holding the model")
-        return data, address, model_mem
+            source = _ModelSource(memoryview(view), view.ctypes.data if view.nbytes else 0, keep=view)
+        try:
+            if extend is not None and extend.real_model_size:
+                start, end = extend.real_model_offset, extend.real_model_offset + extend.real_model_size
+                if start < 0 or end > len(source.view):
+                    raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                                 f"extend.real_model_offset/size [{start}, {end}) lie outside the "
+                                 f"{len(source.view)} bytes given")
+                source.narrow(start, end)
+            if zero_copy:
+                mem = (self._mem_containing(source.address, len(source.view))
+                       if source.address and len(source.view) else None)
+                if mem is None:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: the model bytes must lie in a buffer "
+                                 "from rknn_create_mem2 (RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0); "
+                                 "pass its virt_addr and the model size")
+                if extend is not None and extend.model_buffer_fd > 0 and extend.model_buffer_fd != mem.buffer.fd:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 f"extend.model_buffer_fd={extend.model_buffer_fd} is not the fd "
+                                 f"({mem.buffer.fd}) of the mem holding the model")
+                source.mem = mem
+        except BaseException:
+            source.drop_unused()
+            raise
+        return source
 
     def _share_weights(self, extend: Optional[abi.rknn_init_extend], model: SimModel, fn: str) -> Weights:
         """The weights of extend.ctx, with a reference taken for the new context."""
@@ -329,25 +332,22 @@ class SimRuntime(Runtime):
             source.weights.refs += 1
             return source.weights
 
-    def _allocate(self, context: Context, model_bytes: bytes, model_address: int,
-                  model_mem: Optional[TensorMem]) -> None:
+    def _allocate(self, context: Context, source: "_ModelSource") -> None:
         """What rknn_init allocates: the model copy, weights (unless shared),
         internal, io buffers."""
         model = context.model
-        if model_mem is not None:
-            context.model_bytes = ModelBytes(model_address, len(model_bytes), heap=False, mem=model_mem)
+        if source.mem is not None:
+            context.model_bytes = ModelBytes(source.address, len(source.view), heap=False, mem=source.mem)
         else:
-            copy = heap_alloc(len(model_bytes))
-            ctypes.memmove(copy, model_bytes, len(model_bytes))
-            context.model_bytes = ModelBytes(copy, len(model_bytes), heap=True)
+            context.model_bytes = ModelBytes(source.take_heap_copy(), len(source.view), heap=True)
         outside = context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
         if context.weights is None:  # not shared with another context (SHARE_WEIGHT_MEM)
             if outside:
                 context.weights = Weights(context.handle)
-            elif model_mem is not None:  # the NPU reads the weights where they are
-                context.weights = Weights(context.handle, mem=model_mem)
+            elif source.mem is not None:  # the NPU reads the weights where they are
+                context.weights = Weights(context.handle, mem=source.mem)
             else:
-                context.weights = Weights(context.handle, buffer=self._weight_buffer(model, model_bytes))
+                context.weights = Weights(context.handle, buffer=self._weight_buffer(model, source.view))
         self._allocate_buffers(context)
 
     @staticmethod
@@ -364,12 +364,12 @@ class SimRuntime(Runtime):
                 context.staging(True, i)
 
     @staticmethod
-    def _weight_buffer(model: SimModel, model_bytes: bytes) -> Optional[DmaBuffer]:
+    def _weight_buffer(model: SimModel, model_bytes: memoryview) -> Optional[DmaBuffer]:
         size = model.report.total_weight_size
         if not size:
             return None
         buffer = DmaBuffer.allocate(size, "rknn-weight")
-        _copy_weights(model_bytes, buffer.array())
+        _copy_weights(np.frombuffer(model_bytes, dtype=np.uint8), buffer.array())
         return buffer
 
     def dup_context(self, ctx: int) -> int:
@@ -880,14 +880,80 @@ class SimRuntime(Runtime):
         return 0
 
 
-def _copy_weights(model_bytes: "bytes | np.ndarray", target: np.ndarray) -> None:
-    """Fill a weight buffer from the model: the simulator does not know where in
-    the file the weights sit, so it copies the model's first bytes (what counts
+def _copy_weights(source: np.ndarray, target: np.ndarray) -> None:
+    """Fill a weight buffer from the model (uint8): the simulator does not know where
+    in the file the weights sit, so it copies the model's first bytes (what counts
     is that the pages are written, as when the runtime loads the weights)."""
-    source = np.frombuffer(model_bytes, dtype=np.uint8) if isinstance(model_bytes, bytes) else model_bytes
     n = min(source.size, target.size)
     target[:n] = source[:n]
     target[n:] = 0
+
+
+def _view_at(address: int, size: int) -> memoryview:
+    """The ``size`` bytes at ``address``, seen in place (no copy)."""
+    return memoryview((ctypes.c_ubyte * size).from_address(address)).cast("B")
+
+
+class _ModelSource:
+    """The model bytes rknn_init was given, seen where they are: ``view`` (the
+    model, after real_model_offset/size), ``address`` (0 when not known), ``mem``
+    (the create_mem2 mem holding them, for ZERO_COPY).  A file is read straight
+    into a malloc'd block (``heap``), which becomes the runtime's copy; a block
+    nobody took is freed by :meth:`drop_unused`."""
+
+    def __init__(self, view: memoryview, address: int, keep: object = None, heap: int = 0) -> None:
+        self.view, self.address, self.mem = view, address, None
+        self._keep = keep        # the object whose memory ``view`` shows
+        self._heap = heap        # a malloc'd block holding the whole file, or 0
+        self._heap_start = 0
+
+    @classmethod
+    def from_file(cls, path: "str | os.PathLike", fn: str) -> "_ModelSource":
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                block = heap_alloc(size)
+                try:
+                    view = _view_at(block, size) if size else memoryview(b"")
+                    got = 0
+                    while got < size:
+                        n = f.readinto(view[got:])
+                        if not n:
+                            break
+                        got += n
+                except BaseException:
+                    heap_free(block)
+                    raise
+        except OSError as exc:
+            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn, f"cannot read {os.fspath(path)!r}: {exc}") from None
+        source = cls(view[:got], block, heap=block)
+        return source
+
+    def narrow(self, start: int, end: int) -> None:
+        """Keep bytes [start, end) only (rknn_init_extend real_model_offset/size)."""
+        self.view = self.view[start:end]
+        self.address = self.address + start if self.address else 0
+        self._heap_start += start
+
+    def take_heap_copy(self) -> int:
+        """The runtime's own copy of the model: the block the file was read into,
+        or a new malloc'd copy of a caller's buffer."""
+        size = len(self.view)
+        if self._heap and self._heap_start == 0:
+            block, self._heap = self._heap, 0
+            return block
+        block = heap_alloc(size)
+        if size:  # the caller's bytes, or the part of the file's block real_model_offset names
+            ctypes.memmove(block, self.address or (self._heap + self._heap_start), size)
+        return block
+
+    def drop_unused(self) -> None:
+        """Free the file's block if no context took it; let go of the caller's object."""
+        self.view = memoryview(b"")
+        if self._heap:
+            heap_free(self._heap)
+            self._heap = 0
+        self._keep = None
 
 
 def _write_output(spec: TensorSpec, native: np.ndarray, layout: Layout, target: np.ndarray) -> None:
