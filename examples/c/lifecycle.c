@@ -6,20 +6,28 @@
  *          lifecycle dup MODEL.rknn N [path|buffer|zerocopy]
  *   build on a board: gcc -O2 -I <rknn_api.h dir> lifecycle.c -lrknnrt -o lifecycle
  *
+ * The program targets 4-D image models (one uint8 pixel buffer per input).
+ *
  * info      rknn_init with RKNN_FLAG_COLLECT_MODEL_INFO_ONLY: a dummy context
  *           that only answers size queries (API reference V2.3.2 p.19).  It
  *           prints the model's weight and internal sizes, then destroys it.
  * path      rknn_init(ctx, path, 0, ...): size 0 means the model is a path.
  * buffer    rknn_init(ctx, buf, size, ...) from a malloc'd copy of the file,
- *           freed right after rknn_init: the runtime keeps its own copy
- *           (the API reference says RKNN_FLAG_MODEL_BUFFER_ZERO_COPY avoids
- *           copying the buffer "once inside", p.20).
+ *           freed right after rknn_init.  The runtime no longer needs it
+ *           then (the model zoo frees it there).  Whether the runtime keeps a
+ *           whole copy is an inference from the API reference's wording
+ *           (RKNN_FLAG_MODEL_BUFFER_ZERO_COPY avoids copying the buffer "once
+ *           inside", p.20); the simulator assumes it (A4).
  * zerocopy  the model in a rknn_create_mem2(0, size,
  *           RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) buffer, rknn_init with
  *           RKNN_FLAG_MODEL_BUFFER_ZERO_COPY and rknn_init_extend.  The
  *           runtime reads that buffer in place, so it must stay valid until
  *           rknn_destroy (p.20).  The reference's own sample destroys it
- *           before rknn_destroy; this program destroys it after.
+ *           before rknn_destroy; this program destroys it after.  Then it
+ *           runs the last frame again on a path-loaded context and prints
+ *           whether the outputs are identical: the mem is cacheable (the
+ *           default of rknn_create_mem2) and nothing syncs it after the
+ *           memcpy, so stale cache lines on a board would show here.
  * Each of these three runs FRAMES frames (default 100): inputs set before
  * every run, outputs with is_prealloc = 1 into buffers allocated once, every
  * rknn_outputs_get paired with one rknn_outputs_release.  It prints the
@@ -27,17 +35,24 @@
  *
  * dup       one rknn_init (path by default) and N-1 rknn_dup_context, one frame
  *           on each new context; after each it prints the DMA total summed over
- *           the live contexts.  A duplicate shares the weights and has its own
- *           internal memory (API p.21).
+ *           the live contexts.  A duplicate reuses the weights (API p.21).
+ *           That it has its own internal and io memory is a simulator
+ *           assumption (A23); the nearest Rockchip statement is the User
+ *           Guide's on multi-batch (§5.6.1: internal memory is copied, weight
+ *           memory reused).
  *
- * Teardown follows the course's order (the documents give none): destroy_mem
- * every mem made with a context before rknn_destroy of that context; a
- * zero-copy model buffer, or a mem shared by several contexts, after the last
- * rknn_destroy; your own malloc'd buffers last.
+ * Teardown.  Every Rockchip demo destroys a context's mems before
+ * rknn_destroy of that context, and the API reference says to free a
+ * zero-copy model buffer after destroying the context (p.20).  This program
+ * does both, and frees your own malloc'd buffers last.  The course's own
+ * choice, not Rockchip's: a mem shared by several contexts goes after the
+ * last rknn_destroy (rknn_internal_mem_reuse_demo.cc destroys its shared
+ * buffer first).
  *
  * The documents disagree on when RKNN_QUERY_MEM_SIZE may be asked: the API
- * reference says it requires RKNN_FLAG_MEM_ALLOC_OUTSIDE; rknn_benchmark and
- * the user guide query it after a plain init (flag 0), as this program does.
+ * reference says it requires RKNN_FLAG_MEM_ALLOC_OUTSIDE (p.26);
+ * rknn_benchmark and the user guide query it after a plain init (flag 0), as
+ * path, buffer, zerocopy and dup do.  info passes the flag (see mode_info).
  * On a board the DMA total holds more than weights + internal + io, and the
  * io buffers may be allocated only at the first rknn_run (see mem_layers.c).
  */
@@ -152,7 +167,7 @@ typedef struct {
     rknn_tensor_mem *model_mem;   /* zerocopy: read in place; destroy after the last rknn_destroy */
 } loaded_model;
 
-/* buffer: frees our copy of the file right after rknn_init (the runtime keeps its own copy),
+/* buffer: frees our copy of the file right after rknn_init (the runtime no longer needs it),
    and shows the step with the context's DMA total (unless the query failed: dma < 0). */
 static void free_model_buffer(loaded_model *model, long long dma)
 {
@@ -222,6 +237,8 @@ static int load(enum load_way way, const char *path, loaded_model *out)
 static int unload(loaded_model *model)
 {
     if (model->model_mem == NULL) return 1;
+    /* The API reference says a no-context mem may be released with any context (p.20); with
+       none left we pass 0, the call airockchip/rknn-toolkit2#532 reports leaking fds. */
     int ret = rknn_destroy_mem(0, model->model_mem);
     model->model_mem = NULL;
     if (ret < 0) return fail("rknn_destroy_mem(0, model mem)", ret);
@@ -290,6 +307,7 @@ static int io_setup(rknn_context ctx, frame_io *io)
             in->buf = buf;
             in->size = bytes;
             in->type = RKNN_TENSOR_UINT8;
+            /* an image model's layout: right for 4-D inputs, wrong for 2-D or undefined ones */
             in->fmt = attr.fmt == RKNN_TENSOR_NCHW ? RKNN_TENSOR_NCHW : RKNN_TENSOR_NHWC;
         } else {
             rknn_output *out = &io->outputs[attr.index];
@@ -303,10 +321,11 @@ static int io_setup(rknn_context ctx, frame_io *io)
     return 1;
 }
 
-/* `frames` frames on ctx: inputs set before every run, every get paired with one release. */
-static int run_frames(rknn_context ctx, frame_io *io, int frames)
+/* Frames first .. first + frames - 1 on ctx (frame f's pixels are all f mod 256): inputs set
+   before every run, every get paired with one release. */
+static int run_frames(rknn_context ctx, frame_io *io, int first, int frames)
 {
-    for (int frame = 0; frame < frames; frame++) {
+    for (int frame = first; frame < first + frames; frame++) {
         for (uint32_t i = 0; i < io->num.n_input; i++) memset(io->inputs[i].buf, frame % 256, io->inputs[i].size);
         int ret = rknn_inputs_set(ctx, io->num.n_input, io->inputs);
         if (ret < 0) return fail("rknn_inputs_set", ret);
@@ -328,13 +347,55 @@ static int run_frames(rknn_context ctx, frame_io *io, int frames)
     return 1;
 }
 
+/* zerocopy: frame `frame` again on a context loaded from the path, and whether its outputs
+   are byte for byte those of `io` (the zero-copy context's, from the same frame).  Returns 1
+   when the comparison ran, whatever it found. */
+static int compare_with_path(const char *path, const frame_io *io, int frame)
+{
+    rknn_context ctx = 0;
+    int ret = rknn_init(&ctx, (void *)path, 0, 0, NULL);
+    if (ret < 0) return fail("rknn_init(path) of the context to compare with", ret);
+    frame_io theirs;
+    int ok = io_setup(ctx, &theirs) && run_frames(ctx, &theirs, frame, 1);
+    if (ok && theirs.num.n_output != io->num.n_output) {
+        fprintf(stderr, "lifecycle: the path-loaded context has %u outputs, not %u\n",
+                theirs.num.n_output, io->num.n_output);
+        ok = 0;
+    }
+    if (ok) {
+        unsigned long bytes = 0, differ = 0;
+        for (uint32_t i = 0; i < io->num.n_output; i++) {
+            const unsigned char *a = io->outputs[i].buf, *b = theirs.outputs[i].buf;
+            uint32_t n = io->outputs[i].size < theirs.outputs[i].size ? io->outputs[i].size
+                                                                     : theirs.outputs[i].size;
+            for (uint32_t j = 0; j < n; j++) differ += a[j] != b[j];
+            bytes += n;
+        }
+        if (differ == 0)
+            printf("outputs of frame %d, zero-copy vs path: identical (%lu bytes)\n", frame, bytes);
+        else
+            printf("outputs of frame %d, zero-copy vs path: DIFFER in %lu of %lu bytes "
+                   "(stale cache lines in the model mem? see examples/c/README.md)\n", frame,
+                   differ, bytes);
+    }
+    ret = rknn_destroy(ctx);
+    if (ret < 0) ok = fail("rknn_destroy of the context compared with", ret);
+    io_free(&theirs);              /* io_setup cleared it first, so this is safe even after a failure */
+    return ok;
+}
+
 /* ---------------------------------------------------------------- modes */
 
 static int mode_info(const char *path)
 {
     rknn_context ctx = 0;
-    int ret = rknn_init(&ctx, (void *)path, 0, RKNN_FLAG_COLLECT_MODEL_INFO_ONLY, NULL);
-    if (ret < 0) return fail("rknn_init(RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)", ret);
+    /* The API reference says RKNN_QUERY_MEM_SIZE requires RKNN_FLAG_MEM_ALLOC_OUTSIDE (p.26), and
+       Rockchip's only dummy-init example (rknn_dynshape_inference_zero_copy_alloc_outside.cc)
+       passes both flags.  A context that allocates nothing loses nothing by it. */
+    int ret = rknn_init(&ctx, (void *)path, 0,
+                        RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | RKNN_FLAG_MEM_ALLOC_OUTSIDE, NULL);
+    if (ret < 0)
+        return fail("rknn_init(RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | RKNN_FLAG_MEM_ALLOC_OUTSIDE)", ret);
     rknn_mem_size mem;
     memset(&mem, 0, sizeof(mem));
     ret = rknn_query(ctx, RKNN_QUERY_MEM_SIZE, &mem, sizeof(mem));
@@ -364,7 +425,7 @@ static int mode_one(enum load_way way, const char *path, int frames)
     frame_io io;
     memset(&io, 0, sizeof(io));
     if (ok) ok = io_setup(model.ctx, &io);
-    if (ok) ok = run_frames(model.ctx, &io, frames);
+    if (ok) ok = run_frames(model.ctx, &io, 0, frames);
     if (ok) ok = (dma = dma_total(model.ctx)) >= 0;
     if (ok) {
         char step[32];
@@ -372,6 +433,7 @@ static int mode_one(enum load_way way, const char *path, int frames)
         print_step(step, dma);
         printf("outputs_get %lu, outputs_release %lu\n", io.gets, io.releases);
     }
+    if (ok && way == LOAD_ZERO_COPY) ok = compare_with_path(path, &io, frames - 1);
 
     /* teardown: no mems were made with this context; then the context; then the model mem
        it read in place; our own buffers last */
@@ -406,7 +468,7 @@ static int mode_dup(const char *path, int n, enum load_way way)
         }
         /* one frame on the new context, with its own buffers: a board may allocate the io
            buffers only at the first run */
-        ok = io_setup(ctxs[k], &io[k]) && run_frames(ctxs[k], &io[k], 1);
+        ok = io_setup(ctxs[k], &io[k]) && run_frames(ctxs[k], &io[k], 0, 1);
         long long sum = 0;
         for (int j = 0; ok && j < made; j++) {
             long long dma = dma_total(ctxs[j]);
