@@ -329,7 +329,8 @@ def test_lifecycle_info_asks_the_sizes_from_a_model_info_context(lifecycle: Path
                                                                  double_runtime, tmp_path: Path):
     from rknnlab.rknn import abi
     rt = double_runtime
-    ctx = rt.init(str(fake_model), abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+    info_flags = abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE
+    ctx = rt.init(str(fake_model), info_flags)
     try:
         info = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
     finally:
@@ -346,7 +347,8 @@ def test_lifecycle_info_asks_the_sizes_from_a_model_info_context(lifecycle: Path
     _step(run.stdout, "after rknn_destroy:")
     calls = _log_calls(log)
     assert [name for name, _ in calls] == ["rknn_init", "rknn_query", "rknn_destroy"]
-    assert calls[0][1]["flag"] == "0x100" and calls[0][1]["size"] == "0"   # from the path
+    # both flags: the API reference asks MEM_ALLOC_OUTSIDE for RKNN_QUERY_MEM_SIZE (p.26)
+    assert int(calls[0][1]["flag"], 16) == info_flags == 0x110 and calls[0][1]["size"] == "0"   # from the path
     assert calls[1][1]["cmd"] == str(abi.RKNN_QUERY_MEM_SIZE)
 
 
@@ -412,7 +414,7 @@ def test_lifecycle_loads_the_model_as_its_mode_says(lifecycle: Path, fake_model:
     assert run.returncode == 0, run.stderr
     calls = _log_calls(log)
     init = [fields for name, fields in calls if name == "rknn_init"]
-    assert len(init) == 1
+    assert len(init) == (2 if way == "zerocopy" else 1)   # zerocopy: and the path-loaded one it compares with
     size = fake_model.stat().st_size
     if way == "path":
         assert (init[0]["size"], init[0]["flag"], init[0]["path"]) == ("0", "0x0", str(fake_model))
@@ -433,8 +435,10 @@ def test_lifecycle_sets_inputs_before_every_run_and_pairs_every_get(lifecycle: P
     log = tmp_path / "calls.log"
     run = _run_logged(lifecycle, [way, fake_model, "7"], log)
     assert run.returncode == 0, run.stderr
-    names = [name for name, _ in _log_calls(log)
-             if name in ("rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release", "rknn_destroy")]
+    calls = _log_calls(log)
+    first = next(fields["ctx"] for name, fields in calls if name == "rknn_inputs_set")   # the context loaded `way`
+    names = [name for name, fields in calls if fields.get("ctx") == first and name in
+             ("rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release", "rknn_destroy")]
     assert names == ["rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release"] * 7 + ["rknn_destroy"]
     # our buffers, allocated once: the same pointers every frame, sized n_elems x 4 (want_float = 1)
     rt = double_runtime
@@ -442,12 +446,30 @@ def test_lifecycle_sets_inputs_before_every_run_and_pairs_every_get(lifecycle: P
     need = {i: rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).n_elems * 4
             for i in range(rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output)}
     rt.destroy(ctx)
-    gets = re.findall(r"^rknn_outputs_get\[\d+\] index=(\d+) want_float=(\d) is_prealloc=(\d) buf=(\S+) size=(\d+)$",
-                      log.read_text(), re.M)
-    assert len(gets) == 7 * len(need)
-    assert {(int(i), int(size)) for i, _, _, _, size in gets} == set(need.items())
-    assert {(w, p) for _, w, p, _, _ in gets} == {("1", "1")}
-    assert len({buf for _, _, _, buf, _ in gets}) == len(need)
+    gets = _outputs_got(log)
+    assert len(gets[first]) == 7 * len(need)
+    # zerocopy also runs one frame on a path-loaded context, with buffers of its own
+    assert len(gets) == (2 if way == "zerocopy" else 1)
+    for ctx_gets in gets.values():
+        assert {(int(i), int(size)) for i, _, _, _, size in ctx_gets} == set(need.items())
+        assert {(w, p) for _, w, p, _, _ in ctx_gets} == {("1", "1")}
+        assert len({buf for _, _, _, buf, _ in ctx_gets}) == len(need)
+    assert len({buf for ctx_gets in gets.values() for _, _, _, buf, _ in ctx_gets}) == len(gets) * len(need)
+
+
+def _outputs_got(log: Path) -> Dict[str, list]:
+    """{ctx: [(index, want_float, is_prealloc, buf, size) of every rknn_outputs_get element]}."""
+    gets: Dict[str, list] = {}
+    ctx = None
+    for line in log.read_text().splitlines():
+        head = re.match(r"^rknn_outputs_get ctx=(\d+) ", line)
+        if head:
+            ctx = head.group(1)
+        element = re.match(r"^rknn_outputs_get\[\d+\] index=(\d+) want_float=(\d) is_prealloc=(\d) buf=(\S+) "
+                           r"size=(\d+)$", line)
+        if element:
+            gets.setdefault(ctx, []).append(element.groups())
+    return gets
 
 
 def test_lifecycle_destroys_the_zero_copy_model_mem_after_its_context(lifecycle: Path, fake_model: Path,
@@ -457,11 +479,111 @@ def test_lifecycle_destroys_the_zero_copy_model_mem_after_its_context(lifecycle:
     log = tmp_path / "calls.log"
     run = _run_logged(lifecycle, ["zerocopy", fake_model, "3"], log)
     assert run.returncode == 0, run.stderr
-    names = [name for name, _ in _log_calls(log)]
-    assert names.count("rknn_destroy_mem") == 1 and names.count("rknn_destroy") == 1
+    calls = _log_calls(log)
+    names = [name for name, _ in calls]
+    # two contexts: the zero-copy one, and the path-loaded one it is compared with
+    assert names.count("rknn_destroy_mem") == 1 and names.count("rknn_destroy") == 2
     assert names.index("rknn_create_mem2") < names.index("rknn_init")
     assert names[-2:] == ["rknn_destroy", "rknn_destroy_mem"]
-    assert _log_calls(log)[-1][1]["ctx"] == "0"
+    zero_copy_ctx = next(fields["ctx"] for name, fields in calls if name == "rknn_query")   # first after its init
+    assert calls[-2][1]["ctx"] == zero_copy_ctx
+    assert calls[-1][1]["ctx"] == "0"
+
+
+def _frame_output_bytes(rt, ctx, value: int) -> bytes:
+    """The float32 outputs (want_float = 1) of one frame whose pixels are all ``value``, end to end."""
+    from rknnlab.rknn import abi, buffers
+    import numpy as np
+    num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    inputs = []
+    for i in range(num.n_input):
+        a = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=i))
+        pixels = np.full(tuple(a.dims[d] for d in range(a.n_dims)), value, np.uint8)
+        inputs.append(buffers.input_from_array(i, pixels, abi.RKNN_TENSOR_NHWC))
+    rt.inputs_set(ctx, inputs)
+    rt.run(ctx)
+    ours = [np.zeros(rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).n_elems, np.float32)
+            for i in range(num.n_output)]
+    outputs = [abi.rknn_output(index=i, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+               for i, b in enumerate(ours)]
+    rt.outputs_get(ctx, outputs)
+    rt.outputs_release(ctx, outputs)
+    return b"".join(b.tobytes() for b in ours)
+
+
+COMPARED = r"^outputs of frame (\d+), zero-copy vs path: (?:identical \((\d+) bytes\)|DIFFER in (\d+) of (\d+) bytes .*)$"
+
+
+def test_lifecycle_zero_copy_compares_its_outputs_with_a_path_context(lifecycle: Path, fake_model: Path,
+                                                                      double_runtime, tmp_path: Path):
+    """The last frame again on a context loaded from the path, while the zero-copy context still
+    lives; the double computes both alike, so the outputs are identical."""
+    rt = double_runtime
+    ctx = rt.init(str(fake_model))
+    try:
+        expected = _frame_output_bytes(rt, ctx, 4)
+    finally:
+        rt.destroy(ctx)
+    log = tmp_path / "calls.log"
+    run = _run_logged(lifecycle, ["zerocopy", fake_model, "5"], log)
+    assert run.returncode == 0, run.stderr
+    compared = re.findall(COMPARED, run.stdout, re.M)
+    assert compared == [("4", str(len(expected)), "", "")]
+    lines = run.stdout.splitlines()
+    assert lines.index(next(line for line in lines if line.startswith("outputs of frame"))) \
+        < lines.index(next(line for line in lines if line.startswith("after rknn_destroy:")))
+    calls = _log_calls(log)
+    inits = [(k, fields) for k, (name, fields) in enumerate(calls) if name == "rknn_init"]
+    assert len(inits) == 2
+    (_, zero_copy), (second, by_path) = inits
+    assert zero_copy["flag"] == "0x10000"
+    assert (by_path["size"], by_path["flag"], by_path["path"]) == ("0", "0x0", str(fake_model))
+    zero_copy_ctx = calls[inits[0][0] + 1][1]["ctx"]
+    path_ctx = calls[second + 1][1]["ctx"]
+    assert path_ctx != zero_copy_ctx
+    # after the zero-copy context's frames, before its rknn_destroy: one frame, then the path context goes
+    on_zero_copy = [k for k, (name, fields) in enumerate(calls) if fields.get("ctx") == zero_copy_ctx]
+    destroy_zero_copy = next(k for k in on_zero_copy if calls[k][0] == "rknn_destroy")
+    last_release = max(k for k in on_zero_copy if calls[k][0] == "rknn_outputs_release")
+    assert last_release < second < destroy_zero_copy
+    on_path = [name for name, fields in calls[second + 1:destroy_zero_copy] if fields.get("ctx") == path_ctx]
+    assert [n for n in on_path if n != "rknn_query"] == ["rknn_inputs_set", "rknn_run", "rknn_outputs_get",
+                                                          "rknn_outputs_release", "rknn_destroy"]
+    assert run.stdout.count("zero-copy vs path") == 1
+    for way in ("path", "buffer"):   # only zerocopy compares
+        other = subprocess.run([str(lifecycle), way, str(fake_model), "2"], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+        assert other.returncode == 0 and "zero-copy vs path" not in other.stdout
+
+
+def test_lifecycle_comparison_reports_outputs_that_differ(rknn_double_path: Path, fake_model: Path,
+                                                          double_runtime, tmp_path: Path):
+    """A copy of the program whose path-loaded context runs the next frame instead: the comparison
+    must say that the outputs differ, and in how many bytes (the double's own outputs for both)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    source = (EXAMPLES / "lifecycle.c").read_text()
+    same_frame = "run_frames(ctx, &theirs, frame, 1)"
+    assert source.count(same_frame) == 1
+    shifted = tmp_path / "lifecycle_next_frame.c"
+    shifted.write_text(source.replace(same_frame, "run_frames(ctx, &theirs, frame + 1, 1)"))
+    exe = tmp_path / "lifecycle_next_frame"
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+                    str(shifted), str(rknn_double_path), f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)],
+                   check=True)
+    rt = double_runtime
+    ctx = rt.init(str(fake_model))
+    try:
+        frame2, frame3 = _frame_output_bytes(rt, ctx, 2), _frame_output_bytes(rt, ctx, 3)
+    finally:
+        rt.destroy(ctx)
+    differ = sum(a != b for a, b in zip(frame2, frame3))
+    assert 0 < differ < len(frame2)
+    run = subprocess.run([str(exe), "zerocopy", str(fake_model), "3"], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 0, run.stderr
+    assert re.findall(COMPARED, run.stdout, re.M) == [("2", "", str(differ), str(len(frame2)))]
 
 
 @pytest.mark.parametrize("way", ["path", "zerocopy"])
