@@ -22,6 +22,28 @@ def test_html_folds_the_board_check_under_each_line() -> None:
     assert check.split()[0] in html
 
 
+def test_html_folds_the_whole_list_under_one_line_that_counts_it() -> None:
+    keys = [row[0] for row in ASSUMPTIONS[:3]]
+    html = assumptions_table(keys)._repr_html_()
+    outer = html.index("<details class='rknnlab-assumptions'>")
+    assert outer < html.index("<details>"), "the per-assumption lines sit inside the one fold"
+    first_summary = html[outer:html.index("</summary>", outer)]
+    assert f"3 of the {len(ASSUMPTIONS)}" in first_summary
+    assert html.count("</details>") == 4
+
+
+def test_every_folded_line_draws_its_own_disclosure_marker() -> None:
+    # JupyterLab's CSS sets list-style none on <summary>: the marker must come with the
+    # output (tests/test_jupyterlab_browser.py measures it in a browser)
+    html = assumptions_table([row[0] for row in ASSUMPTIONS[:2]])._repr_html_()
+    summaries = html.split("<summary")[1:]
+    assert len(summaries) == 3
+    for s in summaries:
+        style = s[:s.index(">")]
+        assert "display:list-item" in style and "disclosure-closed" in style
+    assert "details[open] > summary{list-style-type:disclosure-open !important}" in html
+
+
 def test_unknown_id_is_an_error() -> None:
     with pytest.raises(KeyError, match="A999"):
         assumptions_table(["A1", "A999"])

@@ -273,9 +273,10 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
 class AssumptionsTable:
     """Some of the simulator's assumptions, one line each, for the end of a chapter.
 
-    In a notebook it renders as one folded line per assumption (its id and the
-    assumption; the board check opens under it), so a list of any length stays
-    short on screen; ``str()`` gives the same as plain text, one line each."""
+    In a notebook it renders as one folded line (how many assumptions); opened, it
+    shows one folded line per assumption (its id and the assumption; the board
+    check opens under it), each with a disclosure marker, so a list of any length
+    stays short on screen; ``str()`` gives the same as plain text, one line each."""
 
     title = "Simulator assumptions in this chapter"
 
@@ -295,14 +296,22 @@ class AssumptionsTable:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        # JupyterLab styles <summary> with list-style none: without list-item display a
-        # row shows no disclosure marker and does not look as if it opens
+        # JupyterLab sets list-style none on <summary>, so a folded line shows no marker
+        # and does not look as if it opens: each summary draws its own disclosure marker
+        # (inline, so it survives an HTML sanitizer), and the <style> turns it when open.
+        # The whole list folds under one line, so a chapter's end stays short on screen.
+        marker = "display:list-item; list-style:disclosure-closed inside; cursor:pointer"
         rows = "".join(
-            f"<details><summary style='display:list-item; cursor:pointer'><b>{key}</b>: {html.escape(assumption)}</summary>"
-            f"<p style='margin-left:2em'><i>Board check:</i> {html.escape(check)}</p></details>"
+            f"<details><summary style='{marker}'><b>{key}</b>: {html.escape(assumption)}</summary>"
+            f"<p style='margin:0.2em 0 0.6em 2em'><i>Board check:</i> {html.escape(check)}</p></details>"
             for key, assumption, check in self.rows)
-        return (f"<p><b>{self.title}</b> ({len(self.rows)} of the {len(ASSUMPTIONS)} in "
-                f"<code>rknnlab.sim.ASSUMPTIONS</code>; open one for its board check)</p>{rows}")
+        n = len(self.rows)
+        head = (f"<b>{self.title}</b>: {n} of the {len(ASSUMPTIONS)} in "
+                f"<code>rknnlab.sim.ASSUMPTIONS</code> (open the list, then a line for its board check)")
+        return ("<style>.rknnlab-assumptions details[open] > summary"
+                "{list-style-type:disclosure-open !important}</style>"
+                f"<details class='rknnlab-assumptions'><summary style='{marker}'>{head}</summary>"
+                f"<div style='margin-left:1.2em'>{rows}</div></details>")
 
 
 def assumptions_table(keys: Sequence[str]) -> AssumptionsTable:
