@@ -93,6 +93,17 @@ def test_summary_counts_only_what_the_checks_recorded() -> None:
     s = lab.summary()
     assert "was replaced" in repr(s) and s.items["Ex 2"] is None and "was replaced" in s._repr_html_()
     assert "<table>" in s._repr_html_()
+
+
+def test_summary_table_reads_from_the_left() -> None:
+    # JupyterLab right-aligns table cells; an exercise name must not hang off the right edge
+    import re
+    lab, g = _lab("Lab test alignment")
+    g["check_one"](lambda: 42)
+    page = lab.summary()._repr_html_()
+    cells = re.findall(r"<t[hd]\b([^>]*)>", page)
+    assert len(cells) == 3 * 3
+    assert all("text-align:left" in attrs for attrs in cells), cells
     assert not hasattr(_core, "_RESULTS") and not [n for n in vars(_core) if "store" in n.lower() and
                                                     isinstance(vars(_core)[n], dict)]
 

@@ -146,15 +146,18 @@ class Summary:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        # every column is text, read from the left; JupyterLab right-aligns table cells
+        left = 'style="text-align:left"'
         rows = "".join(
-            f'<tr><td style="color:{"#1b7f3b" if r and r.passed else "#b42318"}"><strong>'
-            f'{self._status(r)[0]}</strong></td><td>{html.escape(name)}</td>'
-            f'<td>{html.escape(self._status(r)[1])}</td></tr>' for name, r in self.items.items())
+            f'<tr><td style="text-align:left; color:{"#1b7f3b" if r and r.passed else "#b42318"}"><strong>'
+            f'{self._status(r)[0]}</strong></td><td {left}>{html.escape(name)}</td>'
+            f'<td {left}>{html.escape(self._status(r)[1])}</td></tr>' for name, r in self.items.items())
         warn = "".join(f'<p style="color:#b42318"><strong>WARNING:</strong> checks.{html.escape(n)} was '
                        "replaced in this session; a replaced check proves nothing (restart the kernel and "
                        "run the notebook as it is).</p>" for n in self.replaced)
         return (f"<p><strong>{html.escape(self.title)}: {self.passed} of {len(self.items)} checks passed"
-                f"</strong></p><table><tr><th>result</th><th>exercise</th><th>status</th></tr>{rows}</table>"
+                f"</strong></p><table><tr><th {left}>result</th><th {left}>exercise</th><th {left}>status</th></tr>"
+                f"{rows}</table>"
                 + warn)
 
 
