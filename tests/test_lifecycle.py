@@ -394,3 +394,40 @@ def test_init_from_a_path_makes_one_copy_of_the_file_in_rss_too(loads, sizes):
     init = _row(lifecycle.phase_table(loads, "from_path"), "init")
     expected_kib = (init["heap_bytes"] + init["dma_bytes"]) / 1024
     assert init["rss_kib"] < expected_kib + 0.25 * sizes["file"] / 1024, init
+
+
+# --------------------------------------------------------------------------- DMA verdict in the summary
+@pytest.fixture(scope="module")
+def dma_runs():
+    """A leak of DMA memory, its fix, and a context per frame (the DMA total goes
+    up and back every frame), long enough for a verdict."""
+    result = rknnlab.run(["mems_never_destroyed", "zero_copy_io", "reinit_each_iter"], model=MODEL,
+                         iterations=48, warmup=2, backend="sim", sample_calls=True, progress=False)
+    assert not result.errors, result.errors
+    return result
+
+
+def test_summary_judges_the_dma_total_like_rss_and_the_heap(dma_runs, sizes):
+    s = dma_runs.summary
+    for key in ("rss", "heap", "dma"):
+        for column in ("growth", "verdict", "slope_bytes_per_iter", "slope_pm_bytes", "samples"):
+            assert f"{key}_{column}" in s, f"{key}_{column}"
+    leak = s.loc["mems_never_destroyed"]
+    assert leak["dma_verdict"] == "grows", leak["dma_growth"]
+    # one output mem (its native size_with_stride) per frame, within the verdict's interval
+    assert abs(leak["dma_slope_bytes_per_iter"] - sizes["out_native"]) <= leak["dma_slope_pm_bytes"]
+    assert leak["dma_slope_pm_bytes"] < 0.1 * sizes["out_native"]   # exact counts: a tight interval
+    assert leak["dma_growth"].startswith("grows")
+    for flat in ("zero_copy_io", "reinit_each_iter"):
+        assert s.loc[flat, "dma_verdict"] == "flat", (flat, s.loc[flat, "dma_growth"])
+
+
+def test_describe_names_the_dma_total_where_it_grows(dma_runs):
+    lines = dma_runs.describe().splitlines()
+    per_variant = {name: next(x for x in lines if x.startswith(f"- {name}:")) for name in dma_runs.variants}
+    assert "runtime DMA total: grows" in per_variant["mems_never_destroyed"]
+    assert "DMA total" not in per_variant["zero_copy_io"].replace("DMA 5", "")
+    assert "DMA total: grows" not in per_variant["reinit_each_iter"]
+    grows = next(x for x in lines if x.startswith("Memory grows in:"))
+    assert re.search(r"mems_never_destroyed \([^)]*DMA total", grows), grows
+    assert "zero_copy_io" not in grows and "reinit_each_iter" not in grows

@@ -17,10 +17,15 @@ frame          one row per
                rss_peak_kb, pss_peak_kb, heap_in_use_growth_bytes (last - first
                measured sample), heap_growth_per_iter_bytes (slope of the
                heap's lower envelope, see floor_slope), dma_peak_bytes,
-               rss_growth / heap_growth (the verdict in words, see
-               rknnlab.experiment.growth), rss_slope_bytes_per_iter /
-               heap_slope_bytes_per_iter and their 95% half-widths
-               rss_slope_pm_bytes / heap_slope_pm_bytes (after settling),
+               rss_growth / heap_growth / dma_growth (the verdict in
+               words, see rknnlab.experiment.growth; dma: the runtime's DMA
+               total, exact, so its verdict needs no margin for noise),
+               rss_verdict / heap_verdict / dma_verdict ("grows", "flat",
+               "cannot tell"), rss_slope_bytes_per_iter /
+               heap_slope_bytes_per_iter / dma_slope_bytes_per_iter and their
+               95% half-widths rss_slope_pm_bytes / heap_slope_pm_bytes /
+               dma_slope_pm_bytes (after settling), rss_samples /
+               heap_samples / dma_samples (readings in the measured loop),
                and <function>_median_us / <function>_p95_us per phase
 =============  ================================================================
 
@@ -35,8 +40,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .growth import (HEAP_RESOLUTION, HEAP_STEP, RSS_RESOLUTION, RSS_STEP, Growth,
-                     growth)
+from .growth import (DMA_RESOLUTION, DMA_STEP, HEAP_RESOLUTION, HEAP_STEP, RSS_RESOLUTION,
+                     RSS_STEP, Growth, growth)
 from .timing import compare
 
 STATUSES = ("ok", "error", "crashed", "timeout", "skipped")
@@ -274,6 +279,7 @@ class Result:
             heap = col("heap_in_use_bytes")
             row["rss_samples"] = len(rss)
             row["heap_samples"] = len(heap)
+            row["dma_samples"] = len(col("dma_bytes"))
             if len(heap) >= 2:
                 row["heap_in_use_growth_bytes"] = float(heap.iloc[-1] - heap.iloc[0])
                 row["heap_growth_per_iter_bytes"] = floor_slope(
@@ -285,8 +291,9 @@ class Result:
             it_col = sm["iteration"].to_numpy(float, na_value=np.nan) if len(sm) else np.array([])
             for key, column, scale, step, res in (
                     ("rss", "rss_kb", 1024.0, RSS_STEP, RSS_RESOLUTION),
-                    ("heap", "heap_in_use_bytes", 1.0, HEAP_STEP, HEAP_RESOLUTION)):
-                if column in sm and len(sm):
+                    ("heap", "heap_in_use_bytes", 1.0, HEAP_STEP, HEAP_RESOLUTION),
+                    ("dma", "dma_bytes", 1.0, DMA_STEP, DMA_RESOLUTION)):
+                if column in sm and len(sm) and sm[column].notna().any():
                     g = growth(it_col, sm[column].to_numpy(float) * scale, step, res)
                 else:
                     g = Growth("cannot tell", reason="not sampled")
@@ -333,7 +340,10 @@ class Result:
         this run)" or "cannot tell yet: run about N more iterations", from
         the slope of the lower envelope after settling and its uncertainty
         from the run's own noise (rknnlab.experiment.growth describes the
-        method).  The harness's own growth in the measured process is below
+        method).  The runtime's DMA total (the sum of
+        total_dma_allocated_size over the live contexts) is judged the same
+        way and named where it grows; it is exact, so a run of a few dozen
+        iterations settles it.  The harness's own growth in the measured process is below
         a byte per iteration: with no model at all (0.5 ms iterations) the
         heap in use moves by 2 KiB over 10,000 iterations on Python 3.9 and
         3.11 (benchmarks/bench_floor.py).  Glibc's per-thread caches of freed
@@ -356,6 +366,8 @@ class Result:
                 mem = "memory not sampled"
             else:
                 mem = f"malloc heap in use: {row['heap_growth']}; RSS: {row['rss_growth']}"
+            if row.get("dma_verdict") == "grows":
+                mem += f"; runtime DMA total: {row['dma_growth']}"
             phases = self.phases[self.phases["variant"] == name].sort_values("median_us", ascending=False)
             top = ", ".join(f"{f['function']} {f['median_us']:.0f} us" for _, f in phases.head(3).iterrows())
             dma = row["dma_peak_bytes"]
@@ -439,15 +451,24 @@ class Result:
 
     @staticmethod
     def _memory_verdicts(ok) -> List[str]:
-        """Which variants' memory grows, is flat, or cannot be judged yet."""
+        """Which variants' memory grows, is flat, or cannot be judged yet.  A
+        variant whose memory grows is named with what grows (malloc heap,
+        RSS, DMA total) unless all that was sampled grows.  The DMA total
+        counts only where it was sampled (older traces have none)."""
         if not len(ok) or "rss_verdict" not in ok:
             return []
-        verdicts = {n: (r["heap_verdict"], r["rss_verdict"]) for n, r in ok.iterrows()}
-        growing = [n + (" (malloc heap)" if h == "grows" and r != "grows" else
-                        " (RSS)" if r == "grows" and h != "grows" else "")
-                   for n, (h, r) in verdicts.items() if "grows" in (h, r)]
-        unsure = [n for n, (h, r) in verdicts.items()
-                  if "grows" not in (h, r) and "cannot tell" in (h, r)]
+        labels = (("heap_verdict", "malloc heap"), ("rss_verdict", "RSS"), ("dma_verdict", "DMA total"))
+        verdicts = {}
+        for n, r in ok.iterrows():
+            verdicts[n] = {label: r[column] for column, label in labels
+                           if column in r and (column != "dma_verdict" or r.get("dma_samples", 0) > 0)}
+        growing = []
+        for n, v in verdicts.items():
+            grows = [label for label, verdict in v.items() if verdict == "grows"]
+            if grows:
+                growing.append(n + ("" if len(grows) == len(v) else f" ({', '.join(grows)})"))
+        unsure = [n for n, v in verdicts.items()
+                  if "grows" not in v.values() and "cannot tell" in v.values()]
         out = []
         if growing:
             out.append("Memory grows in: " + ", ".join(growing)
