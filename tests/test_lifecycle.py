@@ -431,3 +431,45 @@ def test_describe_names_the_dma_total_where_it_grows(dma_runs):
     grows = next(x for x in lines if x.startswith("Memory grows in:"))
     assert re.search(r"mems_never_destroyed \([^)]*DMA total", grows), grows
     assert "zero_copy_io" not in grows and "reinit_each_iter" not in grows
+
+
+# --------------------------------------------------------------------------- the zero-copy extend
+def test_from_buffer_zero_copy_fills_every_extend_field_as_the_api_reference_does(path):
+    """API reference V2.3.2 p.20 fills real_model_offset/size, model_buffer_fd and
+    model_buffer_flags (= the mem's flags): the variant passes what it was given."""
+    from rknnlab.experiment.instrument import InstrumentedRuntime, Recorder
+    from rknnlab.experiment.variants import VariantContext
+
+    seen = []
+
+    class Watched(SimRuntime):
+        def create_mem2(self, ctx, size, alloc_flags):
+            mem = super().create_mem2(ctx, size, alloc_flags)
+            seen.append(("mem", mem.contents.fd, mem.contents.flags))
+            return mem
+
+        def init(self, model, flag=0, extend=None, size=0):
+            if flag & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY:
+                seen.append(("extend", extend.real_model_offset, extend.real_model_size,
+                             extend.model_buffer_fd, extend.model_buffer_flags, size))
+            return super().init(model, flag=flag, extend=extend, size=size)
+
+    rt = Watched("rk3588")
+    try:
+        ctx = rt.init(path)
+        attr, _ = query_io(rt, ctx)
+        shape = tuple(attr[0].dims[:attr[0].n_dims])
+        rt.destroy(ctx)
+        rec = Recorder()
+        lab = VariantContext(InstrumentedRuntime(rt, rec), rec, path, [np.zeros(shape, np.uint8)], 1)
+        lifecycle.from_buffer_zero_copy(lab)
+    finally:
+        rt.close()
+    mems = [s for s in seen if s[0] == "mem"]
+    extends = [s for s in seen if s[0] == "extend"]
+    assert len(extends) == 1 and mems
+    _, fd, flags = mems[-1]
+    size = os.path.getsize(path)
+    assert extends[0][1:] == (0, size, fd, flags, size)
+    assert flags == abi.RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE   # so a 0 passed would show
+    assert "model_buffer_flags" in lifecycle.from_buffer_zero_copy.__doc__

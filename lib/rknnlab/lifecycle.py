@@ -147,7 +147,8 @@ def from_buffer_zero_copy(lab: VariantContext) -> None:
         rknn_tensor_mem *m = rknn_create_mem2(0, size, RKNN_MEM_FLAG_ALLOC_NO_CONTEXT);
         fread(m->virt_addr, 1, size, f);                    /* copy_model */
         rknn_init_extend ext = {.real_model_offset = 0, .real_model_size = size,
-                                .model_buffer_fd = m->fd};
+                                .model_buffer_fd = m->fd,
+                                .model_buffer_flags = m->flags};   /* as API p.20 */
         rknn_init(&ctx, m->virt_addr, size, RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, &ext);
         /* query io; frames */
         rknn_destroy(ctx);
@@ -162,8 +163,11 @@ def from_buffer_zero_copy(lab: VariantContext) -> None:
         with open(lab.model_path, "rb") as f:
             if f.readinto(memoryview(view)[:size]) != size:
                 raise OSError(f"{lab.model_path} changed size while it was read")
+    # all four fields, as the API reference's own text and sample fill them (p.20);
+    # whether the runtime needs the mem's flags is not documented
     extend = abi.rknn_init_extend(real_model_offset=0, real_model_size=size,
-                                  model_buffer_fd=mem.contents.fd)
+                                  model_buffer_fd=mem.contents.fd,
+                                  model_buffer_flags=mem.contents.flags)
     ctx = rt.init(mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
                   extend=extend, size=size)
     free_outputs = _frames(lab, ctx)
