@@ -26,8 +26,9 @@
  *           before rknn_destroy; this program destroys it after.  Then it
  *           runs the last frame again on a path-loaded context and prints
  *           whether the outputs are identical: the mem is cacheable (the
- *           default of rknn_create_mem2) and nothing syncs it after the
- *           memcpy, so stale cache lines on a board would show here.
+ *           default of rknn_create_mem2) and this program does not sync it
+ *           after the memcpy, so stale cache lines on a board would show
+ *           here.
  * Each of these three runs FRAMES frames (default 100): inputs set before
  * every run, outputs with is_prealloc = 1 into buffers allocated once, every
  * rknn_outputs_get paired with one rknn_outputs_release.  It prints the
@@ -41,7 +42,7 @@
  *           Guide's on multi-batch (§5.6.1: internal memory is copied, weight
  *           memory reused).
  *
- * Teardown.  Every Rockchip demo destroys a context's mems before
+ * Teardown.  Every Rockchip demo we checked destroys a context's mems before
  * rknn_destroy of that context, and the API reference says to free a
  * zero-copy model buffer after destroying the context (p.20).  This program
  * does both, and frees your own malloc'd buffers last.  The course's own
