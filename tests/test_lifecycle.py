@@ -473,3 +473,39 @@ def test_from_buffer_zero_copy_fills_every_extend_field_as_the_api_reference_doe
     assert extends[0][1:] == (0, size, fd, flags, size)
     assert flags == abi.RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE   # so a 0 passed would show
     assert "model_buffer_flags" in lifecycle.from_buffer_zero_copy.__doc__
+
+
+# --------------------------------------------------------------------------- show_phases
+def test_show_phases_prints_one_unit_two_decimal_ms_and_phase_only_where_it_is_not_the_step(loads):
+    for name in loads.variants:
+        table = lifecycle.phase_table(loads, name)
+        text = lifecycle.show_phases(table)
+        lines = text.splitlines()
+        assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
+        assert "KiB" in lines[0] and "bytes" not in text and ".0 " not in text + " ", text
+        header = lines[1].split()
+        assert header[:2] == ["step", "phase"], text
+        body = lines[2:]
+        assert len(body) == len(table)
+        for line, row in zip(body, table.itertuples(index=False)):
+            cells = line.split()
+            assert cells[0] == row.step
+            rest = cells[1:]
+            if row.phase != row.step:                 # the phase only where it says something
+                assert rest.pop(0) == row.phase == "frames"
+            calls, ms, rss, heap, dma, free = rest
+            assert int(calls) == row.calls and ms == f"{row.ms:,.2f}"
+            for cell, value in ((rss, row.rss_kib), (heap, row.heap_bytes / 1024),
+                                (dma, row.dma_bytes / 1024), (free, row.mem_free_kib)):
+                shown = float(cell.replace(",", ""))
+                assert abs(shown - value) <= (0.05 if abs(value) < 10 else 0.5), (line, value)
+                assert cell == "0" if value == 0 else cell[0] in "+-"
+    init = [x for x in lifecycle.show_phases(lifecycle.phase_table(loads, "from_path")).splitlines()
+            if x.startswith("init ")][0]
+    assert re.search(r"\+\d{1,3},\d{3}\b", init), init      # thousands separators
+
+
+def test_show_phases_refuses_what_is_not_a_phase_table(loads):
+    import pandas as pd
+    with pytest.raises(ValueError, match="not a phase_table"):
+        lifecycle.show_phases(pd.DataFrame({"step": ["init"], "ms": [1.0]}))

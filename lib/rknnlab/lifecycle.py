@@ -19,6 +19,7 @@ Tables:
 
 - :func:`phase_table`: one row per step of a recorded life, with the change
   each step made in RSS, the malloc heap, the DMA total and MemFree;
+  :func:`show_phases` prints it in one unit (KiB);
 - :func:`contexts_memory`: N contexts made by rknn_init or by
   rknn_dup_context, measured in this process;
 - :func:`cycle` and :func:`cycle_verdict`: a create/destroy cycle repeated,
@@ -296,6 +297,59 @@ def phase_table(result: Any, variant: Optional[str] = None, collapse: bool = Tru
             g[c] += getattr(row, c)  # NaN stays NaN: a step without its own reading
         prev_phase = row.phase
     return pd.DataFrame(groups, columns=["step", "phase", "calls", "ms"] + cols)
+
+
+#: show_phases's memory columns: (phase_table's column, its header, bytes per unit of it)
+_SHOWN_CHANGES = (("rss_kib", "RSS", 1024.0), ("heap_bytes", "heap", 1.0),
+                  ("dma_bytes", "DMA", 1.0), ("mem_free_kib", "MemFree", 1024.0))
+
+
+def _kib(value: float) -> str:
+    """A change in KiB: signed, thousands separators, whole KiB; one decimal
+    below 10 KiB where whole KiB would hide it; "0" for no change; "n/a" for
+    no reading."""
+    if math.isnan(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    kib = value / 1024.0
+    if abs(kib) < 10 and round(kib) != round(kib, 1):
+        return f"{kib:+.1f}"
+    return f"{kib:+,.0f}"
+
+
+def show_phases(table: Any) -> str:
+    """A :func:`phase_table` as text to print: every memory change in KiB
+    (signed, with thousands separators), ms with two decimals, and the phase
+    named only where it is not the step itself ("frames").  The numbers stay
+    in the table: this is for reading.
+
+    >>> print(lifecycle.show_phases(lifecycle.phase_table(result)))   # doctest: +SKIP
+    """
+    missing = {"step", "phase", "calls", "ms"} - set(table.columns)
+    missing |= {c for c, _, _ in _SHOWN_CHANGES} - set(table.columns)
+    if missing:
+        raise ValueError(f"not a phase_table: no column {', '.join(sorted(missing))}")
+    rows = []
+    for r in table.itertuples(index=False):
+        phase = "" if r.phase == r.step else str(r.phase)
+        rows.append([str(r.step), phase, f"{int(r.calls):,}", f"{r.ms:,.2f}"]
+                    + [_kib(float(getattr(r, c)) * unit) for c, _, unit in _SHOWN_CHANGES])
+    header = ["step", "phase", "calls", "ms"] + [h for _, h, _ in _SHOWN_CHANGES]
+    if not any(row[1] for row in rows):   # no frames: the phase column says nothing
+        header.pop(1)
+        rows = [row[:1] + row[2:] for row in rows]
+    widths = [max(len(header[k]), *(len(row[k]) for row in rows)) for k in range(len(header))]
+    left = 2 if header[1] == "phase" else 1      # step (and phase) read from the left
+
+    def line(cells: List[str]) -> str:
+        return "  ".join(c.ljust(w) if k < left else c.rjust(w)
+                         for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    n = len(_SHOWN_CHANGES)
+    changes = sum(widths[-n:]) + 2 * (n - 1)
+    lead = sum(widths[:-n]) + 2 * (len(widths) - n)
+    title = "change made by the step, KiB".center(changes).rstrip()
+    return "\n".join([" " * lead + title, line(header)] + [line(row) for row in rows])
 
 
 # --------------------------------------------------------------------------- in this process
