@@ -348,8 +348,38 @@ def test_contexts_memory_plot_labels_the_measured_step(path):
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     dup_step = np.diff(df[(df["how"] == "dup") & (df["alive"] > 0)]["dma_total"])[0] / 2 ** 20
     assert f"dup: DMA total (+{dup_step:.2f} MiB per context)" in labels
-    assert len(fig.axes[0].get_lines()) == 4
     assert math.isclose(fig.axes[0].get_ylim()[0], 0.0)
+
+
+def test_contexts_memory_plot_says_which_axis_is_absolute_and_which_a_change(path):
+    """An absolute DMA total and an RSS change are not the same kind of number: each has
+    its own panel and y label, or, on one axes, a label that names both (review newdev §4)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rknnlab import plot
+    rt = SimRuntime("rk3588")
+    try:
+        df = lifecycle.contexts_memory(rt, path, n=2)
+    finally:
+        rt.close()
+    fig = plot.contexts_memory(df, "simulated RK3588")
+    dma_ax, rss_ax = fig.axes[:2]
+    assert "absolute" in dma_ax.get_ylabel() and "DMA total" in dma_ax.get_ylabel()
+    assert "RSS change" in rss_ax.get_ylabel()
+    live = df[df["alive"] > 0]
+    for ax, column, div in ((dma_ax, "dma_total", 2 ** 20), (rss_ax, "rss_kib", 1024)):
+        assert len(ax.get_lines()) == 2                      # init and dup
+        for line in ax.get_lines():
+            how = line.get_label().split(":")[0]
+            want = live[live["how"] == how].sort_values("n")[column].to_numpy(float) / div
+            assert np.allclose(line.get_ydata(), want), (ax.get_ylabel(), how)
+    plt.close(fig)
+    one, ax = plt.subplots()
+    plot.contexts_memory(df, "simulated RK3588", ax=ax)
+    label = ax.get_ylabel()
+    assert "DMA total, absolute" in label and "RSS change" in label and len(ax.get_lines()) == 4
+    plt.close(one)
 
 
 def test_a_sample_during_a_memory_call_holds_no_stale_dma_total(path):

@@ -717,33 +717,73 @@ def _annotate_changes(a, values: np.ndarray, edges: np.ndarray, at_edge: bool, m
                          "alpha": 0.8})
 
 
+#: contexts_memory's two measures: (column, legend words, line style, bytes per unit of
+#: the column, the panel's y label)
+_CONTEXT_MEASURES = (
+    ("dma_total", "DMA total", "-", 2.0 ** 20,
+     "runtime DMA total (MiB): absolute,\nsum of total_dma_allocated_size"),
+    ("rss_kib", "RSS change", "--", 1024.0,
+     "process RSS change (MiB)\nsince before the first context"),
+)
+
+
 def contexts_memory(df, source: str, ax=None):
     """The memory of N contexts made by rknn_init each or by rknn_dup_context
-    (a lifecycle.contexts_memory table): the runtime's DMA total (solid) and
-    the change in the process's RSS (dashed) against N, one colour per way,
-    each line labelled with what one more context adds (the mean step)."""
-    fig, ax = _new(ax)
+    (a lifecycle.contexts_memory table) against N, one colour per way, each
+    line labelled with what one more context adds (the mean step).
+
+    Two panels sharing both axes, because the two measures are not the same
+    kind: left, the runtime's DMA total over the live contexts (an absolute
+    amount); right, the change in the process's RSS since before the first
+    context.  ``ax``: None (a new figure), a pair of axes for the two
+    panels, or one axes, which then holds both (solid: DMA total, dashed:
+    RSS change) under a y label naming both."""
+    _, plt = _plt()
+    if ax is None:
+        fig, axes = plt.subplots(1, 2, sharex=True, sharey=True, figsize=(10.0, 4.4),
+                                 layout="constrained")
+        panels = list(zip(axes, _CONTEXT_MEASURES))
+    elif isinstance(ax, (list, tuple)) or hasattr(ax, "__len__"):
+        if len(ax) != 2:
+            raise ValueError(f"ax: one axes or a pair of them, not {len(ax)}")
+        fig = ax[0].figure
+        panels = list(zip(ax, _CONTEXT_MEASURES))
+    else:
+        fig = ax.figure
+        panels = [(ax, m) for m in _CONTEXT_MEASURES]
     live = df[df["alive"] > 0]
-    drawn = 0
-    for i, how in enumerate(dict.fromkeys(live["how"])):
-        d = live[live["how"] == how].sort_values("n")
-        n = d["n"].to_numpy(float)
-        for column, what, style, div in (("dma_total", "DMA total", "-", 2.0 ** 20),
-                                         ("rss_kib", "RSS change", "--", 1024.0)):
+    ways = list(dict.fromkeys(live["how"]))
+    for panel, (column, what, style, div, _) in panels:
+        for i, how in enumerate(ways):
+            d = live[live["how"] == how].sort_values("n")
+            n = d["n"].to_numpy(float)
             y = d[column].to_numpy(float) / div
             per = float(np.mean(np.diff(y))) if len(y) > 1 else math.nan
-            ax.plot(n, y, linestyle=style, marker=MARKERS[i], color=f"C{i}", linewidth=1.6,
-                    label=f"{how}: {what} (+{per:.2f} MiB per context)" if per == per
-                    else f"{how}: {what}")
-            drawn += 1
-    if drawn:
-        ax.set_xticks(sorted(set(live["n"].astype(int))))
-        ax.legend(fontsize=8, loc="upper left")
+            panel.plot(n, y, linestyle=style, marker=MARKERS[i], color=f"C{i}", linewidth=1.6,
+                       label=f"{how}: {what} (+{per:.2f} MiB per context)" if per == per
+                       else f"{how}: {what}")
+    axes_used = list(dict.fromkeys(p for p, _ in panels))
+    for k, panel in enumerate(axes_used):
+        if ways:
+            panel.set_xticks(sorted(set(live["n"].astype(int))))
+            panel.legend(fontsize=8, loc="upper left")
+        else:
+            panel.text(0.5, 0.5, "no live contexts in this table", transform=panel.transAxes,
+                       ha="center")
+        panel.set_xlabel("contexts alive (N)")
+        panel.set_ylim(bottom=0)
+        panel.grid(True, alpha=0.3)
+    if len(axes_used) == 1:
+        axes_used[0].set_ylabel("memory (MiB): DMA total, absolute (solid);\n"
+                                "RSS change since before the first context (dashed)")
+        _title(axes_used[0], "N contexts made by rknn_init each vs one rknn_init + rknn_dup_context",
+               source)
     else:
-        ax.text(0.5, 0.5, "no live contexts in this table", transform=ax.transAxes, ha="center")
-    ax.set_xlabel("contexts alive (N)")
-    ax.set_ylabel("memory (MiB)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    _title(ax, "N contexts made by rknn_init each vs one rknn_init + rknn_dup_context", source)
+        for panel, (_, _, _, _, label) in panels:
+            panel.set_ylabel(label)
+            panel.yaxis.set_tick_params(labelleft=True)
+        _title(axes_used[0], "Runtime DMA total of N contexts:\nrknn_init each vs one rknn_init + "
+               "rknn_dup_context", source)
+        axes_used[1].set_title("Process RSS, the same contexts:\nchange since before the first",
+                               fontsize=10, loc="left")
     return fig
