@@ -1,4 +1,5 @@
-"""The simulator's lifecycle assumptions (A37, A40, A41), measured in this process."""
+"""The simulator's lifecycle assumptions (A37, A40-A43), measured in this process, and what
+their texts must say (the board checks the runtime review asked for)."""
 from __future__ import annotations
 
 import os
@@ -35,7 +36,30 @@ def _model_mem(rt):
 
 def test_new_assumptions_are_listed():
     keys = {key for key, _, _ in ASSUMPTIONS}
-    assert {"A37", "A38", "A39", "A40", "A41"} <= keys
+    assert {"A37", "A38", "A39", "A40", "A41", "A42", "A43"} <= keys
+
+
+def _text(key):
+    return {k: (a, c) for k, a, c in ASSUMPTIONS}[key]
+
+
+def test_assumption_texts_cite_what_settles_them():
+    a4, check4 = _text("A4")
+    assert "uordblks + hblkhd" in check4 and "rknnlab.probe.Heap" in check4   # a 4 MB malloc is mmapped
+    a37, check37 = _text("A37")
+    assert "task" in a37 and "#287" in a37 and "rknn-llm#47" in a37 and "#62" in a37
+    assert "3 + inputs + outputs" in check37
+    a38, _ = _text("A38")
+    assert "#284" in a38 and "not evidence against this assumption" in a38   # 1858 never destroyed
+    a39, check39 = _text("A39")
+    assert "#533" in a39 and "no runtime version" in a39
+    assert "VmSize" in check39 and "/proc/self/maps" in check39
+    _, check40 = _text("A40")
+    assert check40.startswith("WARNING") and "IOMMU fault" in check40 and "spare board" in check40
+    a42, _ = _text("A42")
+    assert "p.18" in a42 and "p.20" in a42 and "NULL" in a42
+    a43, _ = _text("A43")
+    assert "p.16" in a43 and "ordinary buffer" in a43
 
 
 def test_a37_a_descriptor_per_dma_buffer(rt):
@@ -80,3 +104,38 @@ def test_a41_an_info_only_context_allocates_nothing(rt):
     sizes = rt.query(contexts[-1], abi.RKNN_QUERY_MEM_SIZE)
     assert sizes.total_dma_allocated_size == 0
     assert sizes.total_weight_size > 0 and sizes.total_internal_size > 0
+
+
+def test_a42_zero_copy_without_an_extend_finds_the_buffer_by_its_address(rt):
+    model_mem, extend, size = _model_mem(rt)
+    with_extend = rt.init(model_mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY,
+                          extend=extend, size=size)
+    without = rt.init(model_mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, size=size)
+    totals = [rt.query(c, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size for c in (with_extend, without)]
+    assert totals[0] == totals[1]          # the weights read in place both ways (A5)
+    rt.run(without)
+    for ctx in (without, with_extend):
+        rt.destroy(ctx)
+    rt.destroy_mem(0, model_mem)
+
+
+def test_a43_real_model_offset_size_select_part_of_a_path_or_zero_copy_buffer_only(rt):
+    data = np.fromfile(MODEL, np.uint8)
+    junk = 16
+    padded = np.concatenate([np.full(junk, 0x55, np.uint8), data])
+    part = abi.rknn_init_extend(real_model_offset=junk, real_model_size=len(data))
+    with pytest.raises(errors.RknnError, match="A43") as caught:
+        rt.init(padded.tobytes(), extend=part, size=len(padded))
+    assert caught.value.code == abi.RKNN_ERR_PARAM_INVALID
+    whole = abi.rknn_init_extend(real_model_offset=0, real_model_size=len(data))
+    rt.destroy(rt.init(data.tobytes(), extend=whole, size=len(data)))   # the whole buffer: no choice made
+    # a zero-copy buffer with the model 16 bytes in: the documented case
+    mem = rt.create_mem2(0, len(padded), abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    buffers.mem_view(mem)[:len(padded)] = padded
+    zc = abi.rknn_init_extend(real_model_offset=junk, real_model_size=len(data),
+                              model_buffer_fd=mem.contents.fd, model_buffer_flags=mem.contents.flags)
+    ctx = rt.init(mem.contents.virt_addr, flag=abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend=zc,
+                  size=len(padded))
+    rt.run(ctx)
+    rt.destroy(ctx)
+    rt.destroy_mem(0, mem)

@@ -58,8 +58,9 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "and glibc mallinfo2().uordblks; with release it stays flat."),
     ("A4", "Without RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, rknn_init keeps its own malloc'd copy of the "
            "whole .rknn file for the context's lifetime.",
-     "mallinfo2().uordblks (or VmRSS) just before and after rknn_init from a buffer: it grows by "
-     "about the file size and falls back at rknn_destroy."),
+     "mallinfo2() uordblks + hblkhd (rknnlab.probe.Heap; glibc serves a block this large with "
+     "mmap, which mallinfo2 counts in hblkhd, not uordblks), or VmRSS, just before and after "
+     "rknn_init from a buffer: it grows by about the file size and falls back at rknn_destroy."),
     ("A5", "With RKNN_FLAG_MODEL_BUFFER_ZERO_COPY the NPU reads the weights in place from the "
            "model buffer: no weight buffer is allocated and no model copy is kept.",
      "RKNN_QUERY_MEM_SIZE total_dma_allocated_size after rknn_init with and without the flag: "
@@ -233,33 +234,54 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "context from rknn_init holds 2 + inputs + outputs descriptors, one with "
             "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY one fewer (no weight buffer). When the process has "
             "no descriptor left (ulimit -n), the create_mem family fails (RKNN_ERR_MALLOC_FAIL "
-            "here, NULL from the C function). A board's runtime may keep only a driver handle "
-            "and close the descriptor; the docs do not say.",
-     "count the entries of /proc/self/fd before and after rknn_init, rknn_create_mem, "
-     "rknn_destroy_mem and rknn_destroy (rknnlab.lifecycle.open_fds()); then lower ulimit -n "
-     "to 64 and make mems until one fails."),
+            "here, NULL from the C function). The docs do not say that a buffer holds a "
+            "descriptor, but public logs do: airockchip/rknn-toolkit2#287 (librknnrt 2.3.0, "
+            "RK3588, debug log) shows 'allocated memory, name: task, ... fd: 4' at init; "
+            "airockchip/rknn-llm#47 and #62 report 'failed to convert handle(1020) to fd ... Too "
+            "many open files' while the runtime allocates NPU memory at init (#62: then 'failed to "
+            "malloc npu memory' for each further buffer); #532 fails the same way after 1,020 "
+            "create_mem2 calls. A board's context also holds a task buffer (A36), so expect at "
+            "least 3 + inputs + outputs descriptors there (io perhaps only from the first "
+            "rknn_run: A10).",
+     "count the entries of /proc/self/fd before and after rknn_init, the first rknn_run, "
+     "rknn_create_mem, rknn_destroy_mem and rknn_destroy (rknnlab.lifecycle.open_fds()): expect "
+     "3 + inputs + outputs after init and the first run (the task buffer included), and "
+     "compare with the 'allocated memory ... fd:' lines of the debug log (RKNN_LOG_LEVEL); then "
+     "lower ulimit -n to 64 and make mems until one fails."),
     ("A38", "rknn_destroy returns everything rknn_init allocated (the model copy, the DMA "
             "buffers and their descriptors): an init/destroy loop grows by nothing per cycle in "
-            "RSS, the malloc heap, open descriptors or the DMA total. Public reports say boards "
-            "can differ: rockchip-linux/rknn-toolkit2#284 reports about 40 MB staying after "
-            "rknn_outputs_release and rknn_destroy with preallocated outputs; "
-            "PaddlePaddle/FastDeploy#1858 reports 'failed to allocate handle' after about 225 "
-            "re-inits.",
+            "RSS, the malloc heap, open descriptors or the DMA total. A public report says a "
+            "board can differ: rockchip-linux/rknn-toolkit2#284 reports (no maintainer reply) "
+            "about 40 MB per model staying after rknn_outputs_release and rknn_destroy with "
+            "preallocated outputs. PaddlePaddle/FastDeploy#1858 ('failed to allocate handle' "
+            "after about 225 inferences) is not evidence against this assumption: that program "
+            "re-created the model object for every inference and its reporter found the "
+            "wrapper's release code apparently not running, so its contexts were never "
+            "destroyed.",
      "rknnlab.lifecycle.cycle(rt, 'init_destroy', 300) on the board, then cycle_verdict for "
      "rss_kib, heap_bytes and open_fds; watch MemFree and CmaFree in /proc/meminfo too."),
     ("A39", "rknn_destroy_mem(0, mem) of a RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mem unmaps it and "
             "closes its file descriptor: create_mem2 / destroy_mem in a loop keeps the open "
-            "descriptors flat. airockchip/rknn-toolkit2#532 reports the opposite with librknnrt "
-            "2.3.2: descriptors leak this way and the loop fails after 1,020 iterations.",
+            "descriptors flat. airockchip/rknn-toolkit2#532 reports the opposite on an RK3588: "
+            "descriptors leak this way and the loop fails after 1,020 iterations ('Too many open "
+            "files'); closing mem->fd by hand before rknn_destroy_mem made it fail later, after "
+            "65,487, with 'failed to map memory', so mappings leak too. #532's own text gives no "
+            "runtime version: librknnrt 2.3.2 (429f97ae6b), driver 0.9.6 is what the same "
+            "reporter gives in #533, the next day.",
      "rknnlab.lifecycle.cycle(rt, 'mem_no_context', 2000) with ulimit -n 1024, then "
-     "cycle_verdict(df, 'open_fds'): does create_mem2 fail near 1,020 cycles?"),
+     "cycle_verdict(df, 'open_fds'): does create_mem2 fail near 1,020 cycles? Read VmSize in "
+     "/proc/self/status and count the lines of /proc/self/maps before and after the loop: a "
+     "mapping that is never unmapped grows both. Repeat with a live context as destroy_mem's "
+     "ctx (API reference V2.3.2 p.20 says any context may be passed)."),
     ("A40", "rknn_destroy_mem of the model mem of a RKNN_FLAG_MODEL_BUFFER_ZERO_COPY context "
             "while the context lives makes its next rknn_run fail with RKNN_ERR_PARAM_INVALID "
             "(the weights are gone). The API reference V2.3.2 (p.20) only says the buffer must "
             "stay valid until rknn_destroy; on a board the NPU may read freed memory instead, "
             "giving wrong outputs or an IOMMU fault.",
-     "destroy the model mem, call rknn_run: check its return code, compare the outputs with "
-     "a context loaded from the path, and read dmesg for IOMMU faults."),
+     "WARNING: this makes the NPU read freed memory on a board; it may raise an IOMMU fault or "
+     "hang the NPU until a reboot: use a spare board with nothing else running, never one in "
+     "service. Destroy the model mem, call rknn_run: check its return code, compare the "
+     "outputs with a context loaded from the path, and read dmesg for IOMMU faults."),
     ("A41", "A RKNN_FLAG_COLLECT_MODEL_INFO_ONLY context allocates nothing: no DMA buffer, no "
             "copy of the model, no file descriptor. RKNN_QUERY_MEM_SIZE answers "
             "total_weight_size and total_internal_size with total_dma_allocated_size 0. So an "
@@ -267,6 +289,25 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "of heap).",
      "make 1,000 info-only contexts without rknn_destroy: compare RSS, the malloc heap and "
      "/proc/self/fd before and after, and query MEM_SIZE of one."),
+    ("A42", "rknn_init with RKNN_FLAG_MODEL_BUFFER_ZERO_COPY works with extend = NULL when the "
+            "model bytes lie in a create_mem2 buffer: the simulator finds that buffer by its "
+            "address (and checks model_buffer_fd only when an extend is given). Rockchip's "
+            "documents disagree on this: the API reference V2.3.2 p.20 text and sample fill an "
+            "rknn_init_extend (real_model_offset, real_model_size, model_buffer_fd, "
+            "model_buffer_flags), while its rknn_init table (p.18) says the extend parameter is "
+            "'disabled at the moment' and must be NULL.",
+     "rknn_init(ZERO_COPY) of a create_mem2 buffer holding the model, once with extend NULL "
+     "and once with p.20's four fields filled: compare the return codes, MEM_SIZE "
+     "total_dma_allocated_size and the outputs with a context loaded from the path."),
+    ("A43", "rknn_init_extend.real_model_offset / real_model_size apply to a model path and to a "
+            "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY buffer, where rknn_api.h and the API reference "
+            "V2.3.2 (p.16) say they are valid. On an ordinary buffer (size > 0, no ZERO_COPY) "
+            "the simulator refuses values that would select part of it (RKNN_ERR_PARAM_INVALID) "
+            "rather than guess: the documents do not say what a board does there (apply them, "
+            "or ignore them).",
+     "rknn_init of an ordinary buffer holding 16 junk bytes and then the model, with "
+     "real_model_offset 16 and real_model_size the model's size: does it succeed (applied) or "
+     "fail (model invalid: ignored)? Then with offset 0 and size the whole buffer."),
 ]
 
 

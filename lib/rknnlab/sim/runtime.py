@@ -291,6 +291,15 @@ class SimRuntime(Runtime):
         try:
             if extend is not None and extend.real_model_size:
                 start, end = extend.real_model_offset, extend.real_model_offset + extend.real_model_size
+                is_path = isinstance(model, (str, os.PathLike))
+                if not (is_path or zero_copy) and (start, end) != (0, len(source.view)):
+                    # valid for a path or a zero-copy buffer only (rknn_api.h, API p.16): ASSUMPTIONS A43
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 f"extend.real_model_offset/size [{start}, {end}) select part of an "
+                                 "ordinary buffer; the header and API reference V2.3.2 (p.16) make them "
+                                 "valid for a model path or a RKNN_FLAG_MODEL_BUFFER_ZERO_COPY buffer "
+                                 "only, and the simulator does not guess what a board does here "
+                                 "(ASSUMPTIONS A43): pass the model's own bytes, or leave them 0")
                 if start < 0 or end > len(source.view):
                     raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
                                  f"extend.real_model_offset/size [{start}, {end}) lie outside the "
