@@ -539,3 +539,20 @@ def test_show_phases_refuses_what_is_not_a_phase_table(loads):
     import pandas as pd
     with pytest.raises(ValueError, match="not a phase_table"):
         lifecycle.show_phases(pd.DataFrame({"step": ["init"], "ms": [1.0]}))
+
+
+# --------------------------------------------------------------------------- simulator results labelled
+@pytest.mark.parametrize("func, keys", [
+    (lifecycle.from_buffer, ["A4"]),                        # the runtime's whole copy: an inference
+    (lifecycle.from_buffer_zero_copy, ["A5", "A42"]),       # weights read in place; extend vs p.18
+    (lifecycle.contexts_memory, ["A9", "A23", "A10"]),      # what a duplicate's total counts
+    (lifecycle.cycle, ["A9"]),
+])
+def test_docstrings_label_simulator_results_with_their_assumption(func, keys):
+    from rknnlab.sim import ASSUMPTIONS
+    listed = {key for key, _, _ in ASSUMPTIONS}
+    doc = func.__doc__ or ""
+    for key in keys:
+        assert re.search(rf"\b{key}\b", doc), (func.__name__, key)
+        assert key in listed
+    assert "works from its own copy" not in doc   # stated as a fact before the review (M8)

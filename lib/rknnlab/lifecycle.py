@@ -115,7 +115,10 @@ def from_path(lab: VariantContext) -> None:
 
 def from_buffer(lab: VariantContext) -> None:
     """rknn_init from a buffer (size > 0); the caller frees its buffer right
-    after init, as the model zoo does: the runtime works from its own copy.
+    after init, as the model zoo does: the runtime no longer needs it then.
+    That the runtime keeps a whole copy of the file instead is an inference
+    from API reference V2.3.2 p.20 and what the simulator does (A4), not a
+    documented fact.
 
     C::
 
@@ -140,8 +143,12 @@ def from_buffer(lab: VariantContext) -> None:
 
 def from_buffer_zero_copy(lab: VariantContext) -> None:
     """RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: the model in a create_mem2 buffer made
-    without a context; the runtime reads it in place, so the buffer must stay
-    valid until rknn_destroy (API reference V2.3.2 p.20): destroy_mem comes after.
+    without a context; the runtime does not copy it, so the buffer must stay
+    valid until rknn_destroy (API reference V2.3.2 p.20): destroy_mem comes
+    after.  That the NPU then reads the weights in place, with no weight
+    buffer of the context's own, is the simulator's model (A5); the extend's
+    four fields are filled as p.20 fills them (the reference's own p.18 says
+    extend must be NULL: A42).
 
     C::
 
@@ -384,8 +391,10 @@ def contexts_memory(rt: Any, model_path: Union[str, os.PathLike], n: int = 4):
     For ``how`` in ("init", "dup"): contexts are made one by one; after each,
     a row: ``how``, ``n`` (contexts made), ``alive`` (contexts alive),
     ``dma_total`` (the sum of total_dma_allocated_size over the live
-    contexts), ``rss_kib`` and ``heap_bytes`` (change since before the
-    first).  Then all are destroyed (duplicates first) and a last row with
+    contexts; on the simulator a duplicate's total holds its own internal
+    and io buffers and not the weights it shares, A9 and A23: no document
+    says what a board's duplicate reports), ``rss_kib`` and ``heap_bytes``
+    (change since before the first).  Then all are destroyed (duplicates first) and a last row with
     ``alive`` = 0 says whether RSS and the heap came back.  ``weights`` and
     ``internal`` (total_weight_size and total_internal_size of the model,
     from RKNN_QUERY_MEM_SIZE) are on every row, for predictions.
@@ -464,7 +473,8 @@ def cycle(rt: Any, what: Union[str, Callable[[Any], Optional[int]]], cycles: int
     (the count after the cycle: the limit, ``ulimit -n``, is on the count),
     ``dma_total`` (the sum of total_dma_allocated_size over the contexts the
     cycle made, queried before it destroyed them: what one cycle holds; 0
-    for mem_no_context, whose mem counts in no context's total: A9).
+    for mem_no_context, whose mem counts in no context's total on the
+    simulator: A9).
     ``warmup`` cycles run first, unrecorded.  Judge a column with
     :func:`cycle_verdict`."""
     import pandas as pd
