@@ -211,3 +211,74 @@ def test_cli_and_make_lab_use_the_workspace(course, tmp_path):
         assert "--notebook-dir=workspace" in dry.stdout and "--notebook-dir=." in dry.stdout
     ignored = subprocess.run(["git", "check-ignore", "-q", "workspace/labs/x.ipynb"], cwd=str(ROOT))
     assert ignored.returncode == 0, "workspace/ must be git-ignored"
+
+
+def _chapter_with_c(prelude_lines):
+    md = ("Some text.\n\n" + "\n".join(prelude_lines) + "\n```c\nrknn_destroy(ctx);\n```\n\n"
+          "- a list item\n\n  <!-- c-prelude: int x = 1; -->\n  ```c\n  x++;\n  ```\n\n"
+          "<!-- an author's note, not a prelude -->\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(md), nbformat.v4.new_code_cell("1 + 1")])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+@pytest.mark.parametrize("prelude", [["<!-- c-prelude: rknn_context ctx = 0; -->"],
+                                     ["<!-- c-prelude: #include <malloc.h>", "rknn_context ctx = 0; -->"],
+                                     ["<!--", "c-prelude: rknn_context ctx = 0;", "-->"]])
+def test_c_preludes_become_myst_comments_in_the_workspace(course, tmp_path, prelude):
+    """jupyterlab-myst renders an HTML comment as an empty span (a blank line above the C
+    block; tests/test_jupyterlab_browser.py measures it) and a MyST comment as nothing."""
+    _write(course / CHAPTER, _chapter_with_c(prelude))
+    ws = tmp_path / "ws"
+    _sync(course, ws)
+    src, mine = _sources(course / CHAPTER)[0], _sources(ws / CHAPTER)[0]
+    assert "c-prelude" not in mine.replace("% c-prelude:", ""), mine
+    assert "\n% c-prelude: " in mine and "\n  % c-prelude: int x = 1;\n  ```c" in mine
+    assert "rknn_context ctx = 0;\n```c\nrknn_destroy(ctx);" in mine, "the prelude stays right above its block"
+    assert "<!-- an author's note, not a prelude -->" in mine, "other comments are the author's business"
+    assert len(mine.splitlines()) == len(src.splitlines()) - (len(prelude) == 3) * 2
+    # the source keeps its HTML comment: tests/test_notebook_c.py and the book read it
+    assert prelude[0] in src
+
+
+def _kernel_info_language_info():
+    """language_info as a real python3 kernel reports it (what JupyterLab writes on open)."""
+    jupyter_client = pytest.importorskip("jupyter_client")
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.kernel_info(reply=True, timeout=60)
+        return km.kernel_spec.display_name, reply["content"]["language_info"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_opening_a_workspace_notebook_changes_nothing_and_does_not_count_as_an_edit(course, tmp_path):
+    """JupyterLab writes the kernel's kernelspec display name and language_info into a notebook
+    when its kernel starts; where they differ from the file, the notebook shows as modified on
+    open and autosave rewrites it. The workspace writes what the kernel reports; and a notebook
+    only opened and saved (any metadata, JupyterLab's JSON layout) is still replaced by an update."""
+    _write(course / CHAPTER, _chapter_with_c(["<!-- c-prelude: rknn_context ctx = 0; -->"]))
+    ws = tmp_path / "ws"
+    _sync(course, ws)
+    display_name, language_info = _kernel_info_language_info()
+    meta = json.loads((ws / CHAPTER).read_text())["metadata"]
+    assert meta["kernelspec"] == {"display_name": display_name, "language": "python", "name": "python3"}
+    assert meta["language_info"] == language_info
+    # opened and saved by a JupyterLab of another Python: its metadata, sources as lists of lines
+    opened = json.loads((ws / CHAPTER).read_text())
+    opened["metadata"]["language_info"]["version"] = "3.9.2"
+    opened["metadata"]["kernelspec"]["display_name"] = "Python 3 (ipykernel) on the board"
+    for cell in opened["cells"]:
+        cell["source"] = "".join(cell["source"]).splitlines(keepends=True)
+    (ws / CHAPTER).write_text(json.dumps(opened, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    rep, _ = _sync(course, ws)
+    assert (rep.updated, rep.kept) == ([], []), "same cells: nothing to do"
+    new = _chapter_with_c(["<!-- c-prelude: rknn_context ctx = 0; -->"])
+    new.cells.append(nbformat.v4.new_markdown_cell("## A new section"))
+    _write(course / CHAPTER, new)
+    rep, out = _sync(course, ws)
+    assert rep.updated == [CHAPTER] and rep.kept == [], out
+    assert _sources(ws / CHAPTER)[-1] == "## A new section"
+    assert not (ws / updated_name(CHAPTER)).exists()

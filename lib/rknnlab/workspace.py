@@ -5,7 +5,12 @@ course repository, git-ignored) on first run, and brings it up to date on later 
 
 * ``chapters/`` as they are; ``labs/`` as student editions (cells tagged ``solution``
   removed, the exercise prompts kept: :func:`rknnlab.book.editions.student_copy`); other
-  files under chapters/ and labs/ (pictures a notebook shows) copied as they are;
+  files under chapters/ and labs/ (pictures a notebook shows) copied as they are. Two
+  things change in every notebook, for JupyterLab's sake (:func:`for_jupyterlab`): the
+  hidden ``<!-- c-prelude: ... -->`` comments become MyST comments (``% c-prelude: ...``),
+  which jupyterlab-myst renders as nothing (an HTML comment leaves a blank line above the
+  C block); and the kernel's metadata is the one this Python's kernel reports, so opening
+  a notebook does not mark it modified;
 * ``data`` and ``examples`` as symbolic links to the course's, so a notebook or a link
   that says ``../data/models/...`` or ``../examples/c/...`` finds them from the workspace
   as from the sources (the library itself finds data/models through
@@ -22,12 +27,14 @@ Instructors open the sources instead (``make lab-instructor``).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 #: the course's folders copied into the workspace
 COPIED = ("chapters", "labs")
@@ -91,16 +98,65 @@ def _course_files(course: Path) -> Iterator[Tuple[str, Path]]:
 
 def student_version(path: Path) -> bytes:
     """What the workspace holds for the course file ``path``: a notebook with solution
-    cells becomes its student copy; everything else is copied byte for byte."""
+    cells becomes its student copy, every notebook is made :func:`for_jupyterlab`;
+    everything else is copied byte for byte."""
     data = path.read_bytes()
     if path.suffix != ".ipynb":
         return data
     import nbformat
     from .book import editions
     nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-    if not editions.has_solutions(nb):
-        return data
-    return (nbformat.writes(editions.student_copy(nb)) + "\n").encode("utf-8")
+    if editions.has_solutions(nb):
+        nb = editions.student_copy(nb)
+    return (nbformat.writes(for_jupyterlab(nb)) + "\n").encode("utf-8")
+
+
+# a whole-line HTML comment holding a C block's hidden prelude (tests/test_notebook_c.py)
+_PRELUDE_COMMENT = re.compile(r"^(?P<indent>[ \t]*)<!--\s*(?P<text>c-prelude:.*?)-->[ \t]*$",
+                             re.MULTILINE | re.DOTALL)
+
+
+def _as_myst_comment(match: "re.Match[str]") -> str:
+    """The comment's lines, each as a MyST comment line at the comment's indentation."""
+    return "\n".join((match["indent"] + "% " + line.strip()).rstrip()
+                     for line in match["text"].strip().splitlines())
+
+
+def for_jupyterlab(nb: Any) -> Any:
+    """``nb`` (an nbformat notebook, changed in place) as JupyterLab should open it.
+
+    * jupyterlab-myst renders an HTML comment as an empty inline <span>: a blank line
+      (about 36 px) between the text and the C block under it. A MyST comment (``%``)
+      renders as nothing, so the c-prelude comments become MyST comments; the cell's
+      text is otherwise unchanged.
+    * When its kernel starts, JupyterLab writes the kernel's own ``kernelspec`` display
+      name and ``language_info`` (Python's version, the lexer...) into the notebook, which
+      marks a notebook modified as soon as it opens. The workspace writes what this
+      Python's kernel reports (the kernel ``make lab`` starts runs this Python), so opening
+      changes nothing. What counts as an edit (:func:`content_hash`) ignores metadata
+      either way."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "c-prelude:" in cell.source:
+            cell.source = _PRELUDE_COMMENT.sub(_as_myst_comment, cell.source)
+    spec = nb.metadata.get("kernelspec", {})
+    if spec.get("name") == "python3":
+        nb.metadata.update(json.loads(_python3_kernel_metadata()))
+    return nb
+
+
+@functools.lru_cache(maxsize=None)
+def _python3_kernel_metadata() -> str:
+    """{"kernelspec": ..., "language_info": ...} (JSON) as JupyterLab writes them for
+    this Python's ``python3`` kernel; {} where Jupyter is not installed."""
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        from jupyter_client.kernelspec import KernelSpecManager
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        return json.dumps({"kernelspec": {"display_name": spec.display_name, "language": spec.language,
+                                          "name": "python3"},
+                           "language_info": IPythonKernel.language_info})
+    except Exception:   # no kernel here: the notebook keeps its own metadata
+        return "{}"
 
 
 def updated_name(rel: str) -> str:
