@@ -556,3 +556,14 @@ def test_docstrings_label_simulator_results_with_their_assumption(func, keys):
         assert re.search(rf"\b{key}\b", doc), (func.__name__, key)
         assert key in listed
     assert "works from its own copy" not in doc   # stated as a fact before the review (M8)
+
+
+def test_cycle_verdict_judges_the_exact_dma_total_to_the_byte():
+    """The DMA total is a count the runtime keeps, not a noisy reading: 50 bytes more per
+    cycle is growth (the heap's 100-byte floor would have called it flat)."""
+    import pandas as pd
+    cycles = np.arange(30)
+    leaking = pd.DataFrame({"cycle": cycles, "dma_total": 5_454_629 + 50 * cycles})
+    assert lifecycle.cycle_verdict(leaking, "dma_total").startswith("grows 50 ±")
+    flat = pd.DataFrame({"cycle": cycles, "dma_total": np.full(30, 5_454_629)})
+    assert lifecycle.cycle_verdict(flat, "dma_total").startswith("flat (|slope| < ")

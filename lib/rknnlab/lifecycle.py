@@ -530,7 +530,7 @@ def _cycle_step(rt: Any, what: Union[str, Callable[[Any], Optional[int]]],
 
 #: cycle_verdict's scale per column: (bytes per unit, step, flat floor per cycle, unit words)
 _CYCLE_SCALES = {"rss_kib": (1024.0, "rss", "bytes"), "mem_free_kib": (1024.0, "rss", "bytes"),
-                 "heap_bytes": (1.0, "heap", "bytes"), "dma_total": (1.0, "heap", "bytes"),
+                 "heap_bytes": (1.0, "heap", "bytes"), "dma_total": (1.0, "dma", "bytes"),
                  "open_fds": (1.0, "fds", "fds")}
 
 
@@ -539,13 +539,14 @@ def cycle_verdict(df: Any, column: str) -> str:
     verdict words of rknnlab.experiment.growth, per cycle: "grows X ± Y
     bytes/cycle", "flat (|slope| < Z bytes/cycle, the floor of this run)" or
     "cannot tell yet: run about N more cycles".  open_fds is judged in fds
-    (flat below 0.1 fd per cycle).  It needs at least 24 cycles."""
+    (flat below 0.1 fd per cycle); dma_total, an exact count, to the byte
+    (growth.DMA_STEP, DMA_RESOLUTION).  It needs at least 24 cycles."""
     from .experiment import growth as g
     if column not in _CYCLE_SCALES:
         raise ValueError(f"column {column!r}: expected one of {', '.join(_CYCLE_SCALES)}")
     scale, kind, unit = _CYCLE_SCALES[column]
     step, resolution = {"rss": (g.RSS_STEP, g.RSS_RESOLUTION), "heap": (g.HEAP_STEP, g.HEAP_RESOLUTION),
-                        "fds": (1.0, 0.1)}[kind]
+                        "dma": (g.DMA_STEP, g.DMA_RESOLUTION), "fds": (1.0, 0.1)}[kind]
     values = np.asarray(df[column], float) * scale
     words = g.growth(np.asarray(df["cycle"], float), values, step=step, resolution=resolution).words()
     return (words.replace("bytes/iteration", f"{unit}/cycle").replace("iterations", "cycles")
