@@ -16,7 +16,7 @@ from ..experiment.variants import frame_input, query_io
 from ..rknn import abi
 
 
-# --------------------------------------------------------------------------- exercise 1: lifecycles
+# --------------------------------------------------------------------------- exercise 4: lifecycles
 def _per_frame_context(lab: Any) -> None:
     rt = lab.rt
     for i in lab.loop():
@@ -96,7 +96,7 @@ KINDS = tuple(_PLAY)
 
 
 def _mystery_order() -> List[str]:
-    """Exercise 1's kinds for A..E: one of each, in a seeded order."""
+    """Exercise 4's kinds for A..E: one of each, in a seeded order."""
     return [KINDS[int(i)] for i in np.random.default_rng(2_0202).permutation(len(KINDS))]
 
 
@@ -120,7 +120,7 @@ def mystery_E(lab: Any) -> None:
     _PLAY[_mystery_order()[4]](lab)
 
 
-#: the kind case_x plays, drawn by exercise 1's check for each check and passed to the
+#: the kind case_x plays, drawn by exercise 4's check for each check and passed to the
 #: variant's process in the environment (so no fixed answer fits it)
 CASE_X_ENV = "RKNNLAB_CHECKS_LAB02_CASE_X"
 
