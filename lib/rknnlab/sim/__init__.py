@@ -338,20 +338,18 @@ class AssumptionsTable:
 
     def _repr_html_(self) -> str:
         # JupyterLab sets list-style none on <summary>, so a folded line shows no marker
-        # and does not look as if it opens: each summary draws its own disclosure marker
-        # (inline, so it survives an HTML sanitizer), and the <style> turns it when open.
-        # The whole list folds under one line, so a chapter's end stays short on screen.
-        marker = "display:list-item; list-style:disclosure-closed inside; cursor:pointer"
+        # and does not look as if it opens. "revert" gives each summary the browser's own
+        # marker back (closed, or open when its <details> is), in an inline style that an
+        # HTML sanitizer keeps. The whole list folds under one line: a chapter's end stays
+        # short on screen.
+        marker = "display:list-item; list-style:revert; cursor:pointer"
         rows = "".join(
             f"<details><summary style='{marker}'><b>{key}</b>: {html.escape(assumption)}</summary>"
             f"<p style='margin:0.2em 0 0.6em 2em'><i>Board check:</i> {html.escape(check)}</p></details>"
             for key, assumption, check in self.rows)
-        n = len(self.rows)
-        head = (f"<b>{self.title}</b>: {n} of the {len(ASSUMPTIONS)} in "
+        head = (f"<b>{self.title}</b>: {len(self.rows)} of the {len(ASSUMPTIONS)} in "
                 f"<code>rknnlab.sim.ASSUMPTIONS</code> (open the list, then a line for its board check)")
-        return ("<style>.rknnlab-assumptions details[open] > summary"
-                "{list-style-type:disclosure-open !important}</style>"
-                f"<details class='rknnlab-assumptions'><summary style='{marker}'>{head}</summary>"
+        return (f"<details class='rknnlab-assumptions'><summary style='{marker}'>{head}</summary>"
                 f"<div style='margin-left:1.2em'>{rows}</div></details>")
 
 
