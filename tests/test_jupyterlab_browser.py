@@ -6,8 +6,11 @@ The test makes a workspace from this course (`rknnlab.workspace`) in a temporary
 directory, adds a small notebook built from the course's own material (the first errata
 admonition of a chapter, a MyST figure, a code cell, a matplotlib figure), starts JupyterLab
 on 127.0.0.1 (a free port, a random token, settings and workspaces in the temporary
-directory), and drives Chromium with every other host blocked. Screenshots go to
-tests/_artifacts/ (jupyterlab-myst.png, jupyterlab-lab.png).
+directory), and drives Chromium with every other host blocked. It also opens the chapter
+with the most C blocks (no blank space above a block) and a notebook showing the simulator's
+assumptions and a lab summary (disclosure markers, left-aligned tables). Screenshots go to
+tests/_artifacts/ (jupyterlab-myst.png, jupyterlab-lab.png, jupyterlab-c-block.png,
+jupyterlab-outputs.png).
 
 Needs the lab extra and Debian's chromium and chromium-driver with selenium (the dev
 extra); without them the test skips, saying so, except in CI (CI=true), where it fails.
@@ -276,3 +279,93 @@ def test_the_workspace_lab_in_jupyterlab_has_no_solution(lab, browser):
         assert not any(distinctive in s for s in sources), f"a solution line is in the student's lab: {distinctive!r}"
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-lab.png"))
+
+
+def test_c_blocks_sit_right_under_their_text_in_jupyterlab(lab, browser):
+    """A C block's hidden prelude (tests/test_notebook_c.py) leaves no blank space above the
+    block: the chapter with the most preludes, as the workspace gives it to JupyterLab."""
+    base, token, ws, _ = lab
+    chapter = max(sorted((bh.ROOT / "chapters").glob("*.ipynb")), key=lambda p: p.read_text().count("c-prelude:"))
+    assert chapter.read_text().count("c-prelude:") > 0, "no chapter has a C block with a prelude"
+    src = nbformat.read(str(chapter), as_version=4)
+    n_markdown = sum(c.cell_type == "markdown" for c in src.cells)
+    _open(browser, base, token, f"chapters/{chapter.name}")
+    _wait(browser, "return Array.from(document.querySelectorAll('.jp-MarkdownCell .myst'))"
+                   f".filter(m => m.innerText.trim()).length >= {n_markdown}", "the markdown cells rendered")
+    blocks = browser.execute_script("""
+        const out = [];
+        for (const m of document.querySelectorAll('.jp-MarkdownCell .myst')) {
+          for (const pre of m.querySelectorAll('pre')) {
+            let blk = pre;
+            while (blk.parentElement && blk.parentElement !== m && !blk.previousElementSibling) blk = blk.parentElement;
+            let above = blk.previousElementSibling, empty = 0;
+            // what renders nothing but still takes a line (jupyterlab-myst's <span> of an HTML comment)
+            while (above && !above.textContent.trim() && !above.querySelector('img,svg,video')) {
+              empty += 1; above = above.previousElementSibling;
+            }
+            if (!above || above.tagName !== 'P') continue;
+            out.push({code: pre.textContent.slice(0, 50), empty: empty,
+                      gap: pre.getBoundingClientRect().top - above.getBoundingClientRect().bottom});
+          }
+        }
+        return out;""")
+    assert len(blocks) >= 2, f"{chapter.name}: C blocks under a paragraph: {blocks}"
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.execute_script(
+        "const p = document.querySelector('.jp-MarkdownCell .myst pre'); p.scrollIntoView({block: 'center'});")
+    time.sleep(0.5)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-c-block.png"))
+    assert [b for b in blocks if b["empty"]] == [], "an empty element sits between the text and its C block"
+    least = min(b["gap"] for b in blocks)
+    assert [b for b in blocks if b["gap"] > least + 4] == [], \
+        f"blank space above a C block (text-to-code gaps {sorted({round(b['gap']) for b in blocks})} px)"
+
+
+def test_folded_outputs_show_a_marker_and_tables_read_from_the_left(lab, browser):
+    """The simulator-assumptions list (rknnlab.sim.assumptions_table) shows a disclosure
+    marker on every folded line, turned when open (JupyterLab sets list-style none on
+    <summary>); a lab's summary table is left-aligned (JupyterLab right-aligns cells)."""
+    base, token, ws, _ = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from IPython.display import display\n"
+        "from rknnlab.sim import ASSUMPTIONS, assumptions_table\n"
+        "from rknnlab.checks._core import Summary\n"
+        "display(assumptions_table([key for key, _, _ in ASSUMPTIONS[:3]]))\n"
+        "display(Summary('Lab test', {'Exercise 1 (a name)': None, 'Exercise 2': None}))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(ws / "outputs-check.ipynb"))
+    _open(browser, base, token, "outputs-check.ipynb")
+    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    editor = _wait(browser, "const c = document.querySelector('.jp-CodeCell .jp-InputArea-editor'); "
+                            "if (c) c.scrollIntoView(); return c;", "the code cell")
+    time.sleep(0.5)
+    editor.click()
+    time.sleep(0.3)
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    _wait(browser, "return document.querySelector('.jp-OutputArea-output details.rknnlab-assumptions') && "
+                   "document.querySelector('.jp-OutputArea-output table')", "the two outputs", 180)
+    markers = """
+        const s = Array.from(document.querySelectorAll('.jp-OutputArea-output summary'));
+        return s.map(e => [getComputedStyle(e).display, getComputedStyle(e).listStyleType,
+                           e.getBoundingClientRect().height > 0]);"""
+    folded = browser.execute_script(markers)
+    assert folded[0] == ["list-item", "disclosure-closed", True], folded
+    browser.execute_script("document.querySelector('details.rknnlab-assumptions > summary').click()")
+    time.sleep(0.3)
+    opened = browser.execute_script(markers)
+    assert len(opened) == 4 and opened[0][1] == "disclosure-open", opened
+    assert all(m == ["list-item", "disclosure-closed", True] for m in opened[1:]), opened
+    browser.execute_script("document.querySelectorAll('details.rknnlab-assumptions details > summary')[1].click()")
+    time.sleep(0.3)
+    assert [m[1] for m in browser.execute_script(markers)][1:] == \
+        ["disclosure-closed", "disclosure-open", "disclosure-closed"]
+    align = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.jp-OutputArea-output table td, "
+        ".jp-OutputArea-output table th')).map(c => getComputedStyle(c).textAlign);")
+    assert len(align) == 9 and set(align) == {"left"}, align
+    browser.execute_script("document.querySelector('details.rknnlab-assumptions').scrollIntoView()")
+    time.sleep(0.5)
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-outputs.png"))
