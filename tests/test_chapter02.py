@@ -30,7 +30,7 @@ HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 
 #: the chapter's rules, stated in their section ("**The rule.**") and in the key points
 RULES = {
-    "1": "Allocate in rknn_init, reuse in the frames, free in rknn_destroy. A step in the frames that changes "
+    "1": "Allocate in `rknn_init`, reuse in the frames, free in `rknn_destroy`. A step in the frames that changes "
          "memory needs an explanation.",
     "2": "Without ZERO_COPY, free your model buffer whenever you like: the runtime has its own copy. "
          "With ZERO_COPY, the buffer is the model: keep it until after the last `rknn_destroy`.",
@@ -39,11 +39,11 @@ RULES = {
     "4": "`rknn_dup_context` saves the weights of every context after the first; each context still "
          "needs its own internal and io memory.",
     "5": "Destroy every mem made with a context before that context: all of Rockchip's demos do. Free a "
-         "zero-copy model buffer after the last rknn_destroy that uses it (API reference V2.3.2 p.20). A mem "
+         "zero-copy model buffer after the last `rknn_destroy` that uses it (API reference V2.3.2 p.20). A mem "
          "shared by several contexts goes after the last of them, and your own buffers last: that part is "
          "the course's choice.",
     "6": "Reuse means no allocation per call. Flat memory only shows there is no leak.",
-    "7": "Judge growth by a verdict with its uncertainty, from the process's own counters, never by MemFree "
+    "7": "Judge growth by a verdict with its uncertainty, from the process's own counters, never by `MemFree` "
          "alone. A short run may only be able to say \"cannot tell yet\": then run longer.",
 }
 
@@ -256,7 +256,7 @@ def test_inline_assumptions_match_the_generated_list() -> None:
 # --------------------------------------------------------------------------- the notebook itself
 def test_the_lives_are_measured_with_the_library() -> None:
     code = "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
-    for call in ("sample_calls=True", "lifecycle.phase_table(", "plot.lifecycle(", "lifecycle.contexts_memory(",
+    for call in ("sample_calls=True", "lifecycle.phase_table(", "lifecycle.show_phases(", "plot.lifecycle(", "lifecycle.contexts_memory(",
                  "plot.contexts_memory(", "lifecycle.cycle(", "lifecycle.cycle_verdict("):
         assert call in code, f"the chapter no longer calls {call}"
     for variant in ("reinit_each_iter", "leak_no_release", "mems_never_destroyed", "outputs_kept_in_list",
