@@ -7,7 +7,7 @@ directory, adds a small notebook built from the course's own material (the first
 admonition of a chapter, a MyST figure, a code cell, a matplotlib figure), starts JupyterLab
 on 127.0.0.1 (a free port, a random token, settings and workspaces in the temporary
 directory), and drives Chromium with every other host blocked. It also opens the chapter
-with the most C blocks (no blank space above a block) and a notebook showing the simulator's
+with the most C blocks (no blank space above a block; not marked modified on open) and a notebook showing the simulator's
 assumptions and a lab summary (disclosure markers, left-aligned tables). Screenshots go to
 tests/_artifacts/ (jupyterlab-myst.png, jupyterlab-lab.png, jupyterlab-c-block.png,
 jupyterlab-outputs.png).
@@ -315,6 +315,13 @@ def test_c_blocks_sit_right_under_their_text_in_jupyterlab(lab, browser):
         "const p = document.querySelector('.jp-MarkdownCell .myst pre'); p.scrollIntoView({block: 'center'});")
     time.sleep(0.5)
     assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-c-block.png"))
+    # opening is not editing: once its kernel runs, the notebook is not marked modified (the
+    # workspace wrote the kernelspec and language_info JupyterLab writes when a kernel starts)
+    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    time.sleep(1.0)
+    dirty = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')).map(t => t.textContent)")
+    assert dirty == [], f"opened, not edited, yet marked modified: {dirty}"
     assert [b for b in blocks if b["empty"]] == [], "an empty element sits between the text and its C block"
     least = min(b["gap"] for b in blocks)
     assert [b for b in blocks if b["gap"] > least + 4] == [], \
