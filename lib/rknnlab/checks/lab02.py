@@ -321,8 +321,8 @@ def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str],
                                "DMA totals (within 1% of each plus 4 KiB per context). See the note: this runtime "
                                "does not let it judge the duplicates.", details)
         return CheckResult(EX_DUP, "passed", f"All {right} predictions match the measured DMA totals of real "
-                           "contexts (within 1% of each plus 4 KiB per context): dup'd contexts share the "
-                           "weights and have their own internal and io memory.", details)
+                           "contexts (within 1% of each plus 4 KiB per context). On this runtime, dup'd contexts "
+                           "share the weights and each has its own internal and io memory.", details)
 
     return _LAB.run(EX_DUP, body)
 
