@@ -393,7 +393,7 @@ def test_ex3_without_extend_passes_with_a_note() -> None:
     result = checks.check_load_from_buffer(load_reference, zero_copy_without_extend)
     assert result.passed, result
     note = [d for d in result.details if d.startswith("Note:")]
-    assert len(note) == 1 and "p.18" in note[0] and "p.20" in note[0] and "no rknn_init_extend" in note[0]
+    assert len(note) == 1 and "p.18" in note[0] and "p.20" in note[0] and "no rknn_init_extend" in note[0] and "A42" in note[0]
     assert "see the note" in result.message
 
 

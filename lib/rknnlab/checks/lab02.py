@@ -558,8 +558,9 @@ def _judge_zero_copy(rt: Any, load_zero_copy: Callable[..., Any], path: str, siz
         if extend is None:
             details.append("Note: your rknn_init got no rknn_init_extend. Rockchip's API reference V2.3.2 "
                            "disagrees with itself: p.20 fills one for ZERO_COPY (real_model_size, "
-                           "model_buffer_fd, model_buffer_flags), p.18 says to pass NULL. This runtime ran "
-                           "without it; fill it, as p.20's sample does.")
+                           "model_buffer_fd, model_buffer_flags), p.18 says to pass NULL. "
+                           + ("The simulator runs without it (assumption A42). " if rt.backend == "sim" else
+                              "This runtime ran without it. ") + "Fill it, as p.20's sample does.")
         elif extend["flags"] != int(mem.contents.flags):
             details.append(f"Note: model_buffer_flags is {extend['flags']}, the mem's flags are "
                            f"{int(mem.contents.flags)}. The API reference's sample (p.20) passes the mem's "
