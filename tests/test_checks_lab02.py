@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -790,6 +791,30 @@ def test_lab_notebook_structure() -> None:
         if "solution" in (cell.metadata.get("tags") or []):
             # the cell before is the stub: the solution defines the same names, so it overrides it
             assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_lab_states_the_chapters_rules_in_its_words() -> None:
+    """One rule per concept: every rule of chapter 2's key points that the lab uses is in the lab's
+    rules and key points, word for word; the objectives have the chapter's verbs, in exercise order."""
+    nbformat = pytest.importorskip("nbformat")
+    chapter = nbformat.read(ROOT / "chapters" / "02_lifecycle.ipynb", as_version=4)
+    keys = next(c.source for c in chapter.cells if c.cell_type == "markdown" and c.source.startswith("## Key points"))
+    rules = [_flat(item) for item in re.split(r"\n- ", keys.split("\n\n")[1].lstrip("- "))
+             if "COLLECT_MODEL_INFO_ONLY" not in item]
+    assert len(rules) >= 6
+    lab = nbformat.read(LAB, as_version=4)
+    header = _flat(lab.cells[0].source)
+    key_points = _flat(next(c.source for c in lab.cells if c.source.startswith("## Key points")))
+    for rule in rules:
+        assert rule in header and rule in key_points, rule
+    verbs = re.findall(r"\d\. \*\*(\w+)\*\*", header)
+    assert verbs == ["Predict", "Order", "Load", "Find"], verbs
+    headings = [c.source.split("\n")[0] for c in lab.cells if c.source.startswith("## Exercise")]
+    assert [h.split()[2] for h in headings] == ["1", "2", "3", "4", "5"], headings
 
 
 def _check_outputs(nb):
