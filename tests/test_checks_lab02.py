@@ -787,6 +787,8 @@ def test_lab_notebook_structure() -> None:
         assert heading in text, heading
     assert "seed 00" not in text.lower()
     code = [c for c in nb.cells if c.cell_type == "code"]
+    # a long run shows the library's progress bar in JupyterLab (and nothing in the book)
+    assert not any("progress=False" in c.source for c in code)
     for k, cell in enumerate(code):
         if "solution" in (cell.metadata.get("tags") or []):
             # the cell before is the stub: the solution defines the same names, so it overrides it

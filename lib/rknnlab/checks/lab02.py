@@ -121,83 +121,6 @@ def _run_once(rt: Any, ctx: int, frame: np.ndarray) -> bytes:
     return data
 
 
-# =========================================================================== exercise 4
-def one_run(result: Any, name: str) -> Any:
-    """A Result holding the run of the variant ``name`` only: what diagnose() is given."""
-    from ..experiment.result import Result
-    return Result(dict(result.meta), [result[name]])
-
-
-def check_diagnose(diagnose: Callable[[Any], str]) -> CheckResult:
-    """Exercise 4: ``diagnose(result) -> one of KINDS``, from a Result of one variant run
-    by ``rknnlab.run`` (its calls, samples and summary).
-
-    The check runs the five letters (A is mystery_A, ...) and one variant more, whose kind
-    it draws anew for each check, all in one ``rknnlab.run``; then it hands ``diagnose``
-    each run alone, in a random order.  It stops at the first wrong answer; it names the
-    letter when A-E is wrong (the student can run those anyway), keeps the sixth variant
-    anonymous, and never says which word would be right."""
-    def body() -> CheckResult:
-        if not callable(diagnose):
-            raise _not_done(f"expected your function, got {type(diagnose).__name__}.",
-                            "pass the function itself: check_diagnose(diagnose)")
-        import rknnlab
-        rng = np.random.default_rng(_fresh_seed())
-        x_kind = str(rng.choice(_cases.KINDS))
-        saved = os.environ.get(_cases.CASE_X_ENV)
-        os.environ[_cases.CASE_X_ENV] = x_kind
-        print(f"Running {len(_cases.leak_cases())} programs of {DIAGNOSE_ITERATIONS} frames each, about 15 s "
-              "on the simulator ...", flush=True)
-        try:
-            # progress: the library's default (a bar in JupyterLab, nothing in the book)
-            res = rknnlab.run(_cases.leak_cases(), model=LAB2_MODEL, iterations=DIAGNOSE_ITERATIONS,
-                              warmup=5, soc=_current_soc(), sample_calls=True)
-        finally:
-            if saved is None:
-                os.environ.pop(_cases.CASE_X_ENV, None)
-            else:
-                os.environ[_cases.CASE_X_ENV] = saved
-        if res.errors:
-            raise _Fail("the check's own runs failed: " + "; ".join(res.errors.values()),
-                        "please report this to the course's authors.")
-        cases = _cases.leak_cases()
-        details = []
-        for n, k in enumerate(rng.permutation(len(cases)), 1):
-            case = cases[int(k)]
-            letter = next((key for key, f in MYSTERY.items() if f is case), None)
-            what = f"diagnose(<the run of {case.__name__}>)"
-            try:
-                answer = diagnose(one_run(res, case.__name__))
-            except Exception as exc:
-                raise _student_error(exc, what, "read result.calls (which calls, how many per iteration) "
-                                     "and result.summary or result.samples (what grows).")
-            if answer is None:
-                if n == 1:
-                    raise _not_done(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
-                raise _Fail(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
-            word = str(answer).strip().lower()
-            if word not in KINDS:
-                raise _Fail(f"{what} returned {answer!r}, not one of: {', '.join(KINDS)}.",
-                            "copy the word from checks.KINDS.")
-            if word != _cases.leak_truth(case, x_kind):
-                where = (f"Your answer for {letter} (checks.MYSTERY[{letter!r}]) is wrong: you said {word!r}. "
-                         "Look at that run's calls and its memory again."
-                         if letter else "Your answer for the sixth variant, the one the check keeps to itself "
-                         f"(its kind is drawn anew for each check), is wrong: you said {word!r}.")
-                return CheckResult(EX_DIAGNOSE, "failed", f"{where} {n - 1} answer(s) were right before it; "
-                                   "the check stops at the first wrong one.", details,
-                                   "Judge each run on two things. What does the program call per "
-                                   "iteration (rknn_init, rknn_create_mem against rknn_destroy_mem, "
-                                   "rknn_outputs_get against rknn_outputs_release)? And what grows: the "
-                                   "malloc heap, the DMA total, or nothing? Memory alone cannot tell a "
-                                   "forgotten release from a Python list; calls alone cannot see the list.")
-            details.append(f"{letter or 'the sixth variant'}: {word} — right")
-        return CheckResult(EX_DIAGNOSE, "passed", f"All {len(cases)} right: the calls per iteration say what the "
-                           "program does, and the growing column says what it keeps.", details)
-
-    return _LAB.run(EX_DIAGNOSE, body)
-
-
 # =========================================================================== exercise 1
 def _mem_size(rt: Any, ctx: int) -> abi.rknn_mem_size:
     return rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
@@ -327,7 +250,7 @@ def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str],
     return _LAB.run(EX_DUP, body)
 
 
-# =========================================================================== exercise 3
+# =========================================================================== exercises 2 and 3: a recording runtime
 class _RecordingRuntime:
     """A runtime that passes every call through and records the lifecycle calls (name,
     the arguments that matter, and the error, if any), in order."""
@@ -385,6 +308,203 @@ class _RecordingRuntime:
         return [c[0] for c in self.calls]
 
 
+# =========================================================================== exercise 2
+#: the scenes of exercise 2: (name, zero-copy model, mems per context, duplicates)
+_SCENES = (("plain", False, False, 0), ("bound", False, True, 0), ("zero_copy", True, True, 0),
+           ("dup", True, True, 1))
+
+
+def _zero_copy_model(rt: Any, path: str) -> Tuple[Any, abi.rknn_init_extend]:
+    size = os.path.getsize(path)
+    model_mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    with open(path, "rb") as f:
+        ctypes.memmove(model_mem.contents.virt_addr, f.read(), size)
+    return model_mem, abi.rknn_init_extend(real_model_offset=0, real_model_size=size,
+                                           model_buffer_fd=model_mem.contents.fd,
+                                           model_buffer_flags=model_mem.contents.flags)
+
+
+def _teardown_scene(rt: Any, path: str, scene: str, frame: np.ndarray
+                    ) -> Tuple[List[int], List[Tuple[int, Any]], Any]:
+    """(the contexts, [(ctx, a mem made with it)], the zero-copy model mem or None), each
+    context run once.  With a duplicate, the first context is rknn_init's and the others
+    are rknn_dup_context of it: they read the same weights (and the same model buffer)."""
+    from ..experiment.variants import frame_input, query_io
+    _name, zero_copy, with_mems, dups = next(sc for sc in _SCENES if sc[0] == scene)
+    model_mem = None
+    if zero_copy:
+        model_mem, extend = _zero_copy_model(rt, path)
+        first = rt.init(model_mem.contents.virt_addr, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend,
+                        size=os.path.getsize(path))
+    else:
+        first = rt.init(path)
+    contexts = [first] + [rt.dup_context(first) for _ in range(dups)]
+    mems: List[Tuple[int, Any]] = []
+    for ctx in contexts:
+        if with_mems:
+            _, out_attrs = query_io(rt, ctx, native=True)
+            for a in out_attrs:
+                mem = rt.create_mem(ctx, a.size_with_stride)
+                rt.set_io_mem(ctx, mem, a)
+                mems.append((ctx, mem))
+            mems.append((ctx, rt.create_mem(ctx, 4096)))     # a scratch mem, bound to nothing
+        rt.inputs_set(ctx, frame_input(frame))
+        rt.run(ctx)
+    return contexts, mems, model_mem
+
+
+def _tear_down_right(rt: Any, contexts: Sequence[int], mems: Sequence[Tuple[int, Any]], model_mem: Any) -> None:
+    """The check's own teardown (the warm-up): not shown to the student."""
+    for ctx, mem in mems:
+        rt.destroy_mem(ctx, mem)
+    for ctx in reversed(contexts):
+        rt.destroy(ctx)
+    if model_mem is not None:
+        rt.destroy_mem(0, model_mem)
+
+
+def _judge_teardown(spy: _RecordingRuntime, contexts: Sequence[int], mems: Sequence[Tuple[int, Any]],
+                    model_mem: Any, scene: str) -> None:
+    """Raises _Fail naming what went wrong (which call, on what), never the right order."""
+    owner = {ctypes.addressof(m.contents): ctx for ctx, m in mems}
+    model_address = ctypes.addressof(model_mem.contents) if model_mem is not None else None
+    failed = [(k, name, info, err) for k, (name, info, err) in enumerate(spy.calls) if err]
+    if failed:
+        k, name, info, err = failed[0]
+        dead = {i["ctx"] for n, i, e in spy.calls[:k] if n == "rknn_destroy" and e is None}
+        if name == "rknn_destroy":
+            which = "a context" + (" that was already destroyed" if info["ctx"] in dead else "")
+        elif model_address is not None and info.get("mem") == model_address:
+            which = "the zero-copy model buffer" + (f" with ctx = {info['ctx']:#x}" if info.get("ctx") else "")
+        else:
+            which = "a mem made with a context" + (" that was already destroyed"
+                                                    if owner.get(info.get("mem")) in dead else "")
+        err = err.split(" Hint:")[0]        # the runtime's own hint is about another mistake
+        raise _Fail(f"{scene}: {name} of {which} failed: {err}",
+                    ("The model buffer was made with no context. " if "with ctx =" in which else "")
+                    + SEE_THE_RULE)
+    for ctx in contexts:
+        n = sum(1 for name, info, _e in spy.calls if name == "rknn_destroy" and info["ctx"] == ctx)
+        if n != 1:
+            raise _Fail(f"{scene}: rknn_destroy was called {n} time(s) for one of the {len(contexts)} "
+                        "context(s); each needs exactly one.", SEE_THE_RULE)
+    destroyed_at = {info["ctx"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy"}
+    gone = {info["mem"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy_mem"}
+    left = [a for a in owner if a not in gone]
+    if left:
+        raise _Fail(f"{scene}: {len(left)} of the {len(owner)} mems made with a context were left to "
+                    "rknn_destroy. The simulator frees them there (assumption A7); no document says a "
+                    "board does.", SEE_THE_RULE)
+    late = [a for a in owner if gone[a] > destroyed_at[owner[a]]]
+    if late:
+        raise _Fail(f"{scene}: {len(late)} mem(s) were destroyed after rknn_destroy of the context they "
+                    "were made with.", SEE_THE_RULE)
+    if model_address is not None:
+        if model_address not in gone:
+            raise _Fail(f"{scene}: the zero-copy model buffer was never destroyed: its DMA buffer and its "
+                        "file descriptor stay (airockchip/rknn-toolkit2#532 reports such fds running out "
+                        "after 1,020 loads).", SEE_THE_RULE)
+        alive = [c for c in contexts if destroyed_at[c] > gone[model_address]]
+        if alive:
+            raise _Fail(f"{scene}: the zero-copy model buffer was destroyed while {len(alive)} of the "
+                        f"{len(contexts)} context(s) reading it still lived. The API reference (V2.3.2 "
+                        "p.20) says it must stay valid until rknn_destroy; a board may read freed memory.",
+                        SEE_THE_RULE)
+
+
+def _runtime_keeps_model_fd(rt: Any, path: str, frame: np.ndarray) -> bool:
+    """The check's own zero-copy life, torn down right: True when the model buffer's file
+    descriptor is still open afterwards (airockchip/rknn-toolkit2#532 reports this of
+    rknn_destroy_mem on an ALLOC_NO_CONTEXT mem).  It also opens what a process's first
+    rknn_init keeps (caches, libraries), which are not a scene's."""
+    before = set(_dma_fds())
+    contexts, mems, model_mem = _teardown_scene(rt, path, "zero_copy", frame)
+    model_fd = int(model_mem.contents.fd)
+    _tear_down_right(rt, contexts, mems, model_mem)
+    return model_fd in set(_dma_fds()) - before
+
+
+def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
+    """Exercise 2: ``teardown(rt, contexts, mems, model_mem=None)`` gives back everything:
+    ``contexts`` (one context, or one and its duplicate), ``mems`` = [(ctx, mem made with
+    ctx)], and a zero-copy model buffer read by every context, or None.
+
+    Four scenes, in a random order: a plain context; a context with output mems bound and a
+    scratch mem; a zero-copy context with such mems; a zero-copy context and its duplicate,
+    each with such mems.  Measured: every call's return code, the order of the calls, the
+    open file descriptors (each DMA buffer holds one) and each context's state afterwards.
+    A failure names the call that failed or the object freed out of order, and sends the
+    student to the rule in the lab's header; it never states the order.  When the check's
+    own right teardown leaves the model buffer's fd open (the runtime's reported leak,
+    #532), that fd is reported on its own line and not counted against the student."""
+    def body() -> CheckResult:
+        if not callable(teardown):
+            raise _not_done(f"expected your function, got {type(teardown).__name__}.",
+                            "pass the function itself: check_teardown(teardown)")
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        path = _model_file(LAB2_MODEL, soc)
+        frame = _frames(LAB2_MODEL, soc, n=1, seed=4)[0]
+        details = []
+        rng = np.random.default_rng(_fresh_seed())
+        try:
+            runtime_leak = _runtime_keeps_model_fd(rt, path, frame)
+            for k in rng.permutation(len(_SCENES)):
+                scene = _SCENES[int(k)][0]
+                before = set(_dma_fds())
+                contexts, mems, model_mem = _teardown_scene(rt, path, scene, frame)
+                made = {fd: n for fd, n in _dma_fds().items() if fd not in before}
+                model_fd = int(model_mem.contents.fd) if model_mem is not None else None
+                spy = _RecordingRuntime(rt)
+                shuffled = list(mems)
+                rng.shuffle(shuffled)
+                given = list(contexts)
+                rng.shuffle(given)
+                what = (f"teardown(rt, <{len(given)} context(s)>, <{len(mems)} mems>"
+                        + (", model_mem)" if model_mem is not None else ")"))
+                try:
+                    if model_mem is None:
+                        teardown(spy, given, shuffled)
+                    else:
+                        teardown(spy, given, shuffled, model_mem)
+                except Exception as exc:
+                    # a runtime call that failed is judged below, with the others
+                    if not (isinstance(exc, errors.RknnError) and any(c[2] for c in spy.calls)):
+                        raise _student_error(exc, what, "contexts is a list of contexts; mems is a list of "
+                                             "(ctx, mem) pairs, each mem with the context it was made with.")
+                if not spy.calls:
+                    raise _not_done(f"{what} made no runtime call.",
+                                    "call rt.destroy_mem(...) and rt.destroy(...).")
+                _judge_teardown(spy, contexts, mems, model_mem, scene)
+                for ctx in contexts:
+                    try:
+                        rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+                        raise _Fail(f"{scene}: a context still answers rknn_query after teardown.",
+                                    SEE_THE_RULE)
+                    except errors.RknnError:
+                        pass
+                left = {fd: n for fd, n in _dma_fds().items() if fd in made}
+                if runtime_leak and model_fd in left:
+                    details.append(f"{scene}: the zero-copy model buffer's fd stays open after rknn_destroy_mem, "
+                                   "as after the check's own teardown: the runtime's reported leak "
+                                   "(airockchip/rknn-toolkit2#532), not counted against you")
+                    del left[model_fd]
+                if left:
+                    raise _Fail(f"{scene}: {sum(left.values()):,} of the {sum(made.values()):,} DMA bytes the scene "
+                                f"allocated ({len(left)} of its {len(made)} buffers) are still held after "
+                                "teardown.", SEE_THE_RULE)
+                n = len(spy.calls)
+                details.append(f"{scene}: {n} call{'s' if n != 1 else ''}, none failed; all "
+                               f"{sum(made.values()):,} DMA bytes ({len(made)} buffers) came back")
+        finally:
+            rt.close()
+        return CheckResult(EX_TEARDOWN, "passed", "Everything comes back, no call fails, and every buffer "
+                           "outlives the contexts that use it.", details)
+
+    return _LAB.run(EX_TEARDOWN, body)
+
+
+# =========================================================================== exercise 3
 #: what to try when a load function raises, per function (the runtime's generic hint is left out)
 _LOAD_HINTS = {
     "load_from_buffer": "read the file into a buffer, then rt.init(buffer) (size > 0: a buffer; size = 0: a path).",
@@ -637,200 +757,81 @@ def check_load_from_buffer(load_from_buffer: Callable[[Any, str], int],
     return _LAB.run(EX_BUFFER, body)
 
 
-# =========================================================================== exercise 2
-#: the scenes of exercise 2: (name, zero-copy model, mems per context, duplicates)
-_SCENES = (("plain", False, False, 0), ("bound", False, True, 0), ("zero_copy", True, True, 0),
-           ("dup", True, True, 1))
+# =========================================================================== exercise 4
+def one_run(result: Any, name: str) -> Any:
+    """A Result holding the run of the variant ``name`` only: what diagnose() is given."""
+    from ..experiment.result import Result
+    return Result(dict(result.meta), [result[name]])
 
 
-def _zero_copy_model(rt: Any, path: str) -> Tuple[Any, abi.rknn_init_extend]:
-    size = os.path.getsize(path)
-    model_mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
-    with open(path, "rb") as f:
-        ctypes.memmove(model_mem.contents.virt_addr, f.read(), size)
-    return model_mem, abi.rknn_init_extend(real_model_offset=0, real_model_size=size,
-                                           model_buffer_fd=model_mem.contents.fd,
-                                           model_buffer_flags=model_mem.contents.flags)
+def check_diagnose(diagnose: Callable[[Any], str]) -> CheckResult:
+    """Exercise 4: ``diagnose(result) -> one of KINDS``, from a Result of one variant run
+    by ``rknnlab.run`` (its calls, samples and summary).
 
-
-def _teardown_scene(rt: Any, path: str, scene: str, frame: np.ndarray
-                    ) -> Tuple[List[int], List[Tuple[int, Any]], Any]:
-    """(the contexts, [(ctx, a mem made with it)], the zero-copy model mem or None), each
-    context run once.  With a duplicate, the first context is rknn_init's and the others
-    are rknn_dup_context of it: they read the same weights (and the same model buffer)."""
-    from ..experiment.variants import frame_input, query_io
-    _name, zero_copy, with_mems, dups = next(sc for sc in _SCENES if sc[0] == scene)
-    model_mem = None
-    if zero_copy:
-        model_mem, extend = _zero_copy_model(rt, path)
-        first = rt.init(model_mem.contents.virt_addr, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend,
-                        size=os.path.getsize(path))
-    else:
-        first = rt.init(path)
-    contexts = [first] + [rt.dup_context(first) for _ in range(dups)]
-    mems: List[Tuple[int, Any]] = []
-    for ctx in contexts:
-        if with_mems:
-            _, out_attrs = query_io(rt, ctx, native=True)
-            for a in out_attrs:
-                mem = rt.create_mem(ctx, a.size_with_stride)
-                rt.set_io_mem(ctx, mem, a)
-                mems.append((ctx, mem))
-            mems.append((ctx, rt.create_mem(ctx, 4096)))     # a scratch mem, bound to nothing
-        rt.inputs_set(ctx, frame_input(frame))
-        rt.run(ctx)
-    return contexts, mems, model_mem
-
-
-def _tear_down_right(rt: Any, contexts: Sequence[int], mems: Sequence[Tuple[int, Any]], model_mem: Any) -> None:
-    """The check's own teardown (the warm-up): not shown to the student."""
-    for ctx, mem in mems:
-        rt.destroy_mem(ctx, mem)
-    for ctx in reversed(contexts):
-        rt.destroy(ctx)
-    if model_mem is not None:
-        rt.destroy_mem(0, model_mem)
-
-
-def _judge_teardown(spy: _RecordingRuntime, contexts: Sequence[int], mems: Sequence[Tuple[int, Any]],
-                    model_mem: Any, scene: str) -> None:
-    """Raises _Fail naming what went wrong (which call, on what), never the right order."""
-    owner = {ctypes.addressof(m.contents): ctx for ctx, m in mems}
-    model_address = ctypes.addressof(model_mem.contents) if model_mem is not None else None
-    failed = [(k, name, info, err) for k, (name, info, err) in enumerate(spy.calls) if err]
-    if failed:
-        k, name, info, err = failed[0]
-        dead = {i["ctx"] for n, i, e in spy.calls[:k] if n == "rknn_destroy" and e is None}
-        if name == "rknn_destroy":
-            which = "a context" + (" that was already destroyed" if info["ctx"] in dead else "")
-        elif model_address is not None and info.get("mem") == model_address:
-            which = "the zero-copy model buffer" + (f" with ctx = {info['ctx']:#x}" if info.get("ctx") else "")
-        else:
-            which = "a mem made with a context" + (" that was already destroyed"
-                                                    if owner.get(info.get("mem")) in dead else "")
-        err = err.split(" Hint:")[0]        # the runtime's own hint is about another mistake
-        raise _Fail(f"{scene}: {name} of {which} failed: {err}",
-                    ("The model buffer was made with no context. " if "with ctx =" in which else "")
-                    + SEE_THE_RULE)
-    for ctx in contexts:
-        n = sum(1 for name, info, _e in spy.calls if name == "rknn_destroy" and info["ctx"] == ctx)
-        if n != 1:
-            raise _Fail(f"{scene}: rknn_destroy was called {n} time(s) for one of the {len(contexts)} "
-                        "context(s); each needs exactly one.", SEE_THE_RULE)
-    destroyed_at = {info["ctx"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy"}
-    gone = {info["mem"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy_mem"}
-    left = [a for a in owner if a not in gone]
-    if left:
-        raise _Fail(f"{scene}: {len(left)} of the {len(owner)} mems made with a context were left to "
-                    "rknn_destroy. The simulator frees them there (assumption A7); no document says a "
-                    "board does.", SEE_THE_RULE)
-    late = [a for a in owner if gone[a] > destroyed_at[owner[a]]]
-    if late:
-        raise _Fail(f"{scene}: {len(late)} mem(s) were destroyed after rknn_destroy of the context they "
-                    "were made with.", SEE_THE_RULE)
-    if model_address is not None:
-        if model_address not in gone:
-            raise _Fail(f"{scene}: the zero-copy model buffer was never destroyed: its DMA buffer and its "
-                        "file descriptor stay (airockchip/rknn-toolkit2#532 reports such fds running out "
-                        "after 1,020 loads).", SEE_THE_RULE)
-        alive = [c for c in contexts if destroyed_at[c] > gone[model_address]]
-        if alive:
-            raise _Fail(f"{scene}: the zero-copy model buffer was destroyed while {len(alive)} of the "
-                        f"{len(contexts)} context(s) reading it still lived. The API reference (V2.3.2 "
-                        "p.20) says it must stay valid until rknn_destroy; a board may read freed memory.",
-                        SEE_THE_RULE)
-
-
-def _runtime_keeps_model_fd(rt: Any, path: str, frame: np.ndarray) -> bool:
-    """The check's own zero-copy life, torn down right: True when the model buffer's file
-    descriptor is still open afterwards (airockchip/rknn-toolkit2#532 reports this of
-    rknn_destroy_mem on an ALLOC_NO_CONTEXT mem).  It also opens what a process's first
-    rknn_init keeps (caches, libraries), which are not a scene's."""
-    before = set(_dma_fds())
-    contexts, mems, model_mem = _teardown_scene(rt, path, "zero_copy", frame)
-    model_fd = int(model_mem.contents.fd)
-    _tear_down_right(rt, contexts, mems, model_mem)
-    return model_fd in set(_dma_fds()) - before
-
-
-def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
-    """Exercise 2: ``teardown(rt, contexts, mems, model_mem=None)`` gives back everything:
-    ``contexts`` (one context, or one and its duplicate), ``mems`` = [(ctx, mem made with
-    ctx)], and a zero-copy model buffer read by every context, or None.
-
-    Four scenes, in a random order: a plain context; a context with output mems bound and a
-    scratch mem; a zero-copy context with such mems; a zero-copy context and its duplicate,
-    each with such mems.  Measured: every call's return code, the order of the calls, the
-    open file descriptors (each DMA buffer holds one) and each context's state afterwards.
-    A failure names the call that failed or the object freed out of order, and sends the
-    student to the rule in the lab's header; it never states the order.  When the check's
-    own right teardown leaves the model buffer's fd open (the runtime's reported leak,
-    #532), that fd is reported on its own line and not counted against the student."""
+    The check runs the five letters (A is mystery_A, ...) and one variant more, whose kind
+    it draws anew for each check, all in one ``rknnlab.run``; then it hands ``diagnose``
+    each run alone, in a random order.  It stops at the first wrong answer; it names the
+    letter when A-E is wrong (the student can run those anyway), keeps the sixth variant
+    anonymous, and never says which word would be right."""
     def body() -> CheckResult:
-        if not callable(teardown):
-            raise _not_done(f"expected your function, got {type(teardown).__name__}.",
-                            "pass the function itself: check_teardown(teardown)")
-        rt = _open_runtime()
-        soc = _soc_of(rt)
-        path = _model_file(LAB2_MODEL, soc)
-        frame = _frames(LAB2_MODEL, soc, n=1, seed=4)[0]
-        details = []
+        if not callable(diagnose):
+            raise _not_done(f"expected your function, got {type(diagnose).__name__}.",
+                            "pass the function itself: check_diagnose(diagnose)")
+        import rknnlab
         rng = np.random.default_rng(_fresh_seed())
+        x_kind = str(rng.choice(_cases.KINDS))
+        saved = os.environ.get(_cases.CASE_X_ENV)
+        os.environ[_cases.CASE_X_ENV] = x_kind
+        print(f"Running {len(_cases.leak_cases())} programs of {DIAGNOSE_ITERATIONS} frames each, about 15 s "
+              "on the simulator ...", flush=True)
         try:
-            runtime_leak = _runtime_keeps_model_fd(rt, path, frame)
-            for k in rng.permutation(len(_SCENES)):
-                scene = _SCENES[int(k)][0]
-                before = set(_dma_fds())
-                contexts, mems, model_mem = _teardown_scene(rt, path, scene, frame)
-                made = {fd: n for fd, n in _dma_fds().items() if fd not in before}
-                model_fd = int(model_mem.contents.fd) if model_mem is not None else None
-                spy = _RecordingRuntime(rt)
-                shuffled = list(mems)
-                rng.shuffle(shuffled)
-                given = list(contexts)
-                rng.shuffle(given)
-                what = (f"teardown(rt, <{len(given)} context(s)>, <{len(mems)} mems>"
-                        + (", model_mem)" if model_mem is not None else ")"))
-                try:
-                    if model_mem is None:
-                        teardown(spy, given, shuffled)
-                    else:
-                        teardown(spy, given, shuffled, model_mem)
-                except Exception as exc:
-                    # a runtime call that failed is judged below, with the others
-                    if not (isinstance(exc, errors.RknnError) and any(c[2] for c in spy.calls)):
-                        raise _student_error(exc, what, "contexts is a list of contexts; mems is a list of "
-                                             "(ctx, mem) pairs, each mem with the context it was made with.")
-                if not spy.calls:
-                    raise _not_done(f"{what} made no runtime call.",
-                                    "call rt.destroy_mem(...) and rt.destroy(...).")
-                _judge_teardown(spy, contexts, mems, model_mem, scene)
-                for ctx in contexts:
-                    try:
-                        rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
-                        raise _Fail(f"{scene}: a context still answers rknn_query after teardown.",
-                                    SEE_THE_RULE)
-                    except errors.RknnError:
-                        pass
-                left = {fd: n for fd, n in _dma_fds().items() if fd in made}
-                if runtime_leak and model_fd in left:
-                    details.append(f"{scene}: the zero-copy model buffer's fd stays open after rknn_destroy_mem, "
-                                   "as after the check's own teardown: the runtime's reported leak "
-                                   "(airockchip/rknn-toolkit2#532), not counted against you")
-                    del left[model_fd]
-                if left:
-                    raise _Fail(f"{scene}: {sum(left.values()):,} of the {sum(made.values()):,} DMA bytes the scene "
-                                f"allocated ({len(left)} of its {len(made)} buffers) are still held after "
-                                "teardown.", SEE_THE_RULE)
-                n = len(spy.calls)
-                details.append(f"{scene}: {n} call{'s' if n != 1 else ''}, none failed; all "
-                               f"{sum(made.values()):,} DMA bytes ({len(made)} buffers) came back")
+            # progress: the library's default (a bar in JupyterLab, nothing in the book)
+            res = rknnlab.run(_cases.leak_cases(), model=LAB2_MODEL, iterations=DIAGNOSE_ITERATIONS,
+                              warmup=5, soc=_current_soc(), sample_calls=True)
         finally:
-            rt.close()
-        return CheckResult(EX_TEARDOWN, "passed", "Everything comes back, no call fails, and every buffer "
-                           "outlives the contexts that use it.", details)
+            if saved is None:
+                os.environ.pop(_cases.CASE_X_ENV, None)
+            else:
+                os.environ[_cases.CASE_X_ENV] = saved
+        if res.errors:
+            raise _Fail("the check's own runs failed: " + "; ".join(res.errors.values()),
+                        "please report this to the course's authors.")
+        cases = _cases.leak_cases()
+        details = []
+        for n, k in enumerate(rng.permutation(len(cases)), 1):
+            case = cases[int(k)]
+            letter = next((key for key, f in MYSTERY.items() if f is case), None)
+            what = f"diagnose(<the run of {case.__name__}>)"
+            try:
+                answer = diagnose(one_run(res, case.__name__))
+            except Exception as exc:
+                raise _student_error(exc, what, "read result.calls (which calls, how many per iteration) "
+                                     "and result.summary or result.samples (what grows).")
+            if answer is None:
+                if n == 1:
+                    raise _not_done(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
+                raise _Fail(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
+            word = str(answer).strip().lower()
+            if word not in KINDS:
+                raise _Fail(f"{what} returned {answer!r}, not one of: {', '.join(KINDS)}.",
+                            "copy the word from checks.KINDS.")
+            if word != _cases.leak_truth(case, x_kind):
+                where = (f"Your answer for {letter} (checks.MYSTERY[{letter!r}]) is wrong: you said {word!r}. "
+                         "Look at that run's calls and its memory again."
+                         if letter else "Your answer for the sixth variant, the one the check keeps to itself "
+                         f"(its kind is drawn anew for each check), is wrong: you said {word!r}.")
+                return CheckResult(EX_DIAGNOSE, "failed", f"{where} {n - 1} answer(s) were right before it; "
+                                   "the check stops at the first wrong one.", details,
+                                   "Judge each run on two things. What does the program call per "
+                                   "iteration (rknn_init, rknn_create_mem against rknn_destroy_mem, "
+                                   "rknn_outputs_get against rknn_outputs_release)? And what grows: the "
+                                   "malloc heap, the DMA total, or nothing? Memory alone cannot tell a "
+                                   "forgotten release from a Python list; calls alone cannot see the list.")
+            details.append(f"{letter or 'the sixth variant'}: {word} — right")
+        return CheckResult(EX_DIAGNOSE, "passed", f"All {len(cases)} right: the calls per iteration say what the "
+                           "program does, and the growing column says what it keeps.", details)
 
-    return _LAB.run(EX_TEARDOWN, body)
+    return _LAB.run(EX_DIAGNOSE, body)
 
 
 # =========================================================================== exercise 5 ★
