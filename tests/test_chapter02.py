@@ -32,12 +32,13 @@ HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 RULES = {
     "1": "Allocate in `rknn_init`, reuse in the frames, free in `rknn_destroy`. A step in the frames that changes "
          "memory needs an explanation.",
-    "2": "Without ZERO_COPY, free your model buffer whenever you like: the runtime has its own copy. "
+    "2": "Without ZERO_COPY, you may free your model buffer right after `rknn_init`: the runtime no longer "
+         "needs it. "
          "With ZERO_COPY, the buffer is the model: keep it until after the last `rknn_destroy`.",
     "3": "To plan memory before you allocate it, init with `RKNN_FLAG_COLLECT_MODEL_INFO_ONLY` and "
          "`RKNN_FLAG_MEM_ALLOC_OUTSIDE`, query, and destroy the dummy before the real init.",
-    "4": "`rknn_dup_context` saves the weights of every context after the first; each context still "
-         "needs its own internal and io memory.",
+    "4": "`rknn_dup_context` shares the weights, so it saves them for every context after the first. Each "
+         "context still needs its own internal and io memory (A23).",
     "5": "Destroy every mem made with a context before that context: all of Rockchip's demos do. Free a "
          "zero-copy model buffer after the last `rknn_destroy` that uses it (API reference V2.3.2 p.20). A mem "
          "shared by several contexts goes after the last of them, and your own buffers last: that part is "
