@@ -855,3 +855,19 @@ def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None
     for source, text in results:
         assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
         assert "Hint:" in text and "Traceback" not in text, text
+
+
+def zero_copy_extend_zeroed(rt, path):
+    """A C habit: memset the extend to 0 and fill only the size: no fd."""
+    size = os.path.getsize(path)
+    mem = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    buffers.mem_view(mem)[:size] = np.fromfile(path, dtype=np.uint8)
+    extend = abi.rknn_init_extend(real_model_size=size, model_buffer_flags=mem.contents.flags)
+    return rt.init(mem.contents.virt_addr, abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY, extend, size=size), mem
+
+
+def test_ex3_an_extend_without_the_fd_gets_a_note() -> None:
+    result = checks.check_load_from_buffer(load_reference, zero_copy_extend_zeroed)
+    assert result.passed, result
+    notes = [d for d in result.details if d.startswith("Note:")]
+    assert len(notes) == 1 and "model_buffer_fd is 0" in notes[0], notes

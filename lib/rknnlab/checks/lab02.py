@@ -681,10 +681,18 @@ def _judge_zero_copy(rt: Any, load_zero_copy: Callable[..., Any], path: str, siz
                            "model_buffer_fd, model_buffer_flags), p.18 says to pass NULL. "
                            + ("The simulator runs without it (assumption A42). " if rt.backend == "sim" else
                               "This runtime ran without it. ") + "Fill it, as p.20's sample does.")
-        elif extend["flags"] != int(mem.contents.flags):
-            details.append(f"Note: model_buffer_flags is {extend['flags']}, the mem's flags are "
-                           f"{int(mem.contents.flags)}. The API reference's sample (p.20) passes the mem's "
-                           "flags; no document says what the runtime does with them.")
+        else:
+            if extend["fd"] != int(mem.contents.fd):
+                details.append(f"Note: model_buffer_fd is {extend['fd']}, the mem's fd is "
+                               f"{int(mem.contents.fd)}. The API reference's sample (p.20) passes the mem's "
+                               "fd; a runtime that needs it cannot find the buffer without it.")
+            if extend["size"] != size:
+                details.append(f"Note: real_model_size is {extend['size']:,}, the model file has {size:,} "
+                               "bytes. The API reference's sample (p.20) passes the model's size.")
+            if extend["flags"] != int(mem.contents.flags):
+                details.append(f"Note: model_buffer_flags is {extend['flags']}, the mem's flags are "
+                               f"{int(mem.contents.flags)}. The API reference's sample (p.20) passes the mem's "
+                               "flags; no document says what the runtime does with them.")
         if rt.backend == "sim":
             # the returned mem must be the one the context reads: without it, the run fails
             rt.destroy_mem(0, mem)

@@ -315,7 +315,7 @@ def growth(iteration: Sequence[float], values: Sequence[float], step: float = RS
         rises = float((np.diff(ys) > 0.25 * b * np.diff(xs)).mean())
         if rises < 2 / 3:
             g.verdict = "cannot tell"
-            g.reason = (f"the floor rose in {rises:.0%} of the steps between ranges: a step or two, "
+            g.reason = (f"the lower envelope rose in {rises:.0%} of the steps between ranges: a step or two, "
                         "not a steady rate")
             g.more_iterations = _nice(2 * n_its)
             return g
