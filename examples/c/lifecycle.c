@@ -430,7 +430,7 @@ static int mode_one(enum load_way way, const char *path, int frames)
     if (ok) ok = (dma = dma_total(model.ctx)) >= 0;
     if (ok) {
         char step[32];
-        snprintf(step, sizeof step, "after %d frames:", frames);
+        snprintf(step, sizeof step, "after %d frame%s:", frames, frames == 1 ? "" : "s");
         print_step(step, dma);
         printf("outputs_get %lu, outputs_release %lu\n", io.gets, io.releases);
     }
