@@ -30,7 +30,7 @@ from rknnlab.checks import _lab02_cases as cases  # noqa: E402
 from rknnlab.checks import lab02 as checks  # noqa: E402
 from rknnlab.experiment import growth as growth_module  # noqa: E402
 from rknnlab.experiment.result import Result  # noqa: E402
-from rknnlab.rknn import abi, buffers  # noqa: E402
+from rknnlab.rknn import abi, buffers, errors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "lab02_lifecycle.ipynb"
@@ -647,6 +647,122 @@ def test_ex2_runtime_fd_leak_does_not_hide_the_students(runtime_keeps_model_fd) 
     _failed(checks.check_teardown(forgets_the_scratch_mem), "were left to rknn_destroy")
 
 
+class _RefusesZeroCopyDup:
+    """A runtime whose rknn_dup_context refuses a zero-copy context (no document says it accepts one)."""
+
+    def __init__(self, rt):
+        self._rt, self.zero_copy, self.refused = rt, set(), 0
+
+    def __getattr__(self, name):
+        return getattr(self._rt, name)
+
+    def init(self, model, flag=0, extend=None, size=None):
+        ctx = self._rt.init(model, flag, extend, size)
+        if flag & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY:
+            self.zero_copy.add(ctx)
+        return ctx
+
+    def dup_context(self, ctx):
+        if ctx in self.zero_copy:
+            self.refused += 1
+            raise errors.error_for(abi.RKNN_ERR_CTX_INVALID, "rknn_dup_context")
+        return self._rt.dup_context(ctx)
+
+
+def test_ex2_a_runtime_that_refuses_to_dup_a_zero_copy_context_skips_that_scene(monkeypatch) -> None:
+    made = []
+    monkeypatch.setattr(checks, "_open_runtime", lambda: made.append(_RefusesZeroCopyDup(rknnlab.open_runtime()))
+                        or made[-1])
+    result = checks.check_teardown(teardown_reference)
+    assert result.passed, result
+    assert made[0].refused == 1                      # the fake really refused
+    notes = [d for d in result.details if d.startswith("Note:")]
+    assert len(notes) == 1 and "dup: skipped" in notes[0] and "A23" in notes[0], notes
+    assert len(result.details) == 4 and "(see the note)" in result.message
+    # the other scenes are still judged
+    _failed(checks.check_teardown(teardown_model_first), "destroyed while")
+
+
+class _DestroyForgets:
+    """A runtime whose rknn_destroy returns 0 and frees nothing (the context still answers);
+    ``backend`` says which path of the check runs; every query on a context already passed
+    to rknn_destroy is recorded."""
+
+    def __init__(self, rt, backend):
+        self._rt, self.backend, self.destroyed, self.late_queries = rt, backend, set(), 0
+
+    def __getattr__(self, name):
+        return getattr(self._rt, name)
+
+    def destroy(self, ctx):
+        self.destroyed.add(ctx)
+        return 0
+
+    def query(self, ctx, what, *args, **kwargs):
+        if ctx in self.destroyed:
+            self.late_queries += 1
+        return self._rt.query(ctx, what, *args, **kwargs)
+
+
+class _OnABoard(_DestroyForgets):
+    """Board path with a runtime whose rknn_destroy works."""
+
+    def destroy(self, ctx):
+        self.destroyed.add(ctx)
+        return self._rt.destroy(ctx)
+
+
+def _fake(monkeypatch, cls, *args):
+    made = []
+    monkeypatch.setattr(checks, "_open_runtime", lambda: made.append(cls(rknnlab.open_runtime(), *args))
+                        or made[-1])
+    return made
+
+
+def test_ex2_only_the_simulator_is_asked_about_destroyed_contexts(monkeypatch) -> None:
+    """On the simulator the check queries each context after teardown; on a board (a call on a
+    destroyed context is undocumented there) it never does, and judges by the recorded calls."""
+    made = _fake(monkeypatch, _DestroyForgets, "sim")
+    _failed(checks.check_teardown(teardown_reference), "still answers rknn_query after teardown")
+    assert made[0].late_queries > 0
+    made = _fake(monkeypatch, _DestroyForgets, "native")
+    text = _failed(checks.check_teardown(teardown_reference), "are still held after teardown")
+    assert "rknn_query" not in text and made[0].late_queries == 0
+
+
+def test_ex2_on_a_board_judges_by_the_recorded_calls(monkeypatch) -> None:
+    made = _fake(monkeypatch, _OnABoard, "native")
+    result = checks.check_teardown(teardown_reference)
+    assert result.passed, result
+    for teardown, expected in ((teardown_destroy_first, "that was already destroyed failed"),
+                               (teardown_model_first, "destroyed while"),
+                               (teardown_one_context_is_enough, "dup: rknn_destroy was called 0 time(s)"),
+                               (teardown_twice, "already destroyed")):
+        _failed(checks.check_teardown(teardown), expected)
+    assert made and all(m.late_queries == 0 for m in made)
+
+
+def test_ex2_another_live_context_passes_with_a_note() -> None:
+    def with_the_first_context(rt, contexts, mems, model_mem=None):
+        teardown_reference(rt, contexts, [(contexts[0], m) for _c, m in mems], model_mem)
+
+    result = checks.check_teardown(with_the_first_context)
+    assert result.passed, result
+    notes = [d for d in result.details if d.startswith("Note:")]
+    assert len(notes) == 1 and notes[0].startswith("Note: dup:") and "with another" in notes[0], notes
+    assert "(see the note)" in result.message
+    assert not [d for d in checks.check_teardown(teardown_reference).details if d.startswith("Note:")]
+
+
+def test_lab_solution_destroys_the_duplicates_first() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(LAB, as_version=4)
+    solution = next(c.source for c in nb.cells if "solution" in (c.metadata.get("tags") or [])
+                    and c.source.startswith("def teardown"))
+    assert "the duplicates first: the course's choice (no document says)" in solution
+    assert "in any order" not in solution
+
+
 # =========================================================================== exercise 5 ★ (does it grow?)
 R = checks.RESOLUTION
 
@@ -871,3 +987,14 @@ def test_ex3_an_extend_without_the_fd_gets_a_note() -> None:
     assert result.passed, result
     notes = [d for d in result.details if d.startswith("Note:")]
     assert len(notes) == 1 and "model_buffer_fd is 0" in notes[0], notes
+
+
+def test_ex3_the_dma_line_says_in_place_only_on_the_simulator(monkeypatch) -> None:
+    result = checks.check_load_from_buffer(load_reference, zero_copy_reference)
+    line = next(d for d in result.details if d.startswith("the context's DMA total"))
+    assert "read in place" in line and "A5" in line, line
+    _fake(monkeypatch, _OnABoard, "native")
+    result = checks.check_load_from_buffer(load_reference, zero_copy_reference)
+    assert result.passed, result
+    line = next(d for d in result.details if d.startswith("the context's DMA total"))
+    assert "in place" not in line and "A5" not in line and "bytes of weights" in line, line
