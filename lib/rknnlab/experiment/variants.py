@@ -317,14 +317,20 @@ def prealloc_output(lab: VariantContext) -> None:
     _prealloc_loop(lab, want_float=1)
 
 
+def _native_io(rt: Any, ctx: int) -> Tuple[rknn_tensor_attr, List[rknn_tensor_attr], Any]:
+    """The native attrs, with the input's set to the uint8 NHWC frames the variants write
+    (the runtime converts), and an input mem of its size_with_stride (not bound yet)."""
+    in_attrs, out_attrs = query_io(rt, ctx, native=True)
+    in_attr = in_attrs[0]
+    in_attr.type = RKNN_TENSOR_UINT8
+    in_attr.fmt = RKNN_TENSOR_NHWC
+    return in_attr, out_attrs, rt.create_mem(ctx, in_attr.size_with_stride)
+
+
 def _zero_copy(lab: VariantContext, bind_each_iteration: bool) -> None:
     rt = lab.rt
     ctx = rt.init(lab.model_path)
-    in_attrs, out_attrs = query_io(rt, ctx, native=True)
-    in_attr = in_attrs[0]
-    in_attr.type = RKNN_TENSOR_UINT8       # we write uint8 NHWC frames; the runtime converts
-    in_attr.fmt = RKNN_TENSOR_NHWC
-    in_mem = rt.create_mem(ctx, in_attr.size_with_stride)
+    in_attr, out_attrs, in_mem = _native_io(rt, ctx)
     out_mems = [rt.create_mem(ctx, a.size_with_stride) for a in out_attrs]
 
     def bind() -> None:
@@ -437,11 +443,7 @@ def mems_never_destroyed(lab: VariantContext) -> None:
     rt = lab.rt
     settle_simulator(lab)
     ctx = rt.init(lab.model_path)
-    in_attrs, out_attrs = query_io(rt, ctx, native=True)
-    in_attr = in_attrs[0]
-    in_attr.type = RKNN_TENSOR_UINT8       # we write uint8 NHWC frames; the runtime converts
-    in_attr.fmt = RKNN_TENSOR_NHWC
-    in_mem = rt.create_mem(ctx, in_attr.size_with_stride)
+    in_attr, out_attrs, in_mem = _native_io(rt, ctx)
     rt.set_io_mem(ctx, in_mem, in_attr)
     in_view = buffers.mem_view(in_mem)
     for i in lab.loop():
