@@ -17,12 +17,18 @@ tests/test_notebooks.py once listed there, its C by tests/test_notebook_c.py):
 from __future__ import annotations
 
 import ast
-import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import List
 
 import pytest
+
+import chapterhelpers as ch
+from chapterhelpers import flat as _flat
+from chapterhelpers import numbered_sections as _numbered_sections
+from chapterhelpers import section as _section
+from chapterhelpers import source as _source
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "02_lifecycle.ipynb"
@@ -59,34 +65,8 @@ MAX_CODE_LINES = 25
 MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
 
 
-def _cells() -> List[dict]:
-    return json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _markdown() -> str:
-    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "markdown")
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
-
-
-def _section(markdown: str, heading: str) -> str:
-    start = markdown.index(f"\n## {heading}")
-    end = markdown.find("\n## ", start + 1)
-    return markdown[start:end if end >= 0 else None]
-
-
-def _numbered_sections(markdown: str) -> dict:
-    out = {}
-    for number in re.findall(r"^## (\d+)\. ", markdown, flags=re.M):
-        out[number] = _section(markdown, f"{number}. ")
-    return out
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
 
 
 def _prose(markdown: str, folded: bool) -> str:
@@ -164,13 +144,8 @@ def test_the_prerequisites_need_no_later_chapter_and_no_link_to_a_planned_one() 
 
 # --------------------------------------------------------------------------- section arc
 def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    sections = _numbered_sections(_markdown())
-    assert len(sections) >= 7, "expected the chapter's seven numbered sections"
+    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 7, "expected the chapter's seven numbered sections")
     for number, body in sections.items():
-        assert "**Predict.**" in body, f"section {number} has no **Predict.**"
-        after = body[body.index("**Predict.**"):]
-        assert re.search(r"```+\{admonition\} Answer\s*\n:class: dropdown", after), \
-            f"section {number}: the prediction's answer is not in a folded admonition after it"
         assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
 
 
@@ -216,15 +191,14 @@ def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
 
 
 def test_c_blocks_pair_gets_and_destroy_the_zero_copy_buffer_after_its_context() -> None:
-    blocks = re.findall(r"```c\n(.*?)```", _markdown(), flags=re.S)
+    blocks = ch.c_blocks(_markdown())
     assert len(blocks) >= 5, "expected C for the life, buffer, zero-copy, dup and teardown"
     calls = " ".join(blocks)
     for name in ("rknn_init_extend", "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY", "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT",
                  "rknn_dup_context", "RKNN_FLAG_COLLECT_MODEL_INFO_ONLY", "rknn_destroy_mem"):
         assert name in calls, f"no C block shows {name}"
     for block in blocks:
-        if "rknn_outputs_get(" in block:
-            assert "rknn_outputs_release(" in block, f"a C block gets outputs and never releases:\n{block}"
+        ch.assert_gets_are_released(block)
         if "rknn_destroy_mem(0, model_mem)" in block and "rknn_destroy(" in block:
             assert block.index("rknn_destroy(") < block.index("rknn_destroy_mem(0, model_mem)"), \
                 f"the zero-copy model buffer is freed before its context:\n{block}"
@@ -240,18 +214,7 @@ def test_reported_leaks_are_cited_as_reports() -> None:
 
 
 def test_inline_assumptions_match_the_generated_list() -> None:
-    from rknnlab.sim import ASSUMPTIONS
-    prose = re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S)
-    named = set(re.findall(r"\bA\d+\b", prose))
-    last_code = [c for c in _cells() if c["cell_type"] == "code"][-1]
-    used_lists = [node for node in ast.walk(ast.parse(_source(last_code)))
-                  if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "USED" for t in node.targets)]
-    assert used_lists, "the last code cell must define USED, the assumptions the chapter relies on"
-    used = set(ast.literal_eval(used_lists[0].value))
-    known = {key for key, _, _ in ASSUMPTIONS}
-    assert used <= known, f"USED names assumptions that rknnlab.sim does not list: {sorted(used - known)}"
-    assert named - used == set(), f"named in the text but missing from USED: {sorted(named - used)}"
-    assert used - named == set(), f"in USED but never named in the text: {sorted(used - named)}"
+    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
 
 
 # --------------------------------------------------------------------------- the notebook itself
@@ -280,20 +243,13 @@ def test_no_functions_are_defined_in_the_notebook() -> None:
 
 
 def test_code_cells_are_short_and_saved_without_outputs() -> None:
-    for index, cell in enumerate(_cells()):
-        if cell["cell_type"] != "code":
-            continue
-        lines = _source(cell).splitlines()
-        assert len(lines) <= MAX_CODE_LINES, f"cell {index} has {len(lines)} lines (at most {MAX_CODE_LINES})"
-        assert not cell.get("outputs") and cell.get("execution_count") is None, \
-            f"cell {index} was saved with outputs"
+    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
 
 
 def test_no_placeholder_text_and_no_seed_names() -> None:
+    ch.assert_no_seed_names(CHAPTER)
     for index, cell in enumerate(_cells()):
-        text = _source(cell)
-        assert not re.search(r"\bseed\s*0\d\d\b", text, flags=re.I), f"cell {index} names a seed text"
-        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", text), \
+        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", _source(cell)), \
             f"cell {index} has placeholder text"
 
 

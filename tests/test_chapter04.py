@@ -14,13 +14,17 @@ tests/test_notebooks.py, its C by tests/test_notebook_c.py):
 """
 from __future__ import annotations
 
-import ast
 import json
 import re
+from functools import partial
 from pathlib import Path
-from typing import List
 
 import pytest
+
+import chapterhelpers as ch
+from chapterhelpers import flat as _flat
+from chapterhelpers import section as _section
+from chapterhelpers import source as _source
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "04_output_reuse.ipynb"
@@ -60,28 +64,8 @@ CACHE_SENTENCE = (
 MAX_CODE_LINES = 25
 
 
-def _cells() -> List[dict]:
-    return json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _markdown() -> str:
-    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "markdown")
-
-
-def _flat(text: str) -> str:
-    """Whitespace collapsed, so that a rule wrapped over lines still matches."""
-    return re.sub(r"\s+", " ", text)
-
-
-def _section(markdown: str, heading: str) -> str:
-    start = markdown.index(f"\n## {heading}")
-    end = markdown.find("\n## ", start + 1)
-    return markdown[start:end if end >= 0 else None]
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r[:40])
@@ -117,56 +101,26 @@ def test_the_recipe_is_shown_as_published_before_its_wrong_claims() -> None:
 
 
 def test_inline_assumptions_match_the_generated_list() -> None:
-    from rknnlab.sim import ASSUMPTIONS
-    prose = re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S)   # C blocks are not prose
-    named = set(re.findall(r"\bA\d+\b", prose))
-    last_code = [c for c in _cells() if c["cell_type"] == "code"][-1]
-    used_lists = [node for node in ast.walk(ast.parse(_source(last_code)))
-                  if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "USED" for t in node.targets)]
-    assert used_lists, "the last code cell must define USED, the assumptions the chapter relies on"
-    used = set(ast.literal_eval(used_lists[0].value))
-    known = {key for key, _, _ in ASSUMPTIONS}
-    assert used <= known, f"USED names assumptions that rknnlab.sim does not list: {sorted(used - known)}"
-    assert named - used == set(), f"named in the text but missing from USED: {sorted(named - used)}"
-    assert used - named == set(), f"in USED but never named in the text: {sorted(used - named)}"
+    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
 
 
 def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    markdown = _markdown()
-    sections = re.findall(r"^## (\d+)\. ", markdown, flags=re.M)
-    assert len(sections) >= 4, "expected the chapter's numbered sections"
-    for number in sections:
-        body = markdown[markdown.index(f"\n## {number}. "):]
-        nxt = body.find("\n## ", 1)
-        body = body[:nxt if nxt >= 0 else None]
-        assert "**Predict.**" in body, f"section {number} has no **Predict.**"
-        predict_at = body.index("**Predict.**")
-        assert re.search(r"```+\{admonition\} Answer\s*\n:class: dropdown", body[predict_at:]), \
-            f"section {number}: the prediction's answer is not in a folded admonition after it"
+    ch.assert_sections_predict_with_folded_answers(_markdown(), 4, "expected the chapter's numbered sections")
 
 
 def test_c_blocks_pair_every_get_with_a_release() -> None:
-    blocks = re.findall(r"```c\n(.*?)```", _markdown(), flags=re.S)
+    blocks = ch.c_blocks(_markdown())
     assert blocks, "no C blocks found"
     for block in blocks:
-        if "rknn_outputs_get(" in block:
-            assert "rknn_outputs_release(" in block, f"a C block gets outputs and never releases:\n{block}"
+        ch.assert_gets_are_released(block)
 
 
 def test_no_reader_visible_seed_names() -> None:
-    for index, cell in enumerate(_cells()):
-        text = _source(cell)
-        assert not re.search(r"\bseed\s*0\d\d\b", text, flags=re.I), f"cell {index} names a seed text"
+    ch.assert_no_seed_names(CHAPTER)
 
 
 def test_code_cells_are_short_and_saved_without_outputs() -> None:
-    for index, cell in enumerate(_cells()):
-        if cell["cell_type"] != "code":
-            continue
-        lines = _source(cell).splitlines()
-        assert len(lines) <= MAX_CODE_LINES, f"cell {index} has {len(lines)} lines (at most {MAX_CODE_LINES})"
-        assert not cell.get("outputs") and cell.get("execution_count") is None, \
-            f"cell {index} was saved with outputs"
+    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
 
 
 def test_the_reuse_check_hint_uses_the_key_point_words() -> None:
