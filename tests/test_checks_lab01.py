@@ -12,7 +12,6 @@ cells removed: runs to the end, every check NOT PASSED with a hint and no traceb
 """
 from __future__ import annotations
 
-import ast
 import heapq
 import os
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import labhelpers as lh
 from rknnlab import models
 from rknnlab.checks import lab01 as checks
 from rknnlab.rknn import abi
@@ -755,7 +755,6 @@ def test_ex4_reference_and_alternatives_pass() -> None:
         assert result.passed, repr(result)
 
 
-
 def _by_total(query):
     """The simulator-only method: one total against W + I + io, W + io and 0."""
     m = query(abi.RKNN_QUERY_MEM_SIZE)
@@ -857,20 +856,6 @@ def test_summary_lists_every_exercise() -> None:
 
 
 # =========================================================================== the notebook
-def _check_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("checks.check_")]
-
-
-def _defined_names(source: str) -> set:
-    names = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
-
-
 #: DECISIONS' canonical sentences that the lab states word for word
 CANONICAL = (
     "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
@@ -893,7 +878,7 @@ def test_lab_notebook_structure() -> None:
     nb = nbformat.read(LAB, as_version=4)
     nbformat.validate(nb)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit without outputs"
-    assert len(_check_cells(nb)) >= 5
+    assert len(lh.check_cells(nb)) >= 5
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
                     "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
@@ -909,51 +894,18 @@ def test_lab_notebook_structure() -> None:
     assert len(exercises) >= 5 and all("min)" in line for line in exercises) and any("★" in line for line in exercises)
     assert "Optional, on a board" in text and "examples/c/" in text
     code = [c for c in nb.cells if c.cell_type == "code"]
-    for k, cell in enumerate(code):
-        if "solution" in (cell.metadata.get("tags") or []):
-            # the cell before is the stub: the solution defines the same names, so it overrides it
-            assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
+    lh.assert_solutions_override_their_stubs(nb)
     assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6     # ex 2: prediction + function
-
-
-
-def _check_outputs(nb):
-    out = []
-    for cell in _check_cells(nb):
-        texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{cell.source}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
-        assert len(texts) == 1, f"{cell.source}: no check result shown"
-        out.append((cell.source.strip(), texts[0]))
-    return out
-
 
 
 @pytest.mark.timeout(300)
 def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    from rknnlab.book.editions import apply_edition
-    nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
-    elapsed = execute_notebook(nb, LAB)
-    results = _check_outputs(nb)
-    assert len(results) == 5
-    for source, text in results:
-        assert text.startswith("PASSED"), f"{source}\n{text}"
-    assert elapsed < 60, f"the instructor edition took {elapsed:.0f} s (budget 60 s)"
+    lh.assert_instructor_edition_passes(execute_notebook, LAB, n_checks=5)
 
 
 @pytest.mark.timeout(300)
 def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    from rknnlab.book.editions import apply_edition
-    nb = apply_edition(nbformat.read(LAB, as_version=4), "student")
-    assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
-    execute_notebook(nb, LAB)   # raises CellExecutionError if any cell fails
-    results = _check_outputs(nb)
-    assert len(results) == 5
-    for source, text in results:
-        assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
-        assert "Hint:" in text and "Traceback" not in text, text
+    lh.assert_student_edition_is_not_done(execute_notebook, LAB, n_checks=5)
 
 
 # =========================================================================== the shortcut through rknnlab.layers

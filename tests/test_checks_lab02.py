@@ -14,7 +14,6 @@ check in place of a new rknnlab.run; one test runs the check end to end.
 """
 from __future__ import annotations
 
-import ast
 import ctypes
 import os
 import re
@@ -25,6 +24,7 @@ import pytest
 
 pytest.importorskip("pandas")
 
+import labhelpers as lh  # noqa: E402
 import rknnlab  # noqa: E402
 from rknnlab.checks import _lab02_cases as cases  # noqa: E402
 from rknnlab.checks import lab02 as checks  # noqa: E402
@@ -876,26 +876,12 @@ def test_summary_cannot_be_forged() -> None:
 
 
 # =========================================================================== the notebook
-def _check_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("checks.check_")]
-
-
-def _defined_names(source: str) -> set:
-    names = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
-
-
 def test_lab_notebook_structure() -> None:
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(LAB, as_version=4)
     nbformat.validate(nb)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit without outputs"
-    assert len(_check_cells(nb)) >= 5
+    assert len(lh.check_cells(nb)) >= 5
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
                     "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
@@ -905,10 +891,7 @@ def test_lab_notebook_structure() -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     # a long run shows the library's progress bar in JupyterLab (and nothing in the book)
     assert not any("progress=False" in c.source for c in code)
-    for k, cell in enumerate(code):
-        if "solution" in (cell.metadata.get("tags") or []):
-            # the cell before is the stub: the solution defines the same names, so it overrides it
-            assert _defined_names(cell.source) >= _defined_names(code[k - 1].source) > set(), cell.source[:80]
+    lh.assert_solutions_override_their_stubs(nb)
 
 
 def _flat(text: str) -> str:
@@ -935,42 +918,14 @@ def test_lab_states_the_chapters_rules_in_its_words() -> None:
     assert [h.split()[2] for h in headings] == ["1", "2", "3", "4", "5"], headings
 
 
-def _check_outputs(nb):
-    out = []
-    for cell in _check_cells(nb):
-        texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{cell.source}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
-        assert len(texts) == 1, f"{cell.source}: no check result shown"
-        out.append((cell.source.strip(), texts[0]))
-    return out
-
-
 @pytest.mark.timeout(300)
 def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    from rknnlab.book.editions import apply_edition
-    nb = apply_edition(nbformat.read(LAB, as_version=4), "instructor")
-    elapsed = execute_notebook(nb, LAB)
-    results = _check_outputs(nb)
-    assert len(results) == 5
-    for source, text in results:
-        assert text.startswith("PASSED"), f"{source}\n{text}"
-    assert elapsed < 60, f"the instructor edition took {elapsed:.0f} s (budget 60 s)"
+    lh.assert_instructor_edition_passes(execute_notebook, LAB, n_checks=5)
 
 
 @pytest.mark.timeout(300)
 def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    from rknnlab.book.editions import apply_edition
-    nb = apply_edition(nbformat.read(LAB, as_version=4), "student")
-    assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
-    execute_notebook(nb, LAB)   # raises CellExecutionError if any cell fails
-    results = _check_outputs(nb)
-    assert len(results) == 5
-    for source, text in results:
-        assert text.startswith("NOT PASSED") and "not done yet" in text, f"{source}\n{text}"
-        assert "Hint:" in text and "Traceback" not in text, text
+    lh.assert_student_edition_is_not_done(execute_notebook, LAB, n_checks=5)
 
 
 def zero_copy_extend_zeroed(rt, path):

@@ -1,0 +1,92 @@
+"""What the lab notebook tests share: the check cells of a lab, the rule that a solution cell
+overrides its stub, and the two editions run with nbclient (instructor: every check PASSED in
+under 60 s; student: solution cells removed, runs to the end, every check NOT PASSED with a
+hint and no traceback).  Each tests/test_checks*.py keeps its own lab's particulars."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Callable, List, Optional, Set, Tuple
+
+import pytest
+
+#: the budget of one edition of a lab, on the simulator (seconds)
+LAB_SECONDS = 60
+
+
+def check_cells(nb) -> list:
+    """The code cells that call a check (``checks.check_...``)."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("checks.check_")]
+
+
+def defined_names(source: str) -> Set[str]:
+    """The functions and variables a cell defines at top level."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def assert_solutions_override_their_stubs(nb) -> None:
+    """The cell before a solution is the stub: the solution defines the same names, so it overrides it."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for k, cell in enumerate(code):
+        if "solution" in (cell.metadata.get("tags") or []):
+            assert defined_names(cell.source) >= defined_names(code[k - 1].source) > set(), cell.source[:80]
+
+
+def check_outputs(nb, html: bool = False) -> List[Tuple[str, str]]:
+    """(source, text shown) of every check cell of an executed notebook; each shows exactly one
+    result and no error (``html``: the result also has a text/html view)."""
+    out = []
+    for cell in check_cells(nb):
+        texts = [o["data"]["text/plain"] for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{cell.source}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+        assert len(texts) == 1, f"{cell.source}: no check result shown"
+        if html:
+            assert "text/html" in [k for o in cell.outputs if o.get("output_type") == "execute_result" for k in o["data"]]
+        out.append((cell.source.strip(), texts[0]))
+    return out
+
+
+def run_edition(execute_notebook: Callable[..., float], lab: Path, edition: str,
+                html: bool = False) -> Tuple[List[Tuple[str, str]], float]:
+    """Run ``edition`` of the lab with the ``execute_notebook`` fixture (raises
+    CellExecutionError if any cell fails): its check outputs and the seconds taken."""
+    nbformat = pytest.importorskip("nbformat")
+    from rknnlab.book.editions import apply_edition
+    nb = apply_edition(nbformat.read(lab, as_version=4), edition)
+    if edition == "student":
+        assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
+    elapsed = execute_notebook(nb, lab)
+    return check_outputs(nb, html=html), elapsed
+
+
+def assert_instructor_edition_passes(execute_notebook: Callable[..., float], lab: Path,
+                                     n_checks: Optional[int] = None, html: bool = False) -> None:
+    """Every check PASSED (``n_checks`` of them when given), within the lab's budget."""
+    results, elapsed = run_edition(execute_notebook, lab, "instructor", html=html)
+    if n_checks is not None:
+        assert len(results) == n_checks
+    for source, text in results:
+        assert text.startswith("PASSED"), f"{source}\n{text}"
+    assert elapsed < LAB_SECONDS, f"the instructor edition took {elapsed:.0f} s (budget {LAB_SECONDS} s)"
+
+
+def assert_student_edition_is_not_done(execute_notebook: Callable[..., float], lab: Path,
+                                       n_checks: Optional[int] = None, min_checks: int = 0,
+                                       says_not_done_yet: bool = True, html: bool = False) -> None:
+    """Runs to the end; every check NOT PASSED (``says_not_done_yet``: and "not done yet") with a
+    hint and no traceback; ``n_checks`` of them when given, at least ``min_checks``."""
+    results, _ = run_edition(execute_notebook, lab, "student", html=html)
+    if n_checks is not None:
+        assert len(results) == n_checks
+    assert len(results) >= min_checks
+    for source, text in results:
+        assert text.startswith("NOT PASSED") and (not says_not_done_yet or "not done yet" in text), \
+            f"{source}\n{text}"
+        assert "Hint:" in text and "Traceback" not in text, text
