@@ -68,3 +68,10 @@ def execute_notebook(kernel_env) -> Callable[..., float]:
         client.execute()
         return time.monotonic() - started
     return execute
+
+
+@pytest.fixture
+def simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator at its default SoC, whatever the shell set (``pytestmark = pytest.mark.usefixtures("simulator")``)."""
+    monkeypatch.setenv("RKNNLAB_BACKEND", "sim")
+    monkeypatch.delenv("RKNNLAB_SIM_SOC", raising=False)

@@ -36,14 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "lab02_lifecycle.ipynb"
 
 
-@pytest.fixture(autouse=True)
-def _simulator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RKNNLAB_BACKEND", "sim")
-    monkeypatch.delenv("RKNNLAB_SIM_SOC", raising=False)
+pytestmark = pytest.mark.usefixtures("simulator")
 
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError("your code here")
+_stub = lh.stub
 
 
 def _failed(result, *words: str) -> str:
@@ -877,16 +872,10 @@ def test_summary_cannot_be_forged() -> None:
 
 # =========================================================================== the notebook
 def test_lab_notebook_structure() -> None:
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(LAB, as_version=4)
-    nbformat.validate(nb)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit without outputs"
-    assert len(lh.check_cells(nb)) >= 5
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    for heading in ("**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
-                    "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
-                    "```{admonition} Wrong claim:", "```text", "★", "min)", "examples/c/"):
-        assert heading in text, heading
+    nb, text = lh.read_saved_lab(LAB, (
+        "**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
+        "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
+        "```{admonition} Wrong claim:", "```text", "★", "min)", "examples/c/"))
     assert "seed 00" not in text.lower()
     code = [c for c in nb.cells if c.cell_type == "code"]
     # a long run shows the library's progress bar in JupyterLab (and nothing in the book)
