@@ -35,6 +35,17 @@ def stub(*args, **kwargs):
     raise NotImplementedError("your code here")
 
 
+def assert_failed(result, *words: str) -> str:
+    """``result`` is a failed check, shown without a traceback and naming every one of ``words``;
+    returns what it shows."""
+    text = repr(result)
+    assert result.status == "failed" and not result.passed, text
+    assert "Traceback" not in text
+    for w in words:
+        assert w in text, f"{w!r} not in:\n{text}"
+    return text
+
+
 def read_saved_lab(lab: Path, headings: Iterable[str]) -> Tuple[Any, str]:
     """The lab as committed: valid nbformat 4, saved without outputs, at least five check cells, and
     every one of ``headings`` in its markdown.  Returns the notebook and its markdown text."""

@@ -32,15 +32,7 @@ LAB = ROOT / "labs" / "lab01_memory_layers.ipynb"
 pytestmark = pytest.mark.usefixtures("simulator")
 
 _stub = lh.stub
-
-
-def _failed(result, *words: str) -> str:
-    text = repr(result)
-    assert result.status == "failed" and not result.passed, text
-    assert "Traceback" not in text
-    for w in words:
-        assert w in text, f"{w!r} not in:\n{text}"
-    return text
+_failed = lh.assert_failed
 
 
 # =========================================================================== reference solutions
