@@ -193,3 +193,10 @@ def test_cost_per_frame_runs_the_four_ways() -> None:
     for name, times in cpu.items():
         assert len(times["cpu_in_run"]) == 4 and (times["cpu_in_run"] > 0).all()
         assert len(times["cpu_in_get"]) == (4 if name.startswith("prealloc") else 0)
+
+
+def test_a_get_allocates_when_it_gains_half_an_output_or_more() -> None:
+    from types import SimpleNamespace as O
+    assert watch._allocating_threshold([O(size=4000), O(size=1_000_000)]) == 2000
+    assert watch._allocating_threshold([O(size=40)]) == watch.ALLOCATING_BYTES   # a chunk at least
+    assert watch._allocating_threshold([O(size=0)]) == watch.ALLOCATING_BYTES    # nothing allocated yet

@@ -139,13 +139,14 @@ def main() -> int:
     rt = None
     stop_stream = threading.Event()
     last_iteration = [None]
-    sending = threading.Lock()
+    sending = rec.quiet  # a heap reading around one call waits for a send to finish
 
     tcache_filled = threading.Event()
 
     def stream() -> None:
         if spec.get("trim_after_warmup", True):
-            fill_tcache()  # its frees of JSON buffers would fill it during the loop
+            with rec.quiet:
+                fill_tcache()  # its frees of JSON buffers would fill it during the loop
         tcache_filled.set()
         while not stop_stream.wait(spec.get("stream_every_s", 0.25)):
             send_progress()

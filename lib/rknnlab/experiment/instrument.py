@@ -147,6 +147,12 @@ class Recorder:
         self.poll: Optional[Callable[[], None]] = None
         self._threads: Dict[int, int] = {}
         self._lock = threading.Lock()
+        #: held by the process's other Python threads while they work (the harness's
+        #: streaming thread, while it sends what was recorded): code that reads the malloc
+        #: heap around one call holds it too, so another thread's allocations do not land
+        #: between its two readings (re-entrant: the variant's own thread sends when a
+        #: buffer is full)
+        self.quiet = threading.RLock()
 
     def share_state(self, values: Any) -> None:
         """Mirror ``iteration``, ``stage_code`` and ``dma_bytes`` into
