@@ -570,7 +570,7 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
     name = _pick_variant(result, variant)
     slots, base = _life_slots(result, name)
     if ax is None:
-        fig, axes = plt.subplots(len(_LIFE_PANELS), 1, sharex=True, figsize=(8.0, 7.4),
+        fig, axes = plt.subplots(len(_LIFE_PANELS), 1, sharex=True, figsize=(8.0, 6.6),
                                  layout="constrained")
     else:
         axes = list(ax)
