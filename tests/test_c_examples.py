@@ -293,26 +293,6 @@ def _init_as(rt, model: Path, way: str):
                    size=len(data)), mem
 
 
-def _one_frame(rt, ctx) -> None:
-    """One frame as the program runs it: uint8 inputs, float32 outputs into our buffers, one release."""
-    from rknnlab.rknn import abi, buffers
-    import numpy as np
-    num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
-    inputs = []
-    for i in range(num.n_input):
-        a = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=i))
-        pixels = np.zeros(tuple(a.dims[d] for d in range(a.n_dims)), np.uint8)
-        inputs.append(buffers.input_from_array(i, pixels, abi.RKNN_TENSOR_NHWC))
-    rt.inputs_set(ctx, inputs)
-    rt.run(ctx)
-    ours = [np.zeros(rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).n_elems, np.float32)
-            for i in range(num.n_output)]
-    outputs = [abi.rknn_output(index=i, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
-               for i, b in enumerate(ours)]
-    rt.outputs_get(ctx, outputs)
-    rt.outputs_release(ctx, outputs)
-
-
 def _dma(rt, ctx) -> int:
     from rknnlab.rknn import abi
     return rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size
@@ -361,7 +341,7 @@ def test_lifecycle_prints_the_runtime_account_after_each_step(lifecycle: Path, f
     ctx, mem = _init_as(rt, fake_model, way)
     try:
         at_init = _dma(rt, ctx)
-        _one_frame(rt, ctx)
+        _frame_output_bytes(rt, ctx, 0)
         after_frames = _dma(rt, ctx)
     finally:
         rt.destroy(ctx)
@@ -491,7 +471,8 @@ def test_lifecycle_destroys_the_zero_copy_model_mem_after_its_context(lifecycle:
 
 
 def _frame_output_bytes(rt, ctx, value: int) -> bytes:
-    """The float32 outputs (want_float = 1) of one frame whose pixels are all ``value``, end to end."""
+    """One frame as the program runs it (uint8 inputs whose pixels are all ``value``, float32
+    outputs into our buffers, one release); returns the outputs' bytes."""
     from rknnlab.rknn import abi, buffers
     import numpy as np
     num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
@@ -596,7 +577,7 @@ def test_lifecycle_dup_sums_the_dma_total_over_the_contexts(lifecycle: Path, fak
         for k in range(4):
             if k:
                 contexts.append(rt.dup_context(ctx))
-            _one_frame(rt, contexts[-1])
+            _frame_output_bytes(rt, contexts[-1], 0)
             sums.append(sum(_dma(rt, c) for c in contexts))
     finally:
         for c in reversed(contexts):
