@@ -61,6 +61,8 @@ class ModelSpec:
     input_name: str = "images"
     output_names: list[str] = field(default_factory=lambda: ["output"])
     calibration: str = "synthetic"   # or "digits"
+    # another input size of a catalogue model: the same network and weights
+    variant_of: str | None = None
 
 
 def _yolo(scale: str, relu: bool = False) -> Callable[[], Any]:
@@ -103,6 +105,21 @@ CATALOGUE = {spec.name: spec for spec in [
               "trained here", "A 3-conv CNN trained on scikit-learn's bundled 8x8 digits",
               input_name="input", calibration="digits"),
 ]}
+
+
+def _resized(base: str, side: int) -> ModelSpec:
+    """`base` compiled for a side x side input: the same network and the same weights
+    (see export_model), no ONNX twin (its weights are the base's, at the base's size)."""
+    spec = CATALOGUE[base]
+    n, c = spec.input_shape[:2]
+    return ModelSpec(f"{base}_{side}", spec.make, (n, c, side, side), spec.mean, spec.std, ["rk3588"], False,
+                     spec.weights, f"{spec.description.split(';')[0]}, {side}x{side} input: {base}'s network "
+                     "and weights", input_name=spec.input_name, output_names=spec.output_names, variant_of=base)
+
+
+for _spec in [_resized("yolov5s", 320), _resized("yolov5s", 480),
+              _resized("mobilenet_v2", 160), _resized("mobilenet_v2", 320)]:
+    CATALOGUE[_spec.name] = _spec
 
 
 def sha256(path: Path) -> str:
@@ -166,6 +183,30 @@ def _synthetic_images(shape: tuple[int, ...], n: int) -> list[np.ndarray]:
     return images
 
 
+def _resized_images(images: list[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
+    """The same images at another size (bilinear, antialiased when shrinking), uint8-valued."""
+    import torch
+    out = []
+    for img in images:
+        small = torch.nn.functional.interpolate(torch.tensor(img), size=tuple(shape[2:]), mode="bilinear",
+                                                align_corners=False, antialias=True)
+        out.append(small.round().clamp(0, 255).numpy().astype(np.float32))
+    return out
+
+
+def onnx_weights_sha256(path: Path) -> str:
+    """A digest of an ONNX graph's initializers (name, dtype, shape, values), in name order:
+    equal for two exports of one network at different input sizes."""
+    import onnx
+    from onnx import numpy_helper
+    h = hashlib.sha256()
+    for init in sorted(onnx.load(str(path)).graph.initializer, key=lambda t: t.name):
+        values = numpy_helper.to_array(init)
+        h.update(f"{init.name}|{values.dtype}|{values.shape}|".encode())
+        h.update(np.ascontiguousarray(values).tobytes())
+    return h.hexdigest()
+
+
 def _normalised(images: list[np.ndarray], spec: ModelSpec):
     import torch
     batch = torch.tensor(np.concatenate(images))
@@ -216,15 +257,31 @@ def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
         np.savez(workdir / "testset.npz", images=x_test, labels=y_test.astype(np.int64))
     else:
         model = spec.make()
-        calib = _synthetic_images(spec.input_shape, 8)
+        # a variant estimates its BatchNorm statistics on its base's images at the base's
+        # size, so every weight is the base's; it calibrates on those images resized
+        base = CATALOGUE[spec.variant_of] if spec.variant_of else spec
+        calib = _synthetic_images(base.input_shape, 8)
         _calibrate_batchnorm(model, calib, spec)
         meta["batchnorm"] = "running statistics estimated on the calibration images (train-mode pass)"
+        if spec.variant_of:
+            calib = _resized_images(calib, spec.input_shape)
+            meta["batchnorm"] = (f"{base.name}'s: running statistics estimated on {base.name}'s calibration "
+                                 f"images at {base.input_shape[2]}x{base.input_shape[3]} (train-mode pass)")
     model.eval()
     onnx_path = workdir / "model.onnx"
     dummy = torch.zeros(spec.input_shape)
     torch.onnx.export(model, dummy, str(onnx_path), opset_version=12, input_names=[spec.input_name],
                       output_names=spec.output_names, dynamo=False, do_constant_folding=True)
     _check_outputs_follow_input(onnx_path, calib, spec)
+    meta["weights_sha256"] = onnx_weights_sha256(onnx_path)
+    if spec.variant_of:
+        meta["variant_of"] = spec.variant_of
+        base_onnx = WORK / spec.variant_of / "model.onnx"
+        if not base_onnx.exists():
+            raise ValueError(f"build {spec.variant_of} first: its ONNX export {base_onnx} is what "
+                             f"{spec.name}'s weights are checked against")
+        if onnx_weights_sha256(base_onnx) != meta["weights_sha256"]:
+            raise ValueError(f"{spec.name}'s weights differ from {spec.variant_of}'s ({base_onnx})")
     lines = []
     for i, img in enumerate(calib):
         p = workdir / f"calib_{i:02d}.npy"
@@ -233,6 +290,9 @@ def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
     (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
     meta["calibration"] = {"n": len(calib), "seed": SEED,
                            "kind": "training digits" if spec.calibration == "digits" else "synthetic smooth images"}
+    if spec.variant_of:
+        meta["calibration"]["kind"] = (f"{spec.variant_of}'s synthetic smooth images, resized to "
+                                       f"{spec.input_shape[2]}x{spec.input_shape[3]} (bilinear, antialiased)")
     return onnx_path
 
 
