@@ -59,7 +59,6 @@ def test_init_refuses_a_model_built_for_another_soc(rt):
 @pytest.mark.parametrize("flag,name", [
     (abi.RKNN_FLAG_ENABLE_SRAM, "RKNN_FLAG_ENABLE_SRAM"),
     (abi.RKNN_FLAG_ASYNC_MASK, "RKNN_FLAG_ASYNC_MASK"),
-    (abi.RKNN_FLAG_COLLECT_PERF_MASK, "RKNN_FLAG_COLLECT_PERF_MASK"),
     (abi.RKNN_FLAG_PRIOR_LOW | abi.RKNN_FLAG_FENCE_IN_OUTSIDE, "RKNN_FLAG_FENCE_IN_OUTSIDE"),
     (0x3, "not a priority"),
 ])
@@ -107,6 +106,8 @@ def test_query_errors(rt, digits):
     with pytest.raises(errors.RknnParamInvalidError, match="index 1 is out of range"):
         rt.query(digits, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
     with pytest.raises(errors.RknnParamInvalidError, match="not modeled"):
+        rt.query(digits, abi.RKNN_QUERY_CUSTOM_STRING)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_perf_detail"):
         rt.query(digits, abi.RKNN_QUERY_PERF_DETAIL, abi.rknn_perf_run())
     with pytest.raises(errors.RknnParamInvalidError, match="rknn_mem_size"):
         rt.query(digits, abi.RKNN_QUERY_MEM_SIZE, abi.rknn_tensor_attr())

@@ -24,13 +24,19 @@ What the simulator does not reproduce (limitations, not claims about a board):
 the onnxruntime session and the small output cache add to the process's RSS
 at the first run of a model (take memory baselines after one run); a run
 whose values take longer to compute than the modeled time (an uncached input
-of a twin model) lasts as long as computing; PERF_DETAIL, CUSTOM_STRING,
-dynamic shapes, asynchronous runs, fences and SRAM are not modeled (their
-flags and queries are refused with an error saying so, never ignored).
+of a twin model) lasts as long as computing; CUSTOM_STRING, dynamic shapes,
+asynchronous runs, fences and SRAM are not modeled (their flags and queries
+are refused with an error saying so, never ignored).  RKNN_QUERY_PERF_DETAIL
+(with RKNN_FLAG_COLLECT_PERF_MASK) answers the runtime's per-layer text from
+the compiler report and the modeled layer times (rknnlab.sim.perf).
 
 Modules: memory (libc heap, memfd DMA buffers), layout (formats, quantization,
-normalisation), npu (timing, cores), outputs (values), model (course models by
-sha256), mems (rknn_tensor_mem), context (per-context state), runtime (the API).
+normalisation), npu (timing per layer, cores), perf (the PERF_DETAIL text),
+outputs (values), model (course models by sha256), mems (rknn_tensor_mem),
+context (per-context state), runtime (the API).
+
+``modeled_run_ms(model, soc, core_mask)`` gives a run's modeled time from the
+report alone: the time rknn_run blocks for (and RKNN_QUERY_PERF_RUN reports).
 
 Assumptions: what the simulator assumes about the real runtime where the
 public documentation is silent; each says how a board owner checks it.
@@ -41,6 +47,9 @@ from __future__ import annotations
 import html
 from typing import List, Sequence, Tuple
 
+from .. import models
+from ..rknn import abi
+from . import npu
 from .runtime import SimRuntime
 
 #: (id, what the simulator assumes, how a board owner checks it)
@@ -138,10 +147,18 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A16", "rknn_run without any rknn_inputs_set runs on whatever the input buffer holds (zeros "
             "at first) and does not fail.",
      "rknn_init then rknn_run without rknn_inputs_set: check the return code."),
-    ("A17", "CORE_0_1 and CORE_0_1_2 occupy all their cores for the run and speed its cycle part "
-            "up by n x 0.7 (1.4x on two cores, 2.1x on three); the fixed per-run overhead is not "
-            "divided.",
-     "median rknn_run time of one context with CORE_0, CORE_0_1 and CORE_0_1_2."),
+    ("A17", "A multi-core mask (CORE_0_1, CORE_0_1_2) occupies all its cores for the run but splits "
+            "only the layers whose op the API reference V2.3.2 (p.21) names: Conv, depthwise Conv, "
+            "Add, Concat and ReLU-family activations, which the shipped compiler reports call Conv, "
+            "ConvClip, ConvRelu, ConvAdd, ConvAddRelu, ConvReluAdd, Add and Concat "
+            "(rknnlab.sim.npu.SPLIT_OPS); every other layer runs on the mask's first core. "
+            "ConvExSwish (a Conv fused with SiLU) is not split although Rockchip's list says Conv: "
+            "a public RK3588 yolov8n trace (librknnrt with RKNN_NPU_CORE_0_1_2) shows it at "
+            "WorkLoad 100.0%/0.0%/0.0% and no faster than on one core (3921 vs 3973 us), while "
+            "its Add and Concat rows show 33.3% on each core.",
+     "init with RKNN_FLAG_COLLECT_PERF_MASK, set RKNN_NPU_CORE_0_1_2, run, and read the WorkLoad "
+     "column of RKNN_QUERY_PERF_DETAIL for each op type (33.3%/33.3%/33.3% = split); compare "
+     "the median rknn_run time with CORE_0 for yolov5s (SiLU) and yolov5s_relu."),
     ("A18", "RKNN_NPU_CORE_AUTO puts each run on the least busy core (fewest runs holding or "
             "waiting for it, lowest index on ties); runs on one core queue in wall time.",
      "two threads with AUTO vs two with CORE_0: compare throughput; watch "
@@ -308,6 +325,52 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "rknn_init of an ordinary buffer holding 16 junk bytes and then the model, with "
      "real_model_offset 16 and real_model_size the model's size: does it succeed (applied) or "
      "fail (model invalid: ignored)? Then with offset 0 and size the whole buffer."),
+    ("A44", "A split layer on n cores runs 1 + 0.3 x (n - 1) times faster than on one: 1.3x on "
+            "two cores, 1.6x on three. The same public RK3588 trace shows Add 945 -> 573 us and "
+            "Concat 2002 -> 1283 us (1.56-1.65x) with RKNN_NPU_CORE_0_1_2; two-core runs and "
+            "Conv layers were not measured there.",
+     "per-layer profile (RKNN_FLAG_COLLECT_PERF_MASK + RKNN_QUERY_PERF_DETAIL) of yolov5s_relu "
+     "with CORE_0, CORE_0_1 and CORE_0_1_2: ratio of the Time(us) of each split layer (WorkLoad "
+     "shared between cores) between the masks."),
+    ("A45", "Each split layer of a multi-core run costs 3 us more for handing the work between the "
+            "cores (User Guide V2.3.0 section 5.3: core switching needs the CPU, so small networks "
+            "can get slower with more cores). The constant is a guess; with it digits_cnn is slower "
+            "with CORE_0_1_2 than with CORE_0, mobilenet_v2 and yolov5s_relu are faster, yolov5s "
+            "(mostly ConvExSwish) about the same.",
+     "median rknn_run time of digits_cnn and mobilenet_v2 over 1,000 runs with CORE_0 and "
+     "CORE_0_1_2: the difference divided by the number of split layers, after taking out the "
+     "split layers' own gain."),
+    ("A46", "In the per-layer profile, a layer the runtime runs on the CPU (InputOperator, "
+            "OutputOperator, a CPU Reshape) takes 10 us; that time lies inside the fixed per-run "
+            "overhead of the timing law (A20), so it does not lengthen the run. The conversions of "
+            "rknn_inputs_set and rknn_outputs_get are not in rknn_run and not in the profile.",
+     "read the Time(us) of the InputOperator and OutputOperator rows of RKNN_QUERY_PERF_DETAIL "
+     "for mobilenet_v2 and yolov5s."),
+    ("A47", "MacUsage = a layer's MACs on a core / (its time x MACs per cycle x NPU clock), with "
+            "1024 MACs per cycle and core on rk3588 and rk3576, 512 on rk3568, rk3566 and rk3562: "
+            "the densest layers of every shipped compiler report get exactly MACs / 1024 (or / 512) "
+            "NPU cycles, and on rk3588 the formula reproduces a public board's MacUsage (a 3x3 "
+            "conv of 1,061,683,200 MACs in 1612 us: 64.32 %). rk3566 has no report here and is "
+            "taken as rk3568. A layer split over n cores shows its share (1/n of the MACs) on each.",
+     "for a Conv row of RKNN_QUERY_PERF_DETAIL, compute MACs from its shapes and compare "
+     "MACs / (Time(us) x 1e-6 x 1024 x 1e9) with its MacUsage column (512 on rk3568)."),
+    ("A48", "RKNN_QUERY_PERF_DETAIL answers only a context made with RKNN_FLAG_COLLECT_PERF_MASK "
+            "(rknn_dup_context keeps the flag), and only after a first rknn_run; otherwise "
+            "RKNN_ERR_PARAM_INVALID (a board may instead return an empty text). perf_data points "
+            "to a NUL-terminated text owned by the context until the next PERF_DETAIL query on it "
+            "or rknn_destroy; data_len counts the text without the NUL. It describes the last "
+            "run, whose duration the flag does not change (Rockchip warns the profiled numbers "
+            "may be worse than actual performance).",
+     "query PERF_DETAIL on a context made without the flag and on one with the flag before any "
+     "run (return codes); with the flag, compare data_len with strlen(perf_data), and the "
+     "median rknn_run time with and without the flag."),
+    ("A49", "The PERF_DETAIL text follows the layout public RK3588 printouts of librknnrt 1.6-2.x "
+            "show (columns ID ... FullName, totals, ranking table) with widths of our choosing; "
+            "the WorkLoad column is headed WorkLoad(0/1/2) on rk3588, (0/1) on rk3576 and (0) on "
+            "one-core SoCs (the user guide shows only the first two); CPU layers show 0.0% on "
+            "every core and MacUsage \\; Time(us), RW(KB) and the totals are whole numbers.",
+     "print RKNN_QUERY_PERF_DETAIL on an rk3588 and an rk3568 board and compare the headers, "
+     "the CPU rows and the number formats."),
 ]
 
 
@@ -362,6 +425,14 @@ def assumptions_table(keys: Sequence[str]) -> AssumptionsTable:
     return AssumptionsTable(keys)
 
 
+def modeled_run_ms(model: str, soc: str = "rk3588", core_mask: int = abi.RKNN_NPU_CORE_0) -> float:
+    """Modeled duration (ms) of one rknn_run of course model ``model`` on ``soc``
+    with ``core_mask``, from its compiler report alone: the time the
+    simulator's rknn_run blocks for on an idle NPU."""
+    report = models.load_report(model, soc)
+    return npu.run_seconds_of(npu.layer_times(report, soc, core_mask)) * 1e3
+
+
 def _assumptions_text() -> str:
     lines = []
     for key, assumption, check in ASSUMPTIONS:
@@ -371,4 +442,4 @@ def _assumptions_text() -> str:
 
 __doc__ = f"{__doc__ or ''}\n{_assumptions_text()}\n"
 
-__all__ = ["SimRuntime", "ASSUMPTIONS", "assumptions_table"]
+__all__ = ["SimRuntime", "ASSUMPTIONS", "assumptions_table", "modeled_run_ms"]

@@ -1,13 +1,14 @@
 """What the simulated runtime holds for one rknn_context."""
 from __future__ import annotations
 
+import ctypes
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..rknn import abi
 from .layout import Layout
-from .memory import DmaBuffer, heap_free
+from .memory import DmaBuffer, heap_alloc, heap_free
 from .mems import TensorMem
 from .model import SimModel
 
@@ -83,6 +84,9 @@ class Context:
     heap_outputs: Dict[int, int] = field(default_factory=dict)
     runs: int = 0
     last_run_us: int = 0
+    last_run_cores: Tuple[int, ...] = ()
+    # the last RKNN_QUERY_PERF_DETAIL text: malloc'd (address, bytes incl. NUL), or None
+    perf_text: Optional[Tuple[int, int]] = None
     alive: bool = True
     # held for the whole of each API call on this context
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -120,8 +124,23 @@ class Context:
             buffers[index] = DmaBuffer.allocate(spec.native.nbytes, f"rknn-{'out' if outputs else 'in'}{index}")
         return buffers[index]
 
+    def set_perf_text(self, text: bytes) -> int:
+        """Keep ``text`` (NUL-terminated) in a new malloc'd block, freeing the
+        previous one; returns its address."""
+        address = heap_alloc(len(text) + 1)
+        ctypes.memmove(address, text + b"\0", len(text) + 1)
+        self.free_perf_text()
+        self.perf_text = (address, len(text) + 1)
+        return address
+
+    def free_perf_text(self) -> None:
+        if self.perf_text is not None:
+            heap_free(self.perf_text[0])
+            self.perf_text = None
+
     def release_buffers(self) -> None:
         """Free everything the runtime allocated for this context (rknn_destroy)."""
+        self.free_perf_text()
         for address in self.heap_outputs:
             heap_free(address)
         self.heap_outputs.clear()

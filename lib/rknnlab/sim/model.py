@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import models
 from ..rknn import abi
 from .layout import InputQuantizer, Layout, Shape, layout_for, logical_shape
+from .npu import LayerTime, layer_times_on, run_seconds_of
 
 #: the attrs a report holds per tensor: INPUT/OUTPUT_ATTR, NATIVE_*, NATIVE_NHWC_*
 ATTR_KINDS = ("plain", "native", "native_nhwc")
@@ -105,8 +106,25 @@ class SimModel:
         self.quantizers = [InputQuantizer(build["mean_values"], build["std_values"], spec.zp,
                                           spec.scale, spec.logical) for spec in self.inputs]
         self.npu_cycles = report.npu_cycles
+        # modeled layer times by the cores a run uses (a handful of core sets per model)
+        self._layer_times: Dict[Tuple[int, ...], Tuple[List[LayerTime], float]] = {}
         self._values: Any = None
         self._values_lock = threading.Lock()
+
+    def layer_times(self, cores: Tuple[int, ...]) -> List[LayerTime]:
+        """Modeled time of each layer in a run on ``cores`` (rknnlab.sim.npu)."""
+        return self._timing(cores)[0]
+
+    def run_seconds(self, cores: Tuple[int, ...]) -> float:
+        """Modeled duration of one rknn_run on ``cores``."""
+        return self._timing(cores)[1]
+
+    def _timing(self, cores: Tuple[int, ...]) -> Tuple[List[LayerTime], float]:
+        timing = self._layer_times.get(cores)
+        if timing is None:  # two threads may both compute it: same result
+            times = layer_times_on(self.report.layers, self.target, cores)
+            timing = self._layer_times[cores] = (times, run_seconds_of(times))
+        return timing
 
     @property
     def values(self) -> Any:

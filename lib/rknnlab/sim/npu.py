@@ -16,6 +16,16 @@ RK3588 single-core numbers (facts sheet section 5):
 from the reports.)  Other SoCs reuse a and b with their own cycle counts and
 clocks, which the zoo's numbers bear out only roughly (see ASSUMPTIONS A20).
 
+Per layer (:func:`layer_times`): an NPU layer takes a * its cycles / clock on
+one core, so the layers of a single-core run add up to the law above, minus
+b.  A multi-core mask splits only the ops the API reference (p.21) names:
+Conv, depthwise Conv, Add, Concat and ReLU-family activations, under the
+names the compiler gives them in the shipped reports (:data:`SPLIT_OPS`); a
+Conv fused with SiLU (ConvExSwish) is not split, as a public RK3588 trace
+shows (ASSUMPTIONS A17).  A split layer runs 1 + 0.3 (n - 1) times faster on
+n cores (A44) and pays CORE_SWITCH_S for the hand-over (A45); every other
+layer runs on the first core of the mask.  A run = its NPU layers + b.
+
 The NPU is process-wide: one :class:`Npu` per SoC, one lock per core.  A run
 holds the locks of its cores for its modeled time, so runs on different cores
 overlap in wall time and runs on the same core queue.
@@ -25,8 +35,9 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+import math
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from ..rknn import abi
 
@@ -36,16 +47,22 @@ class SocNpu:
     """What the timing model needs to know about one SoC's NPU."""
     cores: int
     clock_hz: float
+    #: int8 multiply-accumulates one core does per cycle (for MacUsage)
+    macs_per_cycle: int
 
 
 #: NPU cores (facts sheet section 3) and clocks (RK3588 1 GHz, facts sheet; the
-#: others are assumptions, ASSUMPTIONS A19).
+#: others are assumptions, ASSUMPTIONS A19).  MACs per cycle and core: the
+#: densest layers of every shipped report get exactly MACs / 1024 (rk3588,
+#: rk3576) or MACs / 512 (rk3568, rk3562) NPU cycles from the compiler, and
+#: 1024 at 1 GHz reproduces a public RK3588 board's MacUsage column (A47;
+#: rk3566, with no report here, is taken as rk3568).
 SOCS: Dict[str, SocNpu] = {
-    "rk3588": SocNpu(cores=3, clock_hz=1.0e9),
-    "rk3576": SocNpu(cores=2, clock_hz=1.0e9),
-    "rk3568": SocNpu(cores=1, clock_hz=0.9e9),
-    "rk3566": SocNpu(cores=1, clock_hz=0.9e9),
-    "rk3562": SocNpu(cores=1, clock_hz=1.0e9),
+    "rk3588": SocNpu(cores=3, clock_hz=1.0e9, macs_per_cycle=1024),
+    "rk3576": SocNpu(cores=2, clock_hz=1.0e9, macs_per_cycle=1024),
+    "rk3568": SocNpu(cores=1, clock_hz=0.9e9, macs_per_cycle=512),
+    "rk3566": SocNpu(cores=1, clock_hz=0.9e9, macs_per_cycle=512),
+    "rk3562": SocNpu(cores=1, clock_hz=1.0e9, macs_per_cycle=512),
 }
 SOC_ALIASES = {"rk3588s": "rk3588"}
 
@@ -55,8 +72,28 @@ CALIBRATION_POINTS = (("mobilenet_v2", 1 / 450.7), ("yolov5s_relu", 1 / 66.1))
 #: that timing does not move when a report is rebuilt; the tests recompute them)
 CYCLE_TIME_SCALE = 1.23924
 RUN_OVERHEAD_S = 0.59207e-3
-#: A run spread over n cores runs n * this faster (ASSUMPTIONS A17).
-MULTI_CORE_EFFICIENCY = 0.7
+#: The op types a multi-core mask splits over its cores (ASSUMPTIONS A17): the
+#: API reference's list (p.21: Conv, depthwise Conv, Add, Concat, ReLU-family
+#: activations) under the names the compiler gives them in the shipped reports
+#: (a depthwise Conv is a Conv/ConvClip there; activations appear fused:
+#: ConvRelu, ConvClip = ReLU6).  Not split: ConvExSwish (Conv fused with SiLU,
+#: 100 % on core 0 in a public RK3588 trace), MaxPool, Resize, Reshape, the
+#: Input/OutputOperator and any op not named here.
+SPLIT_OPS = frozenset({"Conv", "ConvClip", "ConvRelu", "ConvAdd", "ConvAddRelu", "ConvReluAdd",
+                       "Add", "Concat"})
+#: Op types of the shipped reports that run on one core under every mask.
+UNSPLIT_OPS = frozenset({"ConvExSwish", "MaxPool", "Resize", "Reshape", "InputOperator",
+                         "OutputOperator"})
+#: A split layer on n cores runs 1 + this * (n - 1) times faster (A44): 1.3x on
+#: two cores, 1.6x on three (a public trace: Add and Concat 1.56-1.65x on three).
+SPLIT_GAIN_PER_EXTRA_CORE = 0.3
+#: Each split layer of a multi-core run pays this for handing work between the
+#: cores (A45; UG230 section 5.3: core switching needs the CPU).
+CORE_SWITCH_S = 3e-6
+#: Modeled time of a layer the runtime runs on the CPU (InputOperator,
+#: OutputOperator, a CPU Reshape) in the per-layer profile; it is part of
+#: RUN_OVERHEAD_S, so it does not lengthen the run (A46).
+CPU_LAYER_S = 10e-6
 
 #: masks of rknn_set_core_mask -> the cores they name (ALL = every core the SoC has)
 _MASK_CORES: Dict[int, Tuple[int, ...]] = {
@@ -82,10 +119,82 @@ def soc_npu(soc: str) -> SocNpu:
     return SOCS[name]
 
 
-def run_seconds(cycles: int, soc: str, n_cores: int = 1) -> float:
-    """Modeled wall time of one rknn_run of a model of ``cycles`` on ``n_cores`` cores."""
-    speedup = 1.0 if n_cores == 1 else n_cores * MULTI_CORE_EFFICIENCY
-    return CYCLE_TIME_SCALE * cycles / soc_npu(soc).clock_hz / speedup + RUN_OVERHEAD_S
+def run_seconds(cycles: int, soc: str) -> float:
+    """Modeled wall time of one single-core rknn_run of a model of ``cycles``
+    (multi-core runs depend on the op mix: :func:`run_seconds_of`)."""
+    return CYCLE_TIME_SCALE * cycles / soc_npu(soc).clock_hz + RUN_OVERHEAD_S
+
+
+def is_split(op: str) -> bool:
+    """Whether a multi-core mask splits layers of op type ``op`` over its cores."""
+    return op in SPLIT_OPS
+
+
+def split_speedup(n_cores: int) -> float:
+    """How much faster a split layer runs on ``n_cores`` cores than on one."""
+    return 1.0 + SPLIT_GAIN_PER_EXTRA_CORE * (n_cores - 1)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer of a modeled run.  ``id``: the compiler's layer id (the
+    runtime's profile numbers it id + 1); ``target``: "NPU" or "CPU";
+    ``cores``: the NPU cores it occupies (none for a CPU layer); ``split``: run
+    on several cores at once; ``seconds``: its modeled time (a CPU layer's is
+    part of RUN_OVERHEAD_S)."""
+    id: int
+    op: str
+    target: str
+    cores: Tuple[int, ...]
+    split: bool
+    seconds: float
+
+
+def cores_of_mask(core_mask: int, soc: str) -> Tuple[int, ...]:
+    """The cores a run with ``core_mask`` uses on ``soc`` (AUTO: one core,
+    modeled as core 0; ALL: every core).  ValueError for a mask the SoC lacks."""
+    n_cores = soc_npu(soc).cores
+    if core_mask == abi.RKNN_NPU_CORE_AUTO:
+        return (0,)
+    if core_mask == abi.RKNN_NPU_CORE_ALL:
+        return tuple(range(n_cores))
+    cores = _MASK_CORES.get(core_mask)
+    if cores is None or max(cores) >= n_cores:
+        raise ValueError(f"core mask {abi.CORE_MASK_NAMES.get(core_mask, hex(core_mask))}: "
+                         f"the {soc} has {n_cores} NPU core(s)")
+    return cores
+
+
+def layer_times_on(layers: Sequence[Mapping[str, Any]], soc: str,
+                   cores: Tuple[int, ...]) -> List[LayerTime]:
+    """Modeled time of each layer of a report's layer table, run on ``cores``."""
+    npu = soc_npu(soc)
+    n = len(cores)
+    times = []
+    for layer in layers:
+        op = layer["op"]
+        if layer["target"] != "NPU":
+            times.append(LayerTime(layer["id"], op, layer["target"], (), False, CPU_LAYER_S))
+            continue
+        seconds = CYCLE_TIME_SCALE * layer["cycles_total"] / npu.clock_hz
+        split = n > 1 and is_split(op)
+        if split:
+            seconds = seconds / split_speedup(n) + CORE_SWITCH_S
+        times.append(LayerTime(layer["id"], op, "NPU", cores if split else cores[:1], split, seconds))
+    return times
+
+
+def layer_times(report: Any, soc: str, core_mask: int = abi.RKNN_NPU_CORE_0) -> List[LayerTime]:
+    """Modeled time of each layer of ``report`` (a rknnlab.models.CompilerReport)
+    in a run on ``soc`` with ``core_mask``."""
+    return layer_times_on(report.layers, soc, cores_of_mask(core_mask, soc))
+
+
+def run_seconds_of(times: Sequence[LayerTime]) -> float:
+    """The run these layer times make: its NPU layers plus the fixed overhead
+    (CPU layers are inside the overhead).  For a single core this is
+    :func:`run_seconds` of the model's cycles."""
+    return math.fsum(t.seconds for t in times if t.target == "NPU") + RUN_OVERHEAD_S
 
 
 def wait_until(deadline: float) -> None:
@@ -134,9 +243,10 @@ class Npu:
         return _MASK_CORES[core_mask]
 
     @contextmanager
-    def occupy(self, core_mask: int, cycles: int, since: float) -> Iterator[RunSlot]:
-        """Hold the cores of ``core_mask`` for one run of ``cycles`` asked for at
-        ``since`` (perf_counter): waits for the cores to be free (queueing
+    def occupy(self, core_mask: int, seconds_on: Callable[[Tuple[int, ...]], float],
+               since: float) -> Iterator[RunSlot]:
+        """Hold the cores of ``core_mask`` for one run asked for at ``since``
+        (perf_counter), lasting ``seconds_on(cores)``: waits for the cores to be free (queueing
         behind other contexts' runs), yields the slot, and on leaving blocks
         until the modeled time has passed since the run started, which is
         ``since`` if the cores were free (the runtime's own overhead is part of
@@ -160,7 +270,7 @@ class Npu:
                     queued = True
                 held.append(core)
             start = time.perf_counter() if queued else since
-            slot = RunSlot(cores, run_seconds(cycles, self.soc, len(cores)), start)
+            slot = RunSlot(cores, seconds_on(cores), start)
             yield slot
             wait_until(slot.start + slot.seconds)
         finally:

@@ -35,6 +35,7 @@ from .memory import DmaBuffer, array_at, heap_alloc, heap_free
 from .mems import ID_ATTRIBUTE, MEM_POINTER, TensorMem
 from .model import SimModel, TensorSpec, UnknownModelError, identify
 from .npu import SOC_ALIASES, npu_for, soc_npu
+from .perf import perf_detail_text
 
 API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
 DRIVER_VERSION = "none (simulated)"
@@ -43,7 +44,7 @@ DRIVER_VERSION = "none (simulated)"
 _PRIORITY_BITS = abi.RKNN_FLAG_PRIOR_MEDIUM | abi.RKNN_FLAG_PRIOR_LOW
 _HONOURED_FLAGS = (_PRIORITY_BITS | abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE | abi.RKNN_FLAG_SHARE_WEIGHT_MEM
                    | abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE
-                   | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
+                   | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY | abi.RKNN_FLAG_COLLECT_PERF_MASK)
 _MEM_ALLOC_FLAGS = (abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
                     | abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
 
@@ -57,7 +58,8 @@ _ATTR_QUERIES: Dict[int, Tuple[str, bool]] = {
     abi.RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR: ("native_nhwc", True),
 }
 _ANSWERED = set(_ATTR_QUERIES) | {abi.RKNN_QUERY_IN_OUT_NUM, abi.RKNN_QUERY_MEM_SIZE,
-                                  abi.RKNN_QUERY_SDK_VERSION, abi.RKNN_QUERY_PERF_RUN}
+                                  abi.RKNN_QUERY_SDK_VERSION, abi.RKNN_QUERY_PERF_RUN,
+                                  abi.RKNN_QUERY_PERF_DETAIL}
 _INFO_ONLY_ANSWERED = (abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_IN_OUT_NUM)
 
 _INPUT_TYPES = (abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_FLOAT32,
@@ -443,7 +445,9 @@ class SimRuntime(Runtime):
     # ------------------------------------------------------------------ information
     def query(self, ctx: int, cmd: int, info: Optional[ctypes.Structure] = None) -> ctypes.Structure:
         """rknn_query for IN_OUT_NUM, the six *_ATTR commands, MEM_SIZE,
-        SDK_VERSION and PERF_RUN (the modeled NPU time of the last run)."""
+        SDK_VERSION, PERF_RUN (the modeled NPU time of the last run) and
+        PERF_DETAIL (the last run's per-layer profile text; needs
+        RKNN_FLAG_COLLECT_PERF_MASK)."""
         fn = "rknn_query"
         name = abi.QUERY_NAMES.get(cmd, f"cmd {cmd}")
         with self._using(ctx, fn, info_only_ok=True, exclusive=False) as context:
@@ -486,6 +490,31 @@ class SimRuntime(Runtime):
             info.drv_version = DRIVER_VERSION.encode()
         elif cmd == abi.RKNN_QUERY_PERF_RUN:
             info.run_duration = context.last_run_us
+        elif cmd == abi.RKNN_QUERY_PERF_DETAIL:
+            self._answer_perf_detail(context, info, fn)
+
+    def _answer_perf_detail(self, context: Context, info: abi.rknn_perf_detail, fn: str) -> None:
+        """The per-layer profile of the last run, in the runtime's text form
+        (rknnlab.sim.perf).  perf_data points to a NUL-terminated text the
+        context owns until the next PERF_DETAIL query on it or rknn_destroy;
+        data_len = its length without the NUL (ASSUMPTIONS A48)."""
+        if not context.has(abi.RKNN_FLAG_COLLECT_PERF_MASK):
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         "RKNN_QUERY_PERF_DETAIL: the context was made without "
+                         "RKNN_FLAG_COLLECT_PERF_MASK, so the runtime kept no per-layer profile; "
+                         "rknn_init (or rknn_dup_context of a context made) with that flag")
+        with self._lock:
+            cores, runs = context.last_run_cores, context.runs
+        if not runs:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         "RKNN_QUERY_PERF_DETAIL: no rknn_run yet on this context: the profile "
+                         "describes the last run")
+        model = context.model
+        text = perf_detail_text(model.report.layers, model.layer_times(cores), self.soc).encode("ascii")
+        with self._lock:
+            self._check_alive(context, fn)
+            info.perf_data = context.set_perf_text(text)
+            info.data_len = len(text)
 
     def _dma_total(self, context: Context) -> int:
         """DMA bytes of this context: what the runtime allocated for it, plus the
@@ -585,7 +614,7 @@ class SimRuntime(Runtime):
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
-            with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.npu_cycles, called_at) as slot:
+            with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.run_seconds, called_at) as slot:
                 native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
                 results = model.values.compute(native_inputs)
@@ -593,6 +622,7 @@ class SimRuntime(Runtime):
                     self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
             context.last_run_us = round(slot.seconds * 1e6)
+            context.last_run_cores = slot.cores
         return 0
 
     def _native_input(self, context: Context, spec: TensorSpec, binding: Optional[Binding]) -> np.ndarray:
@@ -705,7 +735,8 @@ class SimRuntime(Runtime):
 
     def set_core_mask(self, ctx: int, core_mask: int) -> int:
         """rknn_set_core_mask: AUTO takes the least busy core at each run;
-        multi-core masks occupy all their cores (ASSUMPTIONS A17)."""
+        multi-core masks occupy all their cores and split only some ops over
+        them (ASSUMPTIONS A17, A44, A45)."""
         fn = "rknn_set_core_mask"
         with self._using(ctx, fn, exclusive=False) as context:
             if not self.npu.mask_valid(core_mask):
