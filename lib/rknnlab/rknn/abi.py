@@ -411,8 +411,31 @@ class rknn_sdk_version(_CStruct):
 class rknn_perf_detail(_CStruct):
     """Answer of RKNN_QUERY_PERF_DETAIL (16 B): a text the runtime owns
     (``perf_data``, ``data_len`` bytes); the context needs
-    RKNN_FLAG_COLLECT_PERF_MASK."""
+    RKNN_FLAG_COLLECT_PERF_MASK.  Reading the ``perf_data`` field copies the
+    text up to its first NUL; :meth:`data` reads exactly ``data_len`` bytes
+    where the runtime keeps them, :meth:`text` gives them as a str."""
     _fields_ = [("perf_data", ctypes.c_char_p), ("data_len", ctypes.c_uint64)]
+
+    def address(self) -> int:
+        """Where the runtime keeps the text (0 for NULL)."""
+        return ctypes.c_void_p.from_buffer(self, type(self).perf_data.offset).value or 0
+
+    def data(self) -> bytes:
+        """The ``data_len`` bytes at ``perf_data`` (b"" when it is NULL); read
+        them before the next PERF_DETAIL query or rknn_destroy of the context."""
+        address = self.address()
+        return ctypes.string_at(address, self.data_len) if address else b""
+
+    def text(self) -> str:
+        """:meth:`data` as text, without a trailing NUL (whether or not a
+        runtime counts one in ``data_len``)."""
+        return self.data().rstrip(b"\0").decode("utf-8", "replace")
+
+    def _shown(self, name: str, ctype: type) -> str:
+        if name == "perf_data":  # a text of many KB: say where and how long
+            address = self.address()
+            return f"<{self.data_len} bytes at {hex(address)}>" if address else "NULL"
+        return super()._shown(name, ctype)
 
 
 class rknn_input_range(_CStruct):
