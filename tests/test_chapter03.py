@@ -1,0 +1,347 @@
+"""Chapter 3 keeps the course's shared rules, its sources and its own bookkeeping straight.
+
+Static checks of chapters/03_bottlenecks.ipynb (its C is compiled by tests/test_notebook_c.py):
+
+- the chapter's rules appear word for word in their section and in the key points;
+- the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 3 exercise;
+- every numbered section asks the reader to predict, with a folded answer after it;
+- every wrong claim is shown as published (a ```text fence) after a prompt, in one container;
+- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- the C shows the profiling flag, both perf queries and a monotonic clock around each phase;
+- the published board figures are quoted with their source; the timing check's published table
+  holds the facts sheet's numbers;
+- the simulator's assumptions the text names are the ones its last cell lists, and exist;
+- the notebook defines no functions, keeps code cells short, has no placeholder text, stays within
+  the prose budget, and is saved without outputs.
+
+The executed checks run the chapter on the simulator (once per session, tests/notebook_runs.py):
+every output is short, every result names its backend, and the numbers the text quotes from the run
+are the run's.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from functools import partial
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+import chapterhelpers as ch
+from chapterhelpers import flat as _flat
+from chapterhelpers import numbered_sections as _numbered_sections
+from chapterhelpers import section as _section
+from chapterhelpers import source as _source
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "chapters/03_bottlenecks.ipynb"
+CHAPTER = ROOT / NOTEBOOK
+HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
+
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points
+RULES = {
+    "1": "Time every phase of a frame, not only `rknn_run`: the copies and conversions around it are CPU "
+         "work that can cost as much as the run.",
+    "2": "A layer whose DDR cycles exceed its NPU cycles is DDR-bound: only fewer bytes make it faster, "
+         "not more arithmetic units.",
+    "3": "A frame reads its weights once and its activations in proportion to its pixels. Bytes per frame "
+         "divided by the DDR bandwidth is a floor for the run time.",
+    "4": "On the CPU, bytes and conversions cost time, not the number of copies. Allocate the buffers of a "
+         "frame once: a fragmented heap keeps memory, and the NPU needs no contiguous memory on RK3588.",
+    "5": "Only Conv, depthwise Conv, Add, Concat and ReLU-family layers are split over cores; the rest run "
+         "on core 0. Measure the speedup of each model: a small network can get slower.",
+    "6": "The simulator's NPU times are a fit on two published figures: trust them as far as the "
+         "comparison table shows, and time a board for real numbers.",
+}
+
+#: the objectives, one verb each, with the Lab 3 exercises that assess them (CH3 plan)
+OBJECTIVES = {"Find": [1], "Predict": [2, 5], "Choose": [3], "Spot": [4]}
+
+#: the wrong claims of the widely copied text, each after its prompt (CH3 plan)
+WRONG_CLAIMS = ("a 45 ms frame", "inference time grows non-linearly", "copies go through dma",
+                "fragmentation makes a large contiguous")
+
+#: published board figures the text quotes, each with its source next to it
+PUBLISHED = {
+    "airockchip/rknn_model_zoo#167": ("14.85 ms", "17.49 ms", "1.23 ms", "1.80, 2.65 and 0.03 ms"),
+    "airockchip/librga#69": ("0.75 ms to 15 ms",),
+    "User Guide V2.3.0 §4.1.3.2": ("10,563 KB",),
+    "Push Yolov8n Pre-train Model To rk3588 (4)": ("8.84 %", "3.75 %", "2.46 %", "1.56–1.65"),
+}
+
+#: the RKNN model zoo's single-core FPS (facts sheet §5 and issue 17's table)
+ZOO_FPS = {("mobilenet_v2", "rk3588"): 450.7, ("mobilenet_v2", "rk3576"): 467.0,
+           ("mobilenet_v2", "rk3568"): 180.7, ("mobilenet_v2", "rk3562"): 281.3,
+           ("yolov5s_relu", "rk3588"): 66.1, ("yolov5s_relu", "rk3576"): 65.0,
+           ("yolov5s_relu", "rk3568"): 25.5, ("yolov5s_relu", "rk3562"): 33.2,
+           ("yolov5s", "rk3588"): 48.4}
+
+#: names that look like API names but are files, repositories or modules
+NOT_API = {"rknn_model_zoo"}
+
+MAX_CODE_LINES = 25
+MAX_OUTPUT_LINES = 15
+MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
+
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
+
+
+def _code() -> str:
+    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+
+
+# --------------------------------------------------------------------------- prose measures
+def _prose(markdown: str, folded: bool) -> str:
+    """The markdown without code blocks and HTML comments; ``folded=False`` also drops the
+    contents of dropdowns (what a reader sees without opening anything)."""
+    markdown = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
+    out, code, boxes = [], None, []          # boxes: [fence, folded?]
+    for line in markdown.splitlines():
+        m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
+        if code is not None:
+            if m and not m.group(2) and len(m.group(1)) >= len(code):
+                code = None
+            continue
+        if m:
+            fence, info = m.group(1), m.group(2).strip()
+            if info.startswith("{"):
+                boxes.append([fence, False])
+            elif not info and boxes and len(fence) == len(boxes[-1][0]):
+                boxes.pop()
+            else:
+                code = fence
+            out.append("")
+            continue
+        if line.startswith(":class:"):
+            if boxes and "dropdown" in line:
+                boxes[-1][1] = True
+            continue
+        if folded or not any(f for _, f in boxes):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _unfolded_prose(markdown: str) -> str:
+    """What a reader reads without opening anything, less tables (as the course's style measure counts)."""
+    return "\n".join(ln for ln in _prose(markdown, folded=False).splitlines() if not ln.lstrip().startswith("|"))
+
+
+def _sentences(markdown: str) -> List[str]:
+    """The sentences of the prose, boxes included (code, comments and table rows left out);
+    a list item or a heading ends a sentence."""
+    lines = [ln for ln in _prose(markdown, folded=True).splitlines() if not ln.lstrip().startswith("|")]
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:- |\d+\. |#))", "\n".join(lines))
+    out = []
+    for block in blocks:
+        out += [s for s in re.split(r"(?<=[.!?])\s+", _flat(block).strip()) if s]
+    return out
+
+
+def _without_wrong_claims(markdown: str) -> str:
+    """The markdown without ```text fences (claims as published) and Wrong claim boxes."""
+    markdown = re.sub(r"```text\n.*?```", "", markdown, flags=re.S)
+    return re.sub(r"```\{admonition\} Wrong claim:.*?\n```", "", markdown, flags=re.S)
+
+
+# --------------------------------------------------------------------------- rules and header
+@pytest.mark.parametrize("number", sorted(RULES))
+def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
+    markdown = _markdown()
+    rule = RULES[number]
+    section = _flat(_numbered_sections(markdown)[number])
+    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
+    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
+
+
+def test_the_key_points_are_the_rules_and_nothing_else() -> None:
+    points = re.findall(r"^- (.*(?:\n  .*)*)", _section(_markdown(), "Key points"), flags=re.M)
+    assert [_flat(p) for p in points] == [RULES[n] for n in sorted(RULES)]
+
+
+def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
+    header = _source(_cells()[0])
+    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
+    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
+    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 3, )?exercises? ([\d, and]+)\)\.$", header, flags=re.M)
+    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers in objectives}
+    assert found == OBJECTIVES, f"the objectives and their Lab 3 exercises: {found}"
+    assert "(glossary.ipynb)" in header
+    for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**"):
+        assert label in header
+
+
+def test_the_prerequisites_give_the_later_chapters_fact() -> None:
+    header = _source(_cells()[0])
+    prerequisites = _flat(header[header.index("**Prerequisites:**"):header.index("**Glossary:**")])
+    assert "chapter 4, which comes later" in prerequisites and "want_float = 1" in prerequisites
+    assert "chapter 4 §" not in prerequisites
+
+
+# --------------------------------------------------------------------------- section arc
+def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
+    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 6, "expected the chapter's six sections")
+    assert sorted(sections) == ["1", "2", "3", "4", "5", "6"]
+    for number, body in sections.items():
+        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
+        assert "**Question:**" in body, f"section {number} does not open with its question"
+
+
+def test_wrong_claims_are_shown_as_published_after_a_prompt() -> None:
+    markdown = _markdown()
+    assert "Errata:" not in markdown
+    starts = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
+    titles = [markdown[s:markdown.index("\n", s)].lower() for s in starts]
+    for claim in WRONG_CLAIMS:
+        assert any(claim in t for t in titles), f"no Wrong claim box for {claim!r}: {titles}"
+    previous = 0
+    for start in starts:
+        before = markdown[max(previous, markdown.rfind("\n## ", 0, start)):start]
+        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
+        assert "**Predict.**" in before[before.index("```text\n"):], "a wrong claim with no prompt after the claim"
+        box = markdown[start:markdown.index("\n```", start + 3)]
+        assert ":class: warning" in box and "**A widely copied recipe says**" in box, box
+        for part in ("**What the runtime does:**", "**Evidence:**"):
+            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
+        previous = markdown.index("\n```", start + 3)
+
+
+def test_published_board_figures_come_with_their_source() -> None:
+    text = _flat(_markdown())
+    for source, figures in PUBLISHED.items():
+        assert source in text, f"{source} is not cited"
+        for figure in figures:
+            assert figure in text, f"{figure} ({source}) is not quoted"
+    assert "a user's measurement" in text, "the phase split is a user's measurement, not Rockchip's"
+
+
+def test_the_per_layer_disagreements_are_taught_not_settled() -> None:
+    text = _flat(_markdown())
+    assert '"read/written"' in text and "bytes *read*" in text, "RW(KB): the docs' words and the numbers'"
+    assert "The list says Conv; the profile says a Conv fused with SiLU is not split." in text
+    assert "API reference (V2.3.2 p.21)" in text and "User Guide (V2.3.0 §5.3)" in text
+
+
+def test_the_published_fps_are_the_facts_sheets() -> None:
+    code = _code()
+    table = re.search(r"ZOO_FPS = (\{.*?\n\})", code, flags=re.S)
+    assert table, "the timing check's published table is missing"
+    assert ast.literal_eval(re.sub(r"#.*", "", table.group(1))) == ZOO_FPS
+    assert "published" in table.group(0) and "model zoo" in table.group(0)
+
+
+# --------------------------------------------------------------------------- names and C
+def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
+    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
+    text = _without_wrong_claims(_markdown()) + "\n" + _code()
+    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
+    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
+    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
+    for invented in ("RKNN_FLAG_ZERO_COPY", "rknn_set_mem_strategy", "RKNN_TENSOR_NV12"):
+        assert invented not in text, f"{invented} appears outside a wrong claim"
+
+
+def test_c_blocks_profile_and_time_each_phase() -> None:
+    blocks = ch.c_blocks(_markdown())
+    assert len(blocks) >= 3
+    calls = " ".join(blocks)
+    for name in ("RKNN_FLAG_COLLECT_PERF_MASK", "RKNN_QUERY_PERF_DETAIL", "RKNN_QUERY_PERF_RUN",
+                 "clock_gettime(CLOCK_MONOTONIC", "rknn_set_core_mask", "RKNN_NPU_CORE_0_1_2"):
+        assert name in calls, f"no C block shows {name}"
+    timed = next(b for b in blocks if "clock_gettime" in b)
+    calls_in_order = re.findall(r"(now_ms\(\)|rknn_\w+\()", timed[timed.index("time_one_frame"):])
+    assert calls_in_order == ["now_ms()", "rknn_inputs_set(", "now_ms()", "rknn_run(", "now_ms()",
+                              "rknn_outputs_get(", "now_ms()", "rknn_outputs_release(", "now_ms()"], calls_in_order
+    for block in blocks:
+        ch.assert_gets_are_released(block)
+
+
+def test_inline_assumptions_match_the_generated_list() -> None:
+    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
+
+
+def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
+    code = _code()
+    assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
+    for call in ("abi.RKNN_FLAG_COLLECT_PERF_MASK", "abi.RKNN_QUERY_PERF_RUN", "profile.perf_detail(rt, ctx)",
+                 "profile.parse_perf_detail(", "profile.phases(", "profile.multicore(", "profile.fragmentation(",
+                 "modeled_run_ms"):
+        assert call in code, f"the chapter no longer calls {call}"
+    assert 'backend="sim"' not in code and "SimRuntime" not in code, "a board user runs the same calls"
+
+
+# --------------------------------------------------------------------------- the notebook itself
+def test_no_functions_are_defined_in_the_notebook() -> None:
+    for index, cell in enumerate(_cells()):
+        if cell["cell_type"] == "code":
+            tree = ast.parse(_source(cell))
+            defs = [type(n).__name__ for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+            assert not defs, f"cell {index} defines {defs}: analysis code belongs in rknnlab"
+
+
+def test_code_cells_are_short_and_saved_without_outputs() -> None:
+    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
+
+
+def test_no_placeholder_text_and_no_seed_names() -> None:
+    ch.assert_no_seed_names(CHAPTER)
+    for index, cell in enumerate(_cells()):
+        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", _source(cell)), \
+            f"cell {index} has placeholder text"
+
+
+def test_the_prose_stays_within_its_budget() -> None:
+    prose = _unfolded_prose(_markdown())
+    assert len(prose.split()) <= MAX_WORDS, f"{len(prose.split())} words of unfolded prose"
+    for part in re.split(r"\n(?=## )", prose):
+        title = part.strip().splitlines()[0]
+        assert len(part.split()) <= MAX_SECTION_WORDS, f"{title}: {len(part.split())} words"
+    for sentence in _sentences(_markdown()):
+        assert len(sentence.split()) <= MAX_SENTENCE_WORDS, f"a sentence over {MAX_SENTENCE_WORDS} words: {sentence!r}"
+
+
+def test_the_prose_measures_can_fail() -> None:
+    long = " ".join(["word"] * 31) + "."
+    text = (f"Seen one. {long}\n```{{admonition}} Answer\n:class: dropdown\nhidden words here\n```\n"
+            "```c\nint x;\n```\n| a | table |\n")
+    assert long in _sentences(text)
+    assert "hidden" not in _unfolded_prose(text) and "int" not in _unfolded_prose(text)
+    assert "table" not in _unfolded_prose(text)
+
+
+# --------------------------------------------------------------------------- the run
+@pytest.fixture(scope="module")
+def run() -> Dict[int, str]:
+    """The chapter executed on the simulator (once per session: notebook_runs): cell index
+    -> its printed text."""
+    from notebook_runs import executed
+    nb = executed(NOTEBOOK).nb
+    out = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        text = []
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream":
+                text.append(o["text"])
+            elif o.get("output_type") == "execute_result":
+                text.append(o["data"].get("text/plain", ""))
+        out[index] = "".join(text)
+    return out
+
+
+def test_every_output_is_short_and_no_stray_value(run) -> None:
+    for index, text in run.items():
+        assert len(text.splitlines()) <= MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
+        assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
+
+
+def test_every_measurement_names_its_backend(run) -> None:
+    everything = "\n".join(run.values())
+    assert "simulated RK3588" in everything
+    for index, text in run.items():
+        if text.strip() and index > 2 and "assumption" not in text.lower():
+            assert "simulated" in text or "published" in text or "measured on this" in text, \
+                f"cell {index} prints results without saying where they come from:\n{text}"
