@@ -231,6 +231,32 @@ def test_input_size_variants_are_their_base_network(name: str):
     assert (report.total_internal_size > base_report.total_internal_size) == bigger
 
 
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_the_simulator_runs_each_input_size_variant(name: str):
+    """rknn_init from the .rknn bytes finds the variant's own report (not its base's)."""
+    from rknnlab import open_runtime
+    from rknnlab.rknn import abi, buffers
+    rt = open_runtime("sim", soc="rk3588")
+    ctx = rt.init(str(models.model_path(name)))
+    try:
+        dims = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0)).dims
+        side = VARIANTS[name][1]
+        assert list(dims[:4]) == [1, side, side, 3]
+        image = np.zeros((1, side, side, 3), np.uint8)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+        rt.run(ctx)
+        report = models.load_report(name)
+        outputs = [abi.rknn_output(index=i, want_float=1) for i in range(len(report.attrs("outputs")))]
+        rt.outputs_get(ctx, outputs)
+        try:
+            sizes = [out.size for out in outputs]
+        finally:
+            rt.outputs_release(ctx, outputs)
+        assert sizes == [attr["n_elems"] * 4 for attr in report.attrs("outputs")]
+    finally:
+        rt.destroy(ctx)
+
+
 def test_digits_model_records_its_accuracy():
     info = models.model_info("digits_cnn")
     assert info["weights"] == "trained here"
