@@ -265,7 +265,7 @@ def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
     code = _code()
     assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
     for call in ("abi.RKNN_FLAG_COLLECT_PERF_MASK", "abi.RKNN_QUERY_PERF_RUN", "profile.perf_detail(rt, ctx)",
-                 "profile.parse_perf_detail(", "profile.phases(", "profile.multicore(", "profile.fragmentation(",
+                 "profile.perf_table(rt, ctx)", "profile.phases(", "profile.multicore(", "profile.fragmentation(",
                  "modeled_run_ms"):
         assert call in code, f"the chapter no longer calls {call}"
     assert 'backend="sim"' not in code and "SimRuntime" not in code, "a board user runs the same calls"
