@@ -368,7 +368,12 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "show (columns ID ... FullName, totals, ranking table) with widths of our choosing; "
             "the WorkLoad column is headed WorkLoad(0/1/2) on rk3588, (0/1) on rk3576 and (0) on "
             "one-core SoCs (the user guide shows only the first two); CPU layers show 0.0% on "
-            "every core and MacUsage \\; Time(us), RW(KB) and the totals are whole numbers.",
+            "every core and MacUsage \\; Time(us), RW(KB) and the totals are whole numbers. "
+            "The reports keep the input shapes the compiler's log printed but not the ',...' that "
+            "ends a cut list: the simulator puts it back where the shapes cannot account for the "
+            "layer (a Conv fused with an Add showing fewer than 4, a Concat whose inputs' channels "
+            "fall short of its output's), which matches the logs on every row but rk3562 yolov5s's "
+            "three OutputOperators.",
      "print RKNN_QUERY_PERF_DETAIL on an rk3588 and an rk3568 board and compare the headers, "
      "the CPU rows and the number formats."),
 ]
