@@ -13,9 +13,7 @@ with the numbers the run prints.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List
 
@@ -118,27 +116,11 @@ def test_what_the_text_says_about_the_compiler_reports_is_true():
 
 # --------------------------------------------------------------------------- the run
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Dict[int, str]:
-    """The chapter executed on the simulator: cell index -> its printed text."""
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
-    env = {"RKNNLAB_BACKEND": "sim",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "lib")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    os.environ.pop("RKNNLAB_SIM_SOC", None)
-    try:
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def run() -> Dict[int, str]:
+    """The chapter executed on the simulator (once per session: notebook_runs): cell index
+    -> its printed text."""
+    from notebook_runs import executed
+    nb = executed("chapters/01_memory_layers.ipynb").nb
     out = {}
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

@@ -138,7 +138,7 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
             cache.cache_notebook_bundle(
                 CacheBundleIn(nb, job.display_path,
                               data={"format": CACHE_FORMAT, "executed_at": executed_at,
-                                    "seconds": out["seconds"],
+                                    "executed_epoch": time.time(), "seconds": out["seconds"],
                                     "backend": backend.name, "label": backend.label}),
                 check_validity=False, overwrite=True)
             report.results[job.key] = Result(job.key, nb, executed_at, out["seconds"])

@@ -1,0 +1,82 @@
+"""Each course notebook executed at most once per test session, shared by every test
+that needs it to run or needs its outputs.
+
+The course book's build (tests/test_book_browser.py, the ``course_site`` fixture) executes
+every ready notebook on the simulator through jupyter-cache, into
+``_build/.jupyter_cache/sim``. :func:`executed` takes a notebook from that cache when it was
+executed there during this session (an entry from an earlier session may come from
+another version of the library, so it is executed again); otherwise it executes the
+notebook through the same cache, so the build and the other tests reuse that run.
+Only notebooks that ran without an error are cached, so a cached run is a passing run.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE_DIR = ROOT / "_build" / ".jupyter_cache" / "sim"
+#: seconds for a whole notebook (the course's budget is 60 s each on the simulator)
+TIMEOUT = 120
+#: when this session began (this module is imported while pytest collects)
+SESSION_STARTED = time.time()
+
+_runs: Dict[str, "Run"] = {}
+
+
+@dataclass
+class Run:
+    nb: object          # the executed notebook (nbformat.NotebookNode), student edition
+    seconds: float      # how long its execution took
+    from_book: bool     # True when the book's build executed it in this session
+
+
+def _student_edition(notebook: str):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("jupyter_cache")
+    from rknnlab.book.editions import apply_edition
+    return apply_edition(nbformat.read(str(ROOT / notebook), as_version=4), "student", "en")
+
+
+def _fresh_from_cache(nb) -> "Run | None":
+    from jupyter_cache import get_cache
+    from rknnlab.book.execute import CACHE_FORMAT
+    if not CACHE_DIR.exists():
+        return None
+    cache = get_cache(str(CACHE_DIR))
+    try:
+        pk, merged = cache.merge_match_into_notebook(nb)
+    except KeyError:
+        return None
+    data = cache.get_cache_record(pk).data or {}
+    if data.get("format") != CACHE_FORMAT or data.get("backend") != "sim":
+        return None
+    if float(data.get("executed_epoch", 0.0)) < SESSION_STARTED:
+        return None
+    return Run(merged, float(data.get("seconds", 0.0)), True)
+
+
+def executed(notebook: str) -> Run:
+    """``notebook`` (a path relative to the repository) executed on the simulator in this
+    session; fails the calling test with the failing cell's message if it does not run."""
+    if notebook in _runs:
+        return _runs[notebook]
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = _student_edition(notebook)
+    run = _fresh_from_cache(nb)
+    if run is None:
+        from rknnlab.book.execute import Job, execute_all, resolve_backend
+        path = ROOT / notebook
+        report = execute_all([Job(notebook, nb, path.parent, notebook)], CACHE_DIR,
+                             resolve_backend("sim"), timeout=TIMEOUT, n_jobs=1, log=lambda s: None)
+        result = report.results[notebook]
+        if result.error:
+            pytest.fail(result.error, pytrace=False)
+        run = Run(result.nb, result.seconds, False)
+    _runs[notebook] = run
+    return run
