@@ -87,7 +87,7 @@ def _resnet():
 YOLO_OUTPUTS = ["output0", "output1", "output2"]
 CATALOGUE = {spec.name: spec for spec in [
     ModelSpec("mobilenet_v2", _mobilenet, (1, 3, 224, 224), IMAGENET_MEAN, IMAGENET_STD, ALL_SOCS, True,
-              "seeded-random", "MobileNetV2 (Sandler et al. 2018), 1000 classes; the seeds' model",
+              "seeded-random", "MobileNetV2 (Sandler et al. 2018), 1000 classes; the model a widely copied output-reuse recipe uses",
               input_name="input"),
     ModelSpec("yolov5s", _yolo("s"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS, False,
               "seeded-random", "YOLOv5s v7.0 (SiLU), raw head outputs as the RKNN model zoo exports them",
