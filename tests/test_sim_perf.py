@@ -187,17 +187,17 @@ def test_a_timed_run_lasts_modeled_run_ms(rt):
     expected = modeled_run_ms("mobilenet_v2", "rk3588", abi.RKNN_NPU_CORE_0_1_2) / 1e3
     single = modeled_run_ms("mobilenet_v2", "rk3588") / 1e3
     median = math.inf
-    for _ in range(3):  # a loaded 2-core machine may need a second try
+    for _ in range(5):  # a loaded 2-core machine may need another try
         walls = []
         for _ in range(15):
             start = time.perf_counter()
             rt.run(ctx)
             walls.append(time.perf_counter() - start)
         median = float(np.median(walls))
-        if expected * 0.97 < median < expected * 1.12:
+        if expected * 0.97 < median < expected * 1.15:
             break
-    assert expected * 0.97 < median < expected * 1.12, (median, expected)
-    assert median < single  # and it is told apart from a single-core run (20 % longer)
+    assert expected * 0.97 < median < expected * 1.15, (median, expected)
+    assert median < single  # told apart from a single-core run (25 % longer)
 
 
 # ------------------------------------------------------------------ the text
