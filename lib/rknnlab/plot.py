@@ -22,6 +22,11 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`lifecycle`           a context's life: RSS, heap, DMA total, MemFree
                             after each step, phases shaded (Chapter 2)
 :func:`contexts_memory`     N contexts by rknn_init vs rknn_dup_context
+:func:`frame_phases`        a frame's phases as stacked bars per model and size,
+                            beside published board figures (Chapter 3)
+:func:`layer_profile`       the slowest layers; DDR vs NPU cycles per layer
+:func:`traffic`             bytes per frame against the input's pixels
+:func:`multicore`           speedup over one NPU core per model and core mask
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -786,4 +791,197 @@ def contexts_memory(df, source: str, ax=None):
                "rknn_dup_context", source)
         axes_used[1].set_title("Process RSS, the same contexts:\nchange since before the first",
                                fontsize=10, loc="left")
+    return fig
+
+
+# --------------------------------------------------------------------------- chapter 3 (rknnlab.profile)
+#: the phases of a frame in the order they happen (rknnlab.profile.PHASES)
+_FRAME_PHASES = ("inputs_set", "run", "outputs_get", "postprocess", "outputs_release")
+_PHASE_HATCHES = ("", "//", "..", "xx", "\\\\")
+
+
+def _source_of(df, fallback: str = "source not recorded") -> str:
+    return str(getattr(df, "attrs", {}).get("source") or fallback)
+
+
+def frame_phases(df, published=None, ax=None):
+    """Stacked bars: the median time of each phase of a frame (inputs_set, run,
+    outputs_get, postprocess, outputs_release), one bar per model and input size, from
+    rknnlab.profile.phases; the whisker on top spans the frames' total q1..q3.
+
+    ``published``: a table of the same layout (rknnlab.profile.published_phases())
+    drawn as hatched grey-edged bars beside the measured ones, labelled with its own
+    source, so a board's published split and this machine's measurement never mix."""
+    fig, ax = _new(ax, figsize=(9.0, 4.6))
+    groups = list(dict.fromkeys(zip(df["model"], df["input"], df["want_float"])))
+    bars: List[Tuple[str, Any, bool]] = []   # (tick label, rows of that bar, published?)
+    for model, size, wf in groups:
+        rows = df[(df["model"] == model) & (df["input"] == size) & (df["want_float"] == wf)]
+        bars.append((f"{model}\n{size}" + ("" if wf is None else f"\nwant_float={int(wf)}"), rows, False))
+        if published is not None:
+            pub = published[(published["model"] == model) & (published["input"] == size)]
+            if len(pub):
+                bars.append((f"{model}\n{size}\npublished", pub, True))
+    x = np.arange(len(bars))
+    bottom = np.zeros(len(bars))
+    for j, phase in enumerate(_FRAME_PHASES):
+        h = np.array([float(r.loc[r["phase"] == phase, "median_ms"].sum()) for _, r, _ in bars])
+        ax.bar(x, h, bottom=bottom, color=f"C{j}", hatch=_PHASE_HATCHES[j], edgecolor="white",
+               linewidth=0.5, label=phase, gid=f"phase:{phase}")
+        bottom += h
+    for xi, (_, rows, is_pub) in zip(x, bars):
+        total = rows[rows["phase"] == "total"]
+        if len(total) and not is_pub:
+            t = total.iloc[0]
+            ax.errorbar([xi], [t["median_ms"]], yerr=[[t["median_ms"] - t["q1_ms"]], [t["q3_ms"] - t["median_ms"]]],
+                        color="0.2", capsize=3, linewidth=1)
+        if is_pub:  # outline the published bar so it reads as another source
+            ax.bar([xi], [bottom[xi]], fill=False, edgecolor="0.3", linestyle="--", linewidth=1.0)
+    for xi, total in zip(x, bottom):
+        ax.annotate(f"{total:.1f} ms", (xi, total), textcoords="offset points", xytext=(0, 4), ha="center",
+                    fontsize=8)
+    if len(bottom) and bottom.max() > 0:
+        ax.set_ylim(0, bottom.max() * 1.15)
+    ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
+    ax.set_ylabel("median time per frame (ms)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    n = int(df["frames"].max()) if "frames" in df and len(df) else 0
+    source = _source_of(df)
+    if published is not None:
+        source += f"\ndashed outline: {_source_of(published, 'published figures')} (published)"
+    _title(ax, f"Where a frame's time goes, by phase (median of {n} frames; whisker: total q1-q3)", source)
+    return fig
+
+
+_BOUND_COLOURS = {"DDR": "C3", "compute": "C0", "no cycles": "C7"}
+
+
+def _bounds(df) -> List[str]:
+    ddr, npu = df["cycles_ddr"].to_numpy(float), df["cycles_npu"].to_numpy(float)
+    return ["no cycles" if d == 0 and n == 0 else ("DDR" if d > n else "compute") for d, n in zip(ddr, npu)]
+
+
+def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
+    """Two panels of a per-layer profile (rknnlab.profile.parse_perf_detail, or
+    rknnlab.profile.layer_table): left, the ``top`` slowest layers as horizontal bars
+    (time_us; NPU time from the cycles for a layer_table), coloured by what bounds them;
+    right, each NPU layer's DDR cycles against its NPU cycles, log-log, with the diagonal
+    where both are equal (above it: the layer waits for memory).  Layers with 0 cycles of
+    both (Add, Concat, MaxPool... in the compiler's estimate) cannot sit on a log axis:
+    they are counted in a note, with the bytes they read."""
+    _, plt = _plt()
+    if ax is None:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.6), layout="constrained",
+                                          gridspec_kw={"width_ratios": [1.1, 1.0]})
+    else:
+        if len(ax) != 2:
+            raise ValueError(f"ax: a pair of axes, not {len(ax)}")
+        left, right = ax
+        fig = left.figure
+    npu = df[df["target"] == "NPU"].copy()
+    npu["bound"] = _bounds(npu)
+    time_col, time_label = (("time_us", "time (us)") if "time_us" in npu
+                            else ("npu_us", "NPU time from the cycles (us)"))
+    slow = npu.sort_values(time_col, ascending=False).head(top)
+    id_col = "id" if "time_us" in npu else "runtime_id"
+    labels = [f"{i} {op}" for i, op in zip(slow[id_col], slow["op"])]
+    left.barh(labels, slow[time_col], color=[_BOUND_COLOURS[b] for b in slow["bound"]], edgecolor="white")
+    left.invert_yaxis()
+    left.set_xlabel(time_label)
+    total = npu[time_col].sum()
+    left.set_title(f"The {len(slow)} slowest layers ({slow[time_col].sum() / total:.0%} of the NPU layers' time)"
+                   if total > 0 else f"The {len(slow)} slowest layers", fontsize=9, loc="left")
+    from matplotlib.patches import Patch
+    left.legend(handles=[Patch(color=c, label=b) for b, c in _BOUND_COLOURS.items()], fontsize=8,
+                loc="lower right", title="bound (cycles)", title_fontsize=8)
+    left.grid(True, axis="x", alpha=0.3)
+    drawn = npu[(npu["cycles_ddr"] > 0) & (npu["cycles_npu"] > 0)]
+    for bound, marker in (("DDR", "^"), ("compute", "o")):
+        d = drawn[drawn["bound"] == bound]
+        right.scatter(d["cycles_npu"], d["cycles_ddr"], s=18, marker=marker, color=_BOUND_COLOURS[bound],
+                      label=f"{bound}-bound ({len(d)})", alpha=0.8)
+    if len(drawn):
+        lo = float(min(drawn["cycles_npu"].min(), drawn["cycles_ddr"].min())) / 1.5
+        hi = float(max(drawn["cycles_npu"].max(), drawn["cycles_ddr"].max())) * 1.5
+        right.plot([lo, hi], [lo, hi], color="0.4", linestyle="--", linewidth=1, label="DDR = NPU")
+        right.set_xscale("log")
+        right.set_yscale("log")
+        right.set_xlim(lo, hi)
+        right.set_ylim(lo, hi)
+    zero = npu[(npu["cycles_ddr"] == 0) | (npu["cycles_npu"] == 0)]
+    if len(zero):
+        read = zero["rw_kb"].sum() * 1024 if "rw_kb" in zero else zero["read_bytes"].sum()
+        ops = ", ".join(sorted(set(zero["op"])))
+        right.text(0.02, 0.98, f"not drawn: {len(zero)} layers with 0 DDR or 0 NPU cycles\n({ops}),\n"
+                   f"reading {read / 2**20:.1f} MiB", transform=right.transAxes, va="top", fontsize=8,
+                   color="0.25")
+    right.set_xlabel("NPU cycles (compute)")
+    right.set_ylabel("DDR cycles (moving data)")
+    right.legend(fontsize=8, loc="lower right")
+    right.grid(True, which="both", alpha=0.2)
+    right.set_title("DDR vs NPU cycles per layer (above the line: waits for memory)", fontsize=9, loc="left")
+    fig.suptitle(f"{title or 'Per-layer profile'}\n{_source_of(df)}", fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def _family(model: str) -> str:
+    import re
+    return re.sub(r"_\d+$", "", str(model))
+
+
+def traffic(df, ax=None):
+    """Bytes one frame moves through DDR against the input's pixels, one line per
+    model family (yolov5s, yolov5s_320, yolov5s_480 are one family), from
+    rknnlab.profile.traffic: all bytes read (solid), of which weights (dotted, the
+    same at every size), and the bytes written (dashed)."""
+    fig, ax = _new(ax, figsize=(8.5, 4.6))
+    table = df.reset_index() if "model" not in df.columns else df
+    for i, (family, rows) in enumerate(table.groupby(table["model"].map(_family), sort=False)):
+        rows = rows.sort_values("pixels")
+        px = rows["pixels"].to_numpy(float) / 1e3
+        colour = f"C{i}"
+        ax.plot(px, rows["read_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
+                label=f"{family}: read (RW)")
+        ax.plot(px, rows["activation_write_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
+                linestyle="--", label=f"{family}: written (activations)")
+        ax.plot(px, rows["weights_bytes"] / 2**20, color=colour, linestyle=":", label=f"{family}: of the reads, weights")
+        for x, y, size in zip(px, rows["read_bytes"] / 2**20, rows["input"]):
+            ax.annotate(size, (x, y), textcoords="offset points", xytext=(4, 4 - 11 * i), fontsize=7,
+                        color=colour)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("input pixels (thousands; width x height)")
+    ax.set_ylabel("MiB per frame")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _title(ax, "Bytes per frame vs input size", _source_of(df))
+    return fig
+
+
+def multicore(df, ax=None):
+    """Grouped bars: each model's speedup over one NPU core under each core mask, from
+    rknnlab.profile.multicore, with its 95% interval; the line at 1 is no change.  Under
+    each model: the share of its compiler cycles in ops that split over cores."""
+    fig, ax = _new(ax, figsize=(9.0, 4.6))
+    names = list(dict.fromkeys(df["model"]))
+    masks = list(dict.fromkeys(df["mask"]))
+    width = 0.8 / max(len(masks), 1)
+    x = np.arange(len(names))
+    for j, mask in enumerate(masks):
+        rows = df[df["mask"] == mask].set_index("model").reindex(names)
+        s = rows["speedup"].to_numpy(float)
+        err = np.nan_to_num(np.vstack([s - rows["speedup_low"].to_numpy(float),
+                                       rows["speedup_high"].to_numpy(float) - s]))  # reference: none
+        ax.bar(x + (j - (len(masks) - 1) / 2) * width, s, width=width, yerr=err, capsize=2,
+               color=f"C{j}", hatch=_PHASE_HATCHES[j % len(_PHASE_HATCHES)], edgecolor="white",
+               label=mask.replace("RKNN_NPU_", ""))
+    ax.axhline(1.0, color="0.3", linewidth=1, linestyle="--")
+    shares = df.drop_duplicates("model").set_index("model")["split_share"].reindex(names)
+    ax.set_xticks(x, [f"{n}\n{s:.0%} of cycles split" for n, s in zip(names, shares)], fontsize=8)
+    ax.set_ylabel("speedup over RKNN_NPU_CORE_0 (x)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="core mask", title_fontsize=8)
+    _title(ax, "Speedup of rknn_run over one NPU core, per model (95% interval)", _source_of(df))
     return fig

@@ -1,0 +1,129 @@
+"""More NPU cores: the run time of one model under several core masks, measured.
+
+RK3588 has three NPU cores.  rknn_set_core_mask(ctx, RKNN_NPU_CORE_0_1_2)
+lets one model use all three, but Rockchip's API reference lists only some
+ops as split across cores (Conv, depthwise Conv, Add, Concat and the
+ReLU-family activations); the others run on core 0, and the user guide
+warns that small networks can get slower because switching cores needs the
+CPU.  A public RK3588 trace shows a Conv fused with SiLU (ConvExSwish) not
+split at all.  So the speedup of a model depends on the share of its work
+in ops that split: :func:`multicore` reports both.
+
+On the simulator the run times are the timing model's (rknnlab.sim.npu:
+which ops split, how much faster, the cost per split layer are listed
+assumptions); on a board they are the board's.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import models
+from ..rknn import abi
+from ._common import progress_bar, ratio_interval, run_source, spread
+from .phase_timing import _open, frame_inputs
+
+DEFAULT_MASKS = (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_0_1, abi.RKNN_NPU_CORE_0_1_2)
+
+
+def split_share(model: str, soc: str = "rk3588") -> float:
+    """The share of ``model``'s compiler cycles (cycles_total) in layers whose op type
+    a multi-core mask splits (the simulator's rule, rknnlab.sim.npu.SPLIT_OPS)."""
+    from ..sim.npu import is_split
+    layers = models.load_report(model, soc).layers
+    total = sum(layer["cycles_total"] for layer in layers)
+    split = sum(layer["cycles_total"] for layer in layers if is_split(layer["op"]))
+    return split / total if total else 0.0
+
+
+def _timed_runs(rt: Any, ctx: int, runs: int):
+    """Wall time (s) of ``runs`` rknn_run calls after one untimed one, and what
+    RKNN_QUERY_PERF_RUN says each took (us: the runtime's own account of the NPU time)."""
+    rt.run(ctx)
+    wall, perf = np.empty(runs), np.empty(runs)
+    for i in range(runs):
+        t = time.perf_counter()
+        rt.run(ctx)
+        wall[i] = time.perf_counter() - t
+        perf[i] = rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration
+    return wall, perf
+
+
+def _verdict(low: float, high: float) -> str:
+    if low > 1:
+        return "faster"
+    if high < 1:
+        return "slower"
+    return "cannot tell apart"
+
+
+def multicore(model: Union[str, Sequence[str]], soc: str = "rk3588",
+              masks: Sequence[int] = DEFAULT_MASKS, runs: int = 20,
+              backend: Union[None, str, Any] = None, seed: int = 0,
+              progress: Optional[bool] = None) -> Any:
+    """Time ``runs`` rknn_run calls of each model under each core mask (after one untimed run
+    per mask), one context per model, the same seeded input throughout.
+
+    Rows: model, mask (its name), cores, median_ms, q1_ms, q3_ms (wall time of
+    rknn_run: what the application waits), perf_run_ms (the median of
+    RKNN_QUERY_PERF_RUN after each run: the runtime's own account), speedup
+    (median on RKNN_NPU_CORE_0 over this mask's median), speedup_low /
+    speedup_high (its 95% bootstrap interval; NaN on the reference row),
+    verdict ("faster", "slower" than one core, "cannot tell apart": the
+    interval includes 1; "reference" for RKNN_NPU_CORE_0),
+    split_share (share of the compiler cycles in ops that split) and
+    modeled_ms (rknnlab.sim.modeled_run_ms for that mask: the simulator's
+    prediction, also on a board).  ``masks`` must start with
+    RKNN_NPU_CORE_0, the reference.  Typical time: 4 models x 3 masks x 10
+    runs ~2 s on the simulator (yolov5s ~15 ms a run)."""
+    import pandas as pd
+    from ..sim import modeled_run_ms
+    from ..sim.npu import cores_of_mask
+    names = [model] if isinstance(model, str) else list(model)
+    if not names or not masks or masks[0] != abi.RKNN_NPU_CORE_0:
+        raise ValueError("multicore: give at least one model, and masks starting with RKNN_NPU_CORE_0 "
+                         "(the one-core reference)")
+    if runs < 2:
+        raise ValueError(f"runs must be at least 2 (a spread needs repeats), not {runs}")
+    unknown = [m for m in masks if m not in abi.CORE_MASK_NAMES]
+    if unknown:
+        raise ValueError(f"unknown core mask(s) {unknown}; use the RKNN_NPU_CORE_* constants")
+    rt, owned = _open(backend, soc)
+    rows = []
+    try:
+        with progress_bar(progress, len(names) * len(masks), "profile.multicore") as at:
+            for k, name in enumerate(names):
+                ctx = rt.init(str(models.model_path(name, rt.soc)))
+                try:
+                    rt.inputs_set(ctx, frame_inputs(rt, ctx, seed))
+                    times, perf_run = {}, {}
+                    for j, mask in enumerate(masks):
+                        rt.set_core_mask(ctx, mask)
+                        times[mask], perf_run[mask] = _timed_runs(rt, ctx, runs)
+                        at(k * len(masks) + j + 1)
+                finally:
+                    rt.destroy(ctx)
+                share = split_share(name, rt.soc)
+                base = times[masks[0]]
+                for mask in masks:
+                    s = spread(times[mask])
+                    reference = mask == masks[0]
+                    r = (dict(ratio=1.0, low=np.nan, high=np.nan) if reference
+                         else ratio_interval(base, times[mask], seed=seed))
+                    rows.append({"model": name, "mask": abi.CORE_MASK_NAMES[mask],
+                                 "cores": len(cores_of_mask(mask, rt.soc)),
+                                 "median_ms": s["median_us"] / 1e3, "q1_ms": s["q1_us"] / 1e3,
+                                 "q3_ms": s["q3_us"] / 1e3,
+                                 "perf_run_ms": float(np.median(perf_run[mask])) / 1e3,
+                                 "speedup": r["ratio"], "speedup_low": r["low"], "speedup_high": r["high"],
+                                 "verdict": "reference" if reference else _verdict(r["low"], r["high"]),
+                                 "split_share": share, "modeled_ms": modeled_run_ms(name, rt.soc, mask)})
+        source = run_source(rt, "rknn_run timed on this machine, NPU time modeled")
+    finally:
+        if owned:
+            rt.close()
+    table = pd.DataFrame(rows)
+    table.attrs["source"] = source
+    return table
