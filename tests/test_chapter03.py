@@ -343,5 +343,22 @@ def test_every_measurement_names_its_backend(run) -> None:
     assert "simulated RK3588" in everything
     for index, text in run.items():
         if text.strip() and index > 2 and "assumption" not in text.lower():
-            assert "simulated" in text or "published" in text or "measured on this" in text, \
+            assert re.search(r"simulated|published|on this machine|compiler report", text), \
                 f"cell {index} prints results without saying where they come from:\n{text}"
+
+
+def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
+    text, everything = _flat(_markdown()), "\n".join(run.values())
+    errors = dict(re.findall(r"^\s*(\w+ rk\d+)\s+[\d.]+\s+[\d.]+\s+([+-]\d+%)", everything, flags=re.M))
+    assert errors.get("mobilenet_v2 rk3576") == "+66%" and "rk3576 (+66 %)" in text, errors
+    assert errors.get("yolov5s rk3588") == "-27%" and "rk3588 (−27 %)" in text, errors
+    assert errors.get("mobilenet_v2 rk3588") == "+0%" and errors.get("yolov5s_relu rk3588") == "+0%", \
+        "the two fitted rows no longer match: the timing law changed, so the text must too"
+    assert [e for k, e in errors.items() if k not in ("mobilenet_v2 rk3576", "yolov5s rk3588")
+            if abs(int(e.rstrip("%"))) > 20] == [], "'Most other rows are within about 20 %' no longer holds"
+    cores = next(t for t in run.values() if "three cores against one" in t)
+    split = re.search(r"^yolov5s\s+(\d+)%", cores, flags=re.M)
+    assert split and 100 - int(split.group(1)) == 97 and "97 % of its cycles stay on core 0" in text
+    counts = re.search(r"DDR-bound (\d+), compute-bound (\d+), no cycles (\d+)", everything)
+    assert counts and int(counts.group(2)) > int(counts.group(1)), "'Most layers are compute-bound'"
+    assert int(counts.group(3)) == 3 and "Three rows have no cycles" in text
