@@ -1,0 +1,487 @@
+"""Lab 3 (bottlenecks): one check per exercise.
+
+================================  ==============================================================
+:func:`check_bottleneck`          1. ``bottleneck(pipeline)``: the phase that limits a frame
+:func:`check_read_bytes`          2. ``predict_read_bytes(layer, native_attr)``: a layer's RW(KB)
+:func:`check_want_float`          3. ``choose_want_float(rt, ctx)``: float scores, the cheaper way
+:func:`check_ddr_bound`           4. ``ddr_bound(text)``: the DDR-bound layers of a profile
+:func:`check_speedup`             5. ★ ``predict_speedup(profile, run_ms, n_cores)``: more cores
+================================  ==============================================================
+
+:func:`summary` lists the lab's checks and whether each passed.  The notebook imports
+``from rknnlab.checks import lab03 as checks``.
+
+Each check measures what it judges itself: pipelines it builds and times on the runtime at
+hand, the compiler's RW column of every shipped layer, runtimes whose output conversion it
+makes costlier, profiles it draws anew, runs it times under each core mask.  The truth lives
+in private code; the messages give measured numbers and a hint, never the answer.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from ..rknn import abi
+from . import _lab03_cases as _cases
+from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _soc_of,
+                    _student_error, _whole_number)
+
+__all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_want_float", "check_ddr_bound",
+           "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
+           "practice_pipeline", "practice_profile", "profile_of"]
+
+#: the phases of a frame, in the order a pipeline runs them
+PHASES = _cases.PHASES
+#: exercise 3's model: three int8 outputs of about two million values (yolov5s)
+WANT_FLOAT_MODEL = "yolov5s"
+#: exercise 5: the model the notebook calibrates on (the check judges the others)
+PRACTICE_MODEL = "yolov5s_relu"
+#: exercise 5: the models the check times under each core mask
+SPEEDUP_MODELS = ("digits_cnn", "mobilenet_v2", "mobilenet_v2_320", "resnet50", "yolov5n", "yolov5s")
+#: exercise 5: a prediction is right within this fraction of the measured speedup
+SPEEDUP_TOLERANCE = {"sim": 0.03, "native": 0.10}
+
+EX_BOTTLENECK = "Exercise 1 — find the bottleneck phase of a pipeline"
+EX_READ = "Exercise 2 — predict a layer's DDR read bytes"
+EX_FLOAT = "Exercise 3 — choose want_float from a measured cost"
+EX_DDR = "Exercise 4 — spot the DDR-bound layers in a profile"
+EX_SPEEDUP = "Exercise 5 ★ — predict the multi-core speedup"
+
+
+def _fresh_seed() -> int:
+    """A seed no student can know in advance."""
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+# =========================================================================== exercise 1
+#: exercise 1: the run phase of a "big" pipeline uses this model, a "small" one the other
+_RUN_MODELS = {"big": "mobilenet_v2", "small": "digits_cnn"}
+#: CPU phases of a pipeline (ms): the planted one gets _PLANTED_MS; a slow first call costs
+#: _FIRST_CALL_MS once
+_CPU_MS, _PLANTED_MS, _FIRST_CALL_MS = 0.25, 4.0, 60.0
+#: the check judges a pipeline only when its own slowest phase is this much slower than the next
+_MARGIN = 1.5
+
+
+def _pipeline(rt: Any, soc: str, kind: Tuple[str, str, Optional[str]], rng: np.random.Generator
+              ) -> "_cases.Pipeline":
+    planted, run_model, first = kind
+    cpu = {p: (_PLANTED_MS if p == planted else _CPU_MS) for p in ("preprocess", "postprocess")}
+    cpu["first_call"] = _FIRST_CALL_MS
+    return _cases.Pipeline(rt, _model_file(_RUN_MODELS[run_model], soc), planted, first, cpu, rng)
+
+
+def practice_pipeline(rt: Any, seed: int = 3) -> List[Tuple[str, Callable[[], Any]]]:
+    """A pipeline to try ``bottleneck`` on (a fixed seed; the check builds its own).  Its
+    context lives as long as ``rt``."""
+    rng = np.random.default_rng(seed)
+    kind = _cases.PIPELINE_KINDS[int(rng.integers(len(_cases.PIPELINE_KINDS)))]
+    return _pipeline(rt, _soc_of(rt), kind, rng).steps()
+
+
+def check_bottleneck(bottleneck: Callable[[List[Tuple[str, Callable[[], Any]]]], str]) -> CheckResult:
+    """Exercise 1: ``bottleneck(pipeline) -> phase name``; ``pipeline`` is a list of (name,
+    step) pairs, one frame = every step once, in order.
+
+    The check builds four pipelines from a fresh seed on the runtime at hand: real
+    inputs_set, run and outputs_get on a model's context, and numpy work for the CPU phases.
+    One phase is made the slowest; in some, another phase is slow on its first call only.
+    After your function, the check times every phase itself (medians over 8 frames, after 2
+    warm-up frames) and judges each pipeline whose slowest phase is at least 1.5 times the
+    next.  A failure shows the check's own medians for that pipeline."""
+    def body() -> CheckResult:
+        if not callable(bottleneck):
+            raise _not_done(f"expected your function, got {type(bottleneck).__name__}.",
+                            "pass the function itself: check_bottleneck(bottleneck)")
+        rng = np.random.default_rng(_fresh_seed())
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        details: List[str] = []
+        judged = 0
+        try:
+            for n, kind in enumerate(_cases.plan_pipelines(rng), 1):
+                pipe = _pipeline(rt, soc, kind, rng)
+                try:
+                    steps = pipe.steps()
+                    what = f"bottleneck(<pipeline {n}>)"
+                    try:
+                        answer = bottleneck(list(steps))
+                    except Exception as exc:
+                        raise _student_error(exc, what, "call every step of a frame in order, many frames, "
+                                             "and time each step with time.perf_counter().")
+                    if answer is None:
+                        if n == 1:
+                            raise _not_done(f"{what} returned None.", "return one of: " + ", ".join(PHASES) + ".")
+                        raise _Fail(f"{what} returned None.", "return one of: " + ", ".join(PHASES) + ".")
+                    word = str(answer).strip()
+                    if word not in PHASES:
+                        raise _Fail(f"{what} returned {answer!r}, not a phase of the pipeline.",
+                                    "return the name of a phase: " + ", ".join(PHASES) + ".")
+                    medians = _cases.measure_phases(steps, frames=8, skip=2)
+                    ranked = sorted(medians, key=medians.get, reverse=True)
+                    if medians[ranked[0]] < _MARGIN * medians[ranked[1]]:
+                        details.append(f"pipeline {n}: not judged (this machine was too busy for a clear "
+                                       "slowest phase)")
+                        continue
+                    judged += 1
+                    shown = ", ".join(f"{p} {_ms(medians[p])}" for p in PHASES)
+                    if word != ranked[0]:
+                        hint = ("Time each step alone with time.perf_counter() (wall time: the run waits for "
+                                "the NPU, and a CPU clock does not count waiting). Run many frames and leave "
+                                "out the first: a lazy set-up makes one phase slow once. Judge by the median.")
+                        raise _Fail(f"pipeline {n}: you said {word!r}, but the check's own timing (medians over "
+                                    f"8 frames) shows another phase is the slowest: {shown}.", hint,
+                                    details)
+                    details.append(f"pipeline {n}: {word} — right ({shown})")
+                finally:
+                    pipe.close()
+        finally:
+            rt.close()
+        if judged < 3:
+            raise _Fail(f"only {judged} of the pipelines had a clear slowest phase on this machine.",
+                        "run the check again when the machine is less busy.", details)
+        return CheckResult(EX_BOTTLENECK, "passed", f"All {judged} judged pipelines right: you timed the phases "
+                           "in wall time, after the warm-up.", details)
+
+    return _LAB.run(EX_BOTTLENECK, body)
+
+
+# =========================================================================== exercise 2
+def _native_attrs(rt: Any, socs: Sequence[str]) -> Tuple[Dict[str, abi.rknn_tensor_attr], str]:
+    """{soc: the NC1HWC2 native output attr of a model built for it}: queried from a real
+    context for the runtime's own SoC, read from the compiler report for the others."""
+    own = _soc_of(rt)
+    attrs = {soc: _cases.native_attr_from_report(soc) for soc in socs}
+    model = _cases.nc1hwc2_model(own)
+    how = "from the compiler reports"
+    if own in attrs and model:
+        ctx = rt.init(_model_file(model, own))
+        try:
+            attrs[own] = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        finally:
+            rt.destroy(ctx)
+        how = f"queried with RKNN_QUERY_NATIVE_OUTPUT_ATTR for {own}, from the compiler reports for the others"
+    return attrs, how
+
+
+def _copy_attr(attr: abi.rknn_tensor_attr) -> abi.rknn_tensor_attr:
+    copy = abi.rknn_tensor_attr()
+    ctypes.memmove(ctypes.addressof(copy), ctypes.addressof(attr), ctypes.sizeof(copy))
+    return copy
+
+
+def _layer_text(case: Dict[str, Any]) -> str:
+    layer = case["layer"]
+    shapes = ",".join("(" + ",".join(map(str, s)) + ")" for s in layer["input_shapes"])
+    return f"{case['model']} {case['soc']}, layer {layer['id']} {layer['op']} {shapes}"
+
+
+def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tensor_attr], int]) -> CheckResult:
+    """Exercise 2: ``predict_read_bytes(layer, native_attr) -> bytes``: what a layer reads per
+    frame, from ``layer`` ({"id", "op", "input_shapes", "output_shape"}, as the profile shows
+    them) and the NC1HWC2 native output attr of a model built for the layer's SoC.
+
+    The check compares with the RW(KB) column the compiler gives every layer of every
+    shipped model, for every SoC (about a thousand layers, none shown in the lab).  It
+    leaves out the layers whose shapes do not list everything they read (fused adds, the
+    first layer, a cut list) and a few where the course's rule itself misses by more than the
+    tolerance.  An answer is right within 8% of the compiler's figure plus 2 KiB.  A
+    failure shows a few layers with your number and the compiler's, and where the wrong
+    ones are (SoC, op)."""
+    def body() -> CheckResult:
+        if not callable(predict_read_bytes):
+            raise _not_done(f"expected your function, got {type(predict_read_bytes).__name__}.",
+                            "pass the function itself: check_read_bytes(predict_read_bytes)")
+        cases = _cases.judged_layers()
+        socs = sorted({c["soc"] for c in cases})
+        rt = _open_runtime()
+        try:
+            attrs, how = _native_attrs(rt, socs)
+        finally:
+            rt.close()
+        wrong: List[Tuple[Dict[str, Any], int]] = []
+        for n, case in enumerate(cases):
+            what = f"predict_read_bytes(<{_layer_text(case)}>, <native attr>)"
+            layer = {k: (list(map(list, v)) if k == "input_shapes" else (list(v) if isinstance(v, list) else v))
+                     for k, v in case["layer"].items()}
+            try:
+                got = predict_read_bytes(layer, _copy_attr(attrs[case["soc"]]))
+            except Exception as exc:
+                raise _student_error(exc, what, "input_shapes of a Conv-family op are [input, weights, bias]; "
+                                     "of any other op, every shape is an input.")
+            if got is None:
+                if n == 0:
+                    raise _not_done(f"{what} returned None.", "return a number of bytes.")
+                raise _Fail(f"{what} returned None.", "return a number of bytes.")
+            value = _whole_number(got) if not isinstance(got, (float, np.floating)) else float(got)
+            if value is None or (isinstance(value, float) and not np.isfinite(value)):
+                raise _Fail(f"{what} returned {got!r}, not a number of bytes.", "return an int.")
+            if not _cases.within(value, case["truth"]):
+                wrong.append((case, int(value)))
+        details = [f"{len(cases)} layers from {len({c['model'] for c in cases})} models and {len(socs)} SoCs "
+                   f"({', '.join(socs)}); native attrs {how}"]
+        if wrong:
+            where: Dict[str, int] = {}
+            for case, _ in wrong:
+                key = f"{case['soc']} {case['layer']['op']}"
+                where[key] = where.get(key, 0) + 1
+            shown = [f"{_layer_text(c)}: you said {v:,} bytes, the compiler's RW column says "
+                     f"{int(c['truth']):,}" for c, v in wrong[:4]]
+            raise _Fail(f"{len(wrong)} of {len(cases)} layers are off by more than 8% of the compiler's figure "
+                        "plus 2 KiB. Where they are: " + ", ".join(f"{k} ({v})" for k, v in
+                                                                  sorted(where.items(), key=lambda kv: -kv[1])[:6]) + ".",
+                        "Count what the layer reads: every activation input at 1 byte per element, its channels "
+                        "padded up to a multiple of C2, plus the weights. Not the bias, not the output. C2 is "
+                        "the channel block of NC1HWC2: read it from dims[4] of the native attr; never assume it.",
+                        shown + details)
+        return CheckResult(EX_READ, "passed", f"All {len(cases)} layers within 8% + 2 KiB of the compiler's RW "
+                           "column: activations padded to C2, plus the weights.", details)
+
+    return _LAB.run(EX_READ, body)
+
+
+# =========================================================================== exercise 3
+def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResult:
+    """Exercise 3: ``choose_want_float(rt, ctx) -> 0 or 1``: the cheaper way to get float scores
+    on ``rt``: rknn_outputs_get with want_float = 1, or want_float = 0 and then numpy's
+    dequantize ((q - zp) * scale).  ``ctx`` is a context of WANT_FLOAT_MODEL that has run.
+
+    The check hands your function the runtime at hand wrapped three times, in a random order:
+    each makes one way dearer by CPU work inside rknn_outputs_get (as a runtime's conversion
+    on a slower CPU would), sized from this machine's own costs.  One of them makes
+    want_float = 0's get cheaper than want_float = 1's, but not once the dequantize is
+    added.  After your answer the check measures both ways on the same runtime itself and
+    judges by its own medians.  A failure shows them."""
+    def body() -> CheckResult:
+        if not callable(choose_want_float):
+            raise _not_done(f"expected your function, got {type(choose_want_float).__name__}.",
+                            "pass the function itself: check_want_float(choose_want_float)")
+        from ..experiment.variants import frame_input, query_io
+        from ..rknn import buffers
+        rng = np.random.default_rng(_fresh_seed())
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        details: List[str] = []
+        ctx = rt.init(_model_file(WANT_FLOAT_MODEL, soc))
+        try:
+            ins, _ = query_io(rt, ctx)
+            dims = buffers.attr_dims(ins[0])
+            rt.inputs_set(ctx, frame_input(rng.integers(0, 256, size=dims, dtype=np.uint8)))
+            rt.run(ctx)
+            base = _cases.cost_both_ways(rt, ctx)
+            kinds = list(_cases.PROFILE_TRUTH)
+            for n, profile in enumerate([kinds[int(i)] for i in rng.permutation(len(kinds))], 1):
+                planted = _cases.CostlyGet(rt, _cases.targets_for(profile, base))
+                what = f"choose_want_float(<runtime {n}>, ctx)"
+                try:
+                    got = choose_want_float(planted, ctx)
+                except Exception as exc:
+                    raise _student_error(exc, what, "time rt.outputs_get (and your dequantize) several times each "
+                                         "way; pair every get with rt.outputs_release.")
+                if got is None:
+                    if n == 1:
+                        raise _not_done(f"{what} returned None.", "return 0 or 1.")
+                    raise _Fail(f"{what} returned None.", "return 0 or 1.")
+                value = _whole_number(got)
+                if value not in (0, 1):
+                    raise _Fail(f"{what} returned {got!r}, not 0 or 1.", "return the want_float you choose: 0 or 1.")
+                cost = _cases.cost_both_ways(planted, ctx, repeats=5)
+                right = _cases.PROFILE_TRUTH[profile]
+                shown = (f"want_float = 1: {_ms(cost[1])} per get; want_float = 0 + dequantize: {_ms(cost[0])}")
+                if value != right:
+                    raise _Fail(f"runtime {n}: you chose want_float = {value}, but the check measured: {shown}.",
+                                "Measure what you will pay per frame on the runtime you are given: the get with "
+                                "want_float = 1, against the get with want_float = 0 plus your dequantize of every "
+                                "output. Repeat each several times and compare medians.", details)
+                details.append(f"runtime {n}: want_float = {value} — right ({shown})")
+        finally:
+            rt.destroy(ctx)
+            rt.close()
+        return CheckResult(EX_FLOAT, "passed", "Every choice matches the check's own measurement: you measured the "
+                           "whole cost of each way on the runtime you were given.", details)
+
+    return _LAB.run(EX_FLOAT, body)
+
+
+# =========================================================================== exercise 4
+def _as_ids(answer: Any) -> Optional[Set[int]]:
+    if isinstance(answer, (str, bytes)):
+        return None
+    try:
+        items = list(answer)
+    except TypeError:
+        return None
+    ids = set()
+    for item in items:
+        value = _whole_number(item)
+        if value is None:
+            return None
+        ids.add(value)
+    return ids
+
+
+def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
+    """Exercise 4: ``ddr_bound(text) -> layer IDs``: the layers of a per-layer profile (the
+    text RKNN_QUERY_PERF_DETAIL gives) that are DDR-bound: more DDR cycles than NPU cycles.
+
+    The check draws six profiles from a fresh seed, from the layers of the shipped models
+    with new cycles: some as a board prints them (a layer the compiler gives no cycles shows
+    DDR cycles only), some with 0/0/0 for those layers, and with ties (DDR = NPU cycles);
+    headers of 3-core and 2-core SoCs.  A failure says what kind of layers your answer got
+    wrong and how many, never which IDs."""
+    def body() -> CheckResult:
+        if not callable(ddr_bound):
+            raise _not_done(f"expected your function, got {type(ddr_bound).__name__}.",
+                            "pass the function itself: check_ddr_bound(ddr_bound)")
+        cases = _cases.profile_cases(_fresh_seed())
+        details: List[str] = []
+        for n, (text, truth) in enumerate(cases, 1):
+            what = f"ddr_bound(<profile {n}>)"
+            try:
+                got = ddr_bound(text)
+            except Exception as exc:
+                raise _student_error(exc, what, "read the rows between the header's dashed line and the next "
+                                     "dashed line; the Cycles column is DDR/NPU/Total.")
+            if got is None:
+                if n == 1:
+                    raise _not_done(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
+                raise _Fail(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
+            ids = _as_ids(got)
+            if ids is None:
+                raise _Fail(f"{what} returned {type(got).__name__} {str(got)[:60]!r}, not a collection of layer IDs.",
+                            "return the IDs of the ID column as ints, e.g. [4, 9, 17].")
+            rows = {r["id"]: r for r in _cases.parse_rows(text)}
+            right = truth["ddr"]
+            extra, missed = ids - right, right - ids
+            if extra or missed:
+                groups: Dict[str, int] = {}
+                for i in extra:
+                    kind = ("not_a_layer" if i not in rows else "tie" if i in truth["tie"] else
+                            "zero" if i in truth["zero"] else "compute")
+                    groups[kind] = groups.get(kind, 0) + 1
+                lost: Dict[str, int] = {}
+                for i in missed:
+                    kind = "ddr_only" if i in truth["ddr_only"] else "ddr"
+                    lost[kind] = lost.get(kind, 0) + 1
+                lines = [f"you returned {v} {_cases.trap_words(k)}" for k, v in groups.items()]
+                lines += [f"you left out {v} {_cases.trap_words(k)}" for k, v in lost.items()]
+                raise _Fail(f"profile {n} ({len(rows)} layers): your IDs are not its DDR-bound layers.",
+                            "A layer is DDR-bound when its DDR cycles are more than its NPU cycles (Cycles is "
+                            "DDR/NPU/Total). Equal cycles are not DDR-bound; 0/0 says nothing. Not the slowest "
+                            "layers, not the largest RW(KB). Return the IDs as the profile prints them.",
+                            lines + details)
+            details.append(f"profile {n}: {len(right)} of {len(rows)} layers — right")
+        return CheckResult(EX_DDR, "passed", f"All {len(cases)} profiles right: more DDR cycles than NPU cycles, "
+                           "ties and 0/0 layers left out.", details)
+
+    return _LAB.run(EX_DDR, body)
+
+
+# =========================================================================== exercise 5 ★
+def profile_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> Tuple[Any, float]:
+    """(the per-layer profile of ``model`` run with ``core_mask`` as a DataFrame, the median
+    run time in ms from RKNN_QUERY_PERF_RUN), measured on ``rt``."""
+    from .. import profile
+    from ..experiment.variants import frame_input, query_io
+    from ..rknn import buffers
+    ctx = rt.init(_model_file(model, _soc_of(rt)), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.set_core_mask(ctx, core_mask)
+        ins, _ = query_io(rt, ctx)
+        frame = np.random.default_rng(5).integers(0, 256, size=buffers.attr_dims(ins[0]), dtype=np.uint8)
+        times = []
+        for _ in range(runs):
+            rt.inputs_set(ctx, frame_input(frame))
+            rt.run(ctx)
+            times.append(rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration / 1e3)
+        return profile.parse_perf_detail(profile.perf_detail(rt, ctx)), float(np.median(times))
+    finally:
+        rt.destroy(ctx)
+
+
+_MASKS = {2: abi.RKNN_NPU_CORE_0_1, 3: abi.RKNN_NPU_CORE_0_1_2}
+
+
+def practice_profile(rt: Any, n_cores: int = 1) -> Tuple[Any, float]:
+    """PRACTICE_MODEL's profile and run time (ms) on ``n_cores`` cores (1, 2 or 3), measured on ``rt``."""
+    return profile_of(rt, PRACTICE_MODEL, _MASKS.get(n_cores, abi.RKNN_NPU_CORE_0))
+
+
+def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckResult:
+    """Exercise 5 ★: ``predict_speedup(profile, run_ms, n_cores) -> float``: how many times
+    faster a model runs on ``n_cores`` cores than on one, from its single-core per-layer
+    profile (a DataFrame from rknnlab.profile.parse_perf_detail) and its single-core run
+    time in ms.
+
+    The check times six models on the runtime at hand (RKNN_QUERY_PERF_RUN, the median of 3
+    runs) with one core and with every multi-core mask the SoC has, and compares each
+    prediction with the measured ratio: right within 3% on the simulator, 10% on a board.
+    The models differ in their op mix: which ops are split, how many layers, how long the
+    run is.  A failure shows your prediction beside the measured speedup."""
+    def body() -> CheckResult:
+        if not callable(predict_speedup):
+            raise _not_done(f"expected your function, got {type(predict_speedup).__name__}.",
+                            "pass the function itself: check_speedup(predict_speedup)")
+        from ..sim import npu
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        cores = [n for n in _MASKS if n <= npu.soc_npu(soc).cores]
+        tol = SPEEDUP_TOLERANCE["sim" if getattr(rt, "backend", "") == "sim" else "native"]
+        details: List[str] = []
+        wrong: List[str] = []
+        right = 0
+        try:
+            if not cores:
+                raise _Fail(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.",
+                            "run this exercise on the simulator: RKNNLAB_BACKEND=sim (it plays an RK3588).")
+            from .. import models
+            for k, model in enumerate(m for m in SPEEDUP_MODELS if soc in models.model_socs(m)):
+                table, run_ms = profile_of(rt, model, abi.RKNN_NPU_CORE_0)
+                for n in cores:
+                    _, run_n = profile_of(rt, model, _MASKS[n])
+                    measured = run_ms / run_n
+                    what = f"predict_speedup(<{model} profile>, {run_ms:.3f}, {n})"
+                    try:
+                        got = predict_speedup(table.copy(), run_ms, n)
+                    except Exception as exc:
+                        raise _student_error(exc, what, "use the profile's op and time_us columns and run_ms.")
+                    if got is None:
+                        if k == 0 and n == cores[0]:
+                            raise _not_done(f"{what} returned None.", "return a number: the predicted speedup.")
+                        raise _Fail(f"{what} returned None.", "return a number: the predicted speedup.")
+                    try:
+                        value = float(got)
+                    except (TypeError, ValueError):
+                        raise _Fail(f"{what} returned {got!r}, not a number.", "return a float, e.g. 1.25.")
+                    line = f"{model} on {n} cores: you predicted {value:.3f}x, measured {measured:.3f}x"
+                    if not np.isfinite(value) or abs(value - measured) > tol * measured:
+                        wrong.append(line)
+                    else:
+                        right += 1
+                        details.append(line + " — right")
+        finally:
+            rt.close()
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {len(wrong) + right} predictions are off by more than {tol:.0%} of the "
+                        "measured speedup:", "Only some ops are split over the cores; the others run on one core, "
+                        "and the run's fixed overhead does not shrink. A split layer is not n times faster, and "
+                        "each one pays for the hand-over between cores. Measure both on the practice model's "
+                        "profiles first.", wrong + details)
+        return CheckResult(EX_SPEEDUP, "passed", f"All {right} predictions within {tol:.0%} of the measured "
+                           "speedups: only the split ops gain, each at its own rate and cost.", details)
+
+    return _LAB.run(EX_SPEEDUP, body)
+
+
+_LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_FLOAT, EX_DDR, EX_SPEEDUP])
+summary = _LAB.summary
+results = _LAB.results
+_LAB.seal(globals(), {"check_bottleneck": EX_BOTTLENECK, "check_read_bytes": EX_READ,
+                      "check_want_float": EX_FLOAT, "check_ddr_bound": EX_DDR, "check_speedup": EX_SPEEDUP})
