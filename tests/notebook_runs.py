@@ -46,24 +46,6 @@ def _student_edition(notebook: str):
     return apply_edition(nbformat.read(str(ROOT / notebook), as_version=4), "student", "en")
 
 
-def _fresh_from_cache(nb) -> "Run | None":
-    from jupyter_cache import get_cache
-    from rknnlab.book.execute import CACHE_FORMAT
-    if not CACHE_DIR.exists():
-        return None
-    cache = get_cache(str(CACHE_DIR))
-    try:
-        pk, merged = cache.merge_match_into_notebook(nb)
-    except KeyError:
-        return None
-    data = cache.get_cache_record(pk).data or {}
-    if data.get("format") != CACHE_FORMAT or data.get("backend") != "sim":
-        return None
-    if float(data.get("executed_epoch", 0.0)) < SESSION_STARTED:
-        return None
-    return Run(merged, float(data.get("seconds", 0.0)), True)
-
-
 def executed(notebook: str) -> Run:
     """``notebook`` (a path relative to the repository) executed on the simulator in this
     session; fails the calling test with the failing cell's message if it does not run."""
@@ -77,16 +59,15 @@ def executed(notebook: str) -> Run:
         run = _execute_without_cache(notebook, nb)
         _runs[notebook] = run
         return run
-    run = _fresh_from_cache(nb)
-    if run is None:
-        from rknnlab.book.execute import Job, execute_all, resolve_backend
-        path = ROOT / notebook
-        report = execute_all([Job(notebook, nb, path.parent, notebook)], CACHE_DIR,
-                             resolve_backend("sim"), timeout=TIMEOUT, n_jobs=1, log=lambda s: None)
-        result = report.results[notebook]
-        if result.error:
-            pytest.fail(result.error, pytrace=False)
-        run = Run(result.nb, result.seconds, False)
+    from rknnlab.book.execute import Job, execute_all, resolve_backend
+    path = ROOT / notebook
+    report = execute_all([Job(notebook, nb, path.parent, notebook)], CACHE_DIR,
+                         resolve_backend("sim"), timeout=TIMEOUT, n_jobs=1, log=lambda s: None,
+                         executed_since=SESSION_STARTED)
+    result = report.results[notebook]
+    if result.error:
+        pytest.fail(result.error, pytrace=False)
+    run = Run(result.nb, result.seconds, result.from_cache)
     _runs[notebook] = run
     return run
 

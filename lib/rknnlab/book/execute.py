@@ -91,9 +91,13 @@ CACHE_FORMAT = 3
 
 
 def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout: int = 600,
-                n_jobs: int = 0, log: Callable[[str], None] = print) -> ExecReport:
+                n_jobs: int = 0, log: Callable[[str], None] = print,
+                executed_since: Optional[float] = None) -> ExecReport:
     """Execute (or take from the cache) every job's notebook. Never raises for a failing
-    notebook: its Result has ``error`` set (all notebooks are tried, all errors reported)."""
+    notebook: its Result has ``error`` set (all notebooks are tried, all errors reported).
+    With ``executed_since`` (a time.time() value), a cached run made before then is not
+    taken: the notebook is executed again (the tests use it to run each notebook once per
+    session, since the cache's key is the notebook's code, not the library's)."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
@@ -108,7 +112,8 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
             todo.append(job)
             continue
         data = cache.get_cache_record(pk).data or {}
-        if data.get("format") != CACHE_FORMAT:
+        if data.get("format") != CACHE_FORMAT or (
+                executed_since is not None and float(data.get("executed_epoch", 0.0)) < executed_since):
             todo.append(job)
             continue
         report.results[job.key] = Result(job.key, merged, data.get("executed_at", "an earlier build"),
