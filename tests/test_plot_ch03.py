@@ -1,0 +1,129 @@
+"""rknnlab.plot's Chapter 3 figures: each draws the numbers of the table it is given,
+names the table's source in its title, and labels its axes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib", reason="rknnlab.plot needs matplotlib (the lab extra)")
+pd = pytest.importorskip("pandas", reason="rknnlab.profile returns pandas DataFrames (the lab extra)")
+matplotlib.use("Agg")
+
+from rknnlab import plot, profile  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "perf_detail_board_format.txt"
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def _phase_table(model: str, size: str, medians, source: str = "made up for a test"):
+    """A table in rknnlab.profile.phases' layout with known medians (ms) per phase."""
+    rows = []
+    for phase, m in zip(profile.PHASES, medians):
+        rows.append({"model": model, "input": size, "want_float": True, "phase": phase, "median_ms": m,
+                     "q1_ms": m * 0.9, "q3_ms": m * 1.1, "share": m / sum(medians), "frames": 7, "ms": (m,)})
+    total = sum(medians)
+    rows.append({"model": model, "input": size, "want_float": True, "phase": "total", "median_ms": total,
+                 "q1_ms": total - 1, "q3_ms": total + 2, "share": 1.0, "frames": 7, "ms": (total,)})
+    t = pd.DataFrame(rows)
+    t.attrs["source"] = source
+    return t
+
+
+def _bar_heights(ax, gid: str):
+    return [p.get_height() for c in ax.containers for p in c.patches if c.get_gid() == gid or p.get_gid() == gid]
+
+
+def test_frame_phases_stacks_the_medians_and_adds_the_published_bars():
+    df = pd.concat([_phase_table("yolov5s", "640x640", [10, 15, 12, 13, 0.5])], ignore_index=True)
+    df.attrs["source"] = "made up for a test"
+    fig = plot.frame_phases(df, published=profile.published_phases())
+    ax = fig.axes[0]
+    title = ax.get_title(loc="left")
+    assert "made up for a test" in title and "rknn_model_zoo#167" in title
+    assert "median of 7 frames" in title
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["yolov5s\n640x640\nwant_float=1", "yolov5s\n640x640\npublished"]
+    run = [p for p in ax.patches if p.get_gid() == "phase:run"]
+    assert [p.get_height() for p in run] == pytest.approx([15, 17.49])
+    post = [p for p in ax.patches if p.get_gid() == "phase:postprocess"]
+    assert [p.get_height() for p in post] == pytest.approx([13, 0])        # nothing published for it
+    assert post[0].get_y() == pytest.approx(10 + 15 + 12)                  # stacked on the phases before it
+    assert "ms" in ax.get_ylabel()
+    labels = {t.get_text() for t in ax.texts}
+    assert "50.5 ms" in labels and f"{14.85 + 17.49 + 1.23:.1f} ms" in labels
+
+
+def test_frame_phases_of_a_real_simulated_run():
+    df = profile.phases("digits_cnn", frames=2, backend="sim", progress=False)
+    fig = plot.frame_phases(df)
+    ax = fig.axes[0]
+    assert "simulated RK3588" in ax.get_title(loc="left")
+    run = [p for p in ax.patches if p.get_gid() == "phase:run"]
+    assert run[0].get_height() == pytest.approx(df.set_index("phase").loc["run", "median_ms"])
+
+
+def test_layer_profile_of_the_board_fixture():
+    t = profile.parse_perf_detail(FIXTURE.read_text(), source="made-up board")
+    fig = plot.layer_profile(t, top=3, title="fixture net")
+    left, right = fig.axes[:2]
+    assert fig._suptitle.get_text() == "fixture net\nmade-up board"
+    names = [tick.get_text() for tick in left.get_yticklabels()]
+    assert names == ["3 ConvExSwish", "2 ConvRelu", "7 Concat"]                # the three slowest NPU layers
+    assert sorted(p.get_width() for p in left.patches[:3]) == [61, 121, 233]
+    assert left.get_xlabel() == "time (us)"
+    assert right.get_xscale() == "log" and right.get_yscale() == "log"
+    assert right.get_xlabel().startswith("NPU cycles") and right.get_ylabel().startswith("DDR cycles")
+    # three layers have both cycle counts (drawn), four have 0 NPU cycles (the note)
+    drawn = sum(len(c.get_offsets()) for c in right.collections)
+    assert drawn == 3
+    note = " ".join(t.get_text() for t in right.texts)
+    assert "4 layers with 0 DDR or 0 NPU cycles" in note and "Add, Concat, MaxPool" in note
+
+
+def test_layer_profile_of_a_compiler_report_table():
+    t = profile.layer_table("mobilenet_v2")
+    fig = plot.layer_profile(t, top=5)
+    left = fig.axes[0]
+    assert left.get_xlabel() == "NPU time from the cycles (us)"
+    assert "compiler report" in fig._suptitle.get_text()
+    assert len(left.get_yticklabels()) == 5
+
+
+def test_traffic_draws_bytes_against_pixels():
+    t = profile.traffic(["yolov5s_320", "yolov5s", "mobilenet_v2"])
+    fig = plot.traffic(t)
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    yolo = lines["yolov5s: read (RW)"]
+    np.testing.assert_allclose(yolo.get_xdata(), [102.4, 409.6])
+    np.testing.assert_allclose(yolo.get_ydata(), t.loc[["yolov5s_320", "yolov5s"], "read_bytes"] / 2 ** 20)
+    assert "mobilenet_v2: of the reads, weights" in lines
+    assert "compiler report" in ax.get_title(loc="left")
+    assert ax.get_ylabel() == "MiB per frame" and "pixels" in ax.get_xlabel()
+
+
+def test_multicore_bars_are_the_speedups():
+    rows = []
+    for model, share, speedups in (("a", 1.0, (1.0, 1.3, 1.6)), ("b", 0.05, (1.0, 0.98, 0.97))):
+        for mask, s in zip(("RKNN_NPU_CORE_0", "RKNN_NPU_CORE_0_1", "RKNN_NPU_CORE_0_1_2"), speedups):
+            ref = mask == "RKNN_NPU_CORE_0"
+            rows.append({"model": model, "mask": mask, "speedup": s,
+                         "speedup_low": np.nan if ref else s - 0.05, "speedup_high": np.nan if ref else s + 0.05,
+                         "split_share": share})
+    df = pd.DataFrame(rows)
+    df.attrs["source"] = "made up for a test"
+    fig = plot.multicore(df)
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([1.0, 1.0, 1.3, 0.98, 1.6, 0.97])      # mask by mask, model by model
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a\n100% of cycles split", "b\n5% of cycles split"]
+    assert "made up for a test" in ax.get_title(loc="left") and "speedup" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["CORE_0", "CORE_0_1", "CORE_0_1_2"]

@@ -1,0 +1,389 @@
+"""rknnlab.profile: the perf-detail parser (a board-format fixture with invented numbers,
+and the simulator's real text), the compiler-report tables, frame phases on the
+simulator, the CPU costs, glibc fragmentation in a subprocess, multi-core speedups."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pd = pytest.importorskip("pandas", reason="rknnlab.profile returns pandas DataFrames (the lab extra)")
+
+import rknnlab  # noqa: E402
+from rknnlab import models, profile  # noqa: E402
+from rknnlab.profile import cpu, heap, report  # noqa: E402
+from rknnlab.rknn import abi  # noqa: E402
+from rknnlab.sim import modeled_run_ms, npu  # noqa: E402
+from rknnlab.sim.perf import layer_macs  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "perf_detail_board_format.txt"
+
+
+@pytest.fixture(scope="module")
+def board_text() -> str:
+    return FIXTURE.read_text()
+
+
+@pytest.fixture(scope="module")
+def rt():
+    runtime = rknnlab.open_runtime("sim", "rk3588")
+    yield runtime
+    runtime.close()
+
+
+def _sim_text(rt, model: str, mask: int = abi.RKNN_NPU_CORE_0) -> str:
+    ctx = rt.init(str(models.model_path(model, "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.set_core_mask(ctx, mask)
+        rt.inputs_set(ctx, profile.frame_inputs(rt, ctx))
+        rt.run(ctx)
+        return profile.perf_detail(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+
+
+# --------------------------------------------------------------------------- the parser
+def test_board_format_fixture_parses_to_its_numbers(board_text):
+    t = profile.parse_perf_detail(board_text, source="fixture")
+    assert list(t["id"]) == list(range(1, 10))
+    assert t.attrs["total_time_us"] == 574 and t.attrs["total_rw_kb"] == 2047
+    assert t["time_us"].sum() == t.attrs["total_time_us"]          # the fixture's own totals agree
+    assert t["rw_kb"].sum() == t.attrs["total_rw_kb"]
+    conv = t.set_index("id").loc[2]
+    assert (conv["op"], conv["cycles_ddr"], conv["cycles_npu"], conv["cycles_total"]) == ("ConvRelu", 41200, 88470, 88470)
+    assert conv["input_shapes"] == ((1, 3, 256, 256), (24, 3, 3, 3), (24,))
+    assert conv["output_shape"] == (1, 24, 128, 128)
+    assert conv["mac_usage"] == pytest.approx(8.57) and conv["cores"] == 3
+    assert conv["workload"] == "33.3%/33.3%/33.3%"
+    swish = t.set_index("id").loc[3]
+    assert swish["cores"] == 1 and swish["mac_usage"] == pytest.approx(17.80)
+    first, last = t.iloc[0], t.iloc[-1]
+    assert first["input_shapes"] == () and first["target"] == "CPU" and math.isnan(first["mac_usage"])
+    assert last["output_shape"] == () and last["op"] == "OutputOperator"
+    cut = t.set_index("id").loc[7]
+    assert cut["input_shapes_cut"] and len(cut["input_shapes"]) == 3
+    assert not t.set_index("id").loc[5, "input_shapes_cut"]
+    assert t.attrs["source"] == "fixture"
+
+
+def test_ranking_table_of_the_fixture(board_text):
+    r = profile.op_ranking(board_text)
+    assert list(r["total_us"]) == sorted(r["total_us"], reverse=True)
+    concat = r.set_index("op").loc["Concat"]
+    assert concat["calls"] == 2 and concat["total_us"] == 83
+    assert r.set_index("op").loc["InputOperator", "cpu_us"] == 9
+    assert r["time_ratio"].sum() == pytest.approx(1.0, abs=0.001)
+
+
+@pytest.mark.parametrize("mask", [abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_0_1_2])
+def test_simulator_text_parses_and_matches_the_report(rt, mask):
+    text = _sim_text(rt, "mobilenet_v2", mask)
+    t = profile.parse_perf_detail(text)
+    layers = models.load_report("mobilenet_v2", "rk3588").layers
+    assert len(t) == len(layers)
+    assert list(t["id"]) == [layer["id"] + 1 for layer in layers]          # runtime ID = compiler id + 1
+    assert list(t["cycles_ddr"]) == [layer["cycles_ddr"] for layer in layers]
+    assert list(t["op"]) == [layer["op"] for layer in layers]
+    assert t["time_us"].sum() == t.attrs["total_time_us"]
+    macs = np.array([layer_macs(layer) for layer in layers])
+    assert (np.isnan(t["mac_usage"].to_numpy()) == (macs == 0)).all()       # "\" exactly for layers without MACs
+    split = t["op"].map(npu.is_split) & (t["target"] == "NPU")
+    want_cores = 3 if mask == abi.RKNN_NPU_CORE_0_1_2 else 1
+    assert (t.loc[split, "cores"] == want_cores).all()
+    # F2: MacUsage = MACs / (time x 1024 MAC/cycle x 1 GHz), on layers long enough for integer us
+    long = (t["time_us"] >= 60) & ~np.isnan(t["mac_usage"])
+    expected = macs[long.to_numpy()] / (t.loc[long, "time_us"].to_numpy() * 1e-6 * 1024 * 1e9) * 100
+    if mask == abi.RKNN_NPU_CORE_0_1_2:       # a split layer's MACs are shared by its cores
+        expected = expected / t.loc[long, "cores"].clip(lower=1).to_numpy()
+    np.testing.assert_allclose(t.loc[long, "mac_usage"], expected, rtol=0.02)
+
+
+def test_yolov5s_silu_conv_stays_on_one_core(rt):
+    t = profile.parse_perf_detail(_sim_text(rt, "yolov5s", abi.RKNN_NPU_CORE_0_1_2))
+    assert (t.loc[t["op"] == "ConvExSwish", "workload"] == "100.0%/0.0%/0.0%").all()
+    assert (t.loc[t["op"] == "Concat", "cores"] == 3).all()
+
+
+def test_perf_table_labels_the_simulator(rt):
+    ctx = rt.init(str(models.model_path("digits_cnn", "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.run(ctx)
+        t = profile.perf_table(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+    assert t.attrs["source"].startswith("simulated RK3588") and "modeled" in t.attrs["source"]
+
+
+@pytest.mark.parametrize("mutate, where", [
+    (lambda s: "", "line 1"),
+    (lambda s: "   \n\n", "line 1"),
+    (lambda s: s.replace("41200/88470/88470", "41200/88470"), "line 7"),
+    (lambda s: s.replace("41200/88470/88470       121", "41200/88470/88470       fast"), "line 7"),
+    (lambda s: s.replace("(1,24,128,128)    41200", "(1,24,128,128    41200"), "line 7"),
+    (lambda s: "\n".join(s.splitlines()[:10]), "line 10"),                   # cut before the totals
+    (lambda s: "hello world\n" + s, "line 1"),
+    (lambda s: s.replace("MacUsage(%)", "Usage(%)"), "line 4"),
+    (lambda s: s.replace("ConvExSwish       1             0", "ConvExSwish       one           0"), "line 23"),
+])
+def test_bad_text_raises_naming_the_line(board_text, mutate, where):
+    with pytest.raises(ValueError, match=where):
+        profile.parse_perf_detail(mutate(board_text))
+
+
+def test_bytes_are_refused_with_a_hint(board_text):
+    with pytest.raises(TypeError, match="decode"):
+        profile.parse_perf_detail(board_text.encode())
+
+
+def test_perf_detail_without_the_flag_is_an_error(rt):
+    ctx = rt.init(str(models.model_path("digits_cnn", "rk3588")))
+    try:
+        rt.run(ctx)
+        with pytest.raises(Exception):
+            profile.perf_detail(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+
+
+# --------------------------------------------------------------------------- compiler report
+def test_layer_table_columns_from_the_report():
+    t = profile.layer_table("mobilenet_v2", "rk3588", bandwidth=2e9)
+    layers = models.load_report("mobilenet_v2", "rk3588").layers
+    assert len(t) == len(layers) and list(t["runtime_id"]) == list(t["id"] + 1)
+    one = t.set_index("id")
+    assert one.loc[1, "macs"] == 32 * 112 * 112 * 3 * 3 * 3          # conv 3 -> 32, 3x3
+    assert one.loc[2, "macs"] == 32 * 112 * 112 * 3 * 3              # depthwise: weights [1, 32, 3, 3]
+    assert one.loc[1, "read_bytes"] == layers[1]["rw_kb"] * 1024
+    assert one.loc[1, "ddr_us"] == pytest.approx(one.loc[1, "read_bytes"] / 2e9 * 1e6)
+    assert one.loc[1, "npu_us"] == pytest.approx(layers[1]["cycles_npu"] / 1e3)
+    for _, r in t.iterrows():
+        if r["cycles_ddr"] == 0 and r["cycles_npu"] == 0:
+            assert r["bound"] == "no cycles"
+        else:
+            assert r["bound"] == ("DDR" if r["cycles_ddr"] > r["cycles_npu"] else "compute")
+    assert set(t["bound"]) >= {"DDR", "compute", "no cycles"}
+    assert "compiler report" in t.attrs["source"]
+
+
+def test_bound_counts_add_up():
+    t = profile.layer_table("yolov5s")
+    b = profile.bound_counts(t)
+    assert b["layers"].sum() == (t["target"] == "NPU").sum()
+    assert b["share_of_cycles"].sum() == pytest.approx(1.0)
+    assert b.loc["no cycles", "share_of_cycles"] == 0 and b.loc["no cycles", "layers"] > 0
+
+
+def test_traffic_reads_grow_with_pixels_and_weights_do_not():
+    t = profile.traffic(["yolov5s_320", "yolov5s_480", "yolov5s"])
+    assert list(t["pixels"]) == [320 * 320, 480 * 480, 640 * 640]
+    assert t["weights_bytes"].nunique() == 1
+    rep = models.load_report("yolov5s", "rk3588")
+    assert t.loc["yolov5s", "read_bytes"] == sum(layer["rw_kb"] for layer in rep.layers) * 1024
+    assert t.loc["yolov5s", "activation_write_bytes"] == rep.naive_activation_bytes()
+    # activation reads scale with the pixels (x4 from 320 to 640), not faster
+    ratio = t.loc["yolov5s", "activation_read_bytes"] / t.loc["yolov5s_320", "activation_read_bytes"]
+    assert 3.6 < ratio < 4.4
+    assert (t["total_bytes"] == t["read_bytes"] + t["activation_write_bytes"]).all()
+    np.testing.assert_allclose(t["floor_ms_peak"], t["total_bytes"] / (2 * 2112e6 * 8) * 1e3)
+    assert (t["floor_ms_effective"] > t["floor_ms_peak"]).all()
+
+
+def test_bandwidth_constants_and_their_sources():
+    assert profile.DDR_PEAK_BYTES_PER_S == pytest.approx(33.792e9)
+    assert profile.NPU_EFFECTIVE_BYTES_PER_S == pytest.approx(11.8e9)
+    doc = report.__doc__
+    assert "quad-channel x16bit" in doc and "2112" in doc and "UNCONFIRMED" in doc and "DERIVED" in doc
+
+
+# --------------------------------------------------------------------------- phases
+def test_phases_on_the_simulator(rt):
+    t = profile.phases(["digits_cnn", "mobilenet_v2"], frames=3, backend=rt, progress=False)
+    assert rt.soc == "rk3588"                                   # a Runtime passed in is left open
+    assert list(t["phase"][:6]) == list(profile.PHASES) + ["total"]
+    assert (t["frames"] == 3).all() and t["want_float"].all()
+    for model, rows in t.groupby("model"):
+        rows = rows.set_index("phase")
+        per_frame = np.array([rows.loc[p, "ms"] for p in profile.PHASES]).sum(axis=0)
+        np.testing.assert_allclose(per_frame, rows.loc["total", "ms"])
+        assert (rows["q1_ms"] <= rows["median_ms"] + 1e-12).all() and (rows["median_ms"] <= rows["q3_ms"] + 1e-12).all()
+        # rknn_run blocks at least for the modeled time
+        assert rows.loc["run", "median_ms"] >= 0.97 * modeled_run_ms(model, "rk3588")
+    assert t.set_index(["model", "phase"]).loc[("mobilenet_v2", "run"), "share"] > 0.3
+    assert t.set_index("model").loc["mobilenet_v2", "input"].iloc[0] == "224x224"
+    assert "simulated RK3588" in t.attrs["source"] and "measured" in t.attrs["source"]
+    assert t.attrs["postprocess"]["mobilenet_v2"].startswith("top5")
+
+
+def test_phases_int8_outputs(rt):
+    t = profile.phases("digits_cnn", frames=2, want_float=False, backend=rt, progress=False)
+    assert not t["want_float"].any() and (t["median_ms"] > 0).all()
+
+
+def test_phases_rejects_no_frames(rt):
+    with pytest.raises(ValueError):
+        profile.phases("digits_cnn", frames=0, backend=rt)
+
+
+def test_published_phases():
+    p = profile.published_phases()
+    got = p.set_index(["model", "phase"])["median_ms"]
+    assert got[("yolov5s", "inputs_set")] == 14.85 and got[("mobilenet_v2", "run")] == 2.65
+    assert "rknn_model_zoo#167" in p.attrs["source"]
+
+
+def test_top5_is_softmax_ranked():
+    logits = np.array([0.0, 3.0, 1.0, 5.0, 2.0, -1.0, 4.0])
+    idx, p = profile.top5(logits)
+    assert list(idx) == [3, 6, 1, 4, 2]
+    e = np.exp(logits - logits.max())
+    np.testing.assert_allclose(p, (e / e.sum())[[3, 6, 1, 4, 2]], rtol=1e-6)
+
+
+def test_yolov5_decode_finds_a_planted_box():
+    classes = 80
+    heads = [np.full((1, 3 * (5 + classes), s, s), -10.0, np.float32) for s in (8, 4, 2)]
+    t = heads[1].reshape(3, 5 + classes, 4, 4)
+    a, y, x = 2, 1, 3                       # anchor 2 of the middle head, cell (1, 3)
+    t[a, 0:4, y, x] = 0.0                   # xy -> 0.5, wh -> 0.5
+    t[a, 4, y, x] = 10.0                    # objectness
+    t[a, 5 + 7, y, x] = 10.0                # class 7
+    boxes = profile.yolov5_decode(heads, (64, 64))
+    assert boxes.shape == (1, 6)
+    stride = 64 / 4
+    cx, cy, w, h, score, cls = boxes[0]
+    assert (cx, cy) == pytest.approx(((0.5 + x) * stride, (0.5 + y) * stride))
+    assert (w, h) == pytest.approx((59, 119))              # (2 x 0.5)^2 x anchor 2 of the head (59, 119)
+    assert cls == 7 and score > 0.99
+
+
+def test_frame_inputs_match_the_model(rt):
+    ctx = rt.init(str(models.model_path("mobilenet_v2", "rk3588")))
+    try:
+        (inp,) = profile.frame_inputs(rt, ctx, seed=1)
+        assert inp.size == 224 * 224 * 3 and inp.type == abi.RKNN_TENSOR_UINT8 and inp.fmt == abi.RKNN_TENSOR_NHWC
+        rt.inputs_set(ctx, [inp])
+    finally:
+        rt.destroy(ctx)
+
+
+# --------------------------------------------------------------------------- CPU costs
+def test_layout_round_trip_and_padding():
+    rng = np.random.default_rng(3)
+    nhwc = rng.integers(-128, 128, (1, 5, 7, 20), dtype=np.int8)
+    native = profile.to_nc1hwc2(nhwc, 16)
+    assert native.shape == (1, 2, 5, 7, 16)
+    assert (native[0, 1, :, :, 4:] == 0).all()                     # channels 20..31 are padding
+    assert native[0, 1, 2, 3, 1] == nhwc[0, 2, 3, 17]              # channel 17 = block 1, lane 1
+    np.testing.assert_array_equal(profile.nc1hwc2_to_nchw(native, 20), nhwc.transpose(0, 3, 1, 2))
+
+
+def test_layout_and_dequant_costs_are_measured():
+    lay = profile.layout_cost((1, 20, 20, 48), 16, repeats=5)
+    assert list(lay["what"]) == ["copy (no conversion)", "NHWC -> NC1HWC2", "NC1HWC2 -> NCHW"]
+    assert (lay["kind"] == "measured").all() and (lay["median_us"] > 0).all()
+    assert (lay["q1_us"] <= lay["median_us"]).all() and (lay["median_us"] <= lay["q3_us"]).all()
+    assert "measured on this machine" in lay.attrs["source"]
+    deq = profile.dequant_cost(10_000, zp=3, scale=0.5, repeats=5)
+    assert list(deq["bytes_out"]) == [10_000, 40_000]
+    np.testing.assert_array_equal(profile.dequantize(np.array([3, 5, -1], np.int8), 3, 0.5), [0.0, 1.0, -2.0])
+
+
+def test_a_copy_costs_time_in_proportion_to_its_bytes():
+    small = profile.copy_cost(64 * 1024, 1, repeats=7)
+    big = profile.copy_cost(16 * 2 ** 20, 1, repeats=7)
+    assert big["median_us"].iloc[0] > 20 * small["median_us"].iloc[0]   # 256x the bytes
+
+
+def test_copy_in_pieces_copies_every_byte():
+    t = profile.copy_cost(100_000, (1, 10, 1000), repeats=3)
+    assert list(t["pieces"]) == [1, 10, 1000] and list(t["bytes"]) == [100_000] * 3
+    np.testing.assert_allclose(t["per_piece_ns"] * t["pieces"], t["median_us"] * 1e3)
+    with pytest.raises(ValueError):
+        profile.copy_cost(10, 11)
+
+
+def test_sync_cost_is_modeled_and_says_so():
+    t = profile.sync_cost([4096, 2 ** 20])
+    assert (t["kind"] == "MODELED").all() and "MODELED" in t.attrs["source"]
+    one = t.set_index(["nbytes", "mode"])["modeled_us"]
+    to_dev = one[(2 ** 20, "RKNN_MEMORY_SYNC_TO_DEVICE")]
+    assert to_dev == pytest.approx(cpu.SYNC_FIXED_US + 2 ** 20 / 64 * cpu.SYNC_NS_PER_LINE / 1e3)
+    assert one[(2 ** 20, "RKNN_MEMORY_SYNC_BIDIRECTIONAL")] > to_dev > one[(4096, "RKNN_MEMORY_SYNC_TO_DEVICE")]
+    with pytest.raises(ValueError):
+        profile.sync_cost(4096, modes=[9])
+
+
+def test_uncached_read_is_the_cached_time_times_twenty_and_labelled():
+    t = profile.uncached_read(256 * 1024, repeats=5).set_index("what")
+    assert t.loc["cached", "kind"] == "measured" and t.loc["uncached", "kind"] == "MODELED"
+    assert t.loc["uncached", "median_us"] == pytest.approx(20 * t.loc["cached", "median_us"])
+
+
+def test_cpu_costs_for_a_model():
+    t = profile.cpu_costs("yolov5s", "rk3588", repeats=3)
+    kinds = dict(zip(t["what"], t["kind"]))
+    assert kinds["input copied in one piece"] == "measured"
+    assert kinds["input copied row by row (640 rows)"] == "measured"
+    assert kinds["rknn_mem_sync TO_DEVICE, input"] == "MODELED"
+    assert kinds["input read from uncached memory"] == "MODELED"
+    assert t.set_index("what").loc["outputs NC1HWC2 -> NCHW", "bytes"] == 16 * 16 * (80 * 80 + 40 * 40 + 20 * 20)  # C1 x C2 = 256 channels per head
+
+
+# --------------------------------------------------------------------------- fragmentation
+def test_fragmentation_with_this_machines_glibc():
+    t = profile.fragmentation(seed=1)
+    assert t.attrs["source"].startswith("glibc ")
+    # small blocks: the freed memory stays in the heap (RSS high) until malloc_trim(0)
+    assert profile.retained(t, "small") > 0.8
+    small = t[t["pattern"] == "small"].set_index("step")
+    grown = small.loc["after malloc", "rss_bytes"] - small.loc["before", "rss_bytes"]
+    assert small.loc["after free", "free_kept_bytes"] > 0.8 * grown
+    assert small.loc["after malloc_trim(0)", "rss_bytes"] - small.loc["before", "rss_bytes"] < 0.3 * grown
+    # mmap-sized blocks: each its own mapping, given back at free
+    assert profile.retained(t, "large") < 0.2
+    large = t[t["pattern"] == "large"].set_index("step")
+    assert large.loc["after malloc", "mmapped_bytes"] - large.loc["before", "mmapped_bytes"] >= 200 * 256 * 1024
+    # ... unless a freed large block raised glibc's dynamic mmap threshold first
+    assert profile.retained(t, "large_after_free") > 0.8
+    assert "IOMMU" in t.attrs["iommu"]
+
+
+def test_fragmentation_bad_arguments():
+    with pytest.raises(ValueError, match="unknown pattern"):
+        profile.fragmentation("medium")
+    with pytest.raises(ValueError, match="M_MMAP_THRESHOLD"):
+        profile.fragmentation("large", large_size=heap.MMAP_THRESHOLD)
+
+
+# --------------------------------------------------------------------------- multi-core
+def test_multicore_speedups_follow_the_op_mix(rt):
+    t = profile.multicore(["digits_cnn", "mobilenet_v2", "yolov5s"], runs=6, backend=rt, progress=False)
+    s = t.set_index(["model", "mask"])
+    ref = s.loc[("mobilenet_v2", "RKNN_NPU_CORE_0")]
+    assert ref["verdict"] == "reference" and ref["speedup"] == 1.0 and math.isnan(ref["speedup_low"])
+    three = s.loc[("mobilenet_v2", "RKNN_NPU_CORE_0_1_2")]
+    assert three["cores"] == 3 and three["speedup_low"] <= three["speedup"] <= three["speedup_high"]
+    # the runtime's own account follows the simulator's model exactly
+    for model in ("digits_cnn", "mobilenet_v2", "yolov5s"):
+        for mask in profile.cores.DEFAULT_MASKS:
+            row = s.loc[(model, abi.CORE_MASK_NAMES[mask])]
+            assert row["perf_run_ms"] == pytest.approx(row["modeled_ms"], abs=0.002)
+    assert s.loc[("mobilenet_v2", "RKNN_NPU_CORE_0_1_2"), "perf_run_ms"] < 0.85 * ref["perf_run_ms"]
+    assert s.loc[("digits_cnn", "RKNN_NPU_CORE_0_1_2"), "perf_run_ms"] > s.loc[("digits_cnn", "RKNN_NPU_CORE_0"), "perf_run_ms"]
+    assert s.loc[("yolov5s", "RKNN_NPU_CORE_0"), "split_share"] < 0.1 < s.loc[("mobilenet_v2", "RKNN_NPU_CORE_0"), "split_share"]
+    assert "simulated RK3588" in t.attrs["source"]
+
+
+def test_multicore_needs_the_one_core_reference(rt):
+    with pytest.raises(ValueError, match="RKNN_NPU_CORE_0"):
+        profile.multicore("digits_cnn", masks=(abi.RKNN_NPU_CORE_0_1,), backend=rt)
+
+
+def test_timing_check_marks_the_calibration_points():
+    t = profile.timing_check({("mobilenet_v2", "rk3588"): 450.7, ("yolov5s", "rk3588"): 48.4})
+    s = t.set_index("model")
+    assert s.loc["mobilenet_v2", "calibration_point"] and s.loc["mobilenet_v2", "ratio"] == pytest.approx(1.0, abs=0.001)
+    assert not s.loc["yolov5s", "calibration_point"]
+    assert s.loc["yolov5s", "ratio"] == pytest.approx(modeled_run_ms("yolov5s", "rk3588") / (1e3 / 48.4))
