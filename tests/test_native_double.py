@@ -376,11 +376,17 @@ def test_destroyed_context_is_invalid(rt, double):
 
 @pytest.mark.parametrize("cmd", sorted(abi.QUERY_STRUCTS), ids=lambda c: abi.QUERY_NAMES[c])
 def test_query_passes_sizeof_the_c_struct(rt, double, ctx, cmd):
-    info = rt.query(ctx, cmd)
-    assert isinstance(info, abi.QUERY_STRUCTS[cmd])
-    call = double.last("rknn_query")
-    assert (call["ctx"], call["cmd"]) == (ctx, cmd)
-    assert call["size"] == double.sizeof(type(info).__name__)
+    if cmd == abi.RKNN_QUERY_PERF_DETAIL:   # answered only for a context made with this flag
+        ctx = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        info = rt.query(ctx, cmd)
+        assert isinstance(info, abi.QUERY_STRUCTS[cmd])
+        call = double.last("rknn_query")
+        assert (call["ctx"], call["cmd"]) == (ctx, cmd)
+        assert call["size"] == double.sizeof(type(info).__name__)
+    finally:
+        if cmd == abi.RKNN_QUERY_PERF_DETAIL:
+            rt.destroy(ctx)
 
 
 def test_query_answers(rt, ctx):
@@ -428,10 +434,7 @@ def test_query_without_a_default_struct_needs_info(rt, ctx):
         rt.query(ctx, abi.RKNN_QUERY_DEVICE_MEM_INFO)
 
 
-def test_perf_detail_and_input_range_cross_the_abi(rt, ctx):
-    detail = rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL)
-    assert detail.perf_data == b"rknn_double: no per-layer detail"
-    assert detail.data_len == len(detail.perf_data)
+def test_input_range_crosses_the_abi(rt, ctx):
     input_range = rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE)
     assert (input_range.shape_number, input_range.n_dims, input_range.name) == (1, 4, b"input")
     assert input_range.fmt == abi.RKNN_TENSOR_NHWC
@@ -790,3 +793,127 @@ def test_every_function_of_our_c_header_has_a_signature():
                 for name, args in re.findall(r"^[\w ]+?\**\s*\b(rknn_\w+)\(([^)]*)\);", header, re.M)}
     assert len(declared) >= 20
     assert {name: len(argtypes) for name, (_, argtypes) in native.SIGNATURES.items()} == declared
+
+
+# ------------------------------------------------------- per-layer profile
+
+def _perf_rows(text: str) -> List[List[str]]:
+    """The layer rows of a PERF_DETAIL text, each split into its 12 cells."""
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("ID   OpType")) + 2
+    end = next(k for k in range(start, len(lines)) if set(lines[k]) == {"-"})
+    return [line.split(None, 11) for line in lines[start:end]]
+
+
+def test_perf_detail_needs_a_context_made_with_collect_perf_mask(rt, double, ctx):
+    """The API reference: the query works only when rknn_init had RKNN_FLAG_COLLECT_PERF_MASK.
+    Refused with PARAM_INVALID (the simulator's code, A48), before and after a run."""
+    for _ in range(2):
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL)
+        assert double.last("rknn_query")["cmd"] == abi.RKNN_QUERY_PERF_DETAIL
+        rt.run(ctx)
+    profiled = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    twin = rt.dup_context(profiled)          # a duplicate keeps the flag
+    try:
+        for context in (profiled, twin):
+            detail = rt.query(context, abi.RKNN_QUERY_PERF_DETAIL)
+            assert detail.data_len == len(detail.perf_data) > 1000   # without the NUL
+            assert detail.text().startswith("-" * 203 + "\n")
+        with pytest.raises(errors.RknnParamInvalidError):   # the query struct's size is checked
+            rt.query(profiled, abi.RKNN_QUERY_PERF_DETAIL, abi.rknn_perf_run())
+    finally:
+        rt.destroy(twin)
+        rt.destroy(profiled)
+
+
+def test_perf_detail_text_has_the_runtime_layout(rt):
+    """Finding F1's layout: titled tables between dashed lines, a layer table numbered from 1,
+    totals that are the sums of its rows, then the time per op type, longest first."""
+    context = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.run(context)
+        text = rt.query(context, abi.RKNN_QUERY_PERF_DETAIL).text()
+    finally:
+        rt.destroy(context)
+    lines = text.splitlines()
+    assert lines[0] == lines[2] == lines[4] == "-" * 203
+    assert lines[1] == " " * 86 + "Network Layer Information Table"
+    assert lines[3].split() == ["ID", "OpType", "DataType", "Target", "InputShape", "OutputShape",
+                                "Cycles(DDR/NPU/Total)", "Time(us)", "MacUsage(%)", "WorkLoad(0/1/2)",
+                                "RW(KB)", "FullName"]
+    rows = _perf_rows(text)
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    assert [r[1] for r in rows] == ["InputOperator", "ConvRelu", "Conv", "Reshape", "OutputOperator",
+                                    "OutputOperator"]
+    assert rows[0][4] == "\\" and rows[-1][5] == "\\" and rows[-2][5] == "\\"
+    assert (rows[0][5], rows[1][4]) == ("(1,3,4,4)", "(1,3,4,4),(4,3,3,3),(4)")
+    for row in rows:
+        ddr, npu, total = map(int, row[6].split("/"))
+        assert total == max(ddr, npu)
+        assert (row[8] == "\\") == (row[1] not in ("ConvRelu", "Conv"))
+    total_us = sum(int(r[7]) for r in rows)
+    assert f"Total Operator Elapsed Per Frame Time(us): {total_us}" in lines
+    assert f"Total Memory Read/Write Per Frame Size(KB): {sum(int(r[10]) for r in rows)}" in lines
+    ranking_title = lines.index(" " * 30 + "Operator Time Consuming Ranking Table")
+    assert lines[ranking_title + 2].split() == ["OpType", "CallNumber", "CPUTime(us)", "GPUTime(us)",
+                                                "NPUTime(us)", "TotalTime(us)", "TimeRatio(%)"]
+    ranking = [line.split() for line in lines[ranking_title + 4:-1]]
+    assert lines[-1] == "-" * 98 and text.endswith("\n")
+    by_op: Dict[str, List[int]] = {}
+    for row in rows:
+        entry = by_op.setdefault(row[1], [0, 0, 0])
+        entry[0] += 1
+        entry[1 if row[3] == "CPU" else 2] += int(row[7])
+    assert [r[0] for r in ranking] == sorted(by_op, key=lambda op: -(by_op[op][1] + by_op[op][2]))
+    for op, calls, cpu, gpu, npu, total, ratio in ranking:
+        assert [int(calls), int(cpu), int(npu)] == by_op[op] and gpu == "0"
+        assert int(total) == int(cpu) + int(npu)
+        assert ratio == f"{100 * int(total) / total_us:.2f}%"
+
+
+@pytest.mark.parametrize("mask, split_load, other_load", [
+    (None, "100.0%/0.0%/0.0%", "100.0%/0.0%/0.0%"),                  # AUTO: core 0 here
+    (abi.RKNN_NPU_CORE_1, "0.0%/100.0%/0.0%", "0.0%/100.0%/0.0%"),
+    (abi.RKNN_NPU_CORE_0_1, "50.0%/50.0%/0.0%", "100.0%/0.0%/0.0%"),
+    (abi.RKNN_NPU_CORE_0_1_2, "33.3%/33.3%/33.3%", "100.0%/0.0%/0.0%"),
+    (abi.RKNN_NPU_CORE_ALL, "33.3%/33.3%/33.3%", "100.0%/0.0%/0.0%"),
+])
+def test_perf_detail_workload_follows_the_core_mask(rt, mask, split_load, other_load):
+    """Conv layers are split over the mask's cores (API reference p.21), a Reshape is not, CPU
+    layers load no core; MacUsage is finding F2's MACs / (time x 1024 MACs/cycle x 1 GHz)."""
+    context = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        if mask is not None:
+            rt.set_core_mask(context, mask)
+        rt.run(context)
+        rows = {r[1]: r for r in _perf_rows(rt.query(context, abi.RKNN_QUERY_PERF_DETAIL).text())}
+    finally:
+        rt.destroy(context)
+    assert rows["ConvRelu"][9] == rows["Conv"][9] == split_load
+    assert rows["Reshape"][9] == other_load
+    assert rows["InputOperator"][9] == rows["OutputOperator"][9] == "0.0%/0.0%/0.0%"
+    cores = sum(1 for load in split_load.split("/") if load != "0.0%")
+    macs = {"ConvRelu": 1 * 4 * 2 * 2 * 3 * 3 * 3, "Conv": 1 * 10 * 1 * 1 * 4 * 2 * 2}
+    for op, n in macs.items():
+        usage = 100 * (n / cores) / (int(rows[op][7]) * 1e-6 * 1024 * 1e9)
+        assert rows[op][8] == "/".join(f"{usage:.2f}" if load != "0.0%" else "0.00"
+                                       for load in split_load.split("/"))
+
+
+def test_perf_detail_text_stays_until_the_next_query(rt):
+    """The text is the context's: the same address is handed out again, and another context's
+    text (a different core mask) does not overwrite it."""
+    first = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    second = rt.init(MODEL, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.set_core_mask(second, abi.RKNN_NPU_CORE_0_1_2)
+        mine = rt.query(first, abi.RKNN_QUERY_PERF_DETAIL)
+        text = mine.text()
+        theirs = rt.query(second, abi.RKNN_QUERY_PERF_DETAIL)
+        assert theirs.address() != mine.address() and theirs.text() != text
+        assert mine.text() == text
+        assert rt.query(first, abi.RKNN_QUERY_PERF_DETAIL).address() == mine.address()
+    finally:
+        rt.destroy(second)
+        rt.destroy(first)

@@ -34,6 +34,19 @@
  *   holding those bytes.  Destroying that mem while a context reads it makes
  *   the context's next rknn_run fail with PARAM_INVALID (A27).
  *
+ * Its timing answers are fakes: it measures nothing.
+ *   RKNN_QUERY_PERF_RUN: run_duration 1234 us once the context has run, 0
+ *   before.  RKNN_QUERY_PERF_DETAIL: only for a context made with
+ *   RKNN_FLAG_COLLECT_PERF_MASK (else PARAM_INVALID, the code the simulator
+ *   gives: A48); a NUL-terminated text in the runtime's layout (the course's
+ *   finding F1) for an invented six-layer graph of the fake model, with fixed
+ *   cycles and times; WorkLoad and MacUsage follow rknn_set_core_mask.
+ *   data_len counts the text without the NUL.  The text is the context's
+ *   until its next PERF_DETAIL query or rknn_destroy.  Unlike the simulator,
+ *   the double does not require a run before the query (the API reference
+ *   describes the query after rknn_run; what a board answers before one is
+ *   not documented).
+ *
  * Inspection (extra exports, not part of the runtime):
  *   double_call_log()   every call so far, one "function key=value ..." line
  *                       per call plus one "function[i] ..." line per array
@@ -391,6 +404,9 @@ typedef struct {
     rknn_tensor_attr io_attr_input;
     rknn_tensor_mem *io_mem_output[N_OUTPUTS];
     rknn_tensor_attr io_attr_output[N_OUTPUTS];
+    int core_mask;                   /* the last rknn_set_core_mask, 0 (AUTO) until then */
+    char perf_text[8192];            /* the PERF_DETAIL text: the context's until its next
+                                        PERF_DETAIL query or rknn_destroy */
 } context_state;
 
 static context_state contexts[MAX_CONTEXTS];
@@ -581,6 +597,188 @@ EXPORT int rknn_destroy(rknn_context context)
     return RKNN_SUCC;
 }
 
+/* ------------------------------------------------- per-layer profile */
+
+#define FLAG_COLLECT_PERF_MASK 0x8u
+#define NPU_CORES 3 /* the double's text is an RK3588's: WorkLoad(0/1/2) */
+
+/* The fake model's layers as a board's RKNN_QUERY_PERF_DETAIL text lists them
+ * (IDs from 1).  The graph is invented to fit the fake model's tensors:
+ * input -> ConvRelu -> "boxes", and -> Conv -> Reshape -> "scores".  Shapes
+ * and MACs follow from it; cycles and Time(us) are fixed invented values (the
+ * double measures nothing); RW(KB) is what F3 gives these tiny layers (< 0.5 KB
+ * each, so 0).  Only Conv-family layers are split over several cores (the
+ * API reference's op list, p.21). */
+typedef struct {
+    const char *op, *target, *inputs, *output;
+    unsigned ddr_cycles, npu_cycles, time_us;
+    unsigned long macs; /* 0: no MACs, MacUsage printed "\" */
+    int split;
+    unsigned rw_kb;
+    const char *name;
+} fake_layer;
+
+static const fake_layer fake_layers[] = {
+    {"InputOperator", "CPU", "\\", "(1,3,4,4)", 0, 0, 12, 0, 0, 0, "InputOperator:input"},
+    {"ConvRelu", "NPU", "(1,3,4,4),(4,3,3,3),(4)", "(1,4,2,2)", 31, 108, 40, 432, 1, 0,
+     "Conv:boxes_conv"},
+    {"Conv", "NPU", "(1,4,2,2),(10,4,2,2),(10)", "(1,10,1,1)", 19, 40, 25, 160, 1, 0,
+     "Conv:scores_conv"},
+    {"Reshape", "NPU", "(1,10,1,1),(2)", "(1,10)", 0, 0, 8, 0, 0, 0, "Reshape:scores_reshape"},
+    {"OutputOperator", "CPU", "(1,10)", "\\", 0, 0, 6, 0, 0, 0, "OutputOperator:scores"},
+    {"OutputOperator", "CPU", "(1,4,2,2)", "\\", 0, 0, 6, 0, 0, 0, "OutputOperator:boxes"},
+};
+#define N_FAKE_LAYERS (sizeof fake_layers / sizeof fake_layers[0])
+
+/* The cores a mask names: AUTO (0) is core 0 here (a board picks an idle one), ALL the three. */
+static int mask_cores(int mask, int cores[NPU_CORES])
+{
+    int bits = mask == 0 ? 1 : mask & 7, n = 0;
+    for (int c = 0; c < NPU_CORES; c++)
+        if (bits & (1 << c))
+            cores[n++] = c;
+    return n;
+}
+
+/* Appends to the context's text; 0 when it does not fit. */
+static int append(context_state *state, size_t *len, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    int n = vsnprintf(state->perf_text + *len, sizeof state->perf_text - *len, fmt, args);
+    va_end(args);
+    if (n < 0 || (size_t)n >= sizeof state->perf_text - *len)
+        return 0;
+    *len += (size_t)n;
+    return 1;
+}
+
+/* "v/v/v": value on the cores in use, 0 on the others, each printed with fmt. */
+static void per_core(char *out, size_t cap, const char *fmt, double value, const int *cores, int n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int c = 0; c < NPU_CORES; c++) {
+        int used = 0;
+        for (int k = 0; k < n; k++)
+            used |= cores[k] == c;
+        if (c)
+            len += (size_t)snprintf(out + len, cap - len, "/");
+        len += (size_t)snprintf(out + len, cap - len, fmt, used ? value : 0.0);
+    }
+}
+
+typedef struct { const char *op; unsigned calls, cpu_us, npu_us; } op_time;
+
+#define LAYER_ROW "%-4s %-16s %-8s %-6s %-40s %-22s %-24s %-12s %-20s %-20s %-12s %s\n"
+#define RANKING_ROW "%-18s %-12s %-12s %-12s %-12s %-14s %s\n"
+#define LAYER_DASHES 203 /* the widths of the columns before FullName, plus its header */
+#define RANKING_DASHES 98
+
+static int dashes(context_state *state, size_t *len, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!append(state, len, "-"))
+            return 0;
+    return append(state, len, "\n");
+}
+
+/* A title centred in width columns as Python's str.center does, trailing spaces dropped. */
+static int centred(context_state *state, size_t *len, const char *title, int width)
+{
+    int margin = width - (int)strlen(title);
+    int left = margin / 2 + (margin & width & 1);
+    return append(state, len, "%*s%s\n", left, "", title);
+}
+
+/* The text of RKNN_QUERY_PERF_DETAIL in the runtime's layout (the course's finding F1): the
+   layer table, its totals, then the time per op type, longest first.  WorkLoad and MacUsage
+   follow the context's core mask; the times do not.  1 on success. */
+static int write_perf_text(context_state *state)
+{
+    int cores[NPU_CORES];
+    int n_cores = mask_cores(state->core_mask, cores);
+    size_t len = 0;
+    unsigned total_us = 0, total_kb = 0;
+    int ok = dashes(state, &len, LAYER_DASHES) &&
+             centred(state, &len, "Network Layer Information Table", LAYER_DASHES) &&
+             dashes(state, &len, LAYER_DASHES) &&
+             append(state, &len, LAYER_ROW, "ID", "OpType", "DataType", "Target", "InputShape",
+                    "OutputShape", "Cycles(DDR/NPU/Total)", "Time(us)", "MacUsage(%)",
+                    "WorkLoad(0/1/2)", "RW(KB)", "FullName") &&
+             dashes(state, &len, LAYER_DASHES);
+    for (size_t i = 0; ok && i < N_FAKE_LAYERS; i++) {
+        const fake_layer *l = &fake_layers[i];
+        int on_npu = strcmp(l->target, "NPU") == 0;
+        int n = !on_npu ? 0 : l->split ? n_cores : 1; /* not split: the first core of the mask */
+        char id[8], cycles[48], time_us[16], usage[48], load[48], rw[16];
+        snprintf(id, sizeof id, "%u", (unsigned)i + 1);
+        unsigned total_cycles = l->ddr_cycles > l->npu_cycles ? l->ddr_cycles : l->npu_cycles;
+        snprintf(cycles, sizeof cycles, "%u/%u/%u", l->ddr_cycles, l->npu_cycles, total_cycles);
+        snprintf(time_us, sizeof time_us, "%u", l->time_us);
+        /* finding F2: MACs over what 1024 MACs per cycle at 1 GHz do in the layer's time,
+           per core for a split layer (each core's share of the MACs) */
+        if (l->macs)
+            per_core(usage, sizeof usage, "%.2f",
+                     100.0 * ((double)l->macs / n) / (l->time_us * 1e-6 * 1024 * 1e9), cores, n);
+        else
+            snprintf(usage, sizeof usage, "\\");
+        per_core(load, sizeof load, "%.1f%%", n ? 100.0 / n : 0.0, cores, n);
+        snprintf(rw, sizeof rw, "%u", l->rw_kb);
+        ok = append(state, &len, LAYER_ROW, id, l->op, "INT8", l->target, l->inputs, l->output,
+                    cycles, time_us, usage, load, rw, l->name);
+        total_us += l->time_us;
+        total_kb += l->rw_kb;
+    }
+    ok = ok && dashes(state, &len, LAYER_DASHES) &&
+         append(state, &len, "Total Operator Elapsed Per Frame Time(us): %u\n", total_us) &&
+         append(state, &len, "Total Memory Read/Write Per Frame Size(KB): %u\n", total_kb) &&
+         dashes(state, &len, LAYER_DASHES) &&
+         centred(state, &len, "Operator Time Consuming Ranking Table", RANKING_DASHES) &&
+         dashes(state, &len, RANKING_DASHES) &&
+         append(state, &len, RANKING_ROW, "OpType", "CallNumber", "CPUTime(us)", "GPUTime(us)",
+                "NPUTime(us)", "TotalTime(us)", "TimeRatio(%)") &&
+         dashes(state, &len, RANKING_DASHES);
+
+    /* one row per op type in order of first appearance, then sorted by total time, longest
+       first (a stable sort: ties keep that order) */
+    op_time ops[N_FAKE_LAYERS];
+    size_t n_ops = 0;
+    for (size_t i = 0; i < N_FAKE_LAYERS; i++) {
+        const fake_layer *l = &fake_layers[i];
+        size_t k = 0;
+        while (k < n_ops && strcmp(ops[k].op, l->op) != 0)
+            k++;
+        if (k == n_ops) {
+            ops[k].op = l->op;
+            ops[k].calls = ops[k].cpu_us = ops[k].npu_us = 0;
+            n_ops++;
+        }
+        ops[k].calls++;
+        if (strcmp(l->target, "CPU") == 0)
+            ops[k].cpu_us += l->time_us;
+        else
+            ops[k].npu_us += l->time_us;
+    }
+    for (size_t i = 1; i < n_ops; i++)
+        for (size_t k = i; k > 0 && ops[k].cpu_us + ops[k].npu_us > ops[k - 1].cpu_us + ops[k - 1].npu_us; k--) {
+            op_time swap = ops[k];
+            ops[k] = ops[k - 1];
+            ops[k - 1] = swap;
+        }
+    for (size_t k = 0; ok && k < n_ops; k++) {
+        char calls[16], cpu[16], npu[16], total[16], ratio[16];
+        unsigned op_us = ops[k].cpu_us + ops[k].npu_us;
+        snprintf(calls, sizeof calls, "%u", ops[k].calls);
+        snprintf(cpu, sizeof cpu, "%u", ops[k].cpu_us);
+        snprintf(npu, sizeof npu, "%u", ops[k].npu_us);
+        snprintf(total, sizeof total, "%u", op_us);
+        snprintf(ratio, sizeof ratio, "%.2f%%", total_us ? 100.0 * op_us / total_us : 0.0);
+        ok = append(state, &len, RANKING_ROW, ops[k].op, calls, cpu, "0", npu, total, ratio);
+    }
+    return ok && dashes(state, &len, RANKING_DASHES);
+}
+
 /* ---------------------------------------------------------------- query */
 
 static int fill_attr(int cmd, rknn_tensor_attr *attr)
@@ -629,13 +827,18 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
         ((rknn_perf_run *)info)->run_duration = state->runs ? 1234 : 0;
         return RKNN_SUCC;
     case Q_PERF_DETAIL: {
-        /* the text belongs to the runtime: the caller must not free it */
-        static char detail[] = "rknn_double: no per-layer detail";
         if (size != sizeof(rknn_perf_detail))
             return RKNN_ERR_PARAM_INVALID;
+        /* the API reference: it only works for a context made with the flag (the code a
+           board returns otherwise is not documented: PARAM_INVALID, as the simulator's A48) */
+        if (!(state->flag & FLAG_COLLECT_PERF_MASK))
+            return RKNN_ERR_PARAM_INVALID;
+        if (!write_perf_text(state))
+            return RKNN_ERR_FAIL;
+        /* the text belongs to the runtime: the caller must not free it */
         rknn_perf_detail *perf = info;
-        perf->perf_data = detail;
-        perf->data_len = sizeof detail - 1;
+        perf->perf_data = state->perf_text;
+        perf->data_len = strlen(state->perf_text); /* without the NUL, as the simulator (A48) */
         return RKNN_SUCC;
     }
     case Q_INPUT_DYNAMIC_RANGE: {
@@ -890,10 +1093,12 @@ EXPORT int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_o
 EXPORT int rknn_set_core_mask(rknn_context context, int core_mask)
 {
     log_line("rknn_set_core_mask ctx=%llu mask=0x%x", ULL(context), core_mask);
-    if (!lookup(context))
+    context_state *state = lookup(context);
+    if (!state)
         return RKNN_ERR_CTX_INVALID;
     switch (core_mask) {
     case 0: case 1: case 2: case 4: case 3: case 7: case 0xffff:
+        state->core_mask = core_mask; /* PERF_DETAIL's WorkLoad column follows it */
         return RKNN_SUCC;
     default:
         return RKNN_ERR_PARAM_INVALID;
