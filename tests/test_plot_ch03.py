@@ -127,3 +127,34 @@ def test_multicore_bars_are_the_speedups():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a\n100% of cycles split", "b\n5% of cycles split"]
     assert "made up for a test" in ax.get_title(loc="left") and "speedup" in ax.get_ylabel()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["CORE_0", "CORE_0_1", "CORE_0_1_2"]
+
+
+def test_fragmentation_bars_are_the_rss_changes():
+    rows = []
+    for pattern, changes in (("small", (40, 40, 3)), ("large", (50, 1, 1))):
+        rows.append({"pattern": pattern, "step": "before", "rss_change_bytes": 0})
+        for step, mib in zip(("after malloc", "after free", "after malloc_trim(0)"), changes):
+            rows.append({"pattern": pattern, "step": step, "rss_change_bytes": mib * 2 ** 20})
+    df = pd.DataFrame(rows)
+    df.attrs["source"] = "glibc 9.99, made up"
+    fig = plot.fragmentation(df)
+    ax = fig.axes[0]
+    freed = [p.get_height() for p in ax.patches if p.get_gid() == "step:after free"]
+    assert freed == pytest.approx([40, 1])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["small", "large"]
+    assert "glibc 9.99, made up" in ax.get_title(loc="left") and "MiB" in ax.get_ylabel()
+
+
+def test_cpu_costs_marks_the_modeled_rows():
+    df = pd.DataFrame([
+        {"what": "copy", "bytes": 10, "median_us": 50.0, "q1_us": 45.0, "q3_us": 60.0, "kind": "measured"},
+        {"what": "sync", "bytes": 10, "median_us": 160.0, "q1_us": np.nan, "q3_us": np.nan, "kind": "MODELED"},
+    ])
+    df.attrs["source"] = "made up for a test"
+    fig = plot.cpu_costs(df)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["copy", "sync (MODELED)"]
+    bars = ax.patches[:2]
+    assert [b.get_width() for b in bars] == [50.0, 160.0]
+    assert bars[0].get_hatch() is None and bars[1].get_hatch() == "//"
+    assert "MODELED" in ax.get_title(loc="left") and "made up for a test" in ax.get_title(loc="left")

@@ -27,6 +27,8 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`layer_profile`       the slowest layers; DDR vs NPU cycles per layer
 :func:`traffic`             bytes per frame against the input's pixels
 :func:`multicore`           speedup over one NPU core per model and core mask
+:func:`fragmentation`       RSS after malloc, free and malloc_trim(0), per pattern
+:func:`cpu_costs`           a frame's CPU-side costs, measured and MODELED apart
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -984,4 +986,54 @@ def multicore(df, ax=None):
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="core mask", title_fontsize=8)
     _title(ax, "Speedup of rknn_run over one NPU core, per model (95% interval)", _source_of(df))
+    return fig
+
+
+_HEAP_STEPS = ("after malloc", "after free", "after malloc_trim(0)")
+
+
+def fragmentation(df, ax=None):
+    """Grouped bars from rknnlab.profile.fragmentation: for each pattern, the change in
+    the process's RSS since "before" after each step (malloc, free, malloc_trim(0)), in
+    MiB.  A bar that stays high after the frees is memory the heap kept."""
+    fig, ax = _new(ax, figsize=(8.5, 4.4))
+    patterns = list(dict.fromkeys(df["pattern"]))
+    width = 0.8 / len(_HEAP_STEPS)
+    x = np.arange(len(patterns))
+    for j, step in enumerate(_HEAP_STEPS):
+        rows = df[df["step"] == step].set_index("pattern").reindex(patterns)
+        h = rows["rss_change_bytes"].to_numpy(float) / 2**20
+        ax.bar(x + (j - 1) * width, h, width=width, color=f"C{j}", hatch=_PHASE_HATCHES[j], edgecolor="white",
+               label=step, gid=f"step:{step}")
+        for xi, v in zip(x + (j - 1) * width, h):
+            ax.annotate(f"{v:.1f}", (xi, v), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+    ax.set_xticks(x, patterns)
+    ax.set_ylabel("RSS change since before (MiB)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _title(ax, "What free() gives back: RSS after malloc, free and malloc_trim(0)", _source_of(df))
+    return fig
+
+
+def cpu_costs(df, ax=None):
+    """Horizontal bars of rknnlab.profile.cpu_costs (or any table with what, median_us,
+    q1_us, q3_us, kind): measured rows solid with their q1..q3 whisker, MODELED rows
+    hatched and labelled "(MODELED)", so a model never passes for a measurement."""
+    fig, ax = _new(ax, figsize=(9.0, 0.9 + 0.45 * len(df)))
+    modeled = (df["kind"] == "MODELED").to_numpy()
+    labels = [f"{w} (MODELED)" if m else str(w) for w, m in zip(df["what"], modeled)]
+    med = df["median_us"].to_numpy(float)
+    low = np.nan_to_num(med - df["q1_us"].to_numpy(float))
+    high = np.nan_to_num(df["q3_us"].to_numpy(float) - med)
+    y = np.arange(len(df))
+    ax.barh(y, med, xerr=np.vstack([low, high]), capsize=2, color=["0.75" if m else "C0" for m in modeled],
+            hatch=None, edgecolor="0.3", linewidth=0.5)
+    for yi, m in zip(y, modeled):
+        if m:
+            ax.patches[yi].set_hatch("//")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time per frame (us; whisker: q1-q3 of the repeats)")
+    ax.grid(True, axis="x", alpha=0.3)
+    _title(ax, "CPU-side costs of one frame (grey, hatched: MODELED, not measured)", _source_of(df))
     return fig

@@ -302,8 +302,7 @@ def cpu_costs(model: str = "yolov5s", soc: str = "rk3588", repeats: int = 9) -> 
     u = unc[unc["what"] == "uncached"].iloc[0]
     rows.append({"what": "input read from uncached memory", "bytes": in_bytes, "median_us": u["median_us"],
                  "q1_us": u["q1_us"], "q3_us": u["q3_us"], "kind": MODELED})
-    table = _rows_frame(rows, f"{measured_here()}, sized for {model} ({soc.upper()}); rows of kind "
-                              "MODELED are not measurements (rknnlab.profile.cpu)")
+    table = _rows_frame(rows, f"{measured_here()}, {model} {soc.upper()} sizes; MODELED rows: not measured")
     table.attrs["repeats"] = repeats
     return table
 
