@@ -10,14 +10,18 @@ Two readings follow from the numbers, not from a run:
   Add, Concat, MaxPool, Resize, Split, Reshape get 0 cycles of both from
   the compiler ("no cycles") although they read megabytes and take real
   time on a board.
-- **Bytes.**  RW(KB) in every shipped report is the bytes a layer READS:
-  each activation input at 1 B per int8 element with its channels padded up
-  to a multiple of C2, plus the weights at 1 B each; bias and the output
-  are not in it (checked on mobilenet_v2 and yolov5s for rk3588 within about
-  1 %, except the 3-channel input layer).  Rockchip's documents say
-  "read/write"; the numbers say reads.  The bytes written are estimated here
-  as each activation tensor's size in the compiler's memory plan (every
-  tensor is written once, by its producer).
+- **Bytes.**  RW(KB) in the shipped reports is the bytes a layer READS:
+  each activation input at 1 B per int8 element with its channels padded
+  up to a multiple of C2 (16 on RK3588), a Conv fused with an Add
+  (ConvAdd, ConvAddRelu, ConvReluAdd) also reading the tensor it adds, plus
+  the weights at 1 B each; the output is not in it.  Checked on the rk3588
+  reports: within 2 % (or 1 KB) on 83 of yolov5s's 84 NPU layers after the
+  first and on 52 of resnet50's 55; mobilenet_v2's small late layers read
+  1-10 KB more (biases, alignment: not in the rule); the 3-channel input
+  layer reads far less than its padded size.  Rockchip's documents say
+  "read/write"; the numbers say reads.  The bytes written are estimated
+  here as each activation tensor's size in the compiler's memory plan
+  (every tensor is written once, by its producer).
 
 DDR bandwidth (the constants below):
 
@@ -35,10 +39,11 @@ DDR bandwidth (the constants below):
   printed by Rockchip: a theoretical peak that no real traffic reaches; an
   LPDDR5 board at a higher data rate has more.
 - ``NPU_BYTES_PER_CYCLE`` = 11.8: on a public RK3588 board trace (a
-  user's yolov8n at 1920x1920, one core) the runtime's DDR cycles of the
-  layers the compiler gives 0 cycles (Concat, Add, Split) are about their
-  RW bytes / 11.8, i.e. ~11.8 GB/s at the NPU's 1 GHz: what the NPU got,
-  about a third of the peak.
+  user's yolov8n at 1920x1920 on one core: channyhuang.github.io, "Push
+  Yolov8n Pre-train Model To rk3588 (4)", 2024-07-18, appendix 2) the
+  runtime's DDR cycles of the layers the compiler gives 0 cycles (Concat,
+  Add, Split) are about their RW bytes / 11.8, i.e. ~11.8 GB/s at the
+  NPU's 1 GHz: what the NPU got, about a third of the peak.
 """
 from __future__ import annotations
 
