@@ -356,7 +356,7 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
         "the two fitted rows no longer match: the timing law changed, so the text must too"
     assert [e for k, e in errors.items() if k not in ("mobilenet_v2 rk3576", "yolov5s rk3588")
             if abs(int(e.rstrip("%"))) > 20] == [], "'Most other rows are within about 20 %' no longer holds"
-    cores = next(t for t in run.values() if "three cores against one" in t)
+    cores = next(t for t in run.values() if "3 cores against one" in t)
     split = re.search(r"^yolov5s\s+(\d+)%", cores, flags=re.M)
     assert split and 100 - int(split.group(1)) == 97 and "97 % of its cycles stay on core 0" in text
     counts = re.search(r"DDR-bound (\d+), compute-bound (\d+), no cycles (\d+)", everything)
