@@ -1,0 +1,701 @@
+"""rknnlab.checks.lab03 (the Lab 3 checks) and the Lab 3 notebook, on the simulator.
+
+Every exercise: the reference solution and a legitimately different one pass; at least
+three planted wrong answers (the shortcuts a student finds) fail, each with a message that
+names the problem and never the answer; the untouched stub gives "not done".  The paths a
+board takes (another SoC's C2, a single-core SoC) run on the simulator playing that SoC.
+Then the notebook runs twice: instructor edition (every check PASSED, in under 60 s) and
+student edition (solution cells removed: runs to the end, every check NOT PASSED, "not
+done yet", with a hint and no traceback).
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pandas")
+
+import labhelpers as lh  # noqa: E402
+import rknnlab  # noqa: E402
+from rknnlab import profile  # noqa: E402
+from rknnlab.checks import _lab03_cases as cases  # noqa: E402
+from rknnlab.checks import lab03 as checks  # noqa: E402
+from rknnlab.rknn import abi  # noqa: E402
+from rknnlab.sim import SimRuntime  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "labs" / "lab03_bottlenecks.ipynb"
+
+pytestmark = pytest.mark.usefixtures("simulator")
+
+_stub = lh.stub
+
+
+def _failed(result, *words: str) -> str:
+    text = lh.assert_failed(result, *words)
+    assert result.hint, text
+    assert "seed 0" not in text.lower()
+    return text
+
+
+def _seeded(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    monkeypatch.setattr(checks, "_fresh_seed", lambda: seed)
+
+
+@pytest.mark.parametrize("check", [checks.check_bottleneck, checks.check_read_bytes, checks.check_want_float,
+                                   checks.check_ddr_bound, checks.check_speedup])
+def test_checks_never_raise_on_nothing(check) -> None:
+    result = check(None)
+    assert isinstance(result, checks.CheckResult)
+    assert result.status == "not done" and not result.passed and result.hint
+
+
+@pytest.mark.parametrize("check", [checks.check_bottleneck, checks.check_read_bytes, checks.check_want_float,
+                                   checks.check_ddr_bound, checks.check_speedup])
+def test_stubs_are_not_done(check) -> None:
+    result = check(_stub)
+    assert result.status == "not done", result
+    assert "Traceback" not in repr(result)
+
+
+# =========================================================================== exercise 1 (bottleneck phase)
+def bottleneck_reference(pipeline, frames=12, warmup=2):
+    times = {name: [] for name, _ in pipeline}
+    for i in range(warmup + frames):
+        for name, step in pipeline:
+            t0 = time.perf_counter()
+            step()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    return max(times, key=lambda n: np.median(times[n]))
+
+
+def bottleneck_by_minimum(pipeline):
+    """Legitimately different: every frame counted, each phase judged by its fastest frame
+    (a one-off slow call never sets the minimum), monotonic_ns clock."""
+    best = {}
+    for _ in range(10):
+        for name, step in pipeline:
+            t0 = time.monotonic_ns()
+            step()
+            best[name] = min(best.get(name, float("inf")), time.monotonic_ns() - t0)
+    return sorted(best.items(), key=lambda kv: kv[1])[-1][0]
+
+
+def bottleneck_always_run(pipeline):
+    """'The NPU is always the bottleneck.'"""
+    return "run"
+
+
+def bottleneck_one_frame(pipeline):
+    """One frame timed: the first, slow call of a lazy set-up wins."""
+    t = {}
+    for name, step in pipeline:
+        t0 = time.perf_counter()
+        step()
+        t[name] = time.perf_counter() - t0
+    return max(t, key=t.get)
+
+
+def bottleneck_cpu_clock(pipeline):
+    """CPU time (process_time): a run that waits for the NPU looks free."""
+    times = {name: [] for name, _ in pipeline}
+    for _ in range(12):
+        for name, step in pipeline:
+            t0 = time.process_time()
+            step()
+            times[name].append(time.process_time() - t0)
+    return max(times, key=lambda n: np.median(times[n][2:]))
+
+
+def bottleneck_cumulative_clock(pipeline):
+    """The clock started once per frame: every phase carries the ones before it."""
+    times = {name: [] for name, _ in pipeline}
+    for _ in range(12):
+        t0 = time.perf_counter()
+        for name, step in pipeline:
+            step()
+            times[name].append(time.perf_counter() - t0)
+    return max(times, key=lambda n: np.median(times[n][2:]))
+
+
+@pytest.mark.parametrize("rule", [bottleneck_reference, bottleneck_by_minimum])
+def test_ex1_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in (1, 2):
+        _seeded(monkeypatch, seed)
+        result = checks.check_bottleneck(rule)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("rule", [bottleneck_always_run, bottleneck_one_frame, bottleneck_cpu_clock,
+                                  bottleneck_cumulative_clock])
+def test_ex1_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    text = _failed(checks.check_bottleneck(rule), "the check's own timing", "wall time")
+    assert "should be" not in text
+
+
+def test_ex1_not_a_phase() -> None:
+    _failed(checks.check_bottleneck(lambda p: "the NPU"), "not a phase")
+
+
+def test_ex1_every_kind_of_bottleneck_in_every_check() -> None:
+    for seed in range(30):
+        plan = cases.plan_pipelines(np.random.default_rng(seed))
+        assert {k[0] for k in plan} == {"run", "preprocess", "postprocess"}
+        assert any(k[2] for k in plan)          # a slow first call somewhere
+
+
+# =========================================================================== exercise 2 (read bytes)
+def read_bytes_reference(layer, native_attr):
+    c2 = native_attr.dims[4]
+    shapes = layer["input_shapes"]
+    acts, weights = (shapes[:1], shapes[1:2]) if layer["op"].startswith("Conv") else (shapes, [])
+    total = 0
+    for s in acts:
+        if len(s) == 4:
+            n, c, h, w = s
+            total += n * (-(-c // c2) * c2) * h * w
+        else:
+            total += int(np.prod(s))
+    return total + sum(int(np.prod(w)) for w in weights)
+
+
+def read_bytes_alternative(layer, native_attr):
+    """Legitimately different: math.ceil, C2 as the last of n_dims dims, numpy arrays."""
+    import math
+    c2 = int(native_attr.dims[native_attr.n_dims - 1])
+    shapes = [np.array(s) for s in layer["input_shapes"]]
+    conv = layer["op"].startswith("Conv")
+    reads = 0
+    for k, s in enumerate(shapes):
+        if conv and k == 2:
+            continue                                   # the bias
+        if conv and k == 1:
+            reads += int(s.prod())                     # the weights
+        elif s.size == 4:
+            reads += int(s[0] * math.ceil(s[1] / c2) * c2 * s[2] * s[3])
+        else:
+            reads += int(s.prod())
+    return float(reads)
+
+
+def _with_c2(c2):
+    class Attr:
+        n_dims = 5
+        dims = [1, 1, 1, 1, c2]
+    return Attr
+
+
+def read_bytes_assumes_16(layer, native_attr):
+    return read_bytes_reference(layer, _with_c2(16))
+
+
+def read_bytes_no_padding(layer, native_attr):
+    return read_bytes_reference(layer, _with_c2(1))
+
+
+def read_bytes_c2_from_dims1(layer, native_attr):
+    """C2 read from the wrong dim (C1)."""
+    return read_bytes_reference(layer, _with_c2(native_attr.dims[1]))
+
+
+def read_bytes_and_writes(layer, native_attr):
+    """'read/written': the output counted too."""
+    c2 = native_attr.dims[4]
+    s = layer["output_shape"]
+    out = s[0] * (-(-s[1] // c2) * c2) * s[2] * s[3] if len(s) == 4 else int(np.prod(s))
+    return read_bytes_reference(layer, native_attr) + out
+
+
+def read_bytes_without_weights(layer, native_attr):
+    if layer["op"].startswith("Conv"):
+        layer = dict(layer, op="Input", input_shapes=layer["input_shapes"][:1])
+    return read_bytes_reference(layer, native_attr)
+
+
+def read_bytes_first_input_only(layer, native_attr):
+    if not layer["op"].startswith("Conv"):
+        layer = dict(layer, input_shapes=layer["input_shapes"][:1])
+    return read_bytes_reference(layer, native_attr)
+
+
+def read_bytes_float32(layer, native_attr):
+    return 4 * read_bytes_reference(layer, native_attr)
+
+
+@pytest.mark.parametrize("rule", [read_bytes_reference, read_bytes_alternative])
+def test_ex2_right_rules_pass(rule) -> None:
+    result = checks.check_read_bytes(rule)
+    assert result.passed, result
+    assert re.search(r"All \d{3,} layers", result.message)
+
+
+@pytest.mark.parametrize("rule, where", [
+    (read_bytes_assumes_16, "rk3568 ConvClip"),
+    (read_bytes_no_padding, "rk3588 ConvClip"),
+    (read_bytes_c2_from_dims1, "rk3568"),
+    (read_bytes_and_writes, "rk3588"),
+    (read_bytes_without_weights, "rk3588"),
+    (read_bytes_first_input_only, "Concat"),
+    (read_bytes_float32, "rk3588"),
+])
+def test_ex2_wrong_rules_fail(rule, where) -> None:
+    _failed(checks.check_read_bytes(rule), "layers are off by more than 8%", where, "dims[4] of the native attr")
+
+
+def test_ex2_not_a_number() -> None:
+    _failed(checks.check_read_bytes(lambda layer, attr: "a lot"), "not a number")
+
+
+def test_ex2_judges_every_soc_and_the_layers_where_c2_matters() -> None:
+    judged = cases.judged_layers()
+    assert len(judged) > 900
+    assert {c["soc"] for c in judged} >= {"rk3588", "rk3576", "rk3562", "rk3568"}
+    assert {c["c2"] for c in judged if c["soc"] == "rk3568"} == {8}
+    # layers whose answer depends on C2 (8 against 16), and on padding at all
+    assert sum(cases.rw_rule(c["layer"], 16) != cases.rw_rule(c["layer"], 8) for c in judged
+               if c["soc"] == "rk3568" and not cases.within(cases.rw_rule(c["layer"], 16), c["truth"])) >= 2
+    assert sum(not cases.within(cases.rw_rule(c["layer"], 1), c["truth"]) for c in judged) >= 6
+    # the rule holds on nearly every layer the check looks at before it drops any
+    assert all(c["layer"]["op"] not in ("ConvAdd", "ConvAddRelu", "ConvReluAdd", "OutputOperator")
+               for c in judged)
+
+
+def test_ex2_on_a_rk3568_the_runtime_gives_c2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A board of another SoC: the attr of its own SoC comes from its runtime (here the
+    simulator playing rk3568), with C2 = 8."""
+    made = []
+    monkeypatch.setattr(checks, "_open_runtime", lambda: made.append(SimRuntime("rk3568")) or made[-1])
+    seen = []
+
+    def spy(layer, attr):
+        seen.append(int(attr.dims[4]))
+        return read_bytes_reference(layer, attr)
+
+    result = checks.check_read_bytes(spy)
+    assert result.passed, result
+    assert "queried with RKNN_QUERY_NATIVE_OUTPUT_ATTR for rk3568" in result.details[0]
+    assert set(seen) == {8, 16}
+    _failed(checks.check_read_bytes(read_bytes_assumes_16), "rk3568")
+
+
+# =========================================================================== exercise 3 (want_float)
+def _attrs(rt, ctx):
+    n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
+    return [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=k)) for k in range(n)]
+
+
+def want_float_reference(rt, ctx, repeats=7):
+    attrs = _attrs(rt, ctx)
+    cost = {0: [], 1: []}
+    for i in range(repeats + 1):
+        for wf in (0, 1):
+            outs = [abi.rknn_output(index=a.index, want_float=wf) for a in attrs]
+            t0 = time.perf_counter()
+            rt.outputs_get(ctx, outs)
+            if wf == 0:
+                for o, a in zip(outs, attrs):
+                    q = np.ctypeslib.as_array((ctypes.c_int8 * o.size).from_address(o.buf))
+                    (q.astype(np.float32) - a.zp) * np.float32(a.scale)
+            dt = time.perf_counter() - t0
+            rt.outputs_release(ctx, outs)
+            if i:
+                cost[wf].append(dt)
+    return min(cost, key=lambda wf: np.median(cost[wf]))
+
+
+def want_float_preallocated(rt, ctx):
+    """Legitimately different: buffers allocated once (is_prealloc = 1), statistics.median,
+    the dequantize into a float32 buffer kept across calls, the float way first."""
+    attrs = _attrs(rt, ctx)
+    floats = [np.empty(a.n_elems, np.float32) for a in attrs]
+    ints = [np.empty(a.size, np.int8) for a in attrs]
+    deq = [np.empty(a.n_elems, np.float32) for a in attrs]
+
+    def float_way():
+        outs = [abi.rknn_output(index=a.index, want_float=1, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+                for a, b in zip(attrs, floats)]
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+
+    def int8_way():
+        outs = [abi.rknn_output(index=a.index, want_float=0, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+                for a, b in zip(attrs, ints)]
+        rt.outputs_get(ctx, outs)
+        rt.outputs_release(ctx, outs)
+        for a, q, d in zip(attrs, ints, deq):
+            np.subtract(q[:a.n_elems], a.zp, out=d, dtype=np.float32)
+            d *= a.scale
+
+    def timed(fn):
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    runs = [(timed(float_way), timed(int8_way)) for _ in range(8)][1:]
+    return 1 if statistics.median(r[0] for r in runs) <= statistics.median(r[1] for r in runs) else 0
+
+
+def want_float_always_int8(rt, ctx):
+    """'int8 is four times fewer bytes: always cheaper.'"""
+    return 0
+
+
+def want_float_always_float(rt, ctx):
+    return 1
+
+
+def want_float_get_alone(rt, ctx, repeats=7):
+    """Times the two gets, forgets the dequantize that the int8 way still needs."""
+    attrs = _attrs(rt, ctx)
+    cost = {0: [], 1: []}
+    for i in range(repeats + 1):
+        for wf in (0, 1):
+            outs = [abi.rknn_output(index=a.index, want_float=wf) for a in attrs]
+            t0 = time.perf_counter()
+            rt.outputs_get(ctx, outs)
+            dt = time.perf_counter() - t0
+            rt.outputs_release(ctx, outs)
+            if i:
+                cost[wf].append(dt)
+    return min(cost, key=lambda wf: np.median(cost[wf]))
+
+
+def want_float_by_bytes(rt, ctx):
+    """Decides from the sizes, measures nothing."""
+    attrs = _attrs(rt, ctx)
+    return 0 if sum(a.size for a in attrs) < sum(a.n_elems * 4 for a in attrs) else 1
+
+
+@pytest.mark.parametrize("rule", [want_float_reference, want_float_preallocated])
+def test_ex3_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in (1, 2):
+        _seeded(monkeypatch, seed)
+        result = checks.check_want_float(rule)
+        assert result.passed, result
+        assert len([d for d in result.details if "— right" in d]) == 3
+
+
+@pytest.mark.parametrize("rule", [want_float_always_int8, want_float_always_float, want_float_get_alone,
+                                  want_float_by_bytes])
+def test_ex3_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in (1, 2):
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_want_float(rule), "the check measured", "plus your dequantize")
+
+
+def test_ex3_every_runtime_has_the_shape_it_stands_for() -> None:
+    """The planted costs, measured: the float way and the int8 way each twice the other in
+    two runtimes; in the third the int8 get alone is cheaper, the int8 way is not."""
+    rt = rknnlab.open_runtime()
+    from rknnlab import models
+    ctx = rt.init(str(models.model_path(checks.WANT_FLOAT_MODEL, "rk3588")))
+    try:
+        rt.inputs_set(ctx, _frame(rt, ctx))
+        rt.run(ctx)
+        base = cases.cost_both_ways(rt, ctx)
+        got = {p: cases.cost_both_ways(cases.CostlyGet(rt, cases.targets_for(p, base)), ctx, repeats=4)
+               for p in cases.PROFILE_TRUTH}
+    finally:
+        rt.destroy(ctx)
+    assert got["float_cheap"][0] > 1.5 * got["float_cheap"][1]
+    assert got["int8_cheap"][1] > 1.5 * got["int8_cheap"][0]
+    trap = got["the_get_alone"]
+    assert trap["get0"] < trap[1] < trap[0]
+
+
+def _frame(rt, ctx):
+    from rknnlab.experiment.variants import frame_input, query_io
+    from rknnlab.rknn import buffers
+    ins, _ = query_io(rt, ctx)
+    return frame_input(np.zeros(buffers.attr_dims(ins[0]), np.uint8))
+
+
+# =========================================================================== exercise 4 (DDR-bound layers)
+def ddr_bound_reference(text):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["ID"]) + 2
+    ids = []
+    for line in lines[start:]:
+        if line.startswith("-"):
+            break
+        cells = line.split()
+        ddr, npu, _ = map(int, cells[6].split("/"))
+        if ddr > npu:
+            ids.append(int(cells[0]))
+    return ids
+
+
+def ddr_bound_by_the_library(text):
+    """Legitimately different: rknnlab.profile's parser and a pandas mask, a numpy array out."""
+    table = profile.parse_perf_detail(text)
+    return table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"].to_numpy()
+
+
+def _rows(text):
+    return list(cases.parse_rows(text))
+
+
+def ddr_bound_ties_too(text):
+    """'At least as many DDR cycles': ties and 0/0 layers counted."""
+    return [r["id"] for r in _rows(text) if r["ddr"] >= r["npu"]]
+
+
+def ddr_bound_columns_swapped(text):
+    """Reads Cycles as NPU/DDR/Total."""
+    return [r["id"] for r in _rows(text) if r["npu"] > r["ddr"]]
+
+
+def ddr_bound_compiler_ids(text):
+    """The compiler's numbering (from 0) instead of the profile's."""
+    return [i - 1 for i in ddr_bound_reference(text)]
+
+
+def ddr_bound_slowest(text):
+    """The slowest third of the layers."""
+    rows = sorted(_rows(text), key=lambda r: -r["time_us"])
+    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
+
+
+def ddr_bound_largest_rw(text):
+    """The layers that read the most."""
+    rows = sorted(_rows(text), key=lambda r: -r["rw_kb"])
+    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
+
+
+def ddr_bound_needs_npu_cycles(text):
+    """A ratio DDR/NPU > 1, skipping NPU = 0 to avoid dividing by zero."""
+    return [r["id"] for r in _rows(text) if r["npu"] and r["ddr"] / r["npu"] > 1]
+
+
+@pytest.mark.parametrize("rule", [ddr_bound_reference, ddr_bound_by_the_library])
+def test_ex4_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in range(10):
+        _seeded(monkeypatch, seed)
+        result = checks.check_ddr_bound(rule)
+        assert result.passed, (seed, result)
+
+
+@pytest.mark.parametrize("rule, trap", [
+    (ddr_bound_ties_too, "DDR and NPU cycles are equal"),
+    (ddr_bound_columns_swapped, "more NPU cycles than DDR cycles"),
+    (ddr_bound_compiler_ids, "not its DDR-bound layers"),
+    (ddr_bound_slowest, "more NPU cycles than DDR cycles"),
+    (ddr_bound_largest_rw, "not its DDR-bound layers"),
+    (ddr_bound_needs_npu_cycles, "DDR cycles and 0 NPU cycles"),
+])
+def test_ex4_wrong_rules_fail(rule, trap, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in range(5):
+        _seeded(monkeypatch, seed)
+        text = _failed(checks.check_ddr_bound(rule), trap)
+        assert not re.search(r"\bid\b.*\d", text.split("Hint:")[0].lower()), text   # no IDs named
+
+
+def test_ex4_bad_answers() -> None:
+    _failed(checks.check_ddr_bound(lambda t: "4, 9"), "not a collection")
+    _failed(checks.check_ddr_bound(lambda t: [1.5]), "not a collection")
+
+
+def test_ex4_profiles_are_the_runtime_format_and_hold_every_trap() -> None:
+    """The check's texts parse with rknnlab.profile (as a board's and the simulator's do), and
+    each check's six hold ties, 0/0 layers and DDR-only layers."""
+    for seed in range(5):
+        drawn = cases.profile_cases(seed)
+        assert len(drawn) == 6
+        kinds = set()
+        for text, truth in drawn:
+            table = profile.parse_perf_detail(text)
+            assert set(table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"]) == truth["ddr"]
+            assert table["id"].iloc[0] == 1 and table["op"].iloc[0] == "InputOperator"
+            kinds |= {k for k in ("tie", "zero", "ddr_only") if truth[k]}
+        assert kinds == {"tie", "zero", "ddr_only"}
+
+
+def test_ex4_the_simulators_own_text_is_judged_the_same() -> None:
+    """Both right rules read a text the simulated runtime prints, and agree."""
+    rt = rknnlab.open_runtime()
+    ctx = rt.init(str(rknnlab.models.model_path("yolov5s", "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.inputs_set(ctx, _frame(rt, ctx))
+        rt.run(ctx)
+        text = profile.perf_detail(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+    ids = sorted(ddr_bound_reference(text))
+    assert ids and ids == sorted(int(i) for i in ddr_bound_by_the_library(text))
+
+
+# =========================================================================== exercise 5 ★ (multi-core speedup)
+def _is_split(op):
+    return op in ("Add", "Concat") or (op.startswith("Conv") and "Swish" not in op and "Sigmoid" not in op)
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    """The practice model's profiles on 1, 2 and 3 cores, as the notebook measures them."""
+    import os
+    saved = os.environ.get("RKNNLAB_BACKEND")
+    os.environ["RKNNLAB_BACKEND"] = "sim"
+    try:
+        rt = rknnlab.open_runtime()
+        got = {n: checks.practice_profile(rt, n) for n in (1, 2, 3)}
+        rt.close()
+    finally:
+        if saved is None:
+            os.environ.pop("RKNNLAB_BACKEND", None)
+        else:
+            os.environ["RKNNLAB_BACKEND"] = saved
+    return got
+
+
+def _fit(calibration, n):
+    (one, _), (many, _) = calibration[1], calibration[n]
+    rows = many[many["cores"] > 1]
+    x = one.set_index("id")["time_us"].loc[rows["id"]].to_numpy(float)
+    slope, cost = np.polyfit(x, rows["time_us"].to_numpy(float), 1)
+    return 1 / slope, cost
+
+
+def _amdahl(table, run_ms, gain, cost, split=_is_split, overhead=True):
+    rows = table[(table["target"] == "NPU") & table["op"].map(split)]
+    s = rows["time_us"].sum()
+    t1 = run_ms * 1000 if overhead else table.loc[table["target"] == "NPU", "time_us"].sum()
+    return t1 / (t1 - s + s / gain + cost * len(rows))
+
+
+@pytest.fixture
+def speedup_rules(calibration):
+    fits = {n: _fit(calibration, n) for n in (2, 3)}
+
+    def reference(table, run_ms, n):
+        return _amdahl(table, run_ms, *fits[n])
+
+    def by_big_and_small_layers(table, run_ms, n):
+        """Legitimately different: the gain read off the largest split layers (where the
+        hand-over is lost in the noise), the hand-over off the smallest; the split ops taken
+        from what the practice run split, plus Rockchip's names it did not meet."""
+        (one, _), (many, _) = calibration[1], calibration[n]
+        t1 = one.set_index("id")["time_us"]
+        split = many[many["cores"] > 1].assign(t1=lambda d: t1.loc[d["id"]].to_numpy())
+        big, small = split.nlargest(8, "t1"), split.nsmallest(8, "t1")
+        gain = float(np.median(big["t1"] / big["time_us"]))
+        cost = float(np.median(small["time_us"] - small["t1"] / gain))
+        ops = set(split["op"]) | {"Conv", "ConvClip", "ConvAdd", "ConvAddRelu", "Add", "Concat"}
+        return _amdahl(table, run_ms, gain, cost, split=ops.__contains__)
+
+    def linear(table, run_ms, n):
+        return float(n)
+
+    def every_layer_splits(table, run_ms, n):
+        return _amdahl(table, run_ms, *fits[n], split=lambda op: True)
+
+    def every_conv_splits(table, run_ms, n):
+        """Rockchip's list read literally: ConvExSwish is a Conv."""
+        return _amdahl(table, run_ms, *fits[n], split=lambda op: op.startswith("Conv") or op in ("Add", "Concat"))
+
+    def no_hand_over_cost(table, run_ms, n):
+        return _amdahl(table, run_ms, fits[n][0], 0.0)
+
+    def no_fixed_overhead(table, run_ms, n):
+        return _amdahl(table, run_ms, *fits[n], overhead=False)
+
+    def more_cores_never_help(table, run_ms, n):
+        return 1.0
+
+    return {f.__name__: f for f in (reference, by_big_and_small_layers, linear, every_layer_splits, every_conv_splits,
+                                    no_hand_over_cost, no_fixed_overhead, more_cores_never_help)}
+
+
+@pytest.mark.parametrize("name", ["reference", "by_big_and_small_layers"])
+def test_ex5_right_rules_pass(name, speedup_rules) -> None:
+    result = checks.check_speedup(speedup_rules[name])
+    assert result.passed, result
+    assert len(result.details) == 2 * len(checks.SPEEDUP_MODELS)
+
+
+@pytest.mark.parametrize("name, words", [
+    ("linear", "more than 10% too high"),
+    ("every_layer_splits", "yolov5s on 3 cores"),
+    ("every_conv_splits", "yolov5s on 3 cores"),
+    ("no_hand_over_cost", "too high"),
+    ("no_fixed_overhead", "too high"),
+    ("more_cores_never_help", "too low"),
+])
+def test_ex5_wrong_rules_fail(name, words, speedup_rules) -> None:
+    text = _failed(checks.check_speedup(speedup_rules[name]), "predictions are off by more than 3%", words)
+    assert not re.search(r"measured \d|\d\.\d+x measured", text), text
+
+
+def test_ex5_a_table_of_the_failure_messages_learns_nothing(speedup_rules) -> None:
+    """The messages never show the measured speedup: a lookup built from them stays wrong."""
+    text = repr(checks.check_speedup(speedup_rules["more_cores_never_help"]))
+    assert not re.search(r"measured \d", text)
+
+
+def test_ex5_single_core_soc_says_so(monkeypatch: pytest.MonkeyPatch, speedup_rules) -> None:
+    monkeypatch.setattr(checks, "_open_runtime", lambda: SimRuntime("rk3568"))
+    _failed(checks.check_speedup(speedup_rules["reference"]), "one NPU core", "RKNNLAB_BACKEND=sim")
+
+
+def test_ex5_the_practice_model_is_not_judged() -> None:
+    assert checks.PRACTICE_MODEL not in checks.SPEEDUP_MODELS
+
+
+# =========================================================================== the truth stays private
+def test_no_truth_table_in_the_namespace() -> None:
+    public = {k for k in vars(checks) if not k.startswith("_")}
+    assert not {"judged_layers", "rw_rule", "PROFILE_TRUTH", "profile_cases", "profile_text", "targets_for",
+                "Pipeline", "plan_pipelines", "SPLIT_OPS"} & public
+    steps = checks.practice_pipeline(rknnlab.open_runtime())
+    assert [name for name, _ in steps] == list(checks.PHASES)
+    assert all(not step.__doc__ and step.__name__.startswith("step_") for _, step in steps)
+
+
+def test_summary_cannot_be_forged() -> None:
+    forged = checks.CheckResult(checks.EX_DDR, "passed", "trust me")
+    checks.results()[checks.EX_DDR] = forged
+    assert checks.results().get(checks.EX_DDR) is not forged
+    real = checks.check_ddr_bound
+    try:
+        checks.check_ddr_bound = lambda *a, **k: forged
+        assert "was replaced" in repr(checks.summary())
+    finally:
+        checks.check_ddr_bound = real
+    assert "was replaced" not in repr(checks.summary())
+
+
+# =========================================================================== the notebook
+def test_lab_notebook_structure() -> None:
+    nb, text = lh.read_saved_lab(LAB, (
+        "**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
+        "A widely copied recipe says", "**What the runtime does:**", "**Evidence:**",
+        "```{admonition} Wrong claim:", "```text", "★", "min)", "examples/c/", "**The check**",
+        "**The C it stands for:**", ":class: dropdown"))
+    assert "seed 00" not in text.lower()
+    assert "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is " \
+           "16 on rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native " \
+           "attr; never assume it." in " ".join(text.split())
+    lh.assert_solutions_override_their_stubs(nb)
+    headings = [c.source.split("\n")[0] for c in nb.cells if c.source.startswith("## Exercise")]
+    assert [h.split()[2] for h in headings] == ["1", "2", "3", "4", "5"], headings
+    assert "★" in headings[-1] and not any("★" in h for h in headings[:-1])
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert len(cell.source.splitlines()) <= 25, cell.source[:80]
+
+
+@pytest.mark.timeout(300)
+def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
+    lh.assert_instructor_edition_passes(execute_notebook, LAB, n_checks=5)
+
+
+@pytest.mark.timeout(300)
+def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
+    lh.assert_student_edition_is_not_done(execute_notebook, LAB, n_checks=5)
