@@ -387,3 +387,25 @@ def test_timing_check_marks_the_calibration_points():
     assert s.loc["mobilenet_v2", "calibration_point"] and s.loc["mobilenet_v2", "ratio"] == pytest.approx(1.0, abs=0.001)
     assert not s.loc["yolov5s", "calibration_point"]
     assert s.loc["yolov5s", "ratio"] == pytest.approx(modeled_run_ms("yolov5s", "rk3588") / (1e3 / 48.4))
+
+
+def test_uncached_read_on_a_board_runtime_measures_both(rt, monkeypatch):
+    # the board path (create_mem2 CACHEABLE / NON_CACHEABLE, read by the CPU), driven through
+    # the simulator's create_mem2: both rows are measurements, none is modeled
+    monkeypatch.setattr(rt, "backend", "native")
+    monkeypatch.setattr(type(rt), "source", property(lambda self: "Test Board (RK3588, NPU)"))
+    t = profile.uncached_read(64 * 1024, repeats=3, rt=rt)
+    assert list(t["what"]) == ["cached", "uncached"] and (t["kind"] == "measured").all()
+    assert t.attrs["source"].startswith("Test Board")
+
+
+def test_show_puts_units_in_the_cells_and_the_source_under_them():
+    t = profile.traffic("yolov5s")
+    text = profile.show(t, ["input", "weights_bytes", "floor_ms_peak"])
+    lines = text.splitlines()
+    weights = t.loc["yolov5s", "weights_bytes"] / 2 ** 20
+    assert f"{weights:,.2f} MiB" in lines[1] and " ms" in lines[1] and "640x640" in lines[1]
+    assert lines[-1] == "source: " + t.attrs["source"]
+    assert "%" in profile.show(profile.bound_counts(profile.layer_table("yolov5s")))
+    with pytest.raises(KeyError, match="no column"):
+        profile.show(t, ["nope"])

@@ -23,6 +23,7 @@ CPU costs                       :func:`layout_cost`, :func:`dequant_cost`,
 heap fragmentation (glibc)      :func:`fragmentation`, :func:`retained`
 more NPU cores                  :func:`multicore`, :func:`split_share`
 the simulator's timing          :func:`timing_check` (modeled vs published FPS)
+any table as text               :func:`show` (units in the cells, the source under it)
 ==============================  =====================================================
 
 Figures of these tables: rknnlab.plot.frame_phases, layer_profile, traffic, multicore.
@@ -35,6 +36,7 @@ from .perf_text import op_ranking, parse_perf_detail, perf_detail, perf_table
 from .phase_timing import PHASES, frame_inputs, phases, published_phases, top5, yolov5_decode
 from .report import (DDR_PEAK_BYTES_PER_S, NPU_EFFECTIVE_BYTES_PER_S, bound_counts, layer_table,
                      traffic)
+from .show import show
 from .timing import timing_check
 
 __all__ = [
@@ -44,5 +46,5 @@ __all__ = [
     "layout_cost", "dequant_cost", "copy_cost", "sync_cost", "uncached_read", "cpu_costs",
     "to_nc1hwc2", "nc1hwc2_to_nchw", "dequantize",
     "fragmentation", "retained", "PATTERNS",
-    "multicore", "split_share", "timing_check",
+    "multicore", "split_share", "timing_check", "show",
 ]
