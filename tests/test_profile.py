@@ -409,3 +409,12 @@ def test_show_puts_units_in_the_cells_and_the_source_under_them():
     assert "%" in profile.show(profile.bound_counts(profile.layer_table("yolov5s")))
     with pytest.raises(KeyError, match="no column"):
         profile.show(t, ["nope"])
+
+
+@pytest.mark.parametrize("ratio, low, high, verdict", [
+    (1.25, 1.20, 1.30, "faster"), (0.98, 0.975, 0.985, "slower"),
+    (1.004, 1.002, 1.006, "about the same"), (1.0, 0.95, 1.05, "cannot tell apart"),
+    (1.3, 0.9, 1.8, "cannot tell apart"),
+])
+def test_multicore_verdict_rule(ratio, low, high, verdict):
+    assert profile.cores._verdict(ratio, low, high) == verdict
