@@ -26,7 +26,8 @@ the simulator's timing          :func:`timing_check` (modeled vs published FPS)
 any table as text               :func:`show` (units in the cells, the source under it)
 ==============================  =====================================================
 
-Figures of these tables: rknnlab.plot.frame_phases, layer_profile, traffic, multicore.
+Figures of these tables: rknnlab.plot.frame_phases, layer_profile, traffic, multicore,
+fragmentation, cpu_costs.
 """
 from .cpu import (copy_cost, cpu_costs, dequant_cost, dequantize, layout_cost, nc1hwc2_to_nchw,
                   sync_cost, to_nc1hwc2, uncached_read)
