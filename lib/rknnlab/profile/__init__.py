@@ -1,8 +1,8 @@
 """Where the time and the bytes of a frame go (Chapter 3, Bottlenecks): measured where
 this machine can measure it, modeled (and labelled so) where it cannot.
 
-Every function returns a pandas DataFrame whose ``attrs["source"]`` says where its
-numbers come from: a board's name, "simulated RK3588: ... measured on this machine's
+Every table these functions return (a pandas DataFrame) says in ``attrs["source"]``
+where its numbers come from: a board's name, "simulated RK3588: ... measured on this machine's
 CPU, NPU modeled", a compiler report, or "MODELED".  Timings are medians with their
 spread (q1/q3: the middle half of the repeats); a verdict carries its interval.
 
