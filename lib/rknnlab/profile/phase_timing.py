@@ -119,6 +119,15 @@ def frame_inputs(rt: Any, ctx: int, seed: int = 0) -> List[abi.rknn_input]:
     return [buffers.input_from_array(0, frame, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)]
 
 
+def _own_type_as_float(out: abi.rknn_output, attr: abi.rknn_tensor_attr) -> np.ndarray:
+    """A want_float = 0 output (the attr's own type) as float32: (q - zp) x scale when
+    it is affine-quantized, a plain conversion otherwise."""
+    q = buffers.output_view(out, abi.TYPE_TO_NUMPY[attr.type], buffers.attr_dims(attr))
+    if attr.qnt_type == abi.RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC:
+        return (q.astype(np.float32) - np.float32(attr.zp)) * np.float32(attr.scale)
+    return q.astype(np.float32)
+
+
 def _one_frame(rt: Any, ctx: int, frame: np.ndarray, out_attrs: Sequence[abi.rknn_tensor_attr],
                want_float: int, post) -> Tuple[List[float], int]:
     """The five phases of one frame, seconds each, and how many results the post-process
@@ -134,9 +143,8 @@ def _one_frame(rt: Any, ctx: int, frame: np.ndarray, out_attrs: Sequence[abi.rkn
     t3 = time.perf_counter()
     if want_float:
         arrays = [buffers.output_view(o, np.float32, buffers.attr_dims(a)) for o, a in zip(outs, out_attrs)]
-    else:  # the int8 values must be dequantized before they mean anything: part of the post-process
-        arrays = [(buffers.output_view(o, np.int8, buffers.attr_dims(a)).astype(np.float32) - a.zp) * a.scale
-                  for o, a in zip(outs, out_attrs)]
+    else:  # the output's own type; quantized values are dequantized first, as part of the post-process
+        arrays = [_own_type_as_float(o, a) for o, a in zip(outs, out_attrs)]
     kept = post(arrays)
     t4 = time.perf_counter()
     rt.outputs_release(ctx, outs)
