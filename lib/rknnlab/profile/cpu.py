@@ -31,7 +31,7 @@ A11), and say so in the ``kind`` column and in ``attrs["source"]``:
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 

@@ -31,7 +31,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 PATTERNS = ("small", "large", "large_after_free")
 #: glibc's default M_MMAP_THRESHOLD (mallopt(3)): blocks at least this big are mmap'ed
