@@ -628,3 +628,220 @@ def test_lifecycle_refuses_an_unknown_mode_and_bad_counts(lifecycle: Path, fake_
     run = subprocess.run([str(lifecycle), "buffer", str(tmp_path / "missing.rknn")], capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 1 and "cannot open" in run.stderr
+
+
+# --------------------------------------------------------------------------- phases.c (chapter 3)
+
+PHASE_ROWS = ["rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release",
+              "whole frame (the four calls)", "run_duration (RKNN_QUERY_PERF_RUN)"]
+ROW = re.compile(r"^(.+?) +(-?\d+\.\d{3}) +(-?\d+\.\d{3}) +(-?\d+\.\d{3}) +(-?\d+\.\d{3})$")
+
+
+@pytest.fixture(scope="module")
+def phases(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_example("phases", rknn_double_path, tmp_path_factory.mktemp("c_examples"))
+
+
+def _phase_tables(out: str) -> Dict[int, Dict[str, tuple]]:
+    """{want_float: {row name: (median, min, max, first)}} of the two passes' tables."""
+    tables: Dict[int, Dict[str, tuple]] = {}
+    current = None
+    for line in out.splitlines():
+        head = re.match(r"^pass (\d) of 2: rknn_outputs_get with want_float = (\d) ", line)
+        if head:
+            current = tables.setdefault(int(head.group(2)), {})
+            continue
+        row = ROW.match(line)
+        if row and current is not None:
+            current[row.group(1)] = tuple(float(v) for v in row.groups()[1:])
+    return tables
+
+
+def _perf_detail_of_the_double(rt, model: Path, mask=None) -> str:
+    """The double's PERF_DETAIL text after one run, asked from Python as phases.c asks it."""
+    from rknnlab.rknn import abi
+    ctx = rt.init(str(model), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        if mask is not None:
+            rt.set_core_mask(ctx, mask)
+        _frame_output_bytes(rt, ctx, 0)
+        return rt.query(ctx, abi.RKNN_QUERY_PERF_DETAIL).text()
+    finally:
+        rt.destroy(ctx)
+
+
+def test_phases_times_the_four_calls_of_every_frame_in_two_passes(phases: Path, fake_model: Path,
+                                                                 double_runtime, tmp_path: Path):
+    from rknnlab.rknn import abi
+    rt = double_runtime
+    ctx = rt.init(str(fake_model))
+    try:
+        attrs = [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i))
+                 for i in range(rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output)]
+        plain_input = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        _frame_output_bytes(rt, ctx, 0)
+        run_duration_ms = rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration / 1e3
+    finally:
+        rt.destroy(ctx)
+    log = tmp_path / "calls.log"
+    run = _run_logged(phases, [fake_model, "--frames", "9"], log)
+    assert run.returncode == 0, run.stderr
+    tables = _phase_tables(run.stdout)
+    assert sorted(tables) == [0, 1] and all(list(t) == PHASE_ROWS for t in tables.values())
+    for table in tables.values():
+        for name, (median, low, high, first) in table.items():
+            assert low <= median <= high and low <= first <= high, name
+        calls = [table[name] for name in PHASE_ROWS[:4]]
+        # the whole frame is the four calls of the same frame, on the same clock
+        assert table[PHASE_ROWS[4]][1] >= sum(c[1] for c in calls) - 0.004
+        assert table[PHASE_ROWS[4]][2] <= sum(c[2] for c in calls) + 0.004
+        assert table[PHASE_ROWS[5]] == (run_duration_ms,) * 4   # the double's PERF_RUN, every frame
+    assert re.search(r"^rknn_outputs_get, want_float = 1 minus want_float = 0 \(medians\): [+-]\d+\.\d{3} ms$",
+                     run.stdout, re.M)
+    assert "Network Layer Information Table" not in run.stdout
+
+    # the calls: each frame sets the input, runs, gets, releases and asks PERF_RUN; nothing else
+    calls = _log_calls(log)
+    init = next(fields for name, fields in calls if name == "rknn_init")
+    assert (init["size"], init["flag"], init["path"]) == ("0", "0x0", str(fake_model))
+    frame = ["rknn_inputs_set", "rknn_run", "rknn_outputs_get", "rknn_outputs_release", "PERF_RUN"]
+    names = ["PERF_RUN" if name == "rknn_query" and fields["cmd"] == "4" else name
+             for name, fields in calls if name != "rknn_query" or fields["cmd"] in ("3", "4")]
+    assert names == ["rknn_init"] + frame * 18 + ["rknn_destroy"]
+    assert "rknn_set_core_mask" not in names
+    # a uint8 NHWC image of the model's input size, converted by the runtime
+    inputs = re.findall(r"^rknn_inputs_set\[0\] index=0 buf=(\S+) size=(\d+) pass_through=(\d) type=(\d+) "
+                        r"fmt=(\d+)$", log.read_text(), re.M)
+    assert len(inputs) == 18 and len({buf for buf, *_ in inputs}) == 1
+    assert {tuple(i[1:]) for i in inputs} == {(str(plain_input.n_elems), "0", str(abi.RKNN_TENSOR_UINT8),
+                                               str(abi.RKNN_TENSOR_NHWC))}
+    # pass 1: want_float = 0 into attr.size bytes; pass 2: want_float = 1 into n_elems x 4 bytes;
+    # is_prealloc = 1 into buffers allocated once (one per output and pass)
+    gets = _outputs_got(log)
+    (elements,) = gets.values()
+    assert len(elements) == 18 * len(attrs)
+    half = 9 * len(attrs)
+    for pass_elements, want_float in ((elements[:half], "0"), (elements[half:], "1")):
+        sizes = {int(i): (a.size if want_float == "0" else a.n_elems * 4)
+                 for i, a in ((str(k), a) for k, a in enumerate(attrs))}
+        assert {(int(i), int(size)) for i, _, _, _, size in pass_elements} == set(sizes.items())
+        assert {(w, p) for _, w, p, _, _ in pass_elements} == {(want_float, "1")}
+        assert len({buf for _, _, _, buf, _ in pass_elements}) == len(attrs)
+    assert len({buf for _, _, _, buf, _ in elements}) == 2 * len(attrs)
+    assert attrs[0].size != attrs[0].n_elems * 4      # so the two passes' sizes can tell them apart
+
+
+def test_phases_puts_each_call_s_time_in_its_own_row(phases: Path, fake_model: Path):
+    """The double sleeps in the calls the test names: each row must show its own call's sleep, and
+    want_float = 1 the extra sleep of a float get.  rknn_run's k-th call sleeps 1 + 1.5 k ms, so its
+    median, min, max and first frame differ and each must be the right one."""
+    delays_ms = {"rknn_inputs_set": 3.0, "rknn_outputs_get": 1.0, "rknn_outputs_release": 4.0}
+    float_extra_ms = 2.0
+    spec = ",".join(f"{call}={round(ms * 1000)}" for call, ms in delays_ms.items() if ms)
+    env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1",
+               RKNN_DOUBLE_DELAY_US=f"{spec},rknn_run=1000+1500,rknn_outputs_get_float={round(float_extra_ms * 1000)}")
+    frames = 7
+    run = subprocess.run([str(phases), str(fake_model), "--frames", str(frames)], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    tables = _phase_tables(run.stdout)
+    slack, one_frame_slack = 2.0, 4.0    # ms a busy machine may add to a sleep: a median, a single frame
+    for want_float, table in tables.items():
+        for call, ms in delays_ms.items():
+            expected = ms + (float_extra_ms if call == "rknn_outputs_get" and want_float else 0.0)
+            median, low = table[call][0], table[call][1]
+            assert expected <= low and median <= expected + slack, (want_float, call, table[call])
+        run_ms = [1.0 + 1.5 * k for k in range(want_float * frames, (want_float + 1) * frames)]
+        median, low, high, first = table["rknn_run"]
+        assert run_ms[frames // 2] <= median <= run_ms[frames // 2] + slack, table["rknn_run"]
+        assert run_ms[0] <= low <= run_ms[0] + slack and run_ms[0] <= first <= run_ms[0] + one_frame_slack
+        assert run_ms[-1] <= high <= run_ms[-1] + one_frame_slack, table["rknn_run"]
+        assert sum(delays_ms.values()) + run_ms[0] <= table["whole frame (the four calls)"][1]
+    extra = float(re.search(r"want_float = 0 \(medians\): ([+-]\d+\.\d{3}) ms", run.stdout).group(1))
+    assert float_extra_ms - slack <= extra <= float_extra_ms + slack
+
+
+@pytest.mark.parametrize("mask", [None, 3, 7])
+def test_phases_perf_prints_the_runtime_s_per_layer_text(phases: Path, fake_model: Path, double_runtime,
+                                                        tmp_path: Path, mask):
+    from rknnlab import profile
+    expected = _perf_detail_of_the_double(double_runtime, fake_model, mask)
+    log = tmp_path / "calls.log"
+    args = [fake_model, "--perf", "--frames", "3"] + (["--core-mask", hex(mask)] if mask else [])
+    run = _run_logged(phases, args, log)
+    assert run.returncode == 0, run.stderr
+    head = f"RKNN_QUERY_PERF_DETAIL after the last run (data_len {len(expected)}):\n"
+    assert run.stdout.endswith(head + expected)       # as the runtime wrote it, and last
+    table = profile.parse_perf_detail(run.stdout[run.stdout.index(head) + len(head):])
+    conv = table[table.op.isin(["ConvRelu", "Conv"])]
+    assert set(conv.cores) == {1 if mask is None else bin(mask).count("1")}
+    assert "init flag 0x8: RKNN_FLAG_COLLECT_PERF_MASK" in run.stdout
+
+    calls = _log_calls(log)
+    names = [name if name != "rknn_query" else f"query {fields['cmd']}" for name, fields in calls]
+    assert next(fields for name, fields in calls if name == "rknn_init")["flag"] == "0x8"
+    # the mask before the first frame; PERF_DETAIL once, after the last run, before rknn_destroy
+    if mask:
+        assert [f["mask"] for n, f in calls if n == "rknn_set_core_mask"] == [hex(mask)]
+        assert names.index("rknn_set_core_mask") < names.index("rknn_inputs_set")
+    else:
+        assert "rknn_set_core_mask" not in names
+    assert names.count("query 3") == 1
+    last_run = len(names) - 1 - names[::-1].index("rknn_run")
+    assert last_run < names.index("query 3") < names.index("rknn_destroy") == len(names) - 1
+
+
+def test_phases_reports_a_refused_perf_detail_and_still_destroys_the_context(phases: Path, rknn_double_path: Path,
+                                                                           fake_model: Path, tmp_path: Path):
+    """A copy of the program that forgets the flag: the runtime refuses RKNN_QUERY_PERF_DETAIL, and the
+    program says so, with the code, the flag it needs and the flag the context was made with."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    source = (EXAMPLES / "phases.c").read_text()
+    with_flag = "uint32_t flag = perf ? RKNN_FLAG_COLLECT_PERF_MASK : 0;"
+    assert source.count(with_flag) == 1
+    forgetful = tmp_path / "phases_without_flag.c"
+    forgetful.write_text(source.replace(with_flag, "uint32_t flag = 0; (void)perf;"))
+    exe = tmp_path / "phases_without_flag"
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+                    str(forgetful), str(rknn_double_path), f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)],
+                   check=True)
+    log = tmp_path / "calls.log"
+    run = _run_logged(exe, [fake_model, "--perf", "--frames", "2"], log)
+    assert run.returncode == 1
+    assert "phases: rknn_query(RKNN_QUERY_PERF_DETAIL) failed: -5 (RKNN_ERR_PARAM_INVALID)" in run.stderr
+    assert "only for a context made with RKNN_FLAG_COLLECT_PERF_MASK (0x8)" in run.stderr
+    assert "this one was made with flag 0x0" in run.stderr
+    assert len(_phase_tables(run.stdout)) == 2 and "Information Table" not in run.stdout
+    names = [name for name, _ in _log_calls(log)]
+    assert names[-1] == "rknn_destroy" and names.count("rknn_destroy") == 1
+    # the unmodified program with --perf asks for it and gets it
+    ok = subprocess.run([str(phases), str(fake_model), "--perf", "--frames", "2"], capture_output=True, text=True,
+                        timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert ok.returncode == 0 and "Information Table" in ok.stdout and ok.stderr == ""
+
+
+def test_phases_reports_a_refused_core_mask(phases: Path, fake_model: Path, tmp_path: Path):
+    log = tmp_path / "calls.log"
+    run = _run_logged(phases, [fake_model, "--core-mask", "5"], log)   # not a mask the runtime knows
+    assert run.returncode == 1
+    assert "phases: rknn_set_core_mask(ctx, 0x5) failed: -5 (RKNN_ERR_PARAM_INVALID)" in run.stderr
+    assert "RK3588 and RK3576" in run.stderr
+    names = [name for name, _ in _log_calls(log)]
+    assert "rknn_inputs_set" not in names and names[-1] == "rknn_destroy"
+
+
+def test_phases_refuses_bad_arguments_and_reports_a_bad_model(phases: Path, fake_model: Path, tmp_path: Path):
+    for args in ([], ["--perf"], [fake_model, "--frames", "0"], [fake_model, "--frames"],
+                 [fake_model, "--frames", "ten"], [fake_model, "--core-mask", "0x10000"],
+                 [fake_model, "--core-mask", "seven"], [fake_model, fake_model], [fake_model, "--fast"]):
+        run = subprocess.run([str(phases), *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "usage" in run.stderr, args
+    bad = tmp_path / "bad.rknn"
+    bad.write_bytes(b"not a model")
+    log = tmp_path / "calls.log"
+    run = _run_logged(phases, [bad, "--perf"], log)
+    assert run.returncode == 1
+    assert "phases: rknn_init failed: -6 (RKNN_ERR_MODEL_INVALID)" in run.stderr
+    assert [name for name, _ in _log_calls(log)] == ["rknn_init"]

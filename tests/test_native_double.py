@@ -917,3 +917,27 @@ def test_perf_detail_text_stays_until_the_next_query(rt):
     finally:
         rt.destroy(second)
         rt.destroy(first)
+
+
+def test_delays_make_the_named_calls_slower(rt, ctx, monkeypatch):
+    """$RKNN_DOUBLE_DELAY_US (for tests that time a C program's calls): "A" sleeps A us in every
+    call, "A+B" sleeps A + k*B in the k-th; "rknn_outputs_get_float" adds to a want_float get."""
+    import time
+
+    def timed(call) -> float:
+        started = time.monotonic()
+        call()
+        return (time.monotonic() - started) * 1e3
+
+    rt.inputs_set(ctx, [buffers.input_from_array(0, input_image(), abi.RKNN_TENSOR_NHWC)])
+    assert timed(lambda: rt.run(ctx)) < 3          # no delay without the variable
+    monkeypatch.setenv("RKNN_DOUBLE_DELAY_US", "rknn_run=3000+2000,rknn_outputs_get_float=4000")
+    runs = [timed(lambda: rt.run(ctx)) for _ in range(3)]
+    assert runs[0] >= 3 and 1 <= runs[1] - runs[0] <= 3.5 and 1 <= runs[2] - runs[1] <= 3.5
+    ours = np.zeros(16, np.int8)
+    raw = timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=0, is_prealloc=1,
+                                                             buf=ours.ctypes.data, size=16)]))
+    floats = np.zeros(16, np.float32)
+    converted = timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=1, is_prealloc=1,
+                                                                   buf=floats.ctypes.data, size=64)]))
+    assert raw < 3 and converted >= 4

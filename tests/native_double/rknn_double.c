@@ -56,6 +56,13 @@
  *   $RKNN_DOUBLE_LOG_FILE  if set, the call log is written to that file when
  *                       the process exits (for C programs, which cannot call
  *                       double_call_log themselves).
+ *   $RKNN_DOUBLE_DELAY_US  e.g. "rknn_run=2000,rknn_inputs_set=500+100": each
+ *                       named call sleeps that many microseconds (A+B: the
+ *                       k-th call, from 0, sleeps A + k*B), so that a test
+ *                       can see a program attribute time to the right call
+ *                       and compute its statistics right.
+ *                       "rknn_outputs_get_float" adds to a get that asks any
+ *                       output with want_float = 1.
  *
  * Built by tests/conftest.py with gcc -shared -fPIC -O1.  Defining
  * DOUBLE_OLD_RUNTIME leaves out rknn_create_mem2 and rknn_set_input_shapes,
@@ -69,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ ABI */
@@ -326,6 +334,35 @@ EXPORT void double_reset(void)
     log_len = 0;
     if (call_log)
         call_log[0] = '\0';
+}
+
+/* Sleeps as $RKNN_DOUBLE_DELAY_US says for `call` (read at every call: tests change it). */
+static void delay(const char *call)
+{
+    static struct { const char *call; long count; } seen[8]; /* calls so far, per name */
+    const char *spec = getenv("RKNN_DOUBLE_DELAY_US");
+    size_t n = strlen(call);
+    for (const char *p = spec; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        if (strncmp(p, call, n) != 0 || p[n] != '=')
+            continue;
+        char *end = NULL;
+        long us = strtol(p + n + 1, &end, 10);
+        if (*end == '+') {
+            long step = strtol(end + 1, NULL, 10);
+            int k = 0;
+            while (k < 8 && seen[k].call && strcmp(seen[k].call, call) != 0)
+                k++;
+            if (k < 8) {
+                seen[k].call = call; /* a string literal of the caller: lives forever */
+                us += step * seen[k].count++;
+            }
+        }
+        struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+        if (us > 0)
+            while (nanosleep(&t, &t) != 0) /* a signal cut it short: sleep the rest */
+                ;
+        return;
+    }
 }
 
 #define ULL(x) ((unsigned long long)(x))
@@ -919,6 +956,7 @@ static int8_t quantize(const void *buf, int type, size_t i)
 EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
 {
     log_line("rknn_inputs_set ctx=%llu n=%u", ULL(context), n_inputs);
+    delay("rknn_inputs_set");
     for (uint32_t i = 0; inputs && i < n_inputs; i++)
         log_line("rknn_inputs_set[%u] index=%u buf=0x%lx size=%u pass_through=%u type=%d fmt=%d",
                  i, inputs[i].index, PTR(inputs[i].buf), inputs[i].size,
@@ -984,6 +1022,7 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
 {
     log_line("rknn_run ctx=%llu ext=%d non_block=%d timeout_ms=%d", ULL(context), extend != NULL,
              extend ? extend->non_block : 0, extend ? extend->timeout_ms : 0);
+    delay("rknn_run");
     context_state *state = lookup(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
@@ -1035,6 +1074,12 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
         log_line("rknn_outputs_get[%u] index=%u want_float=%u is_prealloc=%u buf=0x%lx size=%u",
                  i, outputs[i].index, outputs[i].want_float, outputs[i].is_prealloc,
                  PTR(outputs[i].buf), outputs[i].size);
+    delay("rknn_outputs_get");
+    int any_float = 0;
+    for (uint32_t i = 0; outputs && i < n_outputs; i++)
+        any_float |= outputs[i].want_float != 0;
+    if (any_float)
+        delay("rknn_outputs_get_float");
     context_state *state = lookup(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
@@ -1069,6 +1114,7 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
 EXPORT int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_output outputs[])
 {
     log_line("rknn_outputs_release ctx=%llu n=%u", ULL(context), n_outputs);
+    delay("rknn_outputs_release");
     for (uint32_t i = 0; outputs && i < n_outputs; i++)
         log_line("rknn_outputs_release[%u] index=%u is_prealloc=%u buf=0x%lx", i,
                  outputs[i].index, outputs[i].is_prealloc, PTR(outputs[i].buf));
