@@ -33,8 +33,8 @@ def rt():
     runtime.close()
 
 
-def _sim_text(rt, model: str, mask: int = abi.RKNN_NPU_CORE_0) -> str:
-    ctx = rt.init(str(models.model_path(model, "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+def _sim_text(rt, model: str, mask: int = abi.RKNN_NPU_CORE_0, soc: str = "rk3588") -> str:
+    ctx = rt.init(str(models.model_path(model, soc)), abi.RKNN_FLAG_COLLECT_PERF_MASK)
     try:
         rt.set_core_mask(ctx, mask)
         rt.inputs_set(ctx, profile.frame_inputs(rt, ctx))
@@ -98,6 +98,20 @@ def test_simulator_text_parses_and_matches_the_report(rt, mask):
     if mask == abi.RKNN_NPU_CORE_0_1_2:       # a split layer's MACs are shared by its cores
         expected = expected / t.loc[long, "cores"].clip(lower=1).to_numpy()
     np.testing.assert_allclose(t.loc[long, "mac_usage"], expected, rtol=0.02)
+
+
+@pytest.mark.parametrize("soc, header", [("rk3576", "WorkLoad(0/1)"), ("rk3568", "WorkLoad(0)")])
+def test_other_socs_texts_parse(soc, header):
+    other = rknnlab.open_runtime("sim", soc)
+    try:
+        text = _sim_text(other, "mobilenet_v2", soc=soc)
+    finally:
+        other.close()
+    assert header in text
+    t = profile.parse_perf_detail(text)
+    assert len(t) == len(models.load_report("mobilenet_v2", soc).layers)
+    assert (t.loc[t["target"] == "NPU", "cores"] == 1).all()
+    assert t["workload"].iloc[1].count("/") == header.count("/")
 
 
 def test_yolov5s_silu_conv_stays_on_one_core(rt):

@@ -30,7 +30,11 @@ DEFAULT_MASKS = (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_0_1, abi.RKNN_NPU_CORE_0
 
 def split_share(model: str, soc: str = "rk3588") -> float:
     """The share of ``model``'s compiler cycles (cycles_total) in layers whose op type
-    a multi-core mask splits (the simulator's rule, rknnlab.sim.npu.SPLIT_OPS)."""
+    a multi-core mask splits (the simulator's rule, rknnlab.sim.npu.SPLIT_OPS).
+
+    Layers the compiler gives no cycles (MaxPool, Resize, ... in the shipped reports)
+    count for nothing here, although they take time on a board: the share is the
+    compiler's view, the one the simulator's timing follows."""
     from ..sim.npu import is_split
     layers = models.load_report(model, soc).layers
     total = sum(layer["cycles_total"] for layer in layers)
