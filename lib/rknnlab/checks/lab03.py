@@ -31,7 +31,7 @@ from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runti
 
 __all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_want_float", "check_ddr_bound",
            "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
-           "practice_pipeline", "practice_profile", "profile_of"]
+           "practice_pipeline", "practice_profile", "profile_of", "n_cores"]
 
 #: the phases of a frame, in the order a pipeline runs them
 PHASES = _cases.PHASES
@@ -391,9 +391,11 @@ def profile_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> Tuple[Any,
     from .. import profile
     from ..experiment.variants import frame_input, query_io
     from ..rknn import buffers
-    ctx = rt.init(_model_file(model, _soc_of(rt)), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    soc = _soc_of(rt)
+    ctx = rt.init(_model_file(model, soc), abi.RKNN_FLAG_COLLECT_PERF_MASK)
     try:
-        rt.set_core_mask(ctx, core_mask)
+        if core_mask != abi.RKNN_NPU_CORE_0 or n_cores(rt) > 1:
+            rt.set_core_mask(ctx, core_mask)   # a single-core NPU refuses the call (API reference)
         ins, _ = query_io(rt, ctx)
         frame = np.random.default_rng(5).integers(0, 256, size=buffers.attr_dims(ins[0]), dtype=np.uint8)
         times = []
@@ -409,9 +411,16 @@ def profile_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> Tuple[Any,
 _MASKS = {2: abi.RKNN_NPU_CORE_0_1, 3: abi.RKNN_NPU_CORE_0_1_2}
 
 
-def practice_profile(rt: Any, n_cores: int = 1) -> Tuple[Any, float]:
-    """PRACTICE_MODEL's profile and run time (ms) on ``n_cores`` cores (1, 2 or 3), measured on ``rt``."""
-    return profile_of(rt, PRACTICE_MODEL, _MASKS.get(n_cores, abi.RKNN_NPU_CORE_0))
+def n_cores(rt: Any) -> int:
+    """How many NPU cores the runtime's SoC has (3 on RK3588, 2 on RK3576, else 1)."""
+    from ..sim import npu
+    return npu.soc_npu(_soc_of(rt)).cores
+
+
+def practice_profile(rt: Any, cores: int = 1) -> Tuple[Any, float]:
+    """PRACTICE_MODEL's profile and run time (ms) on ``cores`` cores (1, 2 or 3), measured on
+    ``rt`` (the practice model is built for RK3588 only)."""
+    return profile_of(rt, PRACTICE_MODEL, _MASKS.get(cores, abi.RKNN_NPU_CORE_0))
 
 
 def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckResult:
@@ -431,10 +440,9 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
         if not callable(predict_speedup):
             raise _not_done(f"expected your function, got {type(predict_speedup).__name__}.",
                             "pass the function itself: check_speedup(predict_speedup)")
-        from ..sim import npu
         rt = _open_runtime()
         soc = _soc_of(rt)
-        cores = [n for n in _MASKS if n <= npu.soc_npu(soc).cores]
+        cores = [n for n in _MASKS if n <= n_cores(rt)]
         tol = SPEEDUP_TOLERANCE["sim" if getattr(rt, "backend", "") == "sim" else "native"]
         details: List[str] = []
         wrong: List[str] = []
