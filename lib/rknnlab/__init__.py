@@ -2,7 +2,9 @@
 
 Modules (the repository's layout: README.md, section "Layout"): ``rknnlab.rknn`` (the
 RKNN C API as Python, native or simulated), ``rknnlab.sim``, ``rknnlab.models``,
-``rknnlab.board``, ``rknnlab.probe``, ``rknnlab.experiment``,
+``rknnlab.board``, ``rknnlab.probe``, ``rknnlab.experiment``, ``rknnlab.lifecycle``
+(chapter 2), ``rknnlab.profile`` (chapter 3: where a frame's time goes, per-layer
+profiles, bytes per frame, CPU-side costs, heap fragmentation, core masks),
 ``rknnlab.plot``/``rknnlab.widgets``, ``rknnlab.checks``, and the command line
 ``python -m rknnlab`` (README.md, sections "``python -m rknnlab doctor``" and
 "``python -m rknnlab run`` and ``show``").
