@@ -845,3 +845,28 @@ def test_phases_refuses_bad_arguments_and_reports_a_bad_model(phases: Path, fake
     assert run.returncode == 1
     assert "phases: rknn_init failed: -6 (RKNN_ERR_MODEL_INVALID)" in run.stderr
     assert [name for name, _ in _log_calls(log)] == ["rknn_init"]
+
+
+def test_phases_readme_commands_run_and_its_output_shape_is_the_program_s(phases: Path, fake_model: Path):
+    """Every ./phases command of the README runs (on the double, with the fake model), and every
+    line of its "What it prints" block is the program's, up to the values it leaves out (…) and the
+    numbers of the model it names."""
+    text = (EXAMPLES / "README.md").read_text()
+    section = text[text.index("## phases.c"):text.index("## In the test suite")]
+    assert "examples/c/phases.c -lrknnrt -o phases" in section
+    commands = re.findall(r"^\./phases (\S+)(.*?)(?:#.*)?$", section, re.M)
+    assert len(commands) == 3
+    env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")
+    outputs = []
+    for model, args in commands:
+        run = subprocess.run([str(phases), str(fake_model), *args.split()], capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert run.returncode == 0, (model, args, run.stderr)
+        outputs.append(run.stdout.replace(str(fake_model), model))
+    shape = re.search(r"What it prints.*?```text\n(.*?)```", section, re.S).group(1)
+    printed = outputs[0].splitlines()
+    for line in shape.splitlines():
+        if not line or line == "(the same six rows)":
+            continue
+        head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
+        assert any(re.match(head, out) for out in printed), line

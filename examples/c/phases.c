@@ -5,13 +5,15 @@
  *   build on a board: gcc -O2 -I <rknn_api.h dir> phases.c -lrknnrt -o phases
  *
  * A frame with the general API is four calls: rknn_inputs_set copies the
- * image into the runtime's input buffer and converts it on the CPU,
+ * image into the runtime's input buffer (converting its type and layout),
  * rknn_run runs the model, rknn_outputs_get copies (and converts) the
  * outputs into the caller's buffers, rknn_outputs_release ends the get.
  * The program times each call of every frame with
- * clock_gettime(CLOCK_MONOTONIC) and prints the median, min, max and first
- * value of each over the frames.  The input is a uint8 NHWC image of the
- * model's input size (the runtime quantizes it and changes its layout).
+ * clock_gettime(CLOCK_MONOTONIC) and prints the median, min and max of each
+ * over the frames, and its time in the first frame of the pass: pass 1's
+ * first frame is the context's first run, when a board may still allocate
+ * buffers (see mem_layers.c).  The input is a uint8 NHWC image of the
+ * model's input size; the runtime converts it to the model's input.
  *
  * It runs the frames twice: pass 1 gets the outputs with want_float = 0
  * (each output in its own type: int8 for a quantized model), pass 2 with
@@ -24,9 +26,10 @@
  *
  *   --perf         rknn_init with RKNN_FLAG_COLLECT_PERF_MASK, and print the
  *                  RKNN_QUERY_PERF_DETAIL text (per-layer times) after the
- *                  last run.  The API reference answers that query only for
- *                  a context made with the flag.  Rockchip warns that the
- *                  profiled numbers may be worse than actual performance.
+ *                  last run.  The API reference says that query works only
+ *                  for a context made with the flag.  Rockchip's eval_perf
+ *                  warns that per-layer numbers are for debugging and may be
+ *                  worse than actual performance.
  *   --frames N     frames per pass (default 100).
  *   --core-mask M  rknn_set_core_mask(ctx, M) before the first run: 0 AUTO,
  *                  1 CORE_0, 2 CORE_1, 4 CORE_2, 3 CORE_0_1, 7 CORE_0_1_2,
@@ -94,7 +97,7 @@ static const char *format_name(int fmt)
     return fmt >= 0 && fmt < (int)(sizeof names / sizeof names[0]) ? names[fmt] : "format?";
 }
 
-/* Milliseconds on the monotonic clock: wall time that no clock adjustment moves. */
+/* Milliseconds on the monotonic clock: it never jumps when someone sets the system time. */
 static double now_ms(void)
 {
     struct timespec t;
@@ -309,7 +312,7 @@ static int print_perf_detail(rknn_context ctx, uint32_t flag)
         fail("rknn_query(RKNN_QUERY_PERF_DETAIL)", ret);
         fprintf(stderr, "phases: no per-layer times.  The runtime answers RKNN_QUERY_PERF_DETAIL only "
                 "for a context made with RKNN_FLAG_COLLECT_PERF_MASK (0x%x); this one was made with "
-                "flag 0x%x.  The API reference lists RV1103/RV1106 as not supporting it at all.\n",
+                "flag 0x%x.  The API reference lists RV1103, RV1106 and RK2118 as not supporting it.\n",
                 (unsigned)RKNN_FLAG_COLLECT_PERF_MASK, (unsigned)flag);
         return 0;
     }
@@ -401,8 +404,8 @@ int main(int argc, char **argv)
     if (ok) {
         printf("model %s, runtime %s, driver %s\n", path, version.api_version, version.drv_version);
         if (flag & RKNN_FLAG_COLLECT_PERF_MASK)
-            printf("init flag 0x%x: RKNN_FLAG_COLLECT_PERF_MASK (per-layer profiling: Rockchip warns "
-                   "the numbers may be worse than actual performance)\n", (unsigned)flag);
+            printf("init flag 0x%x: RKNN_FLAG_COLLECT_PERF_MASK (per-layer numbers are for debugging: "
+                   "Rockchip warns they may be worse than actual performance)\n", (unsigned)flag);
         else
             printf("init flag 0x%x\n", (unsigned)flag);
     }
