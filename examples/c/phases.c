@@ -415,7 +415,8 @@ int main(int argc, char **argv)
             char what[64];
             snprintf(what, sizeof what, "rknn_set_core_mask(ctx, 0x%lx)", core_mask);
             ok = fail(what, ret);
-            fprintf(stderr, "phases: the API reference: core masks work on RK3588 and RK3576 only\n");
+            fprintf(stderr, "phases: the API reference says core masks work only on RK3588 and RK3576 "
+                    "(a single-core NPU returns an error)\n");
         } else {
             printf("core mask 0x%lx (rknn_set_core_mask)\n", core_mask);
         }
