@@ -43,11 +43,12 @@ HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 RULES = {
     "1": "Time every phase of a frame, not only `rknn_run`: the copies and conversions around it are CPU "
          "work that can cost as much as the run.",
-    "2": "A layer whose DDR cycles exceed its NPU cycles is DDR-bound: only fewer bytes make it faster, "
-         "not more arithmetic units.",
+    "2": "A layer whose DDR cycles exceed its NPU cycles is DDR-bound: it waits for memory, so fewer bytes "
+         "help it more than faster arithmetic.",
     "3": "A frame reads its weights once and its activations in proportion to its pixels. Bytes per frame "
          "divided by the DDR bandwidth is a floor for the run time.",
-    "4": "On the CPU, bytes and conversions cost time, not the number of copies. Allocate the buffers of a "
+    "4": "On the CPU, bytes and conversions cost time; the number of copies matters only for tiny pieces. "
+         "Allocate the buffers of a "
          "frame once: a fragmented heap keeps memory, and the NPU needs no contiguous memory on RK3588.",
     "5": "Only Conv, depthwise Conv, Add, Concat and ReLU-family layers are split over cores; the rest run "
          "on core 0. Measure the speedup of each model: a small network can get slower.",
@@ -362,3 +363,10 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
     counts = re.search(r"DDR-bound (\d+), compute-bound (\d+), no cycles (\d+)", everything)
     assert counts and int(counts.group(2)) > int(counts.group(1)), "'Most layers are compute-bound'"
     assert int(counts.group(3)) == 3 and "Three rows have no cycles" in text
+
+
+def test_the_phase_answer_holds_for_the_run(run) -> None:
+    text, everything = _flat(_markdown()), "\n".join(run.values())
+    row = re.search(r"^yolov5s\s+(\d+)%\s+(\d+)%", everything, flags=re.M)    # inputs_set, run
+    assert row and int(row.group(2)) < 50, "the run of yolov5s is no longer under half of a simulated frame"
+    assert "On the simulator the CPU phases take more than half of a YOLOv5s frame" in text
