@@ -370,3 +370,17 @@ def test_the_phase_answer_holds_for_the_run(run) -> None:
     row = re.search(r"^yolov5s\s+(\d+)%\s+(\d+)%", everything, flags=re.M)    # inputs_set, run
     assert row and int(row.group(2)) < 50, "the run of yolov5s is no longer under half of a simulated frame"
     assert "On the simulator the CPU phases take more than half of a YOLOv5s frame" in text
+
+
+def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
+    """Lab 3 quotes the rules it uses; each must be one of this chapter's, word for word."""
+    lab = ROOT / "labs" / "lab03_bottlenecks.ipynb"
+    if not lab.exists():
+        pytest.skip("Lab 3 is not written yet")
+    text = _flat("\n".join(_source(c) for c in ch.cells(lab) if c["cell_type"] == "markdown"))
+    block = re.search(r"\*\*The rules this lab uses\*\*.*?:(.*?)(?:\*\*|## )", text)
+    assert block, "Lab 3 no longer lists the rules it uses"
+    quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
+    assert quoted, "Lab 3 lists no rule"
+    for rule in quoted:
+        assert rule in RULES.values(), f"Lab 3 states a rule not in chapter 3's words: {rule!r}"
