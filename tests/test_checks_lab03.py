@@ -644,6 +644,29 @@ def test_ex5_single_core_soc_says_so(monkeypatch: pytest.MonkeyPatch, speedup_ru
     _failed(checks.check_speedup(speedup_rules["reference"]), "one NPU core", "RKNNLAB_BACKEND=sim")
 
 
+class _Board:
+    """The simulator dressed as a board's runtime: the check's board path (its tolerance)."""
+
+    def __init__(self) -> None:
+        self._rt = SimRuntime("rk3588")
+        self.backend, self.soc = "native", "rk3588"
+
+    def __getattr__(self, name):
+        return getattr(self._rt, name)
+
+
+def test_ex5_a_board_is_judged_within_10_percent(monkeypatch: pytest.MonkeyPatch, speedup_rules) -> None:
+    """A board's runs vary and its cores are not the simulator's law: 10% there, 3% here."""
+    def five_percent_high(table, run_ms, n):
+        return 1.05 * speedup_rules["reference"](table, run_ms, n)
+
+    _failed(checks.check_speedup(five_percent_high), "off by more than 3%")
+    monkeypatch.setattr(checks, "_open_runtime", _Board)
+    result = checks.check_speedup(five_percent_high)
+    assert result.passed and "within 10%" in result.message, result
+    _failed(checks.check_speedup(speedup_rules["every_conv_splits"]), "off by more than 10%")
+
+
 def test_ex5_the_practice_model_is_not_judged() -> None:
     assert checks.PRACTICE_MODEL not in checks.SPEEDUP_MODELS
 
@@ -689,6 +712,28 @@ def test_lab_notebook_structure() -> None:
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert len(cell.source.splitlines()) <= 25, cell.source[:80]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_lab_states_the_chapters_rules_in_its_words() -> None:
+    """One rule per concept: every rule of chapter 3's key points but the last (the simulator's
+    timing, which the lab does not use) is in the lab's rules and its key points, word for word;
+    the objectives have the chapter's verbs, in the chapter's order."""
+    nbformat = pytest.importorskip("nbformat")
+    chapter = nbformat.read(ROOT / "chapters" / "03_bottlenecks.ipynb", as_version=4)
+    keys = next(c.source for c in chapter.cells if c.cell_type == "markdown" and c.source.startswith("## Key points"))
+    rules = [_flat(item) for item in re.split(r"\n- ", keys.split("\n\n")[1].lstrip("- "))]
+    assert len(rules) >= 5
+    lab = nbformat.read(LAB, as_version=4)
+    header = _flat(lab.cells[0].source)
+    key_points = _flat(next(c.source for c in lab.cells if c.source.startswith("## Key points")))
+    for rule in rules[:-1]:
+        assert rule in header and rule in key_points, rule
+    verbs = re.findall(r"\d\. \*\*(\w+)\*\*", header)
+    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Find", "Predict", "Choose", "Spot"]
 
 
 @pytest.mark.timeout(300)
