@@ -78,6 +78,17 @@ ZOO_FPS = {("mobilenet_v2", "rk3588"): 450.7, ("mobilenet_v2", "rk3576"): 467.0,
            ("yolov5s_relu", "rk3568"): 25.5, ("yolov5s_relu", "rk3562"): 33.2,
            ("yolov5s", "rk3588"): 48.4}
 
+#: the course's shared canonical sentences (DECISIONS.md) a lab may quote beside this chapter's rules
+SHARED_RULES = {
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
+    "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; "
+    "never assume it.",
+    "A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, attr.size "
+    "bytes with want_float = 0. Reallocate only when it is too small; a larger buffer is fine if "
+    "rknn_output.size gives its real capacity.",
+    "Reuse means no allocation per call. Flat memory only shows there is no leak.",
+}
+
 #: names that look like API names but are files, repositories or modules
 NOT_API = {"rknn_model_zoo"}
 
@@ -373,7 +384,8 @@ def test_the_phase_answer_holds_for_the_run(run) -> None:
 
 
 def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
-    """Lab 3 quotes the rules it uses; each must be one of this chapter's, word for word."""
+    """Lab 3 quotes the rules it uses; each must be one of this chapter's rules, a sentence the
+    chapter states, or a course-wide canonical sentence, word for word."""
     lab = ROOT / "labs" / "lab03_bottlenecks.ipynb"
     if not lab.exists():
         pytest.skip("Lab 3 is not written yet")
@@ -383,4 +395,22 @@ def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
     quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
     assert quoted, "Lab 3 lists no rule"
     for rule in quoted:
-        assert rule in RULES.values(), f"Lab 3 states a rule not in chapter 3's words: {rule!r}"
+        assert rule in RULES.values() or rule in SHARED_RULES or rule in _flat(_markdown()), \
+            f"Lab 3 states a rule that chapter 3 does not state in these words: {rule!r}"
+
+
+def test_the_sizes_the_text_gives_are_the_librarys_defaults() -> None:
+    """§4 names the fragmentation patterns' sizes and the head it converts: the library's defaults."""
+    import inspect
+    from rknnlab import profile
+    text = _flat(_markdown())
+    params = inspect.signature(profile.fragmentation).parameters
+    assert params["small_max"].default == 4096 and params["keep_every"].default == 64
+    assert params["large_size"].default == 256 * 1024
+    assert inspect.getmodule(profile.fragmentation).MMAP_THRESHOLD == 128 * 1024
+    doc = _flat(profile.fragmentation.__doc__)
+    assert "default 20,000 small ones" in doc and "200 large ones" in doc
+    assert "20,000 blocks of up to 4 KiB, then free all but every 64th" in text
+    assert "200 blocks of 256 KiB, above the mmap threshold (128 KiB)" in text
+    assert inspect.signature(profile.layout_cost).parameters["shape"].default == (1, 80, 80, 255)
+    assert "1.6 million values" in text and 80 * 80 * 255 == 1_632_000
