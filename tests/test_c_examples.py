@@ -733,32 +733,48 @@ def test_phases_times_the_four_calls_of_every_frame_in_two_passes(phases: Path, 
 
 def test_phases_puts_each_call_s_time_in_its_own_row(phases: Path, fake_model: Path):
     """The double sleeps in the calls the test names: each row must show its own call's sleep, and
-    want_float = 1 the extra sleep of a float get.  rknn_run's k-th call sleeps 1 + 1.5 k ms, so its
-    median, min, max and first frame differ and each must be the right one."""
+    want_float = 1 the extra sleep of a float get.  rknn_run's k-th call sleeps 1 + 3 k ms, so its
+    median, min, max and first frame differ and each must be the right one.  A sleep is never
+    shorter than asked; a busy machine can make one much longer, so the program gets three tries
+    (a wrong statistic is wrong by milliseconds on every try)."""
     delays_ms = {"rknn_inputs_set": 3.0, "rknn_outputs_get": 1.0, "rknn_outputs_release": 4.0}
     float_extra_ms = 2.0
     spec = ",".join(f"{call}={round(ms * 1000)}" for call, ms in delays_ms.items() if ms)
     env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1",
-               RKNN_DOUBLE_DELAY_US=f"{spec},rknn_run=1000+1500,rknn_outputs_get_float={round(float_extra_ms * 1000)}")
+               RKNN_DOUBLE_DELAY_US=f"{spec},rknn_run=1000+3000,rknn_outputs_get_float={round(float_extra_ms * 1000)}")
     frames = 7
-    run = subprocess.run([str(phases), str(fake_model), "--frames", str(frames)], capture_output=True, text=True,
-                         timeout=60, env=env)
-    assert run.returncode == 0, run.stderr
-    tables = _phase_tables(run.stdout)
     slack, one_frame_slack = 2.0, 4.0    # ms a busy machine may add to a sleep: a median, a single frame
-    for want_float, table in tables.items():
-        for call, ms in delays_ms.items():
-            expected = ms + (float_extra_ms if call == "rknn_outputs_get" and want_float else 0.0)
-            median, low = table[call][0], table[call][1]
-            assert expected <= low and median <= expected + slack, (want_float, call, table[call])
-        run_ms = [1.0 + 1.5 * k for k in range(want_float * frames, (want_float + 1) * frames)]
-        median, low, high, first = table["rknn_run"]
-        assert run_ms[frames // 2] <= median <= run_ms[frames // 2] + slack, table["rknn_run"]
-        assert run_ms[0] <= low <= run_ms[0] + slack and run_ms[0] <= first <= run_ms[0] + one_frame_slack
-        assert run_ms[-1] <= high <= run_ms[-1] + one_frame_slack, table["rknn_run"]
-        assert sum(delays_ms.values()) + run_ms[0] <= table["whole frame (the four calls)"][1]
-    extra = float(re.search(r"want_float = 0 \(medians\): ([+-]\d+\.\d{3}) ms", run.stdout).group(1))
-    assert float_extra_ms - slack <= extra <= float_extra_ms + slack
+
+    def check(out: str) -> None:
+        tables = _phase_tables(out)
+        assert sorted(tables) == [0, 1]
+        for want_float, table in tables.items():
+            for call, ms in delays_ms.items():
+                expected = ms + (float_extra_ms if call == "rknn_outputs_get" and want_float else 0.0)
+                median, low = table[call][0], table[call][1]
+                assert expected <= low and median <= expected + slack, (want_float, call, table[call])
+            run_ms = [1.0 + 3.0 * k for k in range(want_float * frames, (want_float + 1) * frames)]
+            median, low, high, first = table["rknn_run"]
+            assert run_ms[frames // 2] <= median <= run_ms[frames // 2] + slack, table["rknn_run"]
+            assert run_ms[0] <= low <= run_ms[0] + slack, table["rknn_run"]
+            assert run_ms[0] <= first <= run_ms[0] + one_frame_slack, table["rknn_run"]
+            assert run_ms[-1] <= high <= run_ms[-1] + one_frame_slack, table["rknn_run"]
+            assert sum(delays_ms.values()) + run_ms[0] <= table["whole frame (the four calls)"][1]
+        extra = float(re.search(r"want_float = 0 \(medians\): ([+-]\d+\.\d{3}) ms", out).group(1))
+        assert float_extra_ms - slack <= extra <= float_extra_ms + slack, extra
+
+    failures = []
+    for _ in range(3):
+        run = subprocess.run([str(phases), str(fake_model), "--frames", str(frames)], capture_output=True,
+                             text=True, timeout=60, env=env)
+        assert run.returncode == 0, run.stderr
+        try:
+            check(run.stdout)
+            break
+        except AssertionError as failure:
+            failures.append(f"{failure}\n{run.stdout}")
+    else:
+        pytest.fail("three tries, three wrong tables:\n" + "\n".join(failures))
 
 
 @pytest.mark.parametrize("mask", [None, 3, 7])

@@ -930,13 +930,21 @@ def test_delays_make_the_named_calls_slower(rt, ctx, monkeypatch):
         return (time.monotonic() - started) * 1e3
 
     rt.inputs_set(ctx, [buffers.input_from_array(0, input_image(), abi.RKNN_TENSOR_NHWC)])
-    assert timed(lambda: rt.run(ctx)) < 3          # no delay without the variable
+    assert min(timed(lambda: rt.run(ctx)) for _ in range(3)) < 3   # no delay without the variable
     monkeypatch.setenv("RKNN_DOUBLE_DELAY_US", "rknn_run=3000+2000,rknn_outputs_get_float=4000")
-    runs = [timed(lambda: rt.run(ctx)) for _ in range(3)]
-    assert runs[0] >= 3 and 1 <= runs[1] - runs[0] <= 3.5 and 1 <= runs[2] - runs[1] <= 3.5
+    # A sleep is never shorter than asked; a busy machine can make one much longer: three tries.
+    tries = []
+    for attempt in range(3):
+        runs = [timed(lambda: rt.run(ctx)) for _ in range(3)]
+        tries.append(runs)
+        if all(3 + 2 * k <= ms <= 3 + 2 * k + 4 for k, ms in enumerate(runs, 3 * attempt)):
+            break
+    else:
+        pytest.fail(f"rknn_run's k-th call should sleep 3 + 2k ms: {tries}")
     ours = np.zeros(16, np.int8)
-    raw = timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=0, is_prealloc=1,
-                                                             buf=ours.ctypes.data, size=16)]))
+    raw = min(timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=0, is_prealloc=1,
+                                                                 buf=ours.ctypes.data, size=16)]))
+              for _ in range(3))
     floats = np.zeros(16, np.float32)
     converted = timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=1, is_prealloc=1,
                                                                    buf=floats.ctypes.data, size=64)]))
