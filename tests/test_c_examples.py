@@ -863,18 +863,28 @@ def test_phases_refuses_bad_arguments_and_reports_a_bad_model(phases: Path, fake
     assert [name for name, _ in _log_calls(log)] == ["rknn_init"]
 
 
-def test_phases_readme_commands_run_and_its_output_shape_is_the_program_s(phases: Path, fake_model: Path):
-    """Every ./phases command of the README runs (on the double, with the fake model), and every
-    line of its "What it prints" block is the program's, up to the values it leaves out (…) and the
-    numbers of the model it names."""
+def test_phases_readme_commands_run_and_its_output_shape_is_the_program_s(phases: Path, fake_model: Path,
+                                                                          tmp_path: Path):
+    """Every ./phases command of the README runs (on the double, with the fake model; a pipeline in
+    bash), the one that saves the per-layer text saves just that text, and every line of the "What
+    it prints" block is the program's, up to the values it leaves out (…) and the numbers of the
+    model it names."""
+    from rknnlab import profile
     text = (EXAMPLES / "README.md").read_text()
     section = text[text.index("## phases.c"):text.index("## In the test suite")]
     assert "examples/c/phases.c -lrknnrt -o phases" in section
-    commands = re.findall(r"^\./phases (\S+)(.*?)(?:#.*)?$", section, re.M)
-    assert len(commands) == 3
+    commands = re.findall(r"^\./phases (\S+)(.*?)(?:  +#.*)?$", section, re.M)
+    assert len(commands) == 4
     env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")
     outputs = []
     for model, args in commands:
+        if "|" in args:     # a shell pipeline, run as the README gives it
+            run = subprocess.run(["bash", "-c", f"set -o pipefail; {phases} {fake_model}{args}"], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=60, env=env)
+            assert run.returncode == 0, (args, run.stderr)
+            saved = (tmp_path / re.search(r"> (\S+)$", args.strip()).group(1)).read_text()
+            assert saved.startswith("-" * 20) and len(profile.parse_perf_detail(saved)) == 6
+            continue
         run = subprocess.run([str(phases), str(fake_model), *args.split()], capture_output=True, text=True,
                              timeout=60, env=env)
         assert run.returncode == 0, (model, args, run.stderr)
