@@ -641,6 +641,14 @@ def test_ex5_a_table_of_the_failure_messages_learns_nothing(speedup_rules) -> No
 
 def test_ex5_single_core_soc_says_so(monkeypatch: pytest.MonkeyPatch, speedup_rules) -> None:
     monkeypatch.setattr(checks, "_open_runtime", lambda: SimRuntime("rk3568"))
+    _failed(checks.check_speedup(speedup_rules["reference"]), "one NPU core", "unset RKNNLAB_SIM_SOC")
+
+    class Rk3568Board(_Board):
+        def __init__(self) -> None:
+            self._rt = SimRuntime("rk3568")
+            self.backend, self.soc = "native", "rk3568"
+
+    monkeypatch.setattr(checks, "_open_runtime", Rk3568Board)
     _failed(checks.check_speedup(speedup_rules["reference"]), "one NPU core", "RKNNLAB_BACKEND=sim")
 
 

@@ -31,13 +31,14 @@ from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runti
 
 __all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_want_float", "check_ddr_bound",
            "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
-           "practice_pipeline", "practice_profile", "profile_of", "n_cores"]
+           "practice_pipeline", "practice_model", "practice_profile", "profile_of", "n_cores"]
 
 #: the phases of a frame, in the order a pipeline runs them
 PHASES = _cases.PHASES
 #: exercise 3's model: three int8 outputs of about two million values (yolov5s)
 WANT_FLOAT_MODEL = "yolov5s"
-#: exercise 5: the model the notebook calibrates on (the check judges the others)
+#: exercise 5: the model the notebook calibrates on (the check judges the others; built for
+#: RK3588 only: see practice_model)
 PRACTICE_MODEL = "yolov5s_relu"
 #: exercise 5: the models the check times under each core mask
 SPEEDUP_MODELS = ("digits_cnn", "mobilenet_v2", "mobilenet_v2_320", "resnet50", "yolov5n", "yolov5s")
@@ -417,10 +418,17 @@ def n_cores(rt: Any) -> int:
     return npu.soc_npu(_soc_of(rt)).cores
 
 
+def practice_model(rt: Any) -> str:
+    """The model exercise 5 calibrates on: PRACTICE_MODEL where it is built for the runtime's
+    SoC (RK3588 only), else MobileNetV2."""
+    from .. import models
+    return PRACTICE_MODEL if _soc_of(rt) in models.model_socs(PRACTICE_MODEL) else "mobilenet_v2"
+
+
 def practice_profile(rt: Any, cores: int = 1) -> Tuple[Any, float]:
-    """PRACTICE_MODEL's profile and run time (ms) on ``cores`` cores (1, 2 or 3), measured on
-    ``rt`` (the practice model is built for RK3588 only)."""
-    return profile_of(rt, PRACTICE_MODEL, _MASKS.get(cores, abi.RKNN_NPU_CORE_0))
+    """The practice model's profile and run time (ms) on ``cores`` cores (1, 2 or 3), measured
+    on ``rt``."""
+    return profile_of(rt, practice_model(rt), _MASKS.get(cores, abi.RKNN_NPU_CORE_0))
 
 
 def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckResult:
@@ -449,8 +457,9 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
         right = 0
         try:
             if not cores:
-                raise _Fail(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.",
-                            "run this exercise on the simulator: RKNNLAB_BACKEND=sim (it plays an RK3588).")
+                where = ("unset RKNNLAB_SIM_SOC: the simulator then plays an RK3588." if rt.backend == "sim"
+                         else "run this exercise on an RK3588, or on the simulator: RKNNLAB_BACKEND=sim.")
+                raise _Fail(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.", where)
             from .. import models
             for k, model in enumerate(m for m in SPEEDUP_MODELS if soc in models.model_socs(m)):
                 table, run_ms = profile_of(rt, model, abi.RKNN_NPU_CORE_0)
