@@ -14,7 +14,6 @@ give the answer away.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 

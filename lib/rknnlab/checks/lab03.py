@@ -18,6 +18,7 @@ in private code; the messages give measured numbers and a hint, never the answer
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -210,10 +211,8 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
         wrong: List[Tuple[Dict[str, Any], int]] = []
         for n, case in enumerate(cases):
             what = f"predict_read_bytes(<{_layer_text(case)}>, <native attr>)"
-            layer = {k: (list(map(list, v)) if k == "input_shapes" else (list(v) if isinstance(v, list) else v))
-                     for k, v in case["layer"].items()}
-            try:
-                got = predict_read_bytes(layer, _copy_attr(attrs[case["soc"]]))
+            try:   # copies: the student's function may change what it is given
+                got = predict_read_bytes(copy.deepcopy(case["layer"]), _copy_attr(attrs[case["soc"]]))
             except Exception as exc:
                 raise _student_error(exc, what, "input_shapes of a Conv-family op are [input, weights, bias]; "
                                      "of any other op, every shape is an input.")
@@ -221,7 +220,7 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
                 if n == 0:
                     raise _not_done(f"{what} returned None.", "return a number of bytes.")
                 raise _Fail(f"{what} returned None.", "return a number of bytes.")
-            value = _whole_number(got) if not isinstance(got, (float, np.floating)) else float(got)
+            value = float(got) if isinstance(got, (float, np.floating)) else _whole_number(got)
             if value is None or (isinstance(value, float) and not np.isfinite(value)):
                 raise _Fail(f"{what} returned {got!r}, not a number of bytes.", "return an int.")
             if not _cases.within(value, case["truth"]):
@@ -235,9 +234,9 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
                 where[key] = where.get(key, 0) + 1
             shown = [f"{_layer_text(c)}: you said {v:,} bytes, the compiler's RW column says "
                      f"{int(c['truth']):,}" for c, v in wrong[:4]]
+            places = ", ".join(f"{k} ({v})" for k, v in sorted(where.items(), key=lambda kv: -kv[1])[:6])
             raise _Fail(f"{len(wrong)} of {len(cases)} layers are off by more than 8% of the compiler's figure "
-                        "plus 2 KiB. Where they are: " + ", ".join(f"{k} ({v})" for k, v in
-                                                                  sorted(where.items(), key=lambda kv: -kv[1])[:6]) + ".",
+                        f"plus 2 KiB. Where they are: {places}.",
                         "Count what the layer reads: every activation input at 1 byte per element, its channels "
                         "padded up to a multiple of C2, plus the weights. Not the bias, not the output. C2 is "
                         "the channel block of NC1HWC2: read it from dims[4] of the native attr; never assume it.",
@@ -255,11 +254,12 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
     dequantize ((q - zp) * scale).  ``ctx`` is a context of WANT_FLOAT_MODEL that has run.
 
     The check hands your function the runtime at hand wrapped three times, in a random order:
-    each makes one way dearer by CPU work inside rknn_outputs_get (as a runtime's conversion
-    on a slower CPU would), sized from this machine's own costs.  One of them makes
-    want_float = 0's get cheaper than want_float = 1's, but not once the dequantize is
-    added.  After your answer the check measures both ways on the same runtime itself and
-    judges by its own medians.  A failure shows them."""
+    each makes rknn_outputs_get take a fixed wall time per want_float (CPU work after the
+    real get, as a runtime's conversion on another CPU would cost), sized from this
+    machine's own costs well above their jitter.  One of them makes want_float = 0's get
+    cheaper than want_float = 1's, but not once the dequantize is added.  The right answer
+    of each is known by construction; the check also measures both ways on it and shows
+    those numbers when the answer is wrong."""
     def body() -> CheckResult:
         if not callable(choose_want_float):
             raise _not_done(f"expected your function, got {type(choose_want_float).__name__}.",
