@@ -687,6 +687,9 @@ def test_no_truth_table_in_the_namespace() -> None:
     steps = checks.practice_pipeline(rknnlab.open_runtime())
     assert [name for name, _ in steps] == list(checks.PHASES)
     assert all(not step.__doc__ and step.__name__.startswith("step_") for _, step in steps)
+    # what the steps' closures reach holds no note of the planted phase
+    owners = {id(c.cell_contents): c.cell_contents for _, step in steps for c in step.__closure__ or ()}
+    assert not any(hasattr(o, "planted") for o in owners.values())
 
 
 def test_summary_cannot_be_forged() -> None:

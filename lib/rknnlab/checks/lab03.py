@@ -77,7 +77,7 @@ def _pipeline(rt: Any, soc: str, kind: Tuple[str, str, Optional[str]], rng: np.r
     planted, run_model, first = kind
     cpu = {p: (_PLANTED_MS if p == planted else _CPU_MS) for p in ("preprocess", "postprocess")}
     cpu["first_call"] = _FIRST_CALL_MS
-    return _cases.Pipeline(rt, _model_file(_RUN_MODELS[run_model], soc), planted, first, cpu, rng)
+    return _cases.Pipeline(rt, _model_file(_RUN_MODELS[run_model], soc), first, cpu, rng)
 
 
 def practice_pipeline(rt: Any, seed: int = 3) -> List[Tuple[str, Callable[[], Any]]]:
