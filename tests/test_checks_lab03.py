@@ -230,7 +230,13 @@ def read_bytes_float32(layer, native_attr):
     return 4 * read_bytes_reference(layer, native_attr)
 
 
-@pytest.mark.parametrize("rule", [read_bytes_reference, read_bytes_alternative])
+def read_bytes_with_channel_extras(layer, native_attr):
+    """Also legitimate: the 8 bytes per output channel a Conv's column holds, counted too."""
+    extra = 8 * layer["input_shapes"][1][0] if layer["op"].startswith("Conv") else 0
+    return read_bytes_reference(layer, native_attr) + extra
+
+
+@pytest.mark.parametrize("rule", [read_bytes_reference, read_bytes_alternative, read_bytes_with_channel_extras])
 def test_ex2_right_rules_pass(rule) -> None:
     result = checks.check_read_bytes(rule)
     assert result.passed, result
@@ -263,7 +269,14 @@ def test_ex2_judges_every_soc_and_the_layers_where_c2_matters() -> None:
     assert sum(cases.rw_rule(c["layer"], 16) != cases.rw_rule(c["layer"], 8) for c in judged
                if c["soc"] == "rk3568" and not cases.within(cases.rw_rule(c["layer"], 16), c["truth"])) >= 2
     assert sum(not cases.within(cases.rw_rule(c["layer"], 1), c["truth"]) for c in judged) >= 6
-    # the rule holds on nearly every layer the check looks at before it drops any
+    # the rule holds on nearly every layer whose shapes list what it reads: the check drops under 1%
+    from rknnlab import models
+    listed = 0
+    for name in models.list_models():
+        for soc in models.model_socs(name):
+            layers = models.load_report(name, soc).layers
+            listed += sum(cases._structurally_judged(x, layers[0]["output_shapes"][0]) for x in layers)
+    assert len(judged) >= 0.99 * listed
     assert all(c["layer"]["op"] not in ("ConvAdd", "ConvAddRelu", "ConvReluAdd", "OutputOperator")
                for c in judged)
 

@@ -238,7 +238,7 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
             raise _Fail(f"{len(wrong)} of {len(cases)} layers are off by more than 8% of the compiler's figure "
                         f"plus 2 KiB. Where they are: {places}.",
                         "Count what the layer reads: every activation input at 1 byte per element, its channels "
-                        "padded up to a multiple of C2, plus the weights. Not the bias, not the output. C2 is "
+                        "padded up to a multiple of C2, plus the weights. Not the output. C2 is "
                         "the channel block of NC1HWC2: read it from dims[4] of the native attr; never assume it.",
                         shown + details)
         return CheckResult(EX_READ, "passed", f"All {len(cases)} layers within 8% + 2 KiB of the compiler's RW "
