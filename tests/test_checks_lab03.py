@@ -141,6 +141,14 @@ def test_ex1_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "should be" not in text
 
 
+def test_ex1_a_machine_too_busy_to_tell_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the check's own timing shows no clear slowest phase, it judges nothing and says
+    why: it never passes or fails a student on noise."""
+    monkeypatch.setattr(cases, "measure_phases", lambda steps, frames, skip: {n: 1e-3 for n, _ in steps})
+    text = _failed(checks.check_bottleneck(bottleneck_always_run), "had a clear slowest phase", "again")
+    assert "not judged" in text
+
+
 def test_ex1_not_a_phase() -> None:
     _failed(checks.check_bottleneck(lambda p: "the NPU"), "not a phase")
 
