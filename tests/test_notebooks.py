@@ -17,6 +17,7 @@ NOTEBOOKS = [
     "chapters/00_setup.ipynb",
     "chapters/01_memory_layers.ipynb",
     "chapters/02_lifecycle.ipynb",
+    "chapters/03_bottlenecks.ipynb",
     "chapters/04_output_reuse.ipynb",
 ]
 
