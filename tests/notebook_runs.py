@@ -17,6 +17,7 @@ import importlib.util
 import os
 import sys
 import time
+from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict
@@ -77,18 +78,28 @@ def _execute_without_cache(notebook: str, nb) -> Run:
     path = ROOT / notebook
     env = {"RKNNLAB_BACKEND": "sim",
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     started = time.monotonic()
-    try:
-        nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}}).execute()
-    except nbclient.exceptions.CellExecutionError as exc:
-        pytest.fail(f"{notebook}: {exc}", pytrace=False)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with mock.patch.dict(os.environ, env):
+        try:
+            nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
+                                    resources={"metadata": {"path": str(path.parent)}}).execute()
+        except nbclient.exceptions.CellExecutionError as exc:
+            pytest.fail(f"{notebook}: {exc}", pytrace=False)
     return Run(nb, time.monotonic() - started, False)
+
+
+def printed(notebook: str) -> Dict[int, str]:
+    """What each code cell of ``notebook``'s run printed (streams and its value), by the
+    cell's index in the executed notebook."""
+    out = {}
+    for index, cell in enumerate(executed(notebook).nb.cells):
+        if cell.cell_type != "code":
+            continue
+        text = []
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream":
+                text.append(o["text"])
+            elif o.get("output_type") == "execute_result":
+                text.append(o["data"].get("text/plain", ""))
+        out[index] = "".join(text)
+    return out
