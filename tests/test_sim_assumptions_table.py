@@ -46,3 +46,13 @@ def test_every_folded_line_draws_its_own_disclosure_marker() -> None:
 def test_unknown_id_is_an_error() -> None:
     with pytest.raises(KeyError, match="A999"):
         assumptions_table(["A1", "A999"])
+
+
+def test_every_folded_line_says_in_its_text_that_it_opens() -> None:
+    # an untrusted notebook (executed elsewhere, opened from disk) loses list-style to
+    # JupyterLab's sanitizer: the cue must be text inside each <summary>, not a style
+    html = assumptions_table([row[0] for row in ASSUMPTIONS[:2]])._repr_html_()
+    summaries = [s[s.index(">") + 1:s.index("</summary>")] for s in html.split("<summary")[1:]]
+    assert len(summaries) == 3
+    assert "[click to open" in summaries[0]
+    assert all("[click for the board check]" in s for s in summaries[1:])

@@ -140,3 +140,22 @@ def test_core_masks_follow_the_soc():
         dual.set_core_mask(ctx, abi.RKNN_NPU_CORE_0_1_2)
     single.close()
     dual.close()
+
+
+#: the RKNN model zoo README (v2.3.2, "Model performance benchmark(FPS)", RK3588 and RK3576
+#: single core): the published figures A20 compares the timing law with
+ZOO_FPS_V232 = {("yolov5s", "rk3588"): 48.4, ("yolov5s", "rk3576"): 57.5,
+                ("yolov5s", "rk3568"): 19.3, ("yolov5s", "rk3562"): 23.6,
+                ("mobilenet_v2", "rk3576"): 467.0, ("mobilenet_v2", "rk3568"): 180.7,
+                ("mobilenet_v2", "rk3562"): 281.3}
+
+
+def test_a20_quotes_the_errors_the_timing_law_gives_today() -> None:
+    from rknnlab.sim import ASSUMPTIONS, modeled_run_ms
+    text = {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
+    assert "yolov5s_relu (66.1)" in text and "mobilenet_v2 (450.7)" in text
+    for (model, soc), fps in ZOO_FPS_V232.items():
+        error = modeled_run_ms(model, soc, abi.RKNN_NPU_CORE_0) / (1e3 / fps) - 1
+        assert f"{soc} {fps:g} FPS {error * 100:+.0f} %" in text, (model, soc, error)
+    # the SiLU figures: the law models yolov5s as fast as yolov5s_relu (same cycles)
+    assert modeled_run_ms("yolov5s", "rk3588") == pytest.approx(modeled_run_ms("yolov5s_relu", "rk3588"))

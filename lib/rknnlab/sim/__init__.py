@@ -148,14 +148,18 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "at first) and does not fail.",
      "rknn_init then rknn_run without rknn_inputs_set: check the return code."),
     ("A17", "A multi-core mask (CORE_0_1, CORE_0_1_2) occupies all its cores for the run but splits "
-            "only the layers whose op the API reference V2.3.2 (p.21) names: Conv, depthwise Conv, "
-            "Add, Concat and ReLU-family activations, which the shipped compiler reports call Conv, "
-            "ConvClip, ConvRelu, ConvAdd, ConvAddRelu, ConvReluAdd, Add and Concat "
-            "(rknnlab.sim.npu.SPLIT_OPS); every other layer runs on the mask's first core. "
-            "ConvExSwish (a Conv fused with SiLU) is not split although Rockchip's list says Conv: "
-            "a public RK3588 yolov8n trace (librknnrt with RKNN_NPU_CORE_0_1_2) shows it at "
-            "WorkLoad 100.0%/0.0%/0.0% and no faster than on one core (3921 vs 3973 us), while "
-            "its Add and Concat rows show 33.3% on each core.",
+            "only the layers whose op the API reference V2.3.2 (p.21) lists as having better "
+            "acceleration (Conv, DepthwiseConvolution, Add, Concat, Relu, Clip, Relu6, "
+            "ThresholdedRelu, Prelu, LeakyRelu; other ops fall back to core 0). The shipped compiler "
+            "reports call them Conv, ConvClip, ConvRelu, ConvAdd, ConvAddRelu, ConvReluAdd, Add and "
+            "Concat (rknnlab.sim.npu.SPLIT_OPS); every other layer runs on the mask's first core. "
+            "The list does not say what happens to a Conv fused with an activation outside it; a "
+            "public RK3588 yolov8n board trace (channyHuang.github.io, 'Push Yolov8n Pre-train Model "
+            "To rk3588 (4)', librknnrt with RKNN_NPU_CORE_0_1_2) shows that ConvExSwish (a Conv fused "
+            "with SiLU) stays on core 0: WorkLoad 100.0%/0.0%/0.0% and no faster than on one core "
+            "(3921 vs 3973 us), while its Add and Concat rows show 33.3% on each core. So the "
+            "simulator does not split ConvExSwish. Corroboration: airockchip/rknn-toolkit2#129 "
+            "(rknn_benchmark of a yolov5s on an RK3588: three cores barely faster than one).",
      "init with RKNN_FLAG_COLLECT_PERF_MASK, set RKNN_NPU_CORE_0_1_2, run, and read the WorkLoad "
      "column of RKNN_QUERY_PERF_DETAIL for each op type (33.3%/33.3%/33.3% = split); compare "
      "the median rknn_run time with CORE_0 for yolov5s (SiLU) and yolov5s_relu."),
@@ -164,13 +168,25 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "two threads with AUTO vs two with CORE_0: compare throughput; watch "
      "/sys/kernel/debug/rknpu/load."),
     ("A19", "NPU clocks: rk3588 1 GHz (facts sheet); rk3576 1 GHz, rk3568/rk3566 0.9 GHz and "
-            "rk3562 1 GHz with 1 core are guesses.",
-     "cat /sys/kernel/debug/rknpu/freq (root) or the NPU's devfreq cur_freq/max_freq."),
-    ("A20", "One timing law for every SoC and model: 1.23924 x cycles / clock + 0.59207 ms, fitted "
-            "on rk3588 mobilenet_v2 and yolov5s_relu. The compiler's cycles do not tell SiLU from "
-            "ReLU, so yolov5s gets yolov5s_relu's time. Elsewhere it is rough: rk3568 "
-            "mobilenet_v2 4.72 ms (zoo 5.53), yolov5s 34.4 ms (zoo yolov5s_relu 39.2); rk3576 "
-            "mobilenet_v2 3.56 ms (zoo 2.14).",
+            "rk3562 1 GHz with 1 core are guesses. rk3576 is sold as a 6 TOPS NPU with 2 cores "
+            "(Rockchip's published specification as board makers and CNX Software reproduce it), "
+            "but 1024 MACs per cycle and core (A47) at 1 GHz give 2 x 1024 x 2 ops x 1 GHz = about "
+            "4 TOPS: its per-core rate or its clock is probably higher than modeled, which is also "
+            "the direction of its mobilenet_v2 error (A20).",
+     "cat /sys/kernel/debug/rknpu/freq (root) or the NPU's devfreq cur_freq/max_freq; on an "
+     "RK3576, read the MacUsage of a dense Conv row of RKNN_QUERY_PERF_DETAIL against "
+     "MACs / (Time(us) x 1e-6 x 1024 x 1e9): a MacUsage below that (or that ratio above 100 %) "
+     "means more MACs per cycle or a faster clock than modeled."),
+    ("A20", "One timing law for every SoC and model: a x cycles / clock + b, with a = 1.23924 and "
+            "b = 0.59207 ms, fitted on the model zoo's RK3588 single-core FPS of mobilenet_v2 "
+            "(450.7) and yolov5s_relu (66.1). The compiler gives yolov5s (SiLU) and yolov5s_relu "
+            "the same cycles, so the law cannot see SiLU: it models yolov5s as fast as "
+            "yolov5s_relu. Against the zoo README (v2.3.2; error = modeled run / published "
+            "1/FPS - 1, negative = the simulator is faster): yolov5s rk3588 48.4 FPS -27 %, "
+            "rk3576 57.5 FPS +6 %, rk3568 19.3 FPS -34 % (the figure rk3566 shares), rk3562 "
+            "23.6 FPS -28 %; mobilenet_v2 rk3576 467 FPS +66 %, rk3568 180.7 FPS -15 %, rk3562 "
+            "281.3 FPS +13 %. The SiLU model is about 30 % too fast on every SoC but rk3576, and "
+            "rk3576 is modeled slower than the zoo shows (A19).",
      "median rknn_run wall time over 100 runs on the board vs RKNN_QUERY_PERF_RUN here."),
     ("A21", "RKNN_QUERY_PERF_RUN gives the modeled duration of the last run in microseconds "
             "(including the fixed overhead, excluding time queued behind other contexts).",
@@ -345,7 +361,9 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "overhead of the timing law (A20), so it does not lengthen the run. The conversions of "
             "rknn_inputs_set and rknn_outputs_get are not in rknn_run and not in the profile.",
      "read the Time(us) of the InputOperator and OutputOperator rows of RKNN_QUERY_PERF_DETAIL "
-     "for mobilenet_v2 and yolov5s."),
+     "for mobilenet_v2 and yolov5s. The 10 us may be far off: airockchip/rknn-toolkit2#179 "
+     "shows these rows with large CPU times on an RK3588 board (a commenter, not a "
+     "maintainer, says they move data between the CPU and the NPU)."),
     ("A47", "MacUsage = a layer's MACs on a core / (its time x MACs per cycle x NPU clock), with "
             "1024 MACs per cycle and core on rk3588 and rk3576, 512 on rk3568, rk3566 and rk3562: "
             "the densest layers of every shipped compiler report get exactly MACs / 1024 (or / 512) "
@@ -385,9 +403,14 @@ class AssumptionsTable:
     In a notebook it renders as one folded line (how many assumptions); opened, it
     shows one folded line per assumption (its id and the assumption; the board
     check opens under it), each with a disclosure marker, so a list of any length
-    stays short on screen; ``str()`` gives the same as plain text, one line each."""
+    stays short on screen. Each folded line also ends with a bracketed cue in its text
+    (an untrusted notebook loses the marker's style); ``str()`` gives the same as plain
+    text, one line each."""
 
     title = "Simulator assumptions in this chapter"
+    #: visible in the text of every folded line, trusted output or not
+    head_cue = "[click to open the list, then a line for its board check]"
+    row_cue = "[click for the board check]"
 
     def __init__(self, keys: Sequence[str]) -> None:
         by_id = {key: (assumption, check) for key, assumption, check in ASSUMPTIONS}
@@ -407,16 +430,19 @@ class AssumptionsTable:
     def _repr_html_(self) -> str:
         # JupyterLab sets list-style none on <summary>, so a folded line shows no marker
         # and does not look as if it opens. "revert" gives each summary the browser's own
-        # marker back (closed, or open when its <details> is), in an inline style that an
-        # HTML sanitizer keeps. The whole list folds under one line: a chapter's end stays
-        # short on screen.
+        # marker back (closed, or open when its <details> is) when the output is trusted.
+        # An untrusted output (a notebook executed elsewhere, opened from disk) loses that
+        # style to JupyterLab's sanitizer, so each line also ends with a bracketed cue in
+        # its text, which no sanitizer removes. The whole list folds under one line: a
+        # chapter's end stays short on screen.
         marker = "display:list-item; list-style:revert; cursor:pointer"
         rows = "".join(
-            f"<details><summary style='{marker}'><b>{key}</b>: {html.escape(assumption)}</summary>"
+            f"<details><summary style='{marker}'><b>{key}</b>: {html.escape(assumption)} "
+            f"<i>{self.row_cue}</i></summary>"
             f"<p style='margin:0.2em 0 0.6em 2em'><i>Board check:</i> {html.escape(check)}</p></details>"
             for key, assumption, check in self.rows)
         head = (f"<b>{self.title}</b>: {len(self.rows)} of the {len(ASSUMPTIONS)} in "
-                f"<code>rknnlab.sim.ASSUMPTIONS</code> (open the list, then a line for its board check)")
+                f"<code>rknnlab.sim.ASSUMPTIONS</code> <i>{self.head_cue}</i>")
         return (f"<details class='rknnlab-assumptions'><summary style='{marker}'>{head}</summary>"
                 f"<div style='margin-left:1.2em'>{rows}</div></details>")
 
