@@ -1,8 +1,8 @@
 """What the static chapter tests share: reading a chapter's cells and markdown, finding its
 sections, and the checks every chapter passes (each section's Predict with a folded answer,
 the assumptions named inline against the generated USED list, C gets paired with releases,
-no seed names, short code cells saved without outputs).  Each tests/test_chapterNN.py keeps
-its own data (rules, names, budgets)."""
+no seed names, short code cells saved without outputs) and the prose measures (unfolded words,
+sentences).  Each tests/test_chapterNN.py keeps its own data (rules, names, budgets)."""
 from __future__ import annotations
 
 import ast
@@ -45,6 +45,72 @@ def numbered_sections(markdown: str) -> Dict[str, str]:
 
 def c_blocks(markdown: str) -> List[str]:
     return re.findall(r"```c\n(.*?)```", markdown, flags=re.S)
+
+
+def prose(markdown: str, folded: bool) -> str:
+    """The markdown without code blocks and HTML comments; ``folded=False`` also drops the
+    contents of dropdowns (what a reader sees without opening anything)."""
+    markdown = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
+    out, code, boxes = [], None, []          # boxes: [fence, folded?]
+    for line in markdown.splitlines():
+        m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
+        if code is not None:
+            if m and not m.group(2) and len(m.group(1)) >= len(code):
+                code = None
+            continue
+        if m:
+            fence, info = m.group(1), m.group(2).strip()
+            if info.startswith("{"):
+                boxes.append([fence, False])
+            elif not info and boxes and len(fence) == len(boxes[-1][0]):
+                boxes.pop()
+            else:
+                code = fence
+            out.append("")
+            continue
+        if line.startswith(":class:"):
+            if boxes and "dropdown" in line:
+                boxes[-1][1] = True
+            continue
+        if folded or not any(f for _, f in boxes):
+            out.append(line)
+    return "\n".join(out)
+
+
+def unfolded_prose(markdown: str) -> str:
+    """What a reader reads without opening anything, less tables (as the course's style measure counts)."""
+    return "\n".join(ln for ln in prose(markdown, folded=False).splitlines() if not ln.lstrip().startswith("|"))
+
+
+def without_wrong_claims(markdown: str) -> str:
+    """The markdown without ```text fences (claims as published) and Wrong claim boxes."""
+    markdown = re.sub(r"```text\n.*?```", "", markdown, flags=re.S)
+    return re.sub(r"```\{admonition\} Wrong claim:.*?\n```", "", markdown, flags=re.S)
+
+
+def sentences(markdown: str) -> List[str]:
+    """The sentences of the prose, boxes included (code, comments and table rows left out);
+    a list item or a heading ends a sentence."""
+    lines = [ln for ln in prose(markdown, folded=True).splitlines() if not ln.lstrip().startswith("|")]
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:- |\d+\. |#))", "\n".join(lines))
+    out = []
+    for block in blocks:
+        out += [s for s in re.split(r"(?<=[.!?])\s+", flat(block).strip()) if s]
+    return out
+
+
+def assert_prose_within_budget(markdown: str, max_words: int, max_section_words: int,
+                               max_sentence_words: int) -> None:
+    """Unfolded prose at most ``max_words`` in all and ``max_section_words`` per ``## `` section;
+    no sentence (boxes included) over ``max_sentence_words``."""
+    text = unfolded_prose(markdown)
+    assert len(text.split()) <= max_words, f"{len(text.split())} words of unfolded prose"
+    for part in re.split(r"\n(?=## )", text):
+        title = part.strip().splitlines()[0]
+        assert len(part.split()) <= max_section_words, f"{title}: {len(part.split())} words"
+    for sentence in sentences(markdown):
+        assert len(sentence.split()) <= max_sentence_words, \
+            f"a sentence over {max_sentence_words} words: {sentence!r}"
 
 
 def assert_sections_predict_with_folded_answers(markdown: str, min_sections: int, expected: str) -> Dict[str, str]:

@@ -24,7 +24,7 @@ import ast
 import re
 from functools import partial
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 
@@ -32,7 +32,10 @@ import chapterhelpers as ch
 from chapterhelpers import flat as _flat
 from chapterhelpers import numbered_sections as _numbered_sections
 from chapterhelpers import section as _section
+from chapterhelpers import sentences as _sentences
 from chapterhelpers import source as _source
+from chapterhelpers import unfolded_prose as _unfolded_prose
+from chapterhelpers import without_wrong_claims as _without_wrong_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "chapters/03_bottlenecks.ipynb"
@@ -105,56 +108,6 @@ def _code() -> str:
 
 
 # --------------------------------------------------------------------------- prose measures
-def _prose(markdown: str, folded: bool) -> str:
-    """The markdown without code blocks and HTML comments; ``folded=False`` also drops the
-    contents of dropdowns (what a reader sees without opening anything)."""
-    markdown = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
-    out, code, boxes = [], None, []          # boxes: [fence, folded?]
-    for line in markdown.splitlines():
-        m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
-        if code is not None:
-            if m and not m.group(2) and len(m.group(1)) >= len(code):
-                code = None
-            continue
-        if m:
-            fence, info = m.group(1), m.group(2).strip()
-            if info.startswith("{"):
-                boxes.append([fence, False])
-            elif not info and boxes and len(fence) == len(boxes[-1][0]):
-                boxes.pop()
-            else:
-                code = fence
-            out.append("")
-            continue
-        if line.startswith(":class:"):
-            if boxes and "dropdown" in line:
-                boxes[-1][1] = True
-            continue
-        if folded or not any(f for _, f in boxes):
-            out.append(line)
-    return "\n".join(out)
-
-
-def _unfolded_prose(markdown: str) -> str:
-    """What a reader reads without opening anything, less tables (as the course's style measure counts)."""
-    return "\n".join(ln for ln in _prose(markdown, folded=False).splitlines() if not ln.lstrip().startswith("|"))
-
-
-def _sentences(markdown: str) -> List[str]:
-    """The sentences of the prose, boxes included (code, comments and table rows left out);
-    a list item or a heading ends a sentence."""
-    lines = [ln for ln in _prose(markdown, folded=True).splitlines() if not ln.lstrip().startswith("|")]
-    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:- |\d+\. |#))", "\n".join(lines))
-    out = []
-    for block in blocks:
-        out += [s for s in re.split(r"(?<=[.!?])\s+", _flat(block).strip()) if s]
-    return out
-
-
-def _without_wrong_claims(markdown: str) -> str:
-    """The markdown without ```text fences (claims as published) and Wrong claim boxes."""
-    markdown = re.sub(r"```text\n.*?```", "", markdown, flags=re.S)
-    return re.sub(r"```\{admonition\} Wrong claim:.*?\n```", "", markdown, flags=re.S)
 
 
 # --------------------------------------------------------------------------- rules and header
@@ -305,13 +258,7 @@ def test_no_placeholder_text_and_no_seed_names() -> None:
 
 
 def test_the_prose_stays_within_its_budget() -> None:
-    prose = _unfolded_prose(_markdown())
-    assert len(prose.split()) <= MAX_WORDS, f"{len(prose.split())} words of unfolded prose"
-    for part in re.split(r"\n(?=## )", prose):
-        title = part.strip().splitlines()[0]
-        assert len(part.split()) <= MAX_SECTION_WORDS, f"{title}: {len(part.split())} words"
-    for sentence in _sentences(_markdown()):
-        assert len(sentence.split()) <= MAX_SENTENCE_WORDS, f"a sentence over {MAX_SENTENCE_WORDS} words: {sentence!r}"
+    ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
 
 
 def test_the_prose_measures_can_fail() -> None:
