@@ -874,7 +874,7 @@ def test_phases_readme_commands_run_and_its_output_shape_is_the_program_s(phases
     section = text[text.index("## phases.c"):text.index("## In the test suite")]
     assert "examples/c/phases.c -lrknnrt -o phases" in section
     commands = re.findall(r"^\./phases (\S+)(.*?)(?:  +#.*)?$", section, re.M)
-    assert len(commands) == 4
+    assert len(commands) == 5
     env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")
     outputs = []
     for model, args in commands:
