@@ -264,6 +264,73 @@ def test_ex2_wrong_rules_fail(rule, where) -> None:
     _failed(checks.check_read_bytes(rule), "layers are off by more than 8%", where, "dims[4] of the native attr")
 
 
+def read_bytes_padded_weights(layer, native_attr):
+    """The weights' input channels padded to C2 too (the reports say they are not)."""
+    if not layer["op"].startswith("Conv"):
+        return read_bytes_reference(layer, native_attr)
+    c2, w = native_attr.dims[4], layer["input_shapes"][1]
+    return read_bytes_reference(layer, native_attr) - int(np.prod(w)) + w[0] * (-(-w[1] // c2) * c2) * w[2] * w[3]
+
+
+def _report_lookup():
+    """The shortcut: RW(KB) x 1024 read from every shipped report, keyed by C2, op and shapes."""
+    from rknnlab import models
+    table = {}
+    for name in models.list_models():
+        for soc in models.model_socs(name):
+            c2 = 8 if soc in ("rk3566", "rk3568") else 16
+            for x in models.load_report(name, soc).layers:
+                table[(c2, x["op"], str(x["input_shapes"]))] = x["rw_kb"] * 1024
+    return table
+
+
+def read_bytes_looked_up(layer, native_attr, _table=_report_lookup()):
+    return _table.get((int(native_attr.dims[4]), layer["op"], str(layer["input_shapes"])), 0)
+
+
+def read_bytes_looked_up_else_rule_ignoring_c2(layer, native_attr, _table=_report_lookup()):
+    """The lookup table, with a fallback that assumes C2 = 16 for the layers it does not hold."""
+    key = (int(native_attr.dims[4]), layer["op"], str(layer["input_shapes"]))
+    return _table.get(key) or read_bytes_reference(layer, _with_c2(16))
+
+
+def test_ex2_a_table_read_from_the_reports_fails() -> None:
+    """The reports hold the answer for every shipped layer; the made-up layers they do not."""
+    for rule in (read_bytes_looked_up, read_bytes_looked_up_else_rule_ignoring_c2):
+        text = _failed(checks.check_read_bytes(rule), "made-up", "layers are off by more than 8%")
+        assert re.search(r"\(([1-9]\d*) of them made-up\)", text), text
+
+
+@pytest.mark.parametrize("rule, words", [
+    (read_bytes_padded_weights, "weights (not padded)"),
+    (lambda layer, attr: read_bytes_reference(layer, attr) / 1024, "did you return KB?"),
+])
+def test_ex2_padded_weights_and_kilobytes_fail(rule, words) -> None:
+    _failed(checks.check_read_bytes(rule), "made-up", words)
+
+
+def test_ex2_made_up_layers_tell_every_reading_apart() -> None:
+    """Each call draws new made-up layers; each draw holds layers on which C2 = 8 and C2 = 16,
+    no padding and padded weights give answers off by more than the tolerance, while the rule
+    with or without the 8 B per output channel is within it."""
+    c2s = cases.shipped_c2()
+    assert sorted(set(c2s.values())) == [8, 16]
+    for seed in range(20):
+        drawn = cases.made_up_layers(np.random.default_rng(seed), c2s)
+        assert len(drawn) >= 48 and {c["c2"] for c in drawn} == {8, 16}
+        shipped = {(x["layer"]["op"], str(x["layer"]["input_shapes"])) for x in cases.judged_layers()}
+        assert not any((c["layer"]["op"], str(c["layer"]["input_shapes"])) in shipped for c in drawn)
+        for c in drawn:
+            assert cases.within(cases.rw_rule(c["layer"], c["c2"]), c["truth"])
+            assert cases.within(read_bytes_with_channel_extras(c["layer"], _with_c2(c["c2"])), c["truth"])
+        for other in (lambda c: 24 - c["c2"], lambda c: 1):
+            telling = [c for c in drawn if not cases.within(cases.rw_rule(c["layer"], other(c)), c["truth"])]
+            assert len({c["c2"] for c in telling}) == 2 if other(drawn[0]) != 1 else len(telling) >= 6
+            assert len(telling) >= 6
+        assert sum(not cases.within(read_bytes_padded_weights(c["layer"], _with_c2(c["c2"])), c["truth"])
+                   for c in drawn) >= 6
+
+
 def test_ex2_not_a_number() -> None:
     _failed(checks.check_read_bytes(lambda layer, attr: "a lot"), "not a number")
 

@@ -3,7 +3,8 @@
 - exercise 1: seeded pipelines (a list of (phase name, step) pairs) built on the runtime at
   hand, each with one phase planted as the bottleneck and, in some, a phase whose first
   call is slow (a lazy set-up);
-- exercise 2: the compiler reports' layers the rule of RW(KB) is judged on, and the rule;
+- exercise 2: the compiler reports' layers the rule of RW(KB) is judged on, the rule, and
+  made-up layers (shapes no shipped model has) whose truth is that rule;
 - exercise 3: runtimes whose rknn_outputs_get costs more with one want_float than the other;
 - exercise 4: per-layer profile texts in the runtime's RKNN_QUERY_PERF_DETAIL format, drawn
   from the reports' layers with new cycles, and which of their layers are DDR-bound;
@@ -215,12 +216,8 @@ def c2_of(report: Any) -> Optional[int]:
     return None
 
 
-def judged_layers() -> List[Dict[str, Any]]:
-    """Every layer of every shipped report that exercise 2 judges: {"model", "soc", "layer" (id,
-    op, input_shapes, output_shape), "truth" (bytes), "c2"}.  The layers whose C2 comes from a
-    build of the same SoC; a layer where the rule itself misses the compiler's figure by more
-    than the tolerance is not judged (a handful, under 1%: wide layers of few pixels, where the
-    8 B per output channel the compiler also counts are a large share)."""
+def shipped_c2() -> Dict[str, int]:
+    """{soc: C2 of the int8 NC1HWC2 outputs of the models built for it}."""
     from .. import models
     c2_by_soc: Dict[str, int] = {}
     for name in models.list_models():
@@ -228,6 +225,17 @@ def judged_layers() -> List[Dict[str, Any]]:
             c2 = c2_of(models.load_report(name, soc))
             if c2:
                 c2_by_soc.setdefault(soc, c2)
+    return c2_by_soc
+
+
+def judged_layers() -> List[Dict[str, Any]]:
+    """Every layer of every shipped report that exercise 2 judges: {"model", "soc", "layer" (id,
+    op, input_shapes, output_shape), "truth" (bytes), "c2"}.  The layers whose C2 comes from a
+    build of the same SoC; a layer where the rule itself misses the compiler's figure by more
+    than the tolerance is not judged (a handful, under 1%: wide layers of few pixels, where the
+    8 B per output channel the compiler also counts are a large share)."""
+    from .. import models
+    c2_by_soc = shipped_c2()
     out = []
     for name in models.list_models():
         for soc in models.model_socs(name):
@@ -245,6 +253,85 @@ def judged_layers() -> List[Dict[str, Any]]:
                             "layer": {"id": int(layer["id"]) + 1, "op": layer["op"],
                                       "input_shapes": [list(s) for s in layer["input_shapes"]],
                                       "output_shape": list(layer["output_shapes"][0])}})
+    return out
+
+
+#: exercise 2's made-up layers: channel counts no multiple of 16 (most tell C2 = 8 from 16,
+#: some are no multiple of 8 either), and the ops whose shapes list everything they read
+_MADE_UP_CHANNELS = (12, 20, 24, 36, 40, 44, 56, 72, 88, 136)
+_MADE_UP_CONVS = ("Conv", "ConvClip", "ConvRelu", "ConvExSwish")
+#: bytes per output channel a Conv's RW column also holds in the shipped reports (a median)
+CONV_EXTRA_PER_CHANNEL = 8
+
+
+def _pad(s: Sequence[int], c2: int) -> int:
+    return s[0] * (-(-s[1] // c2) * c2) * s[2] * s[3]
+
+
+def _padded_weights(layer: Dict[str, Any], c2: int) -> int:
+    """A wrong reading: the weights' input channels padded to C2 too."""
+    if not is_conv(layer["op"]):
+        return rw_rule(layer, c2)
+    w = layer["input_shapes"][1]
+    return rw_rule(layer, c2) - int(np.prod(w)) + _pad(w, c2)
+
+
+def _made_up_layer(rng: np.random.Generator) -> Dict[str, Any]:
+    ch = lambda: int(rng.choice(_MADE_UP_CHANNELS))          # noqa: E731
+    h, w = (int(v) for v in rng.integers(6, 90, size=2))
+    kind = int(rng.integers(5))
+    if kind == 0:                                            # an Add of two equal inputs
+        c = ch()
+        return {"op": "Add", "input_shapes": [[1, c, h, w], [1, c, h, w]], "output_shape": [1, c, h, w]}
+    if kind == 1:                                            # a Concat of two or three
+        cs = [ch() for _ in range(int(rng.integers(2, 4)))]
+        return {"op": "Concat", "input_shapes": [[1, c, h, w] for c in cs], "output_shape": [1, sum(cs), h, w]}
+    op = str(rng.choice(_MADE_UP_CONVS))
+    cin = ch()
+    if kind == 2:                                            # a depthwise 3x3 (weights as the reports list them)
+        return {"op": op, "input_shapes": [[1, cin, h, w], [1, cin, 3, 3], [cin]], "output_shape": [1, cin, h, w]}
+    if kind == 3:                                            # a 1x1 or 3x3 over a large input
+        k, cout = int(rng.choice((1, 3))), int(rng.choice((16, 24, 32, 48)))
+    else:                                                    # weights that outweigh a small input
+        h, w = (int(v) for v in rng.integers(3, 9, size=2))
+        k, cout = 3, int(rng.choice((256, 384, 512)))
+    return {"op": op, "input_shapes": [[1, cin, h, w], [cout, cin, k, k], [cout]], "output_shape": [1, cout, h, w]}
+
+
+def made_up_truth(layer: Dict[str, Any], c2: int) -> float:
+    """The bytes a made-up layer reads: the course's rule, plus the 8 B per output channel a
+    Conv's column holds in the shipped reports (an answer with or without them is right)."""
+    extra = CONV_EXTRA_PER_CHANNEL * layer["input_shapes"][1][0] if is_conv(layer["op"]) else 0
+    return float(rw_rule(layer, c2) + extra)
+
+
+def made_up_layers(rng: np.random.Generator, c2_by_soc: Dict[str, int], n: int = 48,
+                   telling: int = 6) -> List[Dict[str, Any]]:
+    """``n`` or more layers with shapes and channel counts no shipped model has, half of them on a
+    SoC whose C2 is 8 and half on SoCs whose C2 is 16, as judged_layers' cases (model "made-up").
+    Their truth is the rule (made_up_truth), which judged_layers checks on every shipped layer.
+    Drawn until at least ``telling`` of them tell each wrong reading (the other C2, no padding,
+    padded weights) from the rule by more than the tolerance."""
+    by_c2: Dict[int, List[str]] = {}
+    for soc, c2 in sorted(c2_by_soc.items()):
+        by_c2.setdefault(c2, []).append(soc)
+    groups = sorted(by_c2)
+    other = {c: (groups[-1] if c == groups[0] else groups[0]) for c in groups}
+    wrongs = {"other C2": lambda L, c2: rw_rule(L, other[c2]), "no padding": lambda L, c2: rw_rule(L, 1),
+              "padded weights": _padded_weights}
+    told = {k: 0 for k in wrongs}
+    out: List[Dict[str, Any]] = []
+    while len(out) < n or (min(told.values()) < telling and len(out) < 8 * n):
+        c2 = groups[len(out) % len(groups)]
+        soc = str(rng.choice(by_c2[c2]))
+        layer = _made_up_layer(rng)
+        truth = made_up_truth(layer, c2)
+        if not within(rw_rule(layer, c2), truth):            # the 8 B per channel must not decide
+            continue
+        layer["id"] = len(out) + 1
+        for k, wrong in wrongs.items():
+            told[k] += not within(wrong(layer, c2), truth)
+        out.append({"model": "made-up", "soc": soc, "c2": c2, "truth": truth, "layer": layer})
     return out
 
 
