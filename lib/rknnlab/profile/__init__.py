@@ -12,9 +12,11 @@ per-layer profile               :func:`perf_detail` (RKNN_QUERY_PERF_DETAIL's te
                                 :func:`perf_table` (both in one step)
 compiler report, no run         :func:`layer_table` (cycles, bytes read, MACs, bound),
                                 :func:`bound_counts`, :func:`traffic` (bytes per frame,
-                                the DDR floor); DDR bandwidth constants with sources
+                                a floor at the DDR peak, an estimate
+                                at a board trace's rate); constants with sources
                                 in rknnlab.profile.report
-phases of a frame               :func:`phases`, :func:`published_phases`,
+phases of a frame               :func:`phases`, :func:`published_phases` (two
+                                public RK3588 splits),
                                 :func:`frame_inputs`, the post-processes :func:`top5`
                                 and :func:`yolov5_decode`
 CPU costs                       :func:`layout_cost`, :func:`dequant_cost`,
@@ -22,7 +24,8 @@ CPU costs                       :func:`layout_cost`, :func:`dequant_cost`,
                                 :func:`uncached_read` (MODELED); :func:`cpu_costs`
 heap fragmentation (glibc)      :func:`fragmentation`, :func:`retained`
 more NPU cores                  :func:`multicore`, :func:`split_share`
-the simulator's timing          :func:`timing_check` (modeled vs published FPS)
+the simulator's timing          :func:`timing_check` (modeled vs published FPS),
+                                :func:`published_fps` (the model zoo's table)
 any table as text               :func:`show` (units in the cells, the source under it)
 ==============================  =====================================================
 
@@ -35,17 +38,17 @@ from .heap import PATTERNS, fragmentation, retained
 from .cores import multicore, split_share
 from .perf_text import op_ranking, parse_perf_detail, perf_detail, perf_table
 from .phase_timing import PHASES, frame_inputs, phases, published_phases, top5, yolov5_decode
-from .report import (DDR_PEAK_BYTES_PER_S, NPU_EFFECTIVE_BYTES_PER_S, bound_counts, layer_table,
+from .report import (DDR_PEAK_BYTES_PER_S, READ_RATE_ESTIMATE_BYTES_PER_S, bound_counts, layer_table,
                      traffic)
 from .show import show
-from .timing import timing_check
+from .timing import published_fps, timing_check
 
 __all__ = [
     "perf_detail", "parse_perf_detail", "op_ranking", "perf_table",
-    "layer_table", "bound_counts", "traffic", "DDR_PEAK_BYTES_PER_S", "NPU_EFFECTIVE_BYTES_PER_S",
+    "layer_table", "bound_counts", "traffic", "DDR_PEAK_BYTES_PER_S", "READ_RATE_ESTIMATE_BYTES_PER_S",
     "phases", "published_phases", "frame_inputs", "top5", "yolov5_decode", "PHASES",
     "layout_cost", "dequant_cost", "copy_cost", "sync_cost", "uncached_read", "cpu_costs",
     "to_nc1hwc2", "nc1hwc2_to_nchw", "dequantize",
     "fragmentation", "retained", "PATTERNS",
-    "multicore", "split_share", "timing_check", "show",
+    "multicore", "split_share", "timing_check", "published_fps", "show",
 ]

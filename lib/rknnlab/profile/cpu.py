@@ -16,7 +16,8 @@ coherent and cached; the simulator's rknn_mem_sync does nothing, assumption
 A11), and say so in the ``kind`` column and in ``attrs["source"]``:
 
 - :func:`sync_cost`: rknn_mem_sync, i.e. cache clean/invalidate over a
-  buffer.  No official figure exists.  Model: a fixed cost per call plus a
+  buffer (zero-copy only: a frame through rknn_inputs_set and
+  rknn_outputs_get does not call it).  No official figure exists.  Model: a fixed cost per call plus a
   cost per 64-byte cache line (the line size of RK3588's Cortex-A76 and
   A55); both constants are assumptions, and BIDIRECTIONAL is modeled as
   both passes.  Board check: time rknn_mem_sync(TO_DEVICE / FROM_DEVICE /
@@ -26,7 +27,8 @@ A11), and say so in the ``kind`` column and in ``attrs["source"]``:
   cached read measured here, times 20: airockchip/librga#69 reports
   rknn_inputs_set taking 15 ms instead of 0.75 ms when its input came from
   an uncached dma32 heap (the maintainer: uncached buffers are slow for the
-  CPU).  With a board runtime (``rt=``) both are measured instead.
+  CPU).  With a board runtime (``rt=``) both are measured instead, on
+  buffers of a context opened for the measurement (never context 0).
 """
 from __future__ import annotations
 
@@ -46,8 +48,13 @@ SYNC_FIXED_US = 10.0
 SYNC_NS_PER_LINE = 8.0
 #: librga#69: rknn_inputs_set from an uncached dma32 heap 15 ms, from a cached one 0.75 ms
 UNCACHED_SLOWDOWN = 15.0 / 0.75
+UNCACHED_MODEL = f"MODELED as cached x {UNCACHED_SLOWDOWN:g} (airockchip/librga#69: inputs_set 0.75 -> 15 ms)"
 MODELED = "MODELED"
 MEASURED = "measured"
+#: how sync_cost models rknn_mem_sync, with its two assumed constants (the label of every modeled sync)
+SYNC_MODEL = (f"(zero-copy only: a frame through rknn_inputs_set / rknn_outputs_get never calls it) "
+              f"MODELED, not measured: {SYNC_FIXED_US:g} us per call + {SYNC_NS_PER_LINE:g} ns per "
+              f"{CACHE_LINE_BYTES}-byte cache line, both assumptions")
 
 #: the largest YOLOv5s 640 output head as NHWC: 80 x 80 cells x 255 channels
 YOLO_HEAD_NHWC = (1, 80, 80, 255)
@@ -211,22 +218,58 @@ def sync_cost(nbytes: Union[int, Sequence[int]] = (64 * 1024, FRAME_BYTES, 16 * 
                              "BIDIRECTIONAL (3)")
     rows = [{"nbytes": n, "mode": abi.MEM_SYNC_NAMES[m], "modeled_us": _sync_us(n, m), "kind": MODELED}
             for n in sizes for m in modes]
-    table = _rows_frame(rows, f"MODELED (not measured): {SYNC_FIXED_US:g} us per call + "
-                              f"{SYNC_NS_PER_LINE:g} ns per {CACHE_LINE_BYTES}-byte line, both assumptions")
+    table = _rows_frame(rows, f"rknn_mem_sync {SYNC_MODEL}")
     table.attrs.update(fixed_us=SYNC_FIXED_US, ns_per_line=SYNC_NS_PER_LINE)
     return table
 
 
-def _mem_read_times(rt: Any, nbytes: int, flags: int, repeats: int) -> np.ndarray:
-    """Seconds per copy out of a create_mem2 buffer with ``flags`` (a board's real memory)."""
+#: the course model a board measurement opens its context with: any model serves (the buffers
+#: are not bound to it); this one is small and compiled for every course SoC
+MEM_CONTEXT_MODEL = "digits_cnn"
+UNMEASURED = "unmeasured"
+
+
+def _mem_read_times(rt: Any, ctx: int, nbytes: int, flags: int, repeats: int) -> np.ndarray:
+    """Seconds per copy out of a create_mem2 buffer of context ``ctx`` with ``flags``
+    (a board's real memory), released with the same context."""
     from ..rknn.buffers import mem_view
-    mem = rt.create_mem2(0, nbytes, flags | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    mem = rt.create_mem2(ctx, nbytes, flags)
     try:
         view = mem_view(mem, np.uint8, nbytes)
         out = np.empty(nbytes, np.uint8)
         return time_repeats(lambda: np.copyto(out, view), repeats)
     finally:
-        rt.destroy_mem(0, mem)
+        rt.destroy_mem(ctx, mem)
+
+
+def _unmeasured(what: str, nbytes: int, reason: str) -> Dict[str, Any]:
+    return {"what": what, "nbytes": nbytes, "median_us": math.nan, "q1_us": math.nan, "q3_us": math.nan,
+            "repeats": 0, "kind": UNMEASURED, "reason": reason}
+
+
+def _board_reads(rt: Any, nbytes: int, repeats: int) -> List[Dict[str, Any]]:
+    """Both rows measured on create_mem2 buffers of a real context (a course model's,
+    destroyed afterwards); a row the board cannot measure says why instead."""
+    from .. import models
+    from ..rknn.errors import RknnError
+    kinds = (("cached", abi.RKNN_FLAG_MEMORY_CACHEABLE), ("uncached", abi.RKNN_FLAG_MEMORY_NON_CACHEABLE))
+    try:
+        ctx = rt.init(str(models.model_path(MEM_CONTEXT_MODEL, rt.soc)))
+    except (RknnError, models.ReportError, OSError) as exc:
+        reason = f"no context to allocate with ({MEM_CONTEXT_MODEL} on {rt.soc}): {exc}"
+        return [_unmeasured(what, nbytes, reason) for what, _ in kinds]
+    rows = []
+    try:
+        for what, flags in kinds:
+            try:
+                rows.append({"what": what, "nbytes": nbytes,
+                             **spread(_mem_read_times(rt, ctx, nbytes, flags, repeats)),
+                             "kind": MEASURED, "reason": ""})
+            except RknnError as exc:
+                rows.append(_unmeasured(what, nbytes, f"create_mem2 failed: {exc}"))
+    finally:
+        rt.destroy(ctx)
+    return rows
 
 
 def uncached_read(nbytes: int = FRAME_BYTES, repeats: int = 15, rt: Optional[Any] = None) -> Any:
@@ -235,26 +278,25 @@ def uncached_read(nbytes: int = FRAME_BYTES, repeats: int = 15, rt: Optional[Any
     rknn_inputs_set reads.
 
     Rows: "cached" and "uncached", with nbytes, median_us, q1_us, q3_us (the
-    uncached row: the cached ones x 20), kind ("measured" / "MODELED").  With
-    ``rt`` a board runtime (backend "native"), both rows are measured on
-    create_mem2 buffers (CACHEABLE / NON_CACHEABLE).  ~0.05 s."""
+    uncached row: the cached ones x 20), repeats, kind ("measured" / "MODELED"),
+    reason.  With ``rt`` a board runtime (backend "native"), both rows are
+    measured on create_mem2 buffers (CACHEABLE / NON_CACHEABLE) of a context the
+    function opens for the measurement (on the course model digits_cnn) and
+    destroys after it; a row the board cannot measure has kind "unmeasured",
+    NaN times and the reason.  ~0.05 s."""
     if nbytes < 1:
         raise ValueError(f"nbytes must be at least 1, not {nbytes}")
     if rt is not None and getattr(rt, "backend", "") == "native":
-        rows = []
-        for what, flags in (("cached", abi.RKNN_FLAG_MEMORY_CACHEABLE),
-                            ("uncached", abi.RKNN_FLAG_MEMORY_NON_CACHEABLE)):
-            rows.append({"what": what, "nbytes": nbytes,
-                         **spread(_mem_read_times(rt, nbytes, flags, repeats)), "kind": MEASURED})
-        return _rows_frame(rows, f"{rt.source}: create_mem2 buffers read by the CPU (measured)")
+        return _rows_frame(_board_reads(rt, nbytes, repeats),
+                           f"{rt.source}: create_mem2 buffers read by the CPU (measured)")
     src = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
     out = np.empty_like(src)
     cached = spread(time_repeats(lambda: np.copyto(out, src), repeats))
     uncached = {k: v * UNCACHED_SLOWDOWN if k.endswith("_us") else v for k, v in cached.items()}
-    rows = [{"what": "cached", "nbytes": nbytes, **cached, "kind": MEASURED},
-            {"what": "uncached", "nbytes": nbytes, **uncached, "kind": MODELED}]
-    return _rows_frame(rows, f"cached: {measured_here()}; uncached: MODELED as cached x "
-                             f"{UNCACHED_SLOWDOWN:g} (airockchip/librga#69)")
+    rows = [{"what": "cached", "nbytes": nbytes, **cached, "kind": MEASURED, "reason": ""},
+            {"what": "uncached", "nbytes": nbytes, **uncached, "kind": MODELED,
+             "reason": "this machine has no uncached buffer to read"}]
+    return _rows_frame(rows, f"cached: {measured_here()}; uncached: {UNCACHED_MODEL}")
 
 
 def cpu_costs(model: str = "yolov5s", soc: str = "rk3588", repeats: int = 9) -> Any:
@@ -295,8 +337,10 @@ def cpu_costs(model: str = "yolov5s", soc: str = "rk3588", repeats: int = 9) -> 
     rows.append({"what": "outputs dequantized to float32 (want_float = 1)", "bytes": out_elems, **t,
                  "kind": MEASURED})
     out_bytes = sum(int(a["size_with_stride"]) for a in report.attrs("outputs", "native"))
-    for what, n, mode in (("rknn_mem_sync TO_DEVICE, input", in_bytes, abi.RKNN_MEMORY_SYNC_TO_DEVICE),
-                          ("rknn_mem_sync FROM_DEVICE, outputs", out_bytes, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)):
+    for what, n, mode in (("rknn_mem_sync TO_DEVICE, input (zero-copy only)", in_bytes,
+                           abi.RKNN_MEMORY_SYNC_TO_DEVICE),
+                          ("rknn_mem_sync FROM_DEVICE, outputs (zero-copy only)", out_bytes,
+                           abi.RKNN_MEMORY_SYNC_FROM_DEVICE)):
         us = _sync_us(n, mode)
         rows.append({"what": what, "bytes": n, "median_us": us, "q1_us": math.nan, "q3_us": math.nan,
                      "kind": MODELED})
@@ -304,8 +348,10 @@ def cpu_costs(model: str = "yolov5s", soc: str = "rk3588", repeats: int = 9) -> 
     u = unc[unc["what"] == "uncached"].iloc[0]
     rows.append({"what": "input read from uncached memory", "bytes": in_bytes, "median_us": u["median_us"],
                  "q1_us": u["q1_us"], "q3_us": u["q3_us"], "kind": MODELED})
-    table = _rows_frame(rows, f"{measured_here()}, {model} {soc.upper()} sizes; MODELED rows: not measured")
-    table.attrs["repeats"] = repeats
+    table = _rows_frame(rows, f"{measured_here()}, {model} {soc.upper()} sizes; MODELED rows, not measured: "
+                              f"rknn_mem_sync {SYNC_MODEL}; uncached read {UNCACHED_MODEL}")
+    table.attrs.update(repeats=repeats, sync_fixed_us=SYNC_FIXED_US, sync_ns_per_line=SYNC_NS_PER_LINE,
+                       uncached_slowdown=UNCACHED_SLOWDOWN)
     return table
 
 

@@ -10,13 +10,14 @@ YOLOv5 head decode for a detector) and rknn_outputs_release.
 On the simulator the CPU steps are real work on this machine's CPU and only
 rknn_run's time is modeled (from the compiler report), so the split says
 how this machine's CPU compares with a modeled RK3588 NPU; on a board every
-number is the board's.  The published RK3588 split (a user's measurement,
-airockchip/rknn_model_zoo#167) is in :func:`published_phases` to set beside it.
+number is the board's.  Two published RK3588 splits (users' measurements,
+airockchip/rknn_model_zoo#167 and airockchip/librga#69; want_float not
+stated) are in :func:`published_phases` to set beside it.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -251,22 +252,59 @@ def _summary(model: str, input_size: str, want_float: bool, ms: np.ndarray) -> A
     return pd.DataFrame(rows)
 
 
-#: a user's RK3588 measurement (airockchip/rknn_model_zoo#167), ms per phase
-_PUBLISHED: Dict[Tuple[str, str], Dict[str, float]] = {
-    ("mobilenet_v2", "224x224"): {"inputs_set": 1.80, "run": 2.65, "outputs_get": 0.03},
-    ("yolov5s", "640x640"): {"inputs_set": 14.85, "run": 17.49, "outputs_get": 1.23},
-}
-PUBLISHED_SOURCE = "RK3588 board, rknn_model_zoo#167 (a user's measurement)"
+#: what no published split states: whether its outputs_get converted to float32
+WANT_FLOAT_NOT_STATED = "want_float not stated"
+#: a published split's model or input size when its source does not name it
+NOT_NAMED = "not named"
+#: the pre-processing steps on the RGA (Rockchip's 2D engine) a published split timed before inputs_set
+RGA_STEPS = ("cvtcolor (RGA)", "letterbox (RGA)")
+
+
+class _Split(NamedTuple):
+    model: str
+    input: str
+    source: str
+    ms: Dict[str, float]
+
+
+#: two public RK3588 splits (ms per step, as their sources print them; each a user's measurement)
+_PUBLISHED: Tuple[_Split, ...] = (
+    # rknn_model_zoo#167 ("rknn_inputs_set耗时问题": filed because inputs_set was slow), logs headed
+    # "mobilenet_v2" and "yolov5s_relu": averages 1.802/2.652/0.029 and 14.845/17.486/1.226 ms
+    _Split("mobilenet_v2", "224x224", "RK3588 board, rknn_model_zoo#167 (a user's measurement)",
+           {"inputs_set": 1.80, "run": 2.65, "outputs_get": 0.03}),
+    _Split("yolov5s_relu", "640x640", "RK3588 board, rknn_model_zoo#167 (a user's measurement)",
+           {"inputs_set": 14.85, "run": 17.49, "outputs_get": 1.23}),
+    # librga#69, its case (1): cached (virtual-address) buffers; RK3588 named in the thread; the
+    # model and its input size are not named (the input is letterboxed, as for a YOLO detector)
+    _Split(NOT_NAMED, NOT_NAMED, "RK3588 board, airockchip/librga#69 (a user's measurement, model not named)",
+           {"cvtcolor (RGA)": 1.2, "letterbox (RGA)": 2.3, "inputs_set": 0.75, "run": 20.0,
+            "outputs_get": 1.3}),
+)
+PUBLISHED_SOURCE = ("published, not measured here: RK3588 boards, rknn_model_zoo#167 and "
+                    "airockchip/librga#69 (users' measurements; want_float not stated)")
 
 
 def published_phases() -> Any:
-    """The published RK3588 phase split in the layout of :func:`phases` (one row per
-    phase it reports, median_ms = the published figure, no spread, no frames), labelled
-    "RK3588 board, rknn_model_zoo#167"."""
+    """Two published RK3588 phase splits in the layout of :func:`phases`: one row per
+    step the source timed (median_ms = the published figure; no spread, no frames;
+    want_float None), plus the columns ``source`` (where that split comes from) and
+    ``note`` ("want_float not stated": neither source says whether outputs_get
+    converted to float32).
+
+    - rknn_model_zoo#167: mobilenet_v2 224x224 and yolov5s_relu (YOLOv5s with ReLU)
+      640x640; filed because rknn_inputs_set was slow, so not a typical split.
+    - airockchip/librga#69: a letterboxed input, model and size not named (model
+      and input "not named"), with its two RGA pre-processing steps
+      ("cvtcolor (RGA)", "letterbox (RGA)") before inputs_set.
+
+    They differ 20x in inputs_set (14.85 vs 0.75 ms): measure, do not expect a
+    share.  Neither times a post-process."""
     import pandas as pd
-    rows = [{"model": m, "input": size, "want_float": None, "phase": phase, "median_ms": v,
-             "q1_ms": np.nan, "q3_ms": np.nan, "share": v / sum(split.values()), "frames": 0, "ms": ()}
-            for (m, size), split in _PUBLISHED.items() for phase, v in split.items()]
+    rows = [{"model": split.model, "input": split.input, "want_float": None, "phase": phase,
+             "median_ms": v, "q1_ms": np.nan, "q3_ms": np.nan, "share": v / sum(split.ms.values()),
+             "frames": 0, "ms": (), "source": split.source, "note": WANT_FLOAT_NOT_STATED}
+            for split in _PUBLISHED for phase, v in split.ms.items()]
     table = pd.DataFrame(rows)
     table.attrs["source"] = PUBLISHED_SOURCE
     return table

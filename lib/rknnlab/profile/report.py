@@ -10,18 +10,20 @@ Two readings follow from the numbers, not from a run:
   Add, Concat, MaxPool, Resize, Split, Reshape get 0 cycles of both from
   the compiler ("no cycles") although they read megabytes and take real
   time on a board.
-- **Bytes.**  RW(KB) in the shipped reports is the bytes a layer READS:
-  each activation input at 1 B per int8 element with its channels padded
-  up to a multiple of C2 (16 on RK3588), a Conv fused with an Add
-  (ConvAdd, ConvAddRelu, ConvReluAdd) also reading the tensor it adds, plus
-  the weights at 1 B each; the output is not in it.  Checked on the rk3588
-  reports: within 2 % (or 1 KB) on 83 of yolov5s's 84 NPU layers after the
-  first and on 52 of resnet50's 55; mobilenet_v2's small late layers read
-  1-10 KB more (biases, alignment: not in the rule); the 3-channel input
-  layer reads far less than its padded size.  Rockchip's documents say
-  "read/write"; the numbers say reads.  The bytes written are estimated
-  here as each activation tensor's size in the compiler's memory plan
-  (every tensor is written once, by its producer).
+- **Bytes.**  The course counts RW(KB) as the bytes a layer READS: each
+  activation input at 1 byte per int8 element, its channels padded up to a
+  multiple of C2 (16 on RK3588), plus the weights at 1 B each; a Conv
+  fused with an Add (ConvAdd, ConvAddRelu, ConvReluAdd) also reads the
+  tensor it adds.  The output is not in it.  A Conv's column also holds
+  about 8 bytes per output channel (its bias, and one more value per
+  channel, we infer: the median over the shipped reports' Conv layers).
+  The 3-channel input layer reads far less than its padded size.
+  Rockchip's documents say "read/written"; the numbers say reads: the
+  User Guide (V2.3.0, section 4.1.3.2) prints a total of 10,563 KB for its
+  MobileNetV2, which is the sum of RW (reads) of the course's mobilenet_v2
+  (10,534 KB), not reads plus writes (about 18,250 KB).  The bytes written
+  are estimated here as each activation tensor's size in the compiler's
+  memory plan (every tensor is written once, by its producer).
 
 DDR bandwidth (the constants below):
 
@@ -37,13 +39,19 @@ DDR bandwidth (the constants below):
 - ``DDR_PEAK_BYTES_PER_S`` = 2 transfers per clock x 2112 MHz x 8 B =
   33.8 GB/s (LPDDR4X-4224).  DERIVED from the two figures above, not
   printed by Rockchip: a theoretical peak that no real traffic reaches; an
-  LPDDR5 board at a higher data rate has more.
-- ``NPU_BYTES_PER_CYCLE`` = 11.8: on a public RK3588 board trace (a
-  user's yolov8n at 1920x1920 on one core: channyhuang.github.io, "Push
-  Yolov8n Pre-train Model To rk3588 (4)", 2024-07-18, appendix 2) the
-  runtime's DDR cycles of the layers the compiler gives 0 cycles (Concat,
-  Add, Split) are about their RW bytes / 11.8, i.e. ~11.8 GB/s at the
-  NPU's 1 GHz: what the NPU got, about a third of the peak.
+  LPDDR5 board at a higher data rate has more.  The only FLOOR here: no
+  frame reads its bytes faster than this.
+- ``TRACE_BYTES_PER_DDR_CYCLE`` = 11.8: about 11.8 bytes per DDR cycle in a
+  board trace (a user's RK3588 yolov8n at 1920x1920 on one core:
+  channyhuang.github.io, "Push Yolov8n Pre-train Model To rk3588 (4)",
+  2024-07-18, appendix 2): the runtime's DDR cycles of the layers the
+  compiler gives 0 cycles (Concat, Add, Split) are about their RW bytes
+  (reads) / 11.8.  Not a measured bandwidth.
+- ``READ_RATE_ESTIMATE_BYTES_PER_S`` = 11.8 B x 1e9 = 11.8 GB/s: an
+  ESTIMATE, not a floor.  It assumes the DDR cycles tick at the NPU's
+  1 GHz; at the 2112 MHz DDR clock (the User Guide defines the column as
+  "DDR read/write clock cycles") the same ratio is about 25 GB/s.  Apply
+  it to reads, the quantity it was fitted on.
 """
 from __future__ import annotations
 
@@ -57,10 +65,13 @@ from ._common import REPORT_SOURCE
 DDR_BUS_BYTES = 8
 DDR_CLOCK_HZ = 2112e6
 DDR_PEAK_BYTES_PER_S = 2 * DDR_CLOCK_HZ * DDR_BUS_BYTES
-NPU_BYTES_PER_CYCLE = 11.8
-#: the NPU clock the effective figure is taken at (RK3588, facts sheet section 3)
-NPU_CLOCK_HZ = 1.0e9
-NPU_EFFECTIVE_BYTES_PER_S = NPU_BYTES_PER_CYCLE * NPU_CLOCK_HZ
+TRACE_BYTES_PER_DDR_CYCLE = 11.8
+#: the cycle clock the estimate assumes: the NPU's (RK3588, facts sheet section 3), not the DDR's
+ASSUMED_CYCLE_HZ = 1.0e9
+READ_RATE_ESTIMATE_BYTES_PER_S = TRACE_BYTES_PER_DDR_CYCLE * ASSUMED_CYCLE_HZ
+#: bytes per output channel a Conv-family layer's RW column holds beyond its weights (the
+#: median over the shipped reports' Conv layers: a 32-bit bias and one more 32-bit value, inferred)
+CONV_BYTES_PER_OUTPUT_CHANNEL = 8
 
 
 def _prod(shape: Sequence[int]) -> int:
@@ -98,22 +109,24 @@ def bound_counts(layers: Any) -> Any:
     return table
 
 
-def layer_table(model: str, soc: str = "rk3588", bandwidth: float = NPU_EFFECTIVE_BYTES_PER_S) -> Any:
+def layer_table(model: str, soc: str = "rk3588", bandwidth: float = READ_RATE_ESTIMATE_BYTES_PER_S) -> Any:
     """The compiler's per-layer numbers of ``model`` for ``soc``, one row per layer.
 
     Columns: id (the compiler's, from 0), runtime_id (id + 1: how the
     runtime's perf-detail text numbers the same layer), op, target,
     cycles_ddr, cycles_npu, cycles_total, read_bytes (RW(KB) x 1024: what
-    the layer reads), macs (rknnlab.sim.perf.layer_macs: output elements x
+    the layer reads: padded activation inputs + weights + about 8 B per
+    output channel of a Conv), macs (rknnlab.sim.perf.layer_macs: output elements x
     Cin/groups x kh x kw for a convolution, 0 otherwise), bound ("DDR" when DDR
     cycles exceed NPU cycles, "compute" when NPU >= DDR > 0, "no cycles"
-    for 0/0), npu_us (NPU cycles at the NPU clock), ddr_us (read_bytes at
-    ``bandwidth`` B/s: by default the effective ~11.8 GB/s of a board trace;
-    pass DDR_PEAK_BYTES_PER_S for the theoretical floor).
+    for 0/0), npu_us (NPU cycles at the NPU clock), read_us_estimate
+    (read_bytes at ``bandwidth`` B/s: by default READ_RATE_ESTIMATE_BYTES_PER_S,
+    from about 11.8 bytes per DDR cycle in a board trace, an estimate; pass
+    DDR_PEAK_BYTES_PER_S for the floor at the theoretical peak).
 
-    Why both a cycles verdict and ddr_us: the cycles are the compiler's
-    estimate; ddr_us prices the bytes independently, and it is the only
-    estimate for the "no cycles" layers."""
+    Why both a cycles verdict and read_us_estimate: the cycles are the
+    compiler's estimate; read_us_estimate prices the bytes independently, and
+    it is the only estimate for the "no cycles" layers."""
     import pandas as pd
     report = models.load_report(model, soc)
     clock = _npu_clock(soc)
@@ -126,7 +139,7 @@ def layer_table(model: str, soc: str = "rk3588", bandwidth: float = NPU_EFFECTIV
             "cycles_npu": layer["cycles_npu"], "cycles_total": layer["cycles_total"],
             "read_bytes": read, "macs": layer_macs(layer),
             "bound": _bound(layer["cycles_ddr"], layer["cycles_npu"]),
-            "npu_us": layer["cycles_npu"] / clock * 1e6, "ddr_us": read / bandwidth * 1e6,
+            "npu_us": layer["cycles_npu"] / clock * 1e6, "read_us_estimate": read / bandwidth * 1e6,
         })
     table = pd.DataFrame(rows)
     table.attrs.update(source=REPORT_SOURCE.format(soc=soc.upper(), toolkit=report.toolkit_version),
@@ -146,22 +159,29 @@ def _io_bytes(report: models.CompilerReport) -> int:
                for a in report.attrs(kind, "native"))
 
 
+def _per_channel_bytes(layer: Dict[str, Any]) -> int:
+    """The bytes a Conv-family layer's RW column holds beyond its weights: about 8 per
+    output channel (0 for every other layer)."""
+    w = _weights(layer)
+    return CONV_BYTES_PER_OUTPUT_CHANNEL * w[0] if w else 0
+
+
 def _traffic_row(name: str, soc: str) -> Dict[str, Any]:
     report = models.load_report(name, soc)
     read = sum(float(layer["rw_kb"]) * 1024 for layer in report.layers)
-    weights = sum(_prod(w) for w in (_weights(layer) for layer in report.layers) if w)
+    weights = sum(_prod(w) + _per_channel_bytes(layer)
+                  for layer, w in ((layer, _weights(layer)) for layer in report.layers) if w)
     written = report.naive_activation_bytes()
     dims = report.attrs("inputs")[0]["dims"]
     height, width = (dims[1], dims[2]) if report.attrs("inputs")[0]["fmt"].endswith("NHWC") \
         else (dims[2], dims[3])
-    total = read + written
     return {
         "model": name, "soc": soc, "input": f"{width}x{height}", "pixels": int(width * height),
-        "weights_bytes": weights, "activation_read_bytes": read - weights,
+        "weights_and_bias_bytes": weights, "activation_read_bytes": read - weights,
         "read_bytes": read, "activation_write_bytes": written, "io_bytes": _io_bytes(report),
-        "total_bytes": total, "npu_cycles": report.npu_cycles,
-        "floor_ms_peak": total / DDR_PEAK_BYTES_PER_S * 1e3,
-        "floor_ms_effective": total / NPU_EFFECTIVE_BYTES_PER_S * 1e3,
+        "total_bytes": read + written, "npu_cycles": report.npu_cycles,
+        "read_floor_ms": read / DDR_PEAK_BYTES_PER_S * 1e3,
+        "read_estimate_ms": read / READ_RATE_ESTIMATE_BYTES_PER_S * 1e3,
     }
 
 
@@ -170,14 +190,18 @@ def traffic(model: Union[str, Sequence[str]], soc: str = "rk3588") -> Any:
 
     One row per model (give a name or a list: models at several resolutions
     make the resolution curve).  Columns: input ("640x640"), pixels,
-    weights_bytes (1 B per int8 weight, bias left out, as RW counts them),
-    activation_read_bytes (the rest of RW), read_bytes (sum of RW: all
-    reads), activation_write_bytes (each activation tensor once, its size
-    in the memory plan: an estimate, RW has no writes), io_bytes (the
-    input and output buffers the CPU copies into and out of), total_bytes
-    (reads + writes), npu_cycles, floor_ms_peak (total at the 33.8 GB/s
-    theoretical peak: no frame can be faster) and floor_ms_effective (at the
-    ~11.8 GB/s the NPU got in a board trace).  Sources: module docstring."""
+    weights_and_bias_bytes (1 B per int8 weight, plus about 8 B per output
+    channel of each Conv-family layer: its bias and one more value, as RW
+    counts them), activation_read_bytes (the rest of RW: the padded
+    activation inputs), read_bytes (sum of RW: all reads),
+    activation_write_bytes (each activation tensor once, its size in the
+    memory plan: an estimate, RW has no writes), io_bytes (the input and
+    output buffers the CPU copies into and out of), total_bytes (reads +
+    estimated writes), npu_cycles, read_floor_ms (read_bytes at the 33.8 GB/s
+    theoretical peak: a floor, no frame reads them faster) and
+    read_estimate_ms (read_bytes at 11.8 GB/s, from about 11.8 bytes per DDR
+    cycle in a board trace: an ESTIMATE, not a floor).  Sources and
+    assumptions: the module docstring."""
     import pandas as pd
     names = [model] if isinstance(model, str) else list(model)
     if not names:
@@ -186,5 +210,5 @@ def traffic(model: Union[str, Sequence[str]], soc: str = "rk3588") -> Any:
     toolkits = sorted({models.load_report(n, soc).toolkit_version for n in names})
     table.attrs.update(source=REPORT_SOURCE.format(soc=soc.upper(), toolkit=", ".join(toolkits)),
                        peak_bytes_per_s=DDR_PEAK_BYTES_PER_S,
-                       effective_bytes_per_s=NPU_EFFECTIVE_BYTES_PER_S)
+                       read_rate_estimate_bytes_per_s=READ_RATE_ESTIMATE_BYTES_PER_S)
     return table

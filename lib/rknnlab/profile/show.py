@@ -5,7 +5,7 @@ import math
 from typing import Any, Optional, Sequence
 
 #: columns that are fractions, shown as percentages
-_SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles")
+_SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles", "error")
 #: columns that hold every repeat (a tuple): left out of the text
 _RAW = ("ms",)
 
@@ -25,6 +25,8 @@ def _cell(column: str, v: Any) -> str:
         return str(v)
     if column.endswith("_bytes") or column in ("bytes", "bytes_in", "bytes_out", "nbytes", "read_bytes"):
         return _bytes(v)
+    if column == "error":
+        return f"{v:+.1%}"
     if column in _SHARES:
         return f"{v:.1%}"
     if column.endswith("_us") or "_us_" in column:
