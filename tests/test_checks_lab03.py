@@ -697,15 +697,32 @@ def speedup_rules(calibration):
     def more_cores_never_help(table, run_ms, n):
         return 1.0
 
+    def measured_not_predicted(table, run_ms, n):
+        """The shortcut: find the shipped model with this many layers (else the nearest), run
+        it on 1 and on n cores, return the measured ratio. No model is needed, but a made-up
+        profile has no file to run."""
+        from rknnlab import models
+        sizes = {m: len(models.load_report(m, "rk3588").layers) for m in models.list_models()
+                 if "rk3588" in models.model_socs(m)}
+        model = min(sizes, key=lambda m: abs(sizes[m] - len(table)))
+        rt = rknnlab.open_runtime()
+        try:
+            one = checks.run_ms_of(rt, model, abi.RKNN_NPU_CORE_0)
+            return one / checks.run_ms_of(rt, model, {2: abi.RKNN_NPU_CORE_0_1, 3: abi.RKNN_NPU_CORE_0_1_2}[n])
+        finally:
+            rt.close()
+
     return {f.__name__: f for f in (reference, by_big_and_small_layers, linear, every_layer_splits, every_conv_splits,
-                                    no_hand_over_cost, no_fixed_overhead, more_cores_never_help)}
+                                    no_hand_over_cost, no_fixed_overhead, more_cores_never_help,
+                                    measured_not_predicted)}
 
 
 @pytest.mark.parametrize("name", ["reference", "by_big_and_small_layers"])
 def test_ex5_right_rules_pass(name, speedup_rules) -> None:
     result = checks.check_speedup(speedup_rules[name])
     assert result.passed, result
-    assert len(result.details) == 2 * len(checks.SPEEDUP_MODELS)
+    assert len(result.details) == 2 * (len(checks.SPEEDUP_MODELS) + 4)
+    assert sum("made-up model" in d for d in result.details) == 8
 
 
 @pytest.mark.parametrize("name, words", [
@@ -719,6 +736,56 @@ def test_ex5_right_rules_pass(name, speedup_rules) -> None:
 def test_ex5_wrong_rules_fail(name, words, speedup_rules) -> None:
     text = _failed(checks.check_speedup(speedup_rules[name]), "predictions are off by more than 3%", words)
     assert not re.search(r"measured \d|\d\.\d+x measured", text), text
+
+
+def test_ex5_measuring_every_model_instead_of_predicting_fails(speedup_rules, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running the shipped model behind a profile gets those right; the made-up models have
+    no file, so the shortcut fails on them (and only on them)."""
+    for seed in (1, 2):
+        _seeded(monkeypatch, seed)
+        text = _failed(checks.check_speedup(speedup_rules["measured_not_predicted"]), "made-up model",
+                       "predict from the profile alone")
+        wrong = text.split("Hint:")[0]
+        assert not re.search(r"(digits_cnn|mobilenet|resnet|yolov5)\w* on \d cores: you predicted [\d.]+x, ", wrong)
+
+
+def test_ex5_made_up_models_follow_the_simulators_law() -> None:
+    """The truth of a made-up model is what the simulator would measure if it ran those
+    layers: npu.layer_times_on with one core against n cores (A17, A44, A45)."""
+    from rknnlab.sim import npu, perf
+    for seed in range(3):
+        for kind in range(len(cases._MADE_UP_MODEL_KINDS)):
+            layers = cases.made_up_model(np.random.default_rng(seed), kind)
+            one = npu.layer_times_on(layers, "rk3588", (0,))
+            table = profile.parse_perf_detail(perf.perf_detail_text(layers, one, "rk3588"))
+            for n in (2, 3):
+                exact = npu.run_seconds_of(one) / npu.run_seconds_of(npu.layer_times_on(layers, "rk3588",
+                                                                                       tuple(range(n))))
+                law = cases.split_law(table, npu.run_seconds_of(one) * 1e3, n, npu.split_speedup(n),
+                                      npu.CORE_SWITCH_S * 1e6, npu.is_split)
+                assert law == pytest.approx(exact, rel=2e-3)
+
+
+def test_ex5_runs_are_timed_without_the_profiling_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speedups come from contexts made without RKNN_FLAG_COLLECT_PERF_MASK; the profile
+    from a context made with it (Rockchip: profiled runs may be slower)."""
+    flagged, runs = {}, []
+    real_init, real_run = SimRuntime.init, SimRuntime.run
+
+    def init(self, model, flag=0, *args, **kwargs):
+        ctx = real_init(self, model, flag, *args, **kwargs)
+        flagged[ctx] = bool(flag & abi.RKNN_FLAG_COLLECT_PERF_MASK)
+        return ctx
+
+    def run(self, ctx, *args, **kwargs):
+        runs.append(flagged[ctx])
+        return real_run(self, ctx, *args, **kwargs)
+
+    monkeypatch.setattr(SimRuntime, "init", init)
+    monkeypatch.setattr(SimRuntime, "run", run)
+    table, ms = checks.profile_of(rknnlab.open_runtime(), "mobilenet_v2", abi.RKNN_NPU_CORE_0_1_2)
+    assert runs == [True, False, False, False], runs      # one profiled run, then three timed runs
+    assert (table["cores"] > 1).any() and ms > 0
 
 
 def test_ex5_a_table_of_the_failure_messages_learns_nothing(speedup_rules) -> None:

@@ -573,3 +573,63 @@ def trap_words(kind: str) -> str:
         "compute": "layers with more NPU cycles than DDR cycles",
         "not_a_layer": "numbers that are not layer IDs of the profile",
     }[kind]
+
+
+# =========================================================================== exercise 5: made-up models
+#: what makes made-up models differ: (layers, cycle scale, share of Conv + SiLU layers)
+_MADE_UP_MODEL_KINDS = (
+    ((6, 14), (0.01, 0.05), 0.3),       # a tiny network: the hand-over per split can outweigh the gain
+    ((30, 80), (0.5, 2.0), 0.7),        # mostly Conv + SiLU: little is split
+    ((30, 80), (0.5, 2.0), 0.0),        # no Conv + SiLU: mostly split ops
+    ((15, 60), (0.1, 1.0), 0.4),        # in between
+)
+
+
+def made_up_model(rng: np.random.Generator, kind: int, soc: str = "rk3588") -> List[Dict[str, Any]]:
+    """The layers of a model no file holds, in a compiler report's form: layers drawn from the
+    shipped reports of ``soc`` (a new op mix, new cycles), between an InputOperator and an
+    OutputOperator."""
+    from .. import models
+    swish: List[Dict[str, Any]] = []
+    rest: List[Dict[str, Any]] = []
+    first = last = None
+    for name in models.list_models():
+        if soc in models.model_socs(name):
+            layers = models.load_report(name, soc).layers
+            for x in layers:
+                if x["target"] == "NPU":
+                    (swish if x["op"] == "ConvExSwish" else rest).append(x)
+            first, last = first or layers[0], last or layers[-1]
+    (lo, hi), (s_lo, s_hi), p_swish = _MADE_UP_MODEL_KINDS[kind]
+    picks = [swish[int(rng.integers(len(swish)))] if rng.random() < p_swish else rest[int(rng.integers(len(rest)))]
+             for _ in range(int(rng.integers(lo, hi + 1)))]
+    scale = float(rng.uniform(s_lo, s_hi))
+    out = [dict(first, id=0, name="InputOperator:input")]
+    for k, layer in enumerate(picks, 1):
+        x = dict(layer, id=k, name=f"{layer['op']}:made_up_{k}")
+        for key in ("cycles_ddr", "cycles_npu", "cycles_total"):
+            x[key] = int(x[key] * scale * rng.uniform(0.7, 1.3))
+        x["cycles_total"] = max(x["cycles_ddr"], x["cycles_npu"])
+        out.append(x)
+    out.append(dict(last, id=len(out), name="OutputOperator:output"))
+    return out
+
+
+def split_law(table: Any, run_ms: float, n_cores: int, gain: float, cost_us: float,
+              split: Callable[[str], bool]) -> float:
+    """The speedup the simulator's law gives a model from its single-core profile: the split
+    layers (A17) run ``gain`` times faster and pay ``cost_us`` each (A44, A45); the rest of the
+    run, its fixed cost included, does not shrink."""
+    rows = table[(table["target"] == "NPU") & table["op"].map(split)]
+    t1 = run_ms * 1000
+    s = float(rows["time_us"].sum())
+    return t1 / (t1 - s + s / gain + cost_us * len(rows))
+
+
+def fit_split(one: Any, many: Any) -> Tuple[float, float]:
+    """(how many times faster a split layer ran, us each split cost): a straight line through
+    the split layers' times on n cores against their times on one core."""
+    rows = many[many["cores"] > 1]
+    t1 = one.set_index("id").loc[rows["id"], "time_us"].to_numpy(float)
+    slope, cost_us = np.polyfit(t1, rows["time_us"].to_numpy(float), 1)
+    return 1 / slope, float(cost_us)

@@ -404,27 +404,52 @@ def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
 
 
 # =========================================================================== exercise 5 ★
-def profile_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> Tuple[Any, float]:
-    """(the per-layer profile of ``model`` run with ``core_mask`` as a DataFrame, the median
-    run time in ms from RKNN_QUERY_PERF_RUN), measured on ``rt``."""
-    from .. import profile
+def _context(rt: Any, model: str, core_mask: int, flags: int = 0) -> Tuple[int, Any]:
+    """A context of ``model`` with ``core_mask`` set, and an input frame for it."""
     from ..experiment.variants import frame_input, query_io
     from ..rknn import buffers
-    soc = _soc_of(rt)
-    ctx = rt.init(_model_file(model, soc), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    ctx = rt.init(_model_file(model, _soc_of(rt)), flags)
     try:
         if core_mask != abi.RKNN_NPU_CORE_0 or n_cores(rt) > 1:
             rt.set_core_mask(ctx, core_mask)   # a single-core NPU refuses the call (API reference)
         ins, _ = query_io(rt, ctx)
         frame = np.random.default_rng(5).integers(0, 256, size=buffers.attr_dims(ins[0]), dtype=np.uint8)
+        return ctx, frame_input(frame)
+    except BaseException:
+        rt.destroy(ctx)
+        raise
+
+
+def run_ms_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> float:
+    """The median run time (ms, RKNN_QUERY_PERF_RUN) of ``model`` with ``core_mask`` on ``rt``,
+    in a context made without RKNN_FLAG_COLLECT_PERF_MASK: Rockchip warns that profiled runs
+    may be slower."""
+    ctx, inputs = _context(rt, model, core_mask)
+    try:
         times = []
         for _ in range(runs):
-            rt.inputs_set(ctx, frame_input(frame))
+            rt.inputs_set(ctx, inputs)
             rt.run(ctx)
             times.append(rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration / 1e3)
-        return profile.parse_perf_detail(profile.perf_detail(rt, ctx)), float(np.median(times))
+        return float(np.median(times))
     finally:
         rt.destroy(ctx)
+
+
+def profile_of(rt: Any, model: str, core_mask: int, runs: int = 3) -> Tuple[Any, float]:
+    """(the per-layer profile of ``model`` run with ``core_mask`` as a DataFrame, the median
+    run time in ms), measured on ``rt``.  The profile comes from one run of a context made
+    with RKNN_FLAG_COLLECT_PERF_MASK; the run time from another context, made without it
+    (:func:`run_ms_of`)."""
+    from .. import profile
+    ctx, inputs = _context(rt, model, core_mask, abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.inputs_set(ctx, inputs)
+        rt.run(ctx)
+        table = profile.parse_perf_detail(profile.perf_detail(rt, ctx))
+    finally:
+        rt.destroy(ctx)
+    return table, run_ms_of(rt, model, core_mask, runs)
 
 
 _MASKS = {2: abi.RKNN_NPU_CORE_0_1, 3: abi.RKNN_NPU_CORE_0_1_2}
@@ -449,19 +474,62 @@ def practice_profile(rt: Any, cores: int = 1) -> Tuple[Any, float]:
     return profile_of(rt, practice_model(rt), _MASKS.get(cores, abi.RKNN_NPU_CORE_0))
 
 
+def _made_up_cases(rt: Any, soc: str, cores: Sequence[int], rng: np.random.Generator
+                   ) -> List[Tuple[str, Any, float, Dict[int, float]]]:
+    """[(name, single-core profile, run ms, {n: speedup})] of made-up models no file holds: their
+    profile is the simulator's single-core timing of their layers, in the runtime's text; their
+    speedup is the law of A17/A44/A45 computed from that profile, with the simulator's constants
+    on the simulator and, on a board, with the gain and the cost per split the check fits on the
+    practice model's profiles measured on the board (ops split as the board's profile splits
+    them; ops it does not hold, as A17 says)."""
+    from .. import profile
+    from ..sim import npu, perf
+    if getattr(rt, "backend", "") == "sim":
+        law = {n: (npu.split_speedup(n), npu.CORE_SWITCH_S * 1e6) for n in cores}
+        split: Callable[[str], bool] = npu.is_split
+    else:
+        one, _ = practice_profile(rt, 1)
+        law, seen_split, seen_whole = {}, set(), set()
+        for n in cores:
+            many, _ = practice_profile(rt, n)
+            law[n] = _cases.fit_split(one, many)
+            npu_rows = many[many["target"] == "NPU"]
+            seen_split |= set(npu_rows.loc[npu_rows["cores"] > 1, "op"])
+            seen_whole |= set(npu_rows.loc[npu_rows["cores"] <= 1, "op"])
+        split = lambda op: op in seen_split or (op not in seen_whole and npu.is_split(op))   # noqa: E731
+    out = []
+    for kind in rng.permutation(len(_cases._MADE_UP_MODEL_KINDS)):
+        layers = _cases.made_up_model(rng, int(kind), soc)
+        times = npu.layer_times_on(layers, soc, (0,))
+        table = profile.parse_perf_detail(perf.perf_detail_text(layers, times, soc))
+        run_ms = round(npu.run_seconds_of(times) * 1e6) / 1e3            # PERF_RUN gives whole us
+        truth = {n: _cases.split_law(table, run_ms, n, *law[n], split) for n in cores}
+        out.append((f"made-up model {len(out) + 1} ({len(layers)} layers)", table, run_ms, truth))
+    return out
+
+
 def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckResult:
-    """Exercise 5 ★: ``predict_speedup(profile, run_ms, n_cores) -> float``: how many times
+    """Exercise 5 ★: ``predict_speedup(table, run_ms, n_cores) -> float``: how many times
     faster a model runs on ``n_cores`` cores than on one, from its single-core per-layer
     profile (a DataFrame from rknnlab.profile.parse_perf_detail) and its single-core run
     time in ms.
 
-    The check times six models on the runtime at hand (RKNN_QUERY_PERF_RUN, the median of 3
-    runs) with one core and with every multi-core mask the SoC has, and compares each
-    prediction with the measured ratio: right within 3% on the simulator, 10% on a board.
-    The models differ in their op mix: which ops are split, how many layers, how long the
-    run is.  A failure shows each wrong prediction and whether it is too high or too low
-    (3% to 10%, or more), never the measured speedup: a table of those would pass without a
-    model of the cores."""
+    Two kinds of model, which differ in their op mix (which ops are split, how many layers,
+    how long the run is):
+
+    - six shipped models, timed on the runtime at hand with one core and with every
+      multi-core mask the SoC has (RKNN_QUERY_PERF_RUN, the median of 3 runs, in contexts
+      made without RKNN_FLAG_COLLECT_PERF_MASK; the profile you get comes from another
+      context, made with it);
+    - four made-up models, new at every call, that no file holds, so no run can measure them:
+      their profile is the simulator's single-core timing of their layers, and their speedup
+      is the law the simulator documents (A17, A44, A45) computed from that profile (on a
+      board, with the gain and cost per split the check fits on the practice model's board
+      profiles).
+
+    A prediction is right within 3% on the simulator, 10% on a board.  A failure shows each
+    wrong prediction and whether it is too high or too low (3% to 10%, or more), never the
+    speedup: a table of those would pass without a model of the cores."""
     def body() -> CheckResult:
         if not callable(predict_speedup):
             raise _not_done(f"expected your function, got {type(predict_speedup).__name__}.",
@@ -472,50 +540,58 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
         tol = SPEEDUP_TOLERANCE["sim" if getattr(rt, "backend", "") == "sim" else "native"]
         details: List[str] = []
         wrong: List[str] = []
-        right = 0
+        asked = [0]
+
+        def judge(name: str, table: Any, run_ms: float, n: int, truth: float) -> None:
+            what = f"predict_speedup(<{name} profile>, {run_ms:.3f}, {n})"
+            asked[0] += 1
+            try:
+                got = predict_speedup(table.copy(), run_ms, n)
+            except Exception as exc:
+                raise _student_error(exc, what, "use the profile's op, target and time_us columns and run_ms; "
+                                     "the model may hold ops the practice model does not.")
+            if got is None:
+                if asked[0] == 1:
+                    raise _not_done(f"{what} returned None.", "return a number: the predicted speedup.")
+                raise _Fail(f"{what} returned None.", "return a number: the predicted speedup.")
+            try:
+                value = float(got)
+            except (TypeError, ValueError):
+                raise _Fail(f"{what} returned {got!r}, not a number.", "return a float, e.g. 1.25.")
+            if np.isfinite(value) and abs(value - truth) <= tol * truth:
+                details.append(f"{name} on {n} cores: you predicted {value:.3f}x — right")
+                return
+            # the speedup is not shown: a table of them would pass without a model
+            off = "more than 10%" if not np.isfinite(value) or abs(value - truth) > 0.1 * truth \
+                else f"{tol:.0%} to 10%"
+            wrong.append(f"{name} on {n} cores: you predicted {value:.3f}x, {off} "
+                         + ("too high" if value > truth else "too low"))
+
         try:
             if not cores:
                 where = ("unset RKNNLAB_SIM_SOC: the simulator then plays an RK3588." if rt.backend == "sim"
                          else "run this exercise on an RK3588, or on the simulator: RKNNLAB_BACKEND=sim.")
                 raise _Fail(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.", where)
             from .. import models
-            for k, model in enumerate(m for m in SPEEDUP_MODELS if soc in models.model_socs(m)):
+            for model in (m for m in SPEEDUP_MODELS if soc in models.model_socs(m)):
                 table, run_ms = profile_of(rt, model, abi.RKNN_NPU_CORE_0)
                 for n in cores:
-                    _, run_n = profile_of(rt, model, _MASKS[n])
-                    measured = run_ms / run_n
-                    what = f"predict_speedup(<{model} profile>, {run_ms:.3f}, {n})"
-                    try:
-                        got = predict_speedup(table.copy(), run_ms, n)
-                    except Exception as exc:
-                        raise _student_error(exc, what, "use the profile's op and time_us columns and run_ms.")
-                    if got is None:
-                        if k == 0 and n == cores[0]:
-                            raise _not_done(f"{what} returned None.", "return a number: the predicted speedup.")
-                        raise _Fail(f"{what} returned None.", "return a number: the predicted speedup.")
-                    try:
-                        value = float(got)
-                    except (TypeError, ValueError):
-                        raise _Fail(f"{what} returned {got!r}, not a number.", "return a float, e.g. 1.25.")
-                    if np.isfinite(value) and abs(value - measured) <= tol * measured:
-                        right += 1
-                        details.append(f"{model} on {n} cores: you predicted {value:.3f}x — right")
-                        continue
-                    # the measured speedup is not shown: a table of them would pass without a model
-                    off = "more than 10%" if not np.isfinite(value) or abs(value - measured) > 0.1 * measured \
-                        else f"{tol:.0%} to 10%"
-                    side = "too high" if value > measured else "too low"
-                    wrong.append(f"{model} on {n} cores: you predicted {value:.3f}x, {off} {side}")
+                    judge(model, table, run_ms, n, run_ms / run_ms_of(rt, model, _MASKS[n]))
+            for name, table, run_ms, truth in _made_up_cases(rt, soc, cores, np.random.default_rng(_fresh_seed())):
+                for n in cores:
+                    judge(name, table, run_ms, n, truth[n])
         finally:
             rt.close()
         if wrong:
-            raise _Fail(f"{len(wrong)} of {len(wrong) + right} predictions are off by more than {tol:.0%} of the "
-                        "measured speedup:", "Only some ops are split over the cores; the others run on one core, "
+            raise _Fail(f"{len(wrong)} of {asked[0]} predictions are off by more than {tol:.0%} of the "
+                        "speedup:", "Only some ops are split over the cores; the others run on one core, "
                         "and the run's fixed overhead does not shrink. A split layer is not n times faster, and "
                         "each one pays for the hand-over between cores. Measure both on the practice model's "
-                        "profiles first.", wrong + details)
-        return CheckResult(EX_SPEEDUP, "passed", f"All {right} predictions within {tol:.0%} of the measured "
-                           "speedups: only the split ops gain, each at its own rate and cost.", details)
+                        "profiles first. Made-up models cannot be run: predict from the profile alone.",
+                        wrong + details)
+        return CheckResult(EX_SPEEDUP, "passed", f"All {asked[0]} predictions within {tol:.0%} of the "
+                           "speedups, measured and made-up: only the split ops gain, each at its own rate and "
+                           "cost.", details)
 
     return _LAB.run(EX_SPEEDUP, body)
 
