@@ -41,24 +41,52 @@ def _bar_heights(ax, gid: str):
     return [p.get_height() for c in ax.containers for p in c.patches if c.get_gid() == gid or p.get_gid() == gid]
 
 
-def test_frame_phases_stacks_the_medians_and_adds_the_published_bars():
-    df = pd.concat([_phase_table("yolov5s", "640x640", [10, 15, 12, 13, 0.5])], ignore_index=True)
+def _inside_axes(fig, ax, texts) -> bool:
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = ax.get_window_extent(r)
+    return all(box.x0 <= t.get_window_extent(r).x0 and t.get_window_extent(r).x1 <= box.x1
+               and box.y0 <= t.get_window_extent(r).y0 and t.get_window_extent(r).y1 <= box.y1 for t in texts)
+
+
+def test_frame_phases_stacks_the_medians_and_adds_both_published_splits():
+    df = pd.concat([_phase_table("yolov5s_relu", "640x640", [10, 15, 12, 13, 0.5])], ignore_index=True)
     df.attrs["source"] = "made up for a test"
     fig = plot.frame_phases(df, published=profile.published_phases())
     ax = fig.axes[0]
-    title = ax.get_title(loc="left")
-    assert "made up for a test" in title and "rknn_model_zoo#167" in title
+    title = " ".join(ax.get_title(loc="left").split())
+    assert "made up for a test" in title and "rknn_model_zoo#167" in title and "librga#69" in title
+    assert "published, not measured here" in title and "want_float not stated" in title
     assert "median of 7 frames" in title
     ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert ticks == ["yolov5s\n640x640\nwant_float=1", "yolov5s\n640x640\npublished"]
+    # the published split of the same network right beside it, the other two at the end
+    assert ticks == ["yolov5s_relu\n640x640\nwant_float=1", "yolov5s_relu\n640x640\npublished\nmodel_zoo#167",
+                     "mobilenet_v2\n224x224\npublished\nmodel_zoo#167", "model not named\npublished\nlibrga#69"]
     run = [p for p in ax.patches if p.get_gid() == "phase:run"]
-    assert [p.get_height() for p in run] == pytest.approx([15, 17.49])
+    assert [p.get_height() for p in run] == pytest.approx([15, 17.49, 2.65, 20.0])
     post = [p for p in ax.patches if p.get_gid() == "phase:postprocess"]
-    assert [p.get_height() for p in post] == pytest.approx([13, 0])        # nothing published for it
+    assert [p.get_height() for p in post] == pytest.approx([13, 0, 0, 0])  # nothing published for it
     assert post[0].get_y() == pytest.approx(10 + 15 + 12)                  # stacked on the phases before it
+    rga = [p.get_height() for p in ax.patches if p.get_gid() == "phase:letterbox (RGA)"]
+    assert rga == pytest.approx([0, 0, 0, 2.3])
+    inputs = [p for p in ax.patches if p.get_gid() == "phase:inputs_set"]
+    assert inputs[3].get_y() == pytest.approx(1.2 + 2.3)                   # on top of the RGA steps
     assert "ms" in ax.get_ylabel()
-    labels = {t.get_text() for t in ax.texts}
-    assert "50.5 ms" in labels and f"{14.85 + 17.49 + 1.23:.1f} ms" in labels
+    totals = {t.get_text(): t for t in ax.texts if t.get_gid() == "total"}
+    assert set(totals) == {"50.5 ms", f"{14.85 + 17.49 + 1.23:.1f} ms", "4.5 ms", "25.6 ms"}
+    # the measured total's label sits above its whisker (q3 = total + 2), not across it
+    assert totals["50.5 ms"].xy[1] == pytest.approx(52.5)
+    assert ax.get_ylim()[1] > 52.5
+
+
+def test_frame_phases_whisker_stays_inside_the_axes():
+    df = _phase_table("yolov5s", "640x640", [10, 15, 12, 13, 0.5])
+    rows = df["phase"] == "total"
+    df.loc[rows, "q3_ms"] = 90.0                      # one very slow frame quartile
+    fig = plot.frame_phases(df)
+    ax = fig.axes[0]
+    assert ax.get_ylim()[1] > 90
+    assert _inside_axes(fig, ax, [t for t in ax.texts if t.get_gid() == "total"])
 
 
 def test_frame_phases_of_a_real_simulated_run():
@@ -98,16 +126,33 @@ def test_layer_profile_of_a_compiler_report_table():
 
 
 def test_traffic_draws_bytes_against_pixels():
-    t = profile.traffic(["yolov5s_320", "yolov5s", "mobilenet_v2"])
+    t = profile.traffic(["yolov5s_320", "yolov5s_480", "yolov5s", "mobilenet_v2_160", "mobilenet_v2",
+                         "mobilenet_v2_320"])
     fig = plot.traffic(t)
     ax = fig.axes[0]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     yolo = lines["yolov5s: read (RW)"]
-    np.testing.assert_allclose(yolo.get_xdata(), [102.4, 409.6])
-    np.testing.assert_allclose(yolo.get_ydata(), t.loc[["yolov5s_320", "yolov5s"], "read_bytes"] / 2 ** 20)
-    assert "mobilenet_v2: of the reads, weights" in lines
+    np.testing.assert_allclose(yolo.get_xdata(), [102.4, 230.4, 409.6])
+    np.testing.assert_allclose(yolo.get_ydata(), t.loc[["yolov5s_320", "yolov5s_480", "yolov5s"], "read_bytes"] / 2 ** 20)
+    written = lines["yolov5s: written (estimated)"]                     # an estimate, and says so
+    np.testing.assert_allclose(written.get_ydata(), t.loc[["yolov5s_320", "yolov5s_480", "yolov5s"],
+                                                          "activation_write_bytes"] / 2 ** 20)
+    assert not [k for k in lines if "(activations)" in k]
+    np.testing.assert_allclose(lines["mobilenet_v2: of the reads, weights and biases"].get_ydata(),
+                               t.loc[["mobilenet_v2_160", "mobilenet_v2", "mobilenet_v2_320"],
+                                     "weights_and_bias_bytes"] / 2 ** 20)
     assert "compiler report" in ax.get_title(loc="left")
     assert ax.get_ylabel() == "MiB per frame" and "pixels" in ax.get_xlabel()
+    # every size label inside the axes (the 640x640 one was cut at the right edge), none on another
+    sizes = [a for a in ax.texts if a.get_gid() == "size"]
+    assert sorted(a.get_text() for a in sizes) == sorted(t["input"])
+    assert _inside_axes(fig, ax, sizes)
+    r = fig.canvas.get_renderer()
+    boxes = [a.get_window_extent(r) for a in sizes]
+    assert not any(boxes[i].overlaps(boxes[j]) for i in range(len(boxes)) for j in range(i + 1, len(boxes)))
+    # the legend is under the axes, not over the lines
+    legend = ax.get_legend().get_window_extent(r)
+    assert legend.y1 <= ax.get_window_extent(r).y0
 
 
 def test_multicore_bars_are_the_speedups():

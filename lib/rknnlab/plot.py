@@ -806,44 +806,87 @@ def _source_of(df, fallback: str = "source not recorded") -> str:
     return str(getattr(df, "attrs", {}).get("source") or fallback)
 
 
+def _short_source(source: str) -> str:
+    """"model_zoo#167" from "RK3588 board, rknn_model_zoo#167 (...)": the issue a
+    published figure comes from, as short as a tick label needs it."""
+    import re
+    found = re.search(r"([\w.-]+)#(\d+)", source)
+    return f"{found.group(1).replace('rknn_', '')}#{found.group(2)}" if found else "published"
+
+
+def _bar_label(model: str, size: str, extra: List[str]) -> str:
+    lines = ["model not named" if model == "not named" else str(model)]
+    if size != "not named":
+        lines.append(str(size))
+    return "\n".join(lines + extra)
+
+
+def _phase_bars(df, published) -> List[Tuple[str, Any, bool]]:
+    """(tick label, rows, published?) per bar: each measured model and size, the published
+    split of the same model and size right after it, the other published splits at the end."""
+    bars: List[Tuple[str, Any, bool]] = []
+    pub_splits: List[Tuple[Tuple[str, str], Any]] = []
+    if published is not None:
+        keys = ["source", "model", "input"] if "source" in published else ["model", "input"]
+        for _, rows in published.groupby(keys, sort=False):
+            pub_splits.append(((rows["model"].iloc[0], rows["input"].iloc[0]), rows))
+    used = set()
+    for model, size, wf in dict.fromkeys(zip(df["model"], df["input"], df["want_float"])):
+        rows = df[(df["model"] == model) & (df["input"] == size) & (df["want_float"] == wf)]
+        bars.append((_bar_label(model, size, [] if wf is None else [f"want_float={int(wf)}"]), rows, False))
+        for k, (key, pub) in enumerate(pub_splits):
+            if key == (model, size) and k not in used:
+                used.add(k)
+                bars.append((_pub_label(pub), pub, True))
+    bars += [(_pub_label(pub), pub, True) for k, (_, pub) in enumerate(pub_splits) if k not in used]
+    return bars
+
+
+def _pub_label(pub) -> str:
+    source = str(pub["source"].iloc[0]) if "source" in pub else ""
+    return _bar_label(pub["model"].iloc[0], pub["input"].iloc[0], ["published", _short_source(source)])
+
+
 def frame_phases(df, published=None, ax=None):
     """Stacked bars: the median time of each phase of a frame (inputs_set, run,
     outputs_get, postprocess, outputs_release), one bar per model and input size, from
     rknnlab.profile.phases; the whisker on top spans the frames' total q1..q3.
 
-    ``published``: a table of the same layout (rknnlab.profile.published_phases())
-    drawn as hatched grey-edged bars beside the measured ones, labelled with its own
-    source, so a board's published split and this machine's measurement never mix."""
-    fig, ax = _new(ax, figsize=(9.0, 4.6))
-    groups = list(dict.fromkeys(zip(df["model"], df["input"], df["want_float"])))
-    bars: List[Tuple[str, Any, bool]] = []   # (tick label, rows of that bar, published?)
-    for model, size, wf in groups:
-        rows = df[(df["model"] == model) & (df["input"] == size) & (df["want_float"] == wf)]
-        bars.append((f"{model}\n{size}" + ("" if wf is None else f"\nwant_float={int(wf)}"), rows, False))
-        if published is not None:
-            pub = published[(published["model"] == model) & (published["input"] == size)]
-            if len(pub):
-                bars.append((f"{model}\n{size}\npublished", pub, True))
+    ``published``: a table of the same layout (rknnlab.profile.published_phases()),
+    drawn with a dashed outline: a split of a model measured here right beside it, the
+    others at the end, each labelled "published" with the issue it comes from, and
+    the title says "published, not measured here" with the table's source.  Steps a
+    published split timed before inputs_set (the RGA's, say) are stacked under it in
+    grey, so a board's published split and this machine's measurement never mix."""
+    import textwrap
+    fig, ax = _new(ax, figsize=(9.5, 5.0))
+    bars = _phase_bars(df, published)
+    extra = [] if published is None else [p for p in dict.fromkeys(published["phase"]) if p not in _FRAME_PHASES]
     x = np.arange(len(bars))
     bottom = np.zeros(len(bars))
-    for j, phase in enumerate(_FRAME_PHASES):
+    steps = [(p, f"0.{5 + 2 * k}", "..") for k, p in enumerate(extra)] + \
+        [(p, f"C{j}", _PHASE_HATCHES[j]) for j, p in enumerate(_FRAME_PHASES)]
+    for phase, colour, hatch in steps:
         h = np.array([float(r.loc[r["phase"] == phase, "median_ms"].sum()) for _, r, _ in bars])
-        ax.bar(x, h, bottom=bottom, color=f"C{j}", hatch=_PHASE_HATCHES[j], edgecolor="white",
-               linewidth=0.5, label=phase, gid=f"phase:{phase}")
+        ax.bar(x, h, bottom=bottom, color=colour, hatch=hatch, edgecolor="white",
+               linewidth=0.5, label=phase if phase in _FRAME_PHASES else f"{phase} (published only)",
+               gid=f"phase:{phase}")
         bottom += h
+    tops = bottom.copy()
     for xi, (_, rows, is_pub) in zip(x, bars):
         total = rows[rows["phase"] == "total"]
         if len(total) and not is_pub:
             t = total.iloc[0]
             ax.errorbar([xi], [t["median_ms"]], yerr=[[t["median_ms"] - t["q1_ms"]], [t["q3_ms"] - t["median_ms"]]],
                         color="0.2", capsize=3, linewidth=1)
+            tops[xi] = max(tops[xi], float(t["q3_ms"]))
         if is_pub:  # outline the published bar so it reads as another source
             ax.bar([xi], [bottom[xi]], fill=False, edgecolor="0.3", linestyle="--", linewidth=1.0)
-    for xi, total in zip(x, bottom):
-        ax.annotate(f"{total:.1f} ms", (xi, total), textcoords="offset points", xytext=(0, 4), ha="center",
-                    fontsize=8)
-    if len(bottom) and bottom.max() > 0:
-        ax.set_ylim(0, bottom.max() * 1.15)
+    for xi, total, top in zip(x, bottom, tops):  # above the whisker, not across it
+        ax.annotate(f"{total:.1f} ms", (xi, top), textcoords="offset points", xytext=(0, 4), ha="center",
+                    fontsize=8, gid="total")
+    if len(tops) and tops.max() > 0:
+        ax.set_ylim(0, tops.max() * 1.15)
     ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
     ax.set_ylabel("median time per frame (ms)")
     ax.grid(True, axis="y", alpha=0.3)
@@ -851,7 +894,10 @@ def frame_phases(df, published=None, ax=None):
     n = int(df["frames"].max()) if "frames" in df and len(df) else 0
     source = _source_of(df)
     if published is not None:
-        source += f"\ndashed outline: {_source_of(published, 'published figures')} (published)"
+        note = _source_of(published, "published figures")
+        if "not measured here" not in note:
+            note = f"published, not measured here: {note}"
+        source += "\n" + textwrap.fill(f"dashed outline: {note}; no post-process timed", 110)
     _title(ax, f"Where a frame's time goes, by phase (median of {n} frames; whisker: total q1-q3)", source)
     return fig
 
@@ -932,13 +978,22 @@ def _family(model: str) -> str:
     return re.sub(r"_\d+$", "", str(model))
 
 
+#: where each family's size labels sit from their points (points, alignment): the first family
+#: below and right, the second above and left, so labels of two families at one size do not meet
+_LABEL_PLACES = (((5, -5), "left", "top"), ((-5, 5), "right", "bottom"), ((-5, -5), "right", "top"))
+
+
 def traffic(df, ax=None):
     """Bytes one frame moves through DDR against the input's pixels, one line per
     model family (yolov5s, yolov5s_320, yolov5s_480 are one family), from
-    rknnlab.profile.traffic: all bytes read (solid), of which weights (dotted, the
-    same at every size), and the bytes written (dashed)."""
-    fig, ax = _new(ax, figsize=(8.5, 4.6))
+    rknnlab.profile.traffic: all bytes read (solid: the RW column), of which weights
+    and biases (dotted, the same at every size), and the bytes written (dashed: an
+    estimate, RW holds no writes).  The legend sits under the axes and every size label
+    inside them."""
+    fig, ax = _new(ax, figsize=(8.5, 5.2))
     table = df.reset_index() if "model" not in df.columns else df
+    weights = "weights_and_bias_bytes" if "weights_and_bias_bytes" in table else "weights_bytes"
+    top, right = 0.0, 0.0
     for i, (family, rows) in enumerate(table.groupby(table["model"].map(_family), sort=False)):
         rows = rows.sort_values("pixels")
         px = rows["pixels"].to_numpy(float) / 1e3
@@ -946,17 +1001,22 @@ def traffic(df, ax=None):
         ax.plot(px, rows["read_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
                 label=f"{family}: read (RW)")
         ax.plot(px, rows["activation_write_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
-                linestyle="--", label=f"{family}: written (activations)")
-        ax.plot(px, rows["weights_bytes"] / 2**20, color=colour, linestyle=":", label=f"{family}: of the reads, weights")
+                linestyle="--", label=f"{family}: written (estimated)")
+        ax.plot(px, rows[weights] / 2**20, color=colour, linestyle=":",
+                label=f"{family}: of the reads, weights and biases")
+        offset, ha, va = _LABEL_PLACES[i % len(_LABEL_PLACES)]
         for x, y, size in zip(px, rows["read_bytes"] / 2**20, rows["input"]):
-            ax.annotate(size, (x, y), textcoords="offset points", xytext=(4, 4 - 11 * i), fontsize=7,
-                        color=colour)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+            ax.annotate(size, (x, y), textcoords="offset points", xytext=offset, ha=ha, va=va, fontsize=8,
+                        color=colour, gid="size")
+        top = max(top, float(rows["read_bytes"].max()) / 2**20)
+        right = max(right, float(px.max()))
+    if right:  # room for the labels left of the smallest size and right of the largest
+        ax.set_xlim(-0.05 * right, right * 1.08)
+    ax.set_ylim(0, top * 1.12 if top else None)
     ax.set_xlabel("input pixels (thousands; width x height)")
     ax.set_ylabel("MiB per frame")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     _title(ax, "Bytes per frame vs input size", _source_of(df))
     return fig
 
