@@ -106,6 +106,10 @@ def test_layer_profile_of_the_board_fixture():
     names = [tick.get_text() for tick in left.get_yticklabels()]
     assert names == ["3 ConvExSwish", "2 ConvRelu", "7 Concat"]                # the three slowest NPU layers
     assert sorted(p.get_width() for p in left.patches[:3]) == [61, 121, 233]
+    t3 = t.set_index("id")
+    for patch, tick in zip(left.patches[:3], names):        # the bound as a hatch as well as a colour
+        ddr, npu = t3.loc[int(tick.split()[0]), ["cycles_ddr", "cycles_npu"]]
+        assert patch.get_hatch() == (".." if ddr == npu == 0 else "//" if ddr > npu else "")
     assert left.get_xlabel() == "time (us)"
     assert right.get_xscale() == "log" and right.get_yscale() == "log"
     assert right.get_xlabel().startswith("NPU cycles") and right.get_ylabel().startswith("DDR cycles")

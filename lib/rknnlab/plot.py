@@ -903,6 +903,8 @@ def frame_phases(df, published=None, ax=None):
 
 
 _BOUND_COLOURS = {"DDR": "C3", "compute": "C0", "no cycles": "C7"}
+#: the same verdict as a hatch, for print and for readers who do not tell the colours apart
+_BOUND_HATCHES = {"DDR": "//", "compute": "", "no cycles": ".."}
 
 
 def _bounds(df) -> List[str]:
@@ -934,14 +936,17 @@ def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
     slow = npu.sort_values(time_col, ascending=False).head(top)
     id_col = "id" if "time_us" in npu else "runtime_id"
     labels = [f"{i} {op}" for i, op in zip(slow[id_col], slow["op"])]
-    left.barh(labels, slow[time_col], color=[_BOUND_COLOURS[b] for b in slow["bound"]], edgecolor="white")
+    bars = left.barh(labels, slow[time_col], color=[_BOUND_COLOURS[b] for b in slow["bound"]], edgecolor="white")
+    for bar, bound in zip(bars, slow["bound"]):
+        bar.set_hatch(_BOUND_HATCHES[bound])
     left.invert_yaxis()
     left.set_xlabel(time_label)
     total = npu[time_col].sum()
     left.set_title(f"The {len(slow)} slowest layers ({slow[time_col].sum() / total:.0%} of the NPU layers' time)"
                    if total > 0 else f"The {len(slow)} slowest layers", fontsize=9, loc="left")
     from matplotlib.patches import Patch
-    left.legend(handles=[Patch(color=c, label=b) for b, c in _BOUND_COLOURS.items()], fontsize=8,
+    left.legend(handles=[Patch(facecolor=c, hatch=_BOUND_HATCHES[b], edgecolor="white", label=b)
+                         for b, c in _BOUND_COLOURS.items()], fontsize=8,
                 loc="lower right", title="bound (cycles)", title_fontsize=8)
     left.grid(True, axis="x", alpha=0.3)
     drawn = npu[(npu["cycles_ddr"] > 0) & (npu["cycles_npu"] > 0)]
