@@ -26,7 +26,7 @@ import rknnlab  # noqa: E402
 from rknnlab import profile  # noqa: E402
 from rknnlab.checks import _lab03_cases as cases  # noqa: E402
 from rknnlab.checks import lab03 as checks  # noqa: E402
-from rknnlab.rknn import abi  # noqa: E402
+from rknnlab.rknn import abi, buffers  # noqa: E402
 from rknnlab.sim import SimRuntime  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +147,15 @@ def test_ex1_a_machine_too_busy_to_tell_is_not_judged(monkeypatch: pytest.Monkey
     monkeypatch.setattr(cases, "measure_phases", lambda steps, frames, skip: {n: 1e-3 for n, _ in steps})
     text = _failed(checks.check_bottleneck(bottleneck_always_run), "had a clear slowest phase", "again")
     assert "not judged" in text
+
+
+def test_ex1_hints_name_the_mistake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One frame names the phase with a slow first call: the hint speaks of the warm-up. A pass
+    says a median or leaving out the warm-up kept the slow call out (a median alone may)."""
+    _seeded(monkeypatch, 1)
+    _failed(checks.check_bottleneck(bottleneck_one_frame), "slow on its first call only", "warm-up")
+    result = checks.check_bottleneck(bottleneck_by_minimum)
+    assert result.passed and "after the warm-up" not in result.message and "median" in result.message, result
 
 
 def test_ex1_not_a_phase() -> None:
@@ -471,6 +480,45 @@ def test_ex3_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
         assert len([d for d in result.details if "— right" in d]) == 3
 
 
+def want_float_never_released(rt, ctx, repeats=7):
+    """Right measurement into buffers allocated once (is_prealloc = 1), but no
+    rknn_outputs_release at all: a note, not a failure (Rockchip's code disagrees)."""
+    attrs = _attrs(rt, ctx)
+    bufs = {wf: [np.empty(a.n_elems * 4 if wf else a.size, np.uint8) for a in attrs] for wf in (0, 1)}
+    cost = {0: [], 1: []}
+    for i in range(repeats + 1):
+        for wf in (0, 1):
+            outs = [abi.rknn_output(index=a.index, want_float=wf, is_prealloc=1, buf=b.ctypes.data, size=b.nbytes)
+                    for a, b in zip(attrs, bufs[wf])]
+            t0 = time.perf_counter()
+            rt.outputs_get(ctx, outs)
+            if wf == 0:
+                for o, a in zip(outs, attrs):
+                    (buffers.output_view(o, np.int8).astype(np.float32) - a.zp) * np.float32(a.scale)
+            if i:
+                cost[wf].append(time.perf_counter() - t0)
+    return min(cost, key=lambda wf: np.median(cost[wf]))
+
+
+def want_float_never_released_runtime_buffers(rt, ctx):
+    """is_prealloc = 0 and no release: whatever the choice, the note says so."""
+    outs = [abi.rknn_output(index=a.index, want_float=0) for a in _attrs(rt, ctx)]
+    rt.outputs_get(ctx, outs)
+    return 0
+
+
+def test_ex3_a_missing_release_gets_the_pairing_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    result = checks.check_want_float(want_float_never_released)
+    assert result.passed, result
+    note = [d for d in result.details if d.startswith("Note:")]
+    assert len(note) == 1 and "zipformer" in note[0] and "(A15)" in note[0] and "Not a failure" in note[0]
+    assert "is_prealloc = 0" not in note[0].split("This course")[0]
+    leaked = checks.check_want_float(want_float_never_released_runtime_buffers)
+    assert any(d.startswith("Note:") and "used is_prealloc = 0" in d for d in leaked.details), leaked
+    assert not any(d.startswith("Note:") for d in checks.check_want_float(want_float_reference).details)
+
+
 @pytest.mark.parametrize("rule", [want_float_always_int8, want_float_always_float, want_float_get_alone,
                                   want_float_by_bytes])
 def test_ex3_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -587,8 +635,15 @@ def test_ex4_wrong_rules_fail(rule, trap, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_ex4_bad_answers() -> None:
-    _failed(checks.check_ddr_bound(lambda t: "4, 9"), "not a collection")
+    _failed(checks.check_ddr_bound(lambda t: "4, 9"), "strings, not ints")
+    _failed(checks.check_ddr_bound(lambda t: [str(i) for i in ddr_bound_reference(t)]), "strings, not ints",
+            "int(...)")
     _failed(checks.check_ddr_bound(lambda t: [1.5]), "not a collection")
+
+
+def test_ex4_ids_shifted_by_one_are_named() -> None:
+    _failed(checks.check_ddr_bound(ddr_bound_compiler_ids), "shifted by -1", "numbers layers from 1")
+    _failed(checks.check_ddr_bound(lambda t: [i + 1 for i in ddr_bound_reference(t)]), "shifted by +1")
 
 
 def test_ex4_profiles_are_the_runtime_format_and_hold_every_trap() -> None:

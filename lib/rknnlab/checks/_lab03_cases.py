@@ -367,11 +367,19 @@ class CostlyGet:
         self.backend = getattr(rt, "backend", "")
         self.soc = getattr(rt, "soc", None)
         self._seconds = dict(seconds)
+        #: gets, gets with is_prealloc = 0, releases: counted, for the pairing note
+        self.gets = self.gets_runtime_buffers = self.releases = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rt, name)
 
+    def outputs_release(self, ctx: int, outputs: Sequence[abi.rknn_output]) -> int:
+        self.releases += 1
+        return self._rt.outputs_release(ctx, outputs)
+
     def outputs_get(self, ctx: int, outputs: Sequence[abi.rknn_output], extend: Any = None) -> int:
+        self.gets += 1
+        self.gets_runtime_buffers += any(not o.is_prealloc for o in outputs)
         start = time.perf_counter()
         ret = self._rt.outputs_get(ctx, outputs, extend)
         target = max(self._seconds.get(int(o.want_float), 0.0) for o in outputs) if outputs else 0.0
