@@ -466,6 +466,8 @@ def test_published_fps_has_the_zoo_yolov5s_rows_and_timing_check_uses_them():
     assert t.loc[("yolov5s_relu", "rk3588"), "modeled_as"] == "yolov5s_relu"
     assert t["calibration_point"].sum() == 2
     assert "model zoo README" in profile.timing_check().attrs["source"]
+    shown = profile.show(profile.timing_check({("yolov5s", "rk3568"): 19.3}), ["error"])
+    assert f"{row['error']:+.1%}" in shown.splitlines()[1]                # signed, in percent
     assert "figures as given" in profile.timing_check({("mobilenet_v2", "rk3588"): 450.7}).attrs["source"]
 
 

@@ -19,7 +19,9 @@ evaluation"): DDR cycles = DDR read/write clock cycles, NPU cycles =
 compute cycles, Total = the larger of the two, MacUsage = MAC utilisation,
 WorkLoad = each core's share of the layer, RW(KB) = data read/written.  The
 guide says "read/written"; in every shipped compiler report the numbers
-are the bytes the layer reads (inputs and weights; see rknnlab.profile.report).
+are the bytes the layer reads: padded activation inputs + weights + about
+8 B per output channel of a Conv; writes are not in it (see
+rknnlab.profile.report).
 
 Rockchip's eval_perf warns that these debug numbers may be worse than real
 performance: collecting them serialises the layers.  The simulator writes

@@ -31,7 +31,7 @@ def _cell(column: str, v: Any) -> str:
         return f"{v:.1%}"
     if column.endswith("_us") or "_us_" in column:
         return f"{v:,.1f} us"
-    if column.endswith("_ms") or "_ms_" in column:     # floor_ms_peak too
+    if column.endswith("_ms") or "_ms_" in column:
         return f"{v:,.2f} ms"
     if isinstance(v, float):
         return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
