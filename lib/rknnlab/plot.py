@@ -997,7 +997,6 @@ def traffic(df, ax=None):
     inside them."""
     fig, ax = _new(ax, figsize=(8.5, 5.2))
     table = df.reset_index() if "model" not in df.columns else df
-    weights = "weights_and_bias_bytes" if "weights_and_bias_bytes" in table else "weights_bytes"
     top, right = 0.0, 0.0
     for i, (family, rows) in enumerate(table.groupby(table["model"].map(_family), sort=False)):
         rows = rows.sort_values("pixels")
@@ -1007,7 +1006,7 @@ def traffic(df, ax=None):
                 label=f"{family}: read (RW)")
         ax.plot(px, rows["activation_write_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
                 linestyle="--", label=f"{family}: written (estimated)")
-        ax.plot(px, rows[weights] / 2**20, color=colour, linestyle=":",
+        ax.plot(px, rows["weights_and_bias_bytes"] / 2**20, color=colour, linestyle=":",
                 label=f"{family}: of the reads, weights and biases")
         offset, ha, va = _LABEL_PLACES[i % len(_LABEL_PLACES)]
         for x, y, size in zip(px, rows["read_bytes"] / 2**20, rows["input"]):
