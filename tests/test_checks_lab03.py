@@ -340,6 +340,14 @@ def test_ex2_made_up_layers_tell_every_reading_apart() -> None:
                    for c in drawn) >= 6
 
 
+def test_ex2_an_error_gets_a_generic_hint() -> None:
+    def raises(layer, native_attr):
+        return layer["no such key"]
+
+    text = _failed(checks.check_read_bytes(raises), "raised KeyError", "try it on the layers the notebook prints")
+    assert "input_shapes of a Conv" not in text
+
+
 def test_ex2_not_a_number() -> None:
     _failed(checks.check_read_bytes(lambda layer, attr: "a lot"), "not a number")
 

@@ -8,7 +8,8 @@
 - exercise 3: runtimes whose rknn_outputs_get costs more with one want_float than the other;
 - exercise 4: per-layer profile texts in the runtime's RKNN_QUERY_PERF_DETAIL format, drawn
   from the reports' layers with new cycles, and which of their layers are DDR-bound;
-- exercise 5: which ops the multi-core rule splits (read from rknnlab.sim when it says).
+- exercise 5: made-up models (layers drawn from the shipped reports, a new op mix and new
+  cycles) and the law of their speedup (A17, A44, A45), with the fit a board's truth uses.
 
 The steps and runtimes carry neutral names and no docstrings: help() and __name__ must not
 give the answer away.

@@ -237,8 +237,10 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
             try:   # copies: the student's function may change what it is given
                 got = predict_read_bytes(copy.deepcopy(case["layer"]), _copy_attr(attrs[case["soc"]]))
             except Exception as exc:
-                raise _student_error(exc, what, "your function raised on this layer: try it on the layers the "
-                                     "notebook prints, and on an Add with two inputs and a Concat with three.")
+                raise _student_error(exc, what, "read C2 from dims[4] of the native attr, then add up what the "
+                                     "layer reads, in bytes." if isinstance(exc, NotImplementedError) else
+                                     "your function raised on this layer: try it on the layers the notebook "
+                                     "prints, and on an Add with two inputs and a Concat with three.")
             if got is None:
                 if n == 0:
                     raise _not_done(f"{what} returned None.", "return a number of bytes.")
@@ -300,7 +302,8 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
     machine's own costs well above their jitter.  One of them makes want_float = 0's get
     cheaper than want_float = 1's, but not once the dequantize is added.  The right answer
     of each is known by construction; the check also measures both ways on it and shows
-    those numbers when the answer is wrong."""
+    those numbers when the answer is wrong.  It counts your gets and releases: a get without a
+    release is not a failure, it gets the course's pairing note (Rockchip's code disagrees)."""
     def body() -> CheckResult:
         if not callable(choose_want_float):
             raise _not_done(f"expected your function, got {type(choose_want_float).__name__}.",
