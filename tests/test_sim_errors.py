@@ -35,6 +35,28 @@ def digits(rt):
 
 
 # ---------------------------------------------------------------------------- rknn_init
+def test_init_refuses_a_model_compiled_for_another_soc():
+    runtime = SimRuntime("rk3568")
+    try:
+        with pytest.raises(errors.RknnTargetPlatformUnmatchError, match="compiled for rk3588.*rk3568.rknn"):
+            runtime.init(_path("digits_cnn", "rk3588"))
+    finally:
+        runtime.close()
+
+
+def test_an_rk3566_runs_the_models_compiled_for_rk3568():
+    runtime = SimRuntime("rk3566")
+    try:
+        ctx = runtime.init(_path("digits_cnn", "rk3568"))
+        runtime.inputs_set(ctx, [buffers.input_from_array(0, np.zeros((1, 8, 8, 1), np.uint8),
+                                                          abi.RKNN_TENSOR_NHWC)])
+        runtime.run(ctx)
+        with pytest.raises(errors.RknnTargetPlatformUnmatchError, match="rk3568.rknn"):
+            runtime.init(_path("digits_cnn", "rk3588"))
+    finally:
+        runtime.close()
+
+
 def test_init_refuses_what_is_not_an_rknn_model(rt, tmp_path):
     with pytest.raises(errors.RknnModelInvalidError, match="start with 'RKNN'"):
         rt.init(b"\x08\x01onnx-ish bytes")

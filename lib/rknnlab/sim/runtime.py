@@ -27,6 +27,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 
 import numpy as np
 
+from .. import models
 from ..rknn import abi, errors
 from ..rknn.runtime import MemPtr, ModelSource, Runtime
 from .context import Binding, Context, ModelBytes, Weights
@@ -251,10 +252,12 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
                              "the simulator only knows the course models in data/models; this file's "
                              f"sha256 is {exc.sha256}; on a board the native backend runs any model") from None
-            if sim_model.target != self.soc:
+            # an RK3566 runs the models compiled for rk3568 (same NPU)
+            model_soc = models.SOC_MODELS.get(self.soc, self.soc)
+            if sim_model.target != model_soc:
                 raise _error(abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH, fn,
                              f"{sim_model.name} was compiled for {sim_model.target}, this simulator is a "
-                             f"{self.soc}: load data/models/{sim_model.name}/{self.soc}.rknn, or "
+                             f"{self.soc}: load data/models/{sim_model.name}/{model_soc}.rknn, or "
                              f"SimRuntime(soc='{sim_model.target}')")
             context = Context(next(_handles), sim_model, flag)
             if not context.info_only:  # a model-info context allocates nothing
