@@ -208,11 +208,13 @@ def test_traffic_reads_grow_with_pixels_and_weights_do_not():
 
 def test_weights_and_bias_count_8_bytes_per_output_channel_of_a_conv():
     rep = models.load_report("mobilenet_v2", "rk3588")
-    convs = [layer["input_shapes"][1] for layer in rep.layers
+    convs = [layer for layer in rep.layers
              if layer["op"].startswith("Conv") and len(layer["input_shapes"]) >= 2
              and len(layer["input_shapes"][1]) == 4]
-    weights = sum(int(np.prod(w)) for w in convs)
-    per_channel = sum(8 * w[0] for w in convs)
+    weights = sum(int(np.prod(layer["input_shapes"][1])) for layer in convs)
+    # per OUTPUT channel: a depthwise conv's weights print as [1, C, kh, kw]
+    per_channel = sum(8 * layer["output_shapes"][0][1] for layer in convs)
+    assert any(layer["input_shapes"][1][0] == 1 for layer in convs)   # depthwise ones are in
     t = profile.traffic("mobilenet_v2")
     assert t.loc["mobilenet_v2", "weights_and_bias_bytes"] == weights + per_channel
     assert t.loc["mobilenet_v2", "activation_read_bytes"] == pytest.approx(

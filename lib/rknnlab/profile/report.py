@@ -161,9 +161,13 @@ def _io_bytes(report: models.CompilerReport) -> int:
 
 def _per_channel_bytes(layer: Dict[str, Any]) -> int:
     """The bytes a Conv-family layer's RW column holds beyond its weights: about 8 per
-    output channel (0 for every other layer)."""
-    w = _weights(layer)
-    return CONV_BYTES_PER_OUTPUT_CHANNEL * w[0] if w else 0
+    output channel (0 for every other layer). The channels come from the output shape: the
+    compiler prints a depthwise conv's weights as [1, C, kh, kw], so their first dimension
+    is not the output channels."""
+    if not _weights(layer):
+        return 0
+    outputs = layer.get("output_shapes") or []
+    return CONV_BYTES_PER_OUTPUT_CHANNEL * int(outputs[0][1]) if outputs and len(outputs[0]) > 1 else 0
 
 
 def _traffic_row(name: str, soc: str) -> Dict[str, Any]:

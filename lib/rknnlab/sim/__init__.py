@@ -362,7 +362,7 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "rknn_inputs_set and rknn_outputs_get are not in rknn_run and not in the profile.",
      "read the Time(us) of the InputOperator and OutputOperator rows of RKNN_QUERY_PERF_DETAIL "
      "for mobilenet_v2 and yolov5s. The 10 us may be far off: airockchip/rknn-toolkit2#179 "
-     "shows these rows with large CPU times on an RK3588 board (a commenter, not a "
+     "reports high CPU usage for these rows on an RK3588 board (a commenter, not a "
      "maintainer, says they move data between the CPU and the NPU)."),
     ("A47", "MacUsage = a layer's MACs on a core / (its time x MACs per cycle x NPU clock), with "
             "1024 MACs per cycle and core on rk3588 and rk3576, 512 on rk3568, rk3566 and rk3562: "
