@@ -248,7 +248,15 @@ def read_bytes_float32(layer, native_attr):
 
 
 def read_bytes_with_channel_extras(layer, native_attr):
-    """Also legitimate: the 8 bytes per output channel a Conv's column holds, counted too."""
+    """Also legitimate: the 8 bytes per output channel a Conv's column holds, counted too
+    (output channels from the output shape: a depthwise conv's weights are [1, C, kh, kw])."""
+    extra = 8 * layer["output_shape"][1] if layer["op"].startswith("Conv") else 0
+    return read_bytes_reference(layer, native_attr) + extra
+
+
+def read_bytes_with_extras_from_the_weights(layer, native_attr):
+    """Also within the tolerance: the 8 bytes per channel counted from the weights' dim 0 (a
+    depthwise conv then gets 8 B in all, not per channel: a small slip, not a wrong rule)."""
     extra = 8 * layer["input_shapes"][1][0] if layer["op"].startswith("Conv") else 0
     return read_bytes_reference(layer, native_attr) + extra
 
@@ -338,6 +346,48 @@ def test_ex2_made_up_layers_tell_every_reading_apart() -> None:
             assert len(telling) >= 6
         assert sum(not cases.within(read_bytes_padded_weights(c["layer"], _with_c2(c["c2"])), c["truth"])
                    for c in drawn) >= 6
+
+
+def test_ex2_a_depthwise_convs_extras_count_its_output_channels() -> None:
+    """The truth of a made-up depthwise conv holds 8 B per OUTPUT channel (its weights are
+    listed [1, C, 3, 3], so their dim 0 would give 8 B in all); answers with the per-channel
+    bytes counted either way, or left out, are within the tolerance."""
+    depthwise = 0
+    for seed in range(10):
+        for c in cases.made_up_layers(np.random.default_rng(seed), cases.shipped_c2()):
+            layer = c["layer"]
+            if layer["op"].startswith("Conv") and layer["input_shapes"][1][0] == 1:
+                depthwise += 1
+                assert c["truth"] - cases.rw_rule(layer, c["c2"]) == 8 * layer["output_shape"][1] > 8
+            for rule in (read_bytes_reference, read_bytes_with_channel_extras, read_bytes_with_extras_from_the_weights):
+                assert cases.within(rule(layer, _with_c2(c["c2"])), c["truth"])
+    assert depthwise >= 10
+
+
+def test_ex2_failures_name_the_layer_as_the_chapter_numbers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shipped layer is named by both numberings: compiler layer N is profile ID N+1 (the
+    made-up layers left out here, so the layers shown are shipped ones)."""
+    monkeypatch.setattr(cases, "made_up_layers", lambda rng, c2_by_soc: [])
+    text = _failed(checks.check_read_bytes(read_bytes_no_padding), "layers are off by more than 8%")
+    named = re.findall(r"compiler layer (\d+) \(profile ID (\d+)\)", text)
+    assert named and all(int(pid) == int(n) + 1 for n, pid in named), text
+    assert not re.search(r", layer \d", text), text
+
+
+def test_ex2_says_which_expected_bytes_are_inferred() -> None:
+    """The made-up layers' padded bytes at C2 = 8, and of an Add or Concat, are inferred from the
+    layout (no shipped report shows them): the lab and the docstrings say so."""
+    nbformat = pytest.importorskip("nbformat")
+    lab = nbformat.read(LAB, as_version=4)
+    ex2 = _flat(next(c.source for c in lab.cells if c.source.startswith("## Exercise 2")))
+    assert "which the first set confirms" not in ex2
+    assert "inferred from the NC1HWC2 layout" in ex2 and "No shipped report confirms them" in ex2
+    for doc in (cases.made_up_layers.__doc__, checks.check_read_bytes.__doc__):
+        assert "inferred" in _flat(doc) and "24 channels at C2 = 16" in _flat(doc)
+    # the reports indeed show padding in no other case: only Conv inputs of 24 channels at C2 = 16
+    padded = {(c["c2"], c["layer"]["op"][:4], c["layer"]["input_shapes"][0][1]) for c in cases.judged_layers()
+              if cases.rw_rule(c["layer"], c["c2"]) != cases.rw_rule(c["layer"], 1)}
+    assert padded == {(16, "Conv", 24)}, padded
 
 
 def test_ex2_an_error_gets_a_generic_hint() -> None:
@@ -520,11 +570,31 @@ def test_ex3_a_missing_release_gets_the_pairing_note(monkeypatch: pytest.MonkeyP
     result = checks.check_want_float(want_float_never_released)
     assert result.passed, result
     note = [d for d in result.details if d.startswith("Note:")]
-    assert len(note) == 1 and "zipformer" in note[0] and "(A15)" in note[0] and "Not a failure" in note[0]
-    assert "is_prealloc = 0" not in note[0].split("This course")[0]
+    assert len(note) == 1 and "(A15)" in note[0] and "Not a failure here" in note[0], note
+    # two sentences: the rule, then why it is no failure; no demos to weigh, nothing that reads
+    # as if the course and Rockchip both said opposite things
+    assert note[0].count(". ") == 1 and "pair every get with one release" in note[0], note[0]
+    assert "disagree" not in note[0] and "zipformer" not in note[0] and "is_prealloc = 0" not in note[0]
     leaked = checks.check_want_float(want_float_never_released_runtime_buffers)
-    assert any(d.startswith("Note:") and "used is_prealloc = 0" in d for d in leaked.details), leaked
+    leak_note = [d for d in leaked.details if d.startswith("Note:")]
+    assert len(leak_note) == 1 and "used is_prealloc = 0" in leak_note[0] and "(A15)" not in leak_note[0], leaked
     assert not any(d.startswith("Note:") for d in checks.check_want_float(want_float_reference).details)
+
+
+def test_ex3_the_pairing_facts_stay_in_a_folded_detail() -> None:
+    """The facts behind the note (the course's pairing sentence, word for word) are in a
+    dropdown of exercise 3, not in the note."""
+    nbformat = pytest.importorskip("nbformat")
+    lab = nbformat.read(LAB, as_version=4)
+    ex3 = next(c.source for c in lab.cells if c.source.startswith("## Exercise 3"))
+    detail = ex3.split("```{admonition} Detail: why a missing release is only a note")[1]
+    assert detail.split("\n")[1] == ":class: dropdown"
+    assert ("This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
+            "Rockchip's code disagrees. Its dynamic-shape demo says every get must be paired with one release "
+            "(after an is_prealloc = 0 get). Its model-zoo zipformer demo "
+            "(examples/zipformer/cpp/rknpu2/zipformer.cc) uses is_prealloc = 1 and never releases. With "
+            "is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented "
+            "fact.") in _flat(detail)
 
 
 @pytest.mark.parametrize("rule", [want_float_always_int8, want_float_always_float, want_float_get_alone,
@@ -895,6 +965,19 @@ def test_ex5_a_board_is_judged_within_10_percent(monkeypatch: pytest.MonkeyPatch
 
 def test_ex5_the_practice_model_is_not_judged() -> None:
     assert checks.PRACTICE_MODEL not in checks.SPEEDUP_MODELS
+
+
+def test_ex5_says_where_the_calibration_goes() -> None:
+    """The task names a place that exists: the stub's own cell, above the function (the
+    instructor edition's solution does the same)."""
+    nbformat = pytest.importorskip("nbformat")
+    lab = nbformat.read(LAB, as_version=4)
+    ex5 = _flat(next(c.source for c in lab.cells if c.source.startswith("## Exercise 5")))
+    assert "in a cell above it" not in ex5
+    assert "compute your constants in the same cell, above the function" in ex5
+    solution = next(c.source for c in lab.cells if "solution" in c.metadata.get("tags", [])
+                    and "def predict_speedup" in c.source)
+    assert solution.index("CALIBRATION =") < solution.index("def predict_speedup")
 
 
 # =========================================================================== the truth stays private

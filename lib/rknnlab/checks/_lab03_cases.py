@@ -4,7 +4,8 @@
   hand, each with one phase planted as the bottleneck and, in some, a phase whose first
   call is slow (a lazy set-up);
 - exercise 2: the compiler reports' layers the rule of RW(KB) is judged on, the rule, and
-  made-up layers (shapes no shipped model has) whose truth is that rule;
+  made-up layers (shapes no shipped model has) whose truth is that rule (partly inferred:
+  see made_up_layers);
 - exercise 3: runtimes whose rknn_outputs_get costs more with one want_float than the other;
 - exercise 4: per-layer profile texts in the runtime's RKNN_QUERY_PERF_DETAIL format, drawn
   from the reports' layers with new cycles, and which of their layers are DDR-bound;
@@ -265,6 +266,12 @@ _MADE_UP_CONVS = ("Conv", "ConvClip", "ConvRelu", "ConvExSwish")
 CONV_EXTRA_PER_CHANNEL = 8
 
 
+def out_channels(layer: Dict[str, Any]) -> int:
+    """A layer's output channels, from its output shape: a depthwise conv's weights are listed
+    as [1, C, kh, kw], so their dim 0 is not its output channels."""
+    return int(layer["output_shape"][1])
+
+
 def _pad(s: Sequence[int], c2: int) -> int:
     return s[0] * (-(-s[1] // c2) * c2) * s[2] * s[3]
 
@@ -301,8 +308,9 @@ def _made_up_layer(rng: np.random.Generator) -> Dict[str, Any]:
 
 def made_up_truth(layer: Dict[str, Any], c2: int) -> float:
     """The bytes a made-up layer reads: the course's rule, plus the 8 B per output channel a
-    Conv's column holds in the shipped reports (an answer with or without them is right)."""
-    extra = CONV_EXTRA_PER_CHANNEL * layer["input_shapes"][1][0] if is_conv(layer["op"]) else 0
+    Conv's column holds in the shipped reports (an answer with or without them is right).  The
+    output channels come from the output shape (a depthwise conv's weights are [1, C, 3, 3])."""
+    extra = CONV_EXTRA_PER_CHANNEL * out_channels(layer) if is_conv(layer["op"]) else 0
     return float(rw_rule(layer, c2) + extra)
 
 
@@ -310,8 +318,14 @@ def made_up_layers(rng: np.random.Generator, c2_by_soc: Dict[str, int], n: int =
                    telling: int = 6) -> List[Dict[str, Any]]:
     """``n`` or more layers with shapes and channel counts no shipped model has, half of them on a
     SoC whose C2 is 8 and half on SoCs whose C2 is 16, as judged_layers' cases (model "made-up").
-    Their truth is the rule (made_up_truth), which judged_layers checks on every shipped layer.
-    Drawn until at least ``telling`` of them tell each wrong reading (the other C2, no padding,
+    Their truth is the rule (made_up_truth), which judged_layers checks on every shipped layer;
+    part of it is inferred, not confirmed.  The shipped reports confirm the weights, inputs
+    whose channels are a multiple of C2, and padding only for Conv inputs of 24 channels at
+    C2 = 16 (about ten ConvClips).  No shipped Add or Concat has an input whose channels are not
+    a multiple of C2, nor does any C2 = 8 layer past the model's input: in every other padded
+    case, the padded bytes are inferred from the NC1HWC2 layout.  Those cases are what tells
+    C2 = 8, C2 = 16 and no padding apart, so they stay (a table read from the reports must not
+    pass).  Drawn until at least ``telling`` of them tell each wrong reading (the other C2, no padding,
     padded weights) from the rule by more than the tolerance."""
     by_c2: Dict[int, List[str]] = {}
     for soc, c2 in sorted(c2_by_soc.items()):

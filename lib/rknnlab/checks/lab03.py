@@ -194,7 +194,9 @@ def _layer_text(case: Dict[str, Any]) -> str:
     shapes = ",".join("(" + ",".join(map(str, s)) + ")" for s in layer["input_shapes"])
     if case["model"] == "made-up":
         return f"made-up layer {layer['id']} ({case['soc']}) {layer['op']} {shapes}"
-    return f"{case['model']} {case['soc']}, layer {layer['id']} {layer['op']} {shapes}"
+    # the profile's ID counts from 1, the compiler's layer from 0 (chapter 3 §2)
+    return (f"{case['model']} {case['soc']}, compiler layer {layer['id'] - 1} (profile ID {layer['id']}) "
+            f"{layer['op']} {shapes}")
 
 
 def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tensor_attr], int]) -> CheckResult:
@@ -210,10 +212,13 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
       itself misses by more than the tolerance (under 1%: the rule is validated there).
     - about fifty made-up layers, new at every call: Add, Concat and Conv layers with shapes
       and channel counts no shipped model has, half on a SoC whose C2 is 8 and half on SoCs
-      whose C2 is 16, several of them weight-heavy.  Their truth is that validated rule (plus
-      the 8 B per output channel a Conv's column holds in the reports), so a table read from
-      the reports cannot answer them, and C2 = 8, C2 = 16, no padding and padded weights each
-      give a different answer on several of them.
+      whose C2 is 16, several of them weight-heavy.  Their truth is that rule (plus the 8 B
+      per output channel a Conv's column holds in the reports, counted from the output
+      shape), so a table read from the reports cannot answer them, and C2 = 8, C2 = 16, no
+      padding and padded weights each give a different answer on several of them.  Part of
+      that truth is inferred, not confirmed: the reports show padding only for Conv inputs of
+      24 channels at C2 = 16.  The padded bytes of a made-up Add or Concat, and any padding at
+      C2 = 8, follow from the NC1HWC2 layout; no shipped report confirms them.
 
     An answer is right within 8% of the figure plus 2 KiB (the compiler rounds to whole KB and
     adds the 8 B per output channel).  A failure shows a few layers with your number and the
@@ -279,16 +284,14 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
 
 # =========================================================================== exercise 3
 def _pairing_note(unpaired: int, gets: int, runtime_buffers: int) -> str:
-    """The course's pairing rule and Rockchip's disagreement (a note, never a failure)."""
-    which = (f" {runtime_buffers} of your gets used is_prealloc = 0, the case the dynamic-shape demo speaks of."
-             if runtime_buffers else "")
-    return (f"Note: {unpaired} of your {gets} rknn_outputs_get calls had no rknn_outputs_release.{which} This "
-            "course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
-            "Rockchip's code disagrees. Its dynamic-shape demo says every get must be paired with one release "
-            "(after an is_prealloc = 0 get). Its model-zoo zipformer demo "
-            "(examples/zipformer/cpp/rknpu2/zipformer.cc) uses is_prealloc = 1 and never releases. With "
-            "is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented "
-            "fact. Not a failure here.")
+    """Two sentences: the course's pairing rule, and why a missing release is no failure here.
+    Rockchip's demos disagree with each other on it: the lab's folded detail under exercise 3
+    gives both (the course's pairing sentence)."""
+    why = ("with is_prealloc = 1 the release frees nothing of yours, a simulator assumption (A15)"
+           if not runtime_buffers else
+           f"but {runtime_buffers} of your gets used is_prealloc = 0, whose buffers only a release frees")
+    return (f"Note: {unpaired} of your {gets} rknn_outputs_get calls had no rknn_outputs_release; pair every get "
+            f"with one release (the course's pairing rule, chapter 4). Not a failure here: {why}.")
 
 
 def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResult:
@@ -303,7 +306,7 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
     cheaper than want_float = 1's, but not once the dequantize is added.  The right answer
     of each is known by construction; the check also measures both ways on it and shows
     those numbers when the answer is wrong.  It counts your gets and releases: a get without a
-    release is not a failure, it gets the course's pairing note (Rockchip's code disagrees)."""
+    release is not a failure, it gets a note with the course's pairing rule."""
     def body() -> CheckResult:
         if not callable(choose_want_float):
             raise _not_done(f"expected your function, got {type(choose_want_float).__name__}.",
