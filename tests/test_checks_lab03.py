@@ -967,6 +967,22 @@ def test_ex5_the_practice_model_is_not_judged() -> None:
     assert checks.PRACTICE_MODEL not in checks.SPEEDUP_MODELS
 
 
+def test_ex5_the_simulators_own_law_is_the_taught_rule() -> None:
+    """Calling rknnlab.sim.npu's law with its constants passes on the simulator: it is the rule
+    the exercise teaches, with the constants a calibration there finds, so not a wrong answer.
+    The lab says those constants hold on the simulator only (a board's check fits its own)."""
+    from rknnlab.sim import npu
+
+    def library_law(table, run_ms, n):
+        return cases.split_law(table, run_ms, n, npu.split_speedup(n), npu.CORE_SWITCH_S * 1e6, npu.is_split)
+
+    assert checks.check_speedup(library_law).passed
+    nbformat = pytest.importorskip("nbformat")
+    ex5 = _flat(next(c.source for c in nbformat.read(LAB, as_version=4).cells
+                     if c.source.startswith("## Exercise 5")))
+    assert "the simulator's own constants in `rknnlab.sim.npu` hold on the simulator only" in ex5
+
+
 def test_ex5_says_where_the_calibration_goes() -> None:
     """The task names a place that exists: the stub's own cell, above the function (the
     instructor edition's solution does the same)."""
