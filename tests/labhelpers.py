@@ -46,6 +46,15 @@ def assert_failed(result, *words: str) -> str:
     return text
 
 
+def assert_failed_with_hint(result, *words: str) -> str:
+    """:func:`assert_failed`, and the failure comes with a hint and names none of the course's
+    source texts; returns what it shows."""
+    text = assert_failed(result, *words)
+    assert result.hint, text
+    assert "seed 0" not in text.lower()
+    return text
+
+
 def read_saved_lab(lab: Path, headings: Iterable[str]) -> Tuple[Any, str]:
     """The lab as committed: valid nbformat 4, saved without outputs, at least five check cells, and
     every one of ``headings`` in its markdown.  Returns the notebook and its markdown text."""

@@ -387,22 +387,9 @@ def test_the_chapter_runs_on_a_one_core_soc_and_says_what_it_finds() -> None:
 # --------------------------------------------------------------------------- the run
 @pytest.fixture(scope="module")
 def run() -> Dict[int, str]:
-    """The chapter executed on the simulator (once per session: notebook_runs): cell index
-    -> its printed text."""
-    from notebook_runs import executed
-    nb = executed(NOTEBOOK).nb
-    out = {}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        text = []
-        for o in cell.get("outputs", []):
-            if o.get("output_type") == "stream":
-                text.append(o["text"])
-            elif o.get("output_type") == "execute_result":
-                text.append(o["data"].get("text/plain", ""))
-        out[index] = "".join(text)
-    return out
+    """The chapter executed on the simulator (once per session): cell index -> its printed text."""
+    from notebook_runs import printed
+    return printed(NOTEBOOK)
 
 
 def test_every_output_is_short_and_no_stray_value(run) -> None:

@@ -41,11 +41,7 @@ pytestmark = pytest.mark.usefixtures("simulator")
 _stub = lh.stub
 
 
-def _failed(result, *words: str) -> str:
-    text = lh.assert_failed(result, *words)
-    assert result.hint, text
-    assert "seed 0" not in text.lower()
-    return text
+_failed = lh.assert_failed_with_hint
 
 
 @pytest.mark.parametrize("check", [checks.check_dup_prediction, checks.check_teardown,
