@@ -437,7 +437,128 @@ def test_ex2_on_a_rk3568_the_runtime_gives_c2(monkeypatch: pytest.MonkeyPatch) -
     _failed(checks.check_read_bytes(read_bytes_assumes_16), "rk3568")
 
 
-# =========================================================================== exercise 3 (want_float)
+# =========================================================================== exercise 3 (DDR-bound layers)
+def ddr_bound_reference(text):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["ID"]) + 2
+    ids = []
+    for line in lines[start:]:
+        if line.startswith("-"):
+            break
+        cells = line.split()
+        ddr, npu, _ = map(int, cells[6].split("/"))
+        if ddr > npu:
+            ids.append(int(cells[0]))
+    return ids
+
+
+def ddr_bound_by_the_library(text):
+    """Legitimately different: rknnlab.profile's parser and a pandas mask, a numpy array out."""
+    table = profile.parse_perf_detail(text)
+    return table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"].to_numpy()
+
+
+def _rows(text):
+    return list(cases.parse_rows(text))
+
+
+def ddr_bound_ties_too(text):
+    """'At least as many DDR cycles': ties and 0/0 layers counted."""
+    return [r["id"] for r in _rows(text) if r["ddr"] >= r["npu"]]
+
+
+def ddr_bound_columns_swapped(text):
+    """Reads Cycles as NPU/DDR/Total."""
+    return [r["id"] for r in _rows(text) if r["npu"] > r["ddr"]]
+
+
+def ddr_bound_compiler_ids(text):
+    """The compiler's numbering (from 0) instead of the profile's."""
+    return [i - 1 for i in ddr_bound_reference(text)]
+
+
+def ddr_bound_slowest(text):
+    """The slowest third of the layers."""
+    rows = sorted(_rows(text), key=lambda r: -r["time_us"])
+    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
+
+
+def ddr_bound_largest_rw(text):
+    """The layers that read the most."""
+    rows = sorted(_rows(text), key=lambda r: -r["rw_kb"])
+    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
+
+
+def ddr_bound_needs_npu_cycles(text):
+    """A ratio DDR/NPU > 1, skipping NPU = 0 to avoid dividing by zero."""
+    return [r["id"] for r in _rows(text) if r["npu"] and r["ddr"] / r["npu"] > 1]
+
+
+@pytest.mark.parametrize("rule", [ddr_bound_reference, ddr_bound_by_the_library])
+def test_ex3_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in range(10):
+        _seeded(monkeypatch, seed)
+        result = checks.check_ddr_bound(rule)
+        assert result.passed, (seed, result)
+
+
+@pytest.mark.parametrize("rule, trap", [
+    (ddr_bound_ties_too, "DDR and NPU cycles are equal"),
+    (ddr_bound_columns_swapped, "more NPU cycles than DDR cycles"),
+    (ddr_bound_compiler_ids, "not its DDR-bound layers"),
+    (ddr_bound_slowest, "more NPU cycles than DDR cycles"),
+    (ddr_bound_largest_rw, "not its DDR-bound layers"),
+    (ddr_bound_needs_npu_cycles, "DDR cycles and 0 NPU cycles"),
+])
+def test_ex3_wrong_rules_fail(rule, trap, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in range(5):
+        _seeded(monkeypatch, seed)
+        text = _failed(checks.check_ddr_bound(rule), trap)
+        assert not re.search(r"\bid\b.*\d", text.split("Hint:")[0].lower()), text   # no IDs named
+
+
+def test_ex3_bad_answers() -> None:
+    _failed(checks.check_ddr_bound(lambda t: "4, 9"), "strings, not ints")
+    _failed(checks.check_ddr_bound(lambda t: [str(i) for i in ddr_bound_reference(t)]), "strings, not ints",
+            "int(...)")
+    _failed(checks.check_ddr_bound(lambda t: [1.5]), "not a collection")
+
+
+def test_ex3_ids_shifted_by_one_are_named() -> None:
+    _failed(checks.check_ddr_bound(ddr_bound_compiler_ids), "shifted by -1", "numbers layers from 1")
+    _failed(checks.check_ddr_bound(lambda t: [i + 1 for i in ddr_bound_reference(t)]), "shifted by +1")
+
+
+def test_ex3_profiles_are_the_runtime_format_and_hold_every_trap() -> None:
+    """The check's texts parse with rknnlab.profile (as a board's and the simulator's do), and
+    each check's six hold ties, 0/0 layers and DDR-only layers."""
+    for seed in range(5):
+        drawn = cases.profile_cases(seed)
+        assert len(drawn) == 6
+        kinds = set()
+        for text, truth in drawn:
+            table = profile.parse_perf_detail(text)
+            assert set(table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"]) == truth["ddr"]
+            assert table["id"].iloc[0] == 1 and table["op"].iloc[0] == "InputOperator"
+            kinds |= {k for k in ("tie", "zero", "ddr_only") if truth[k]}
+        assert kinds == {"tie", "zero", "ddr_only"}
+
+
+def test_ex3_the_simulators_own_text_is_judged_the_same() -> None:
+    """Both right rules read a text the simulated runtime prints, and agree."""
+    rt = rknnlab.open_runtime()
+    ctx = rt.init(str(rknnlab.models.model_path("yolov5s", "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
+    try:
+        rt.inputs_set(ctx, _frame(rt, ctx))
+        rt.run(ctx)
+        text = profile.perf_detail(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+    ids = sorted(ddr_bound_reference(text))
+    assert ids and ids == sorted(int(i) for i in ddr_bound_by_the_library(text))
+
+
+# =========================================================================== exercise 4 (want_float)
 def _attrs(rt, ctx):
     n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
     return [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=k)) for k in range(n)]
@@ -526,7 +647,7 @@ def want_float_by_bytes(rt, ctx):
 
 
 @pytest.mark.parametrize("rule", [want_float_reference, want_float_preallocated])
-def test_ex3_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ex4_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in (1, 2):
         _seeded(monkeypatch, seed)
         result = checks.check_want_float(rule)
@@ -561,7 +682,7 @@ def want_float_never_released_runtime_buffers(rt, ctx):
     return 0
 
 
-def test_ex3_a_missing_release_gets_the_pairing_note(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ex4_a_missing_release_gets_the_pairing_note(monkeypatch: pytest.MonkeyPatch) -> None:
     _seeded(monkeypatch, 1)
     result = checks.check_want_float(want_float_never_released)
     assert result.passed, result
@@ -577,13 +698,13 @@ def test_ex3_a_missing_release_gets_the_pairing_note(monkeypatch: pytest.MonkeyP
     assert not any(d.startswith("Note:") for d in checks.check_want_float(want_float_reference).details)
 
 
-def test_ex3_the_pairing_facts_stay_in_a_folded_detail() -> None:
+def test_ex4_the_pairing_facts_stay_in_a_folded_detail() -> None:
     """The facts behind the note (the course's pairing sentence, word for word) are in a
-    dropdown of exercise 3, not in the note."""
+    dropdown of exercise 4, not in the note."""
     nbformat = pytest.importorskip("nbformat")
     lab = nbformat.read(LAB, as_version=4)
-    ex3 = next(c.source for c in lab.cells if c.source.startswith("## Exercise 3"))
-    detail = ex3.split("```{admonition} Detail: why a missing release is only a note")[1]
+    ex4 = next(c.source for c in lab.cells if c.source.startswith("## Exercise 4"))
+    detail = ex4.split("```{admonition} Detail: why a missing release is only a note")[1]
     assert detail.split("\n")[1] == ":class: dropdown"
     assert ("This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
             "Rockchip's code disagrees. Its dynamic-shape demo says every get must be paired with one release "
@@ -595,13 +716,13 @@ def test_ex3_the_pairing_facts_stay_in_a_folded_detail() -> None:
 
 @pytest.mark.parametrize("rule", [want_float_always_int8, want_float_always_float, want_float_get_alone,
                                   want_float_by_bytes])
-def test_ex3_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ex4_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in (1, 2):
         _seeded(monkeypatch, seed)
         _failed(checks.check_want_float(rule), "the check measured", "plus your dequantize")
 
 
-def test_ex3_every_runtime_has_the_shape_it_stands_for() -> None:
+def test_ex4_every_runtime_has_the_shape_it_stands_for() -> None:
     """The planted costs, measured: the float way and the int8 way each twice the other in
     two runtimes; in the third the int8 get alone is cheaper, the int8 way is not."""
     rt = rknnlab.open_runtime()
@@ -626,127 +747,6 @@ def _frame(rt, ctx):
     from rknnlab.rknn import buffers
     ins, _ = query_io(rt, ctx)
     return frame_input(np.zeros(buffers.attr_dims(ins[0]), np.uint8))
-
-
-# =========================================================================== exercise 4 (DDR-bound layers)
-def ddr_bound_reference(text):
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["ID"]) + 2
-    ids = []
-    for line in lines[start:]:
-        if line.startswith("-"):
-            break
-        cells = line.split()
-        ddr, npu, _ = map(int, cells[6].split("/"))
-        if ddr > npu:
-            ids.append(int(cells[0]))
-    return ids
-
-
-def ddr_bound_by_the_library(text):
-    """Legitimately different: rknnlab.profile's parser and a pandas mask, a numpy array out."""
-    table = profile.parse_perf_detail(text)
-    return table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"].to_numpy()
-
-
-def _rows(text):
-    return list(cases.parse_rows(text))
-
-
-def ddr_bound_ties_too(text):
-    """'At least as many DDR cycles': ties and 0/0 layers counted."""
-    return [r["id"] for r in _rows(text) if r["ddr"] >= r["npu"]]
-
-
-def ddr_bound_columns_swapped(text):
-    """Reads Cycles as NPU/DDR/Total."""
-    return [r["id"] for r in _rows(text) if r["npu"] > r["ddr"]]
-
-
-def ddr_bound_compiler_ids(text):
-    """The compiler's numbering (from 0) instead of the profile's."""
-    return [i - 1 for i in ddr_bound_reference(text)]
-
-
-def ddr_bound_slowest(text):
-    """The slowest third of the layers."""
-    rows = sorted(_rows(text), key=lambda r: -r["time_us"])
-    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
-
-
-def ddr_bound_largest_rw(text):
-    """The layers that read the most."""
-    rows = sorted(_rows(text), key=lambda r: -r["rw_kb"])
-    return [r["id"] for r in rows[:max(1, len(rows) // 3)]]
-
-
-def ddr_bound_needs_npu_cycles(text):
-    """A ratio DDR/NPU > 1, skipping NPU = 0 to avoid dividing by zero."""
-    return [r["id"] for r in _rows(text) if r["npu"] and r["ddr"] / r["npu"] > 1]
-
-
-@pytest.mark.parametrize("rule", [ddr_bound_reference, ddr_bound_by_the_library])
-def test_ex4_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
-    for seed in range(10):
-        _seeded(monkeypatch, seed)
-        result = checks.check_ddr_bound(rule)
-        assert result.passed, (seed, result)
-
-
-@pytest.mark.parametrize("rule, trap", [
-    (ddr_bound_ties_too, "DDR and NPU cycles are equal"),
-    (ddr_bound_columns_swapped, "more NPU cycles than DDR cycles"),
-    (ddr_bound_compiler_ids, "not its DDR-bound layers"),
-    (ddr_bound_slowest, "more NPU cycles than DDR cycles"),
-    (ddr_bound_largest_rw, "not its DDR-bound layers"),
-    (ddr_bound_needs_npu_cycles, "DDR cycles and 0 NPU cycles"),
-])
-def test_ex4_wrong_rules_fail(rule, trap, monkeypatch: pytest.MonkeyPatch) -> None:
-    for seed in range(5):
-        _seeded(monkeypatch, seed)
-        text = _failed(checks.check_ddr_bound(rule), trap)
-        assert not re.search(r"\bid\b.*\d", text.split("Hint:")[0].lower()), text   # no IDs named
-
-
-def test_ex4_bad_answers() -> None:
-    _failed(checks.check_ddr_bound(lambda t: "4, 9"), "strings, not ints")
-    _failed(checks.check_ddr_bound(lambda t: [str(i) for i in ddr_bound_reference(t)]), "strings, not ints",
-            "int(...)")
-    _failed(checks.check_ddr_bound(lambda t: [1.5]), "not a collection")
-
-
-def test_ex4_ids_shifted_by_one_are_named() -> None:
-    _failed(checks.check_ddr_bound(ddr_bound_compiler_ids), "shifted by -1", "numbers layers from 1")
-    _failed(checks.check_ddr_bound(lambda t: [i + 1 for i in ddr_bound_reference(t)]), "shifted by +1")
-
-
-def test_ex4_profiles_are_the_runtime_format_and_hold_every_trap() -> None:
-    """The check's texts parse with rknnlab.profile (as a board's and the simulator's do), and
-    each check's six hold ties, 0/0 layers and DDR-only layers."""
-    for seed in range(5):
-        drawn = cases.profile_cases(seed)
-        assert len(drawn) == 6
-        kinds = set()
-        for text, truth in drawn:
-            table = profile.parse_perf_detail(text)
-            assert set(table.loc[table["cycles_ddr"] > table["cycles_npu"], "id"]) == truth["ddr"]
-            assert table["id"].iloc[0] == 1 and table["op"].iloc[0] == "InputOperator"
-            kinds |= {k for k in ("tie", "zero", "ddr_only") if truth[k]}
-        assert kinds == {"tie", "zero", "ddr_only"}
-
-
-def test_ex4_the_simulators_own_text_is_judged_the_same() -> None:
-    """Both right rules read a text the simulated runtime prints, and agree."""
-    rt = rknnlab.open_runtime()
-    ctx = rt.init(str(rknnlab.models.model_path("yolov5s", "rk3588")), abi.RKNN_FLAG_COLLECT_PERF_MASK)
-    try:
-        rt.inputs_set(ctx, _frame(rt, ctx))
-        rt.run(ctx)
-        text = profile.perf_detail(rt, ctx)
-    finally:
-        rt.destroy(ctx)
-    ids = sorted(ddr_bound_reference(text))
-    assert ids and ids == sorted(int(i) for i in ddr_bound_by_the_library(text))
 
 
 # =========================================================================== exercise 5 ★ (multi-core speedup)
@@ -1057,7 +1057,7 @@ def test_lab_states_the_chapters_rules_in_its_words() -> None:
     for rule in rules[:-1]:
         assert rule in header and rule in key_points, rule
     verbs = re.findall(r"\d\. \*\*(\w+)\*\*", header)
-    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Find", "Predict", "Choose", "Spot"]
+    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Find", "Predict", "Spot", "Choose"]
 
 
 @pytest.mark.timeout(300)

@@ -6,9 +6,9 @@
 - exercise 2: the compiler reports' layers the rule of RW(KB) is judged on, the rule, and
   made-up layers (shapes no shipped model has) whose truth is that rule (partly inferred:
   see made_up_layers);
-- exercise 3: runtimes whose rknn_outputs_get costs more with one want_float than the other;
-- exercise 4: per-layer profile texts in the runtime's RKNN_QUERY_PERF_DETAIL format, drawn
+- exercise 3: per-layer profile texts in the runtime's RKNN_QUERY_PERF_DETAIL format, drawn
   from the reports' layers with new cycles, and which of their layers are DDR-bound;
+- exercise 4: runtimes whose rknn_outputs_get costs more with one want_float than the other;
 - exercise 5: made-up models (layers drawn from the shipped reports, a new op mix and new
   cycles) and the law of their speedup (A17, A44, A45), with the fit a board's truth uses.
 
@@ -370,7 +370,7 @@ def nc1hwc2_model(soc: str) -> Optional[str]:
     return None
 
 
-# =========================================================================== exercise 3: want_float
+# =========================================================================== exercise 4: want_float
 class CostlyGet:
     """The runtime at hand, whose rknn_outputs_get takes ``seconds[want_float]`` of wall time:
     the real get, then CPU work until that time has passed (the conversion a runtime does
@@ -445,11 +445,11 @@ def targets_for(profile: str, cost: Dict[Any, float]) -> Dict[int, float]:
             "the_get_alone": {0: unit, 1: unit + 0.5 * d}}[profile]
 
 
-#: exercise 3's cost profiles and the want_float that is right in each
+#: exercise 4's cost profiles and the want_float that is right in each
 PROFILE_TRUTH = {"float_cheap": 1, "int8_cheap": 0, "the_get_alone": 1}
 
 
-# =========================================================================== exercise 4: profile texts
+# =========================================================================== exercise 3: profile texts
 RULE = "-" * 190
 HEADER = ("ID", "OpType", "DataType", "Target", "InputShape", "OutputShape", "Cycles(DDR/NPU/Total)",
           "Time(us)", "MacUsage(%)", "WorkLoad(0/1/2)", "RW(KB)", "FullName")

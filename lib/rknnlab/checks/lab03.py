@@ -30,13 +30,13 @@ from . import _lab03_cases as _cases
 from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _soc_of,
                     _student_error, _whole_number)
 
-__all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_want_float", "check_ddr_bound",
+__all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_ddr_bound", "check_want_float",
            "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
            "practice_pipeline", "practice_model", "practice_profile", "profile_of", "n_cores"]
 
 #: the phases of a frame, in the order a pipeline runs them
 PHASES = _cases.PHASES
-#: exercise 3's model: three int8 outputs of about two million values (yolov5s)
+#: exercise 4's model: three int8 outputs of about two million values (yolov5s)
 WANT_FLOAT_MODEL = "yolov5s"
 #: exercise 5: the model the notebook calibrates on (the check judges the others; built for
 #: RK3588 only: see practice_model)
@@ -48,8 +48,8 @@ SPEEDUP_TOLERANCE = {"sim": 0.03, "native": 0.10}
 
 EX_BOTTLENECK = "Exercise 1 — find the bottleneck phase of a pipeline"
 EX_READ = "Exercise 2 — predict a layer's DDR read bytes"
-EX_FLOAT = "Exercise 3 — choose want_float from a measured cost"
-EX_DDR = "Exercise 4 — spot the DDR-bound layers in a profile"
+EX_FLOAT = "Exercise 4 — choose want_float from a measured cost"
+EX_DDR = "Exercise 3 — spot the DDR-bound layers in a profile"
 EX_SPEEDUP = "Exercise 5 ★ — predict the multi-core speedup"
 
 
@@ -283,9 +283,92 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
 
 
 # =========================================================================== exercise 3
+def _as_ids(answer: Any) -> Optional[Set[int]]:
+    if isinstance(answer, (str, bytes)):
+        return None
+    try:
+        items = list(answer)
+    except TypeError:
+        return None
+    ids = set()
+    for item in items:
+        value = _whole_number(item)
+        if value is None:
+            return None
+        ids.add(value)
+    return ids
+
+
+def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
+    """Exercise 3: ``ddr_bound(text) -> layer IDs``: the layers of a per-layer profile (the
+    text RKNN_QUERY_PERF_DETAIL gives) that are DDR-bound: more DDR cycles than NPU cycles.
+
+    The check draws six profiles from a fresh seed, from the layers of the shipped models
+    with new cycles: some as a board prints them (a layer the compiler gives no cycles shows
+    DDR cycles only), some with 0/0/0 for those layers, and with ties (DDR = NPU cycles);
+    headers of 3-core and 2-core SoCs.  A failure says what kind of layers your answer got
+    wrong and how many, never which IDs."""
+    def body() -> CheckResult:
+        if not callable(ddr_bound):
+            raise _not_done(f"expected your function, got {type(ddr_bound).__name__}.",
+                            "pass the function itself: check_ddr_bound(ddr_bound)")
+        cases = _cases.profile_cases(_fresh_seed())
+        details: List[str] = []
+        for n, (text, truth) in enumerate(cases, 1):
+            what = f"ddr_bound(<profile {n}>)"
+            try:
+                got = ddr_bound(text)
+            except Exception as exc:
+                raise _student_error(exc, what, "read the rows between the header's dashed line and the next "
+                                     "dashed line; the Cycles column is DDR/NPU/Total.")
+            if got is None:
+                if n == 1:
+                    raise _not_done(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
+                raise _Fail(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
+            ids = _as_ids(got)
+            if ids is None:
+                items = [] if isinstance(got, (str, bytes)) else list(got) if hasattr(got, "__iter__") else []
+                if isinstance(got, (str, bytes)) or any(isinstance(i, (str, bytes)) for i in items):
+                    raise _Fail(f"{what} returned strings, not ints: IDs as the text prints them.",
+                                "convert each ID with int(...) and return a list of ints, e.g. [4, 9, 17].")
+                kinds = sorted({type(i).__name__ for i in items}) or [type(got).__name__]
+                raise _Fail(f"{what} returned {type(got).__name__} of {', '.join(kinds)}, not a collection of "
+                            "whole-number layer IDs.", "return the IDs of the ID column as ints, e.g. [4, 9, 17].")
+            rows = {r["id"]: r for r in _cases.parse_rows(text)}
+            right = truth["ddr"]
+            extra, missed = ids - right, right - ids
+            if extra or missed:
+                groups: Dict[str, int] = {}
+                for i in extra:
+                    kind = ("not_a_layer" if i not in rows else "tie" if i in truth["tie"] else
+                            "zero" if i in truth["zero"] else "compute")
+                    groups[kind] = groups.get(kind, 0) + 1
+                lost: Dict[str, int] = {}
+                for i in missed:
+                    kind = "ddr_only" if i in truth["ddr_only"] else "ddr"
+                    lost[kind] = lost.get(kind, 0) + 1
+                lines = [f"you returned {v} {_cases.trap_words(k)}" for k, v in groups.items()]
+                lines += [f"you left out {v} {_cases.trap_words(k)}" for k, v in lost.items()]
+                hint = ("A layer is DDR-bound when its DDR cycles are more than its NPU cycles (Cycles is "
+                        "DDR/NPU/Total). Equal cycles are not DDR-bound; 0/0 says nothing. Not the slowest "
+                        "layers, not the largest RW(KB). Return the IDs as the profile prints them.")
+                shifted = [k for k in (-1, 1) if {i - k for i in ids} == right]
+                if shifted:
+                    hint = (f"Your IDs look shifted by {shifted[0]:+d}: the profile numbers layers from 1 (the "
+                            "compiler's log numbers them from 0). Return the ID column as printed. " + hint)
+                raise _Fail(f"profile {n} ({len(rows)} layers): your IDs are not its DDR-bound layers.", hint,
+                            lines + details)
+            details.append(f"profile {n}: {len(right)} of {len(rows)} layers — right")
+        return CheckResult(EX_DDR, "passed", f"All {len(cases)} profiles right: more DDR cycles than NPU cycles, "
+                           "ties and 0/0 layers left out.", details)
+
+    return _LAB.run(EX_DDR, body)
+
+
+# =========================================================================== exercise 4
 def _pairing_note(unpaired: int, gets: int, runtime_buffers: int) -> str:
     """Two sentences: the course's pairing rule, and why a missing release is no failure here.
-    Rockchip's demos disagree with each other on it: the lab's folded detail under exercise 3
+    Rockchip's demos disagree with each other on it: the lab's folded detail under exercise 4
     gives both (the course's pairing sentence)."""
     why = ("with is_prealloc = 1 the release frees nothing of yours, a simulator assumption (A15)"
            if not runtime_buffers else
@@ -295,7 +378,7 @@ def _pairing_note(unpaired: int, gets: int, runtime_buffers: int) -> str:
 
 
 def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResult:
-    """Exercise 3: ``choose_want_float(rt, ctx) -> 0 or 1``: the cheaper way to get float scores
+    """Exercise 4: ``choose_want_float(rt, ctx) -> 0 or 1``: the cheaper way to get float scores
     on ``rt``: rknn_outputs_get with want_float = 1, or want_float = 0 and then numpy's
     dequantize ((q - zp) * scale).  ``ctx`` is a context of WANT_FLOAT_MODEL that has run.
 
@@ -361,89 +444,6 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
                            "whole cost of each way on the runtime you were given.", details)
 
     return _LAB.run(EX_FLOAT, body)
-
-
-# =========================================================================== exercise 4
-def _as_ids(answer: Any) -> Optional[Set[int]]:
-    if isinstance(answer, (str, bytes)):
-        return None
-    try:
-        items = list(answer)
-    except TypeError:
-        return None
-    ids = set()
-    for item in items:
-        value = _whole_number(item)
-        if value is None:
-            return None
-        ids.add(value)
-    return ids
-
-
-def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
-    """Exercise 4: ``ddr_bound(text) -> layer IDs``: the layers of a per-layer profile (the
-    text RKNN_QUERY_PERF_DETAIL gives) that are DDR-bound: more DDR cycles than NPU cycles.
-
-    The check draws six profiles from a fresh seed, from the layers of the shipped models
-    with new cycles: some as a board prints them (a layer the compiler gives no cycles shows
-    DDR cycles only), some with 0/0/0 for those layers, and with ties (DDR = NPU cycles);
-    headers of 3-core and 2-core SoCs.  A failure says what kind of layers your answer got
-    wrong and how many, never which IDs."""
-    def body() -> CheckResult:
-        if not callable(ddr_bound):
-            raise _not_done(f"expected your function, got {type(ddr_bound).__name__}.",
-                            "pass the function itself: check_ddr_bound(ddr_bound)")
-        cases = _cases.profile_cases(_fresh_seed())
-        details: List[str] = []
-        for n, (text, truth) in enumerate(cases, 1):
-            what = f"ddr_bound(<profile {n}>)"
-            try:
-                got = ddr_bound(text)
-            except Exception as exc:
-                raise _student_error(exc, what, "read the rows between the header's dashed line and the next "
-                                     "dashed line; the Cycles column is DDR/NPU/Total.")
-            if got is None:
-                if n == 1:
-                    raise _not_done(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
-                raise _Fail(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
-            ids = _as_ids(got)
-            if ids is None:
-                items = [] if isinstance(got, (str, bytes)) else list(got) if hasattr(got, "__iter__") else []
-                if isinstance(got, (str, bytes)) or any(isinstance(i, (str, bytes)) for i in items):
-                    raise _Fail(f"{what} returned strings, not ints: IDs as the text prints them.",
-                                "convert each ID with int(...) and return a list of ints, e.g. [4, 9, 17].")
-                kinds = sorted({type(i).__name__ for i in items}) or [type(got).__name__]
-                raise _Fail(f"{what} returned {type(got).__name__} of {', '.join(kinds)}, not a collection of "
-                            "whole-number layer IDs.", "return the IDs of the ID column as ints, e.g. [4, 9, 17].")
-            rows = {r["id"]: r for r in _cases.parse_rows(text)}
-            right = truth["ddr"]
-            extra, missed = ids - right, right - ids
-            if extra or missed:
-                groups: Dict[str, int] = {}
-                for i in extra:
-                    kind = ("not_a_layer" if i not in rows else "tie" if i in truth["tie"] else
-                            "zero" if i in truth["zero"] else "compute")
-                    groups[kind] = groups.get(kind, 0) + 1
-                lost: Dict[str, int] = {}
-                for i in missed:
-                    kind = "ddr_only" if i in truth["ddr_only"] else "ddr"
-                    lost[kind] = lost.get(kind, 0) + 1
-                lines = [f"you returned {v} {_cases.trap_words(k)}" for k, v in groups.items()]
-                lines += [f"you left out {v} {_cases.trap_words(k)}" for k, v in lost.items()]
-                hint = ("A layer is DDR-bound when its DDR cycles are more than its NPU cycles (Cycles is "
-                        "DDR/NPU/Total). Equal cycles are not DDR-bound; 0/0 says nothing. Not the slowest "
-                        "layers, not the largest RW(KB). Return the IDs as the profile prints them.")
-                shifted = [k for k in (-1, 1) if {i - k for i in ids} == right]
-                if shifted:
-                    hint = (f"Your IDs look shifted by {shifted[0]:+d}: the profile numbers layers from 1 (the "
-                            "compiler's log numbers them from 0). Return the ID column as printed. " + hint)
-                raise _Fail(f"profile {n} ({len(rows)} layers): your IDs are not its DDR-bound layers.", hint,
-                            lines + details)
-            details.append(f"profile {n}: {len(right)} of {len(rows)} layers — right")
-        return CheckResult(EX_DDR, "passed", f"All {len(cases)} profiles right: more DDR cycles than NPU cycles, "
-                           "ties and 0/0 layers left out.", details)
-
-    return _LAB.run(EX_DDR, body)
 
 
 # =========================================================================== exercise 5 ★
@@ -639,7 +639,7 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
     return _LAB.run(EX_SPEEDUP, body)
 
 
-_LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_FLOAT, EX_DDR, EX_SPEEDUP])
+_LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_DDR, EX_FLOAT, EX_SPEEDUP])
 summary = _LAB.summary
 results = _LAB.results
 _LAB.seal(globals(), {"check_bottleneck": EX_BOTTLENECK, "check_read_bytes": EX_READ,
