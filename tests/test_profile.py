@@ -201,7 +201,7 @@ def test_traffic_reads_grow_with_pixels_and_weights_do_not():
     assert 3.6 < ratio < 4.4
     assert (t["total_bytes"] == t["read_bytes"] + t["activation_write_bytes"]).all()
     # the floor and the estimate price the READS (what the 11.8 B per DDR cycle was fitted on)
-    np.testing.assert_allclose(t["read_floor_ms"], t["read_bytes"] / (2 * 2112e6 * 8) * 1e3)
+    np.testing.assert_allclose(t["read_lower_bound_ms"], t["read_bytes"] / (2 * 2112e6 * 8) * 1e3)
     np.testing.assert_allclose(t["read_estimate_ms"], t["read_bytes"] / 11.8e9 * 1e3)
     assert not {"floor_ms_peak", "floor_ms_effective", "weights_bytes"} & set(t.columns)
 
@@ -236,7 +236,7 @@ def test_bandwidth_constants_and_their_sources():
     doc = " ".join(report.__doc__.split())
     assert "quad-channel x16bit" in doc and "2112" in doc and "UNCONFIRMED" in doc and "DERIVED" in doc
     assert "about 11.8 bytes per DDR cycle in a board trace" in doc
-    assert "ESTIMATE, not a floor" in doc and "about 25 GB/s" in doc
+    assert "ESTIMATE, not a lower bound" in doc and "about 25 GB/s" in doc
     t = profile.traffic("yolov5s")
     assert t.attrs["read_rate_estimate_bytes_per_s"] == profile.READ_RATE_ESTIMATE_BYTES_PER_S
 
@@ -525,7 +525,7 @@ def test_uncached_read_on_a_board_without_a_context_says_unmeasured(rt):
 
 def test_show_puts_units_in_the_cells_and_the_source_under_them():
     t = profile.traffic("yolov5s")
-    text = profile.show(t, ["input", "weights_and_bias_bytes", "read_floor_ms"])
+    text = profile.show(t, ["input", "weights_and_bias_bytes", "read_lower_bound_ms"])
     lines = text.splitlines()
     weights = t.loc["yolov5s", "weights_and_bias_bytes"] / 2 ** 20
     assert f"{weights:,.2f} MiB" in lines[1] and " ms" in lines[1] and "640x640" in lines[1]

@@ -52,8 +52,7 @@ UNCACHED_MODEL = f"MODELED as cached x {UNCACHED_SLOWDOWN:g} (airockchip/librga#
 MODELED = "MODELED"
 MEASURED = "measured"
 #: how sync_cost models rknn_mem_sync, with its two assumed constants (the label of every modeled sync)
-SYNC_MODEL = (f"(zero-copy only: a frame through rknn_inputs_set / rknn_outputs_get never calls it) "
-              f"MODELED, not measured: {SYNC_FIXED_US:g} us per call + {SYNC_NS_PER_LINE:g} ns per "
+SYNC_MODEL = (f"(zero-copy only) MODELED: {SYNC_FIXED_US:g} us per call + {SYNC_NS_PER_LINE:g} ns per "
               f"{CACHE_LINE_BYTES}-byte cache line, both assumptions")
 
 #: the largest YOLOv5s 640 output head as NHWC: 80 x 80 cells x 255 channels

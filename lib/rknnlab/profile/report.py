@@ -48,7 +48,7 @@ DDR bandwidth (the constants below):
   compiler gives 0 cycles (Concat, Add, Split) are about their RW bytes
   (reads) / 11.8.  Not a measured bandwidth.
 - ``READ_RATE_ESTIMATE_BYTES_PER_S`` = 11.8 B x 1e9 = 11.8 GB/s: an
-  ESTIMATE, not a floor.  It assumes the DDR cycles tick at the NPU's
+  ESTIMATE, not a lower bound.  It assumes the DDR cycles tick at the NPU's
   1 GHz; at the 2112 MHz DDR clock (the User Guide defines the column as
   "DDR read/write clock cycles") the same ratio is about 25 GB/s.  Apply
   it to reads, the quantity it was fitted on.
@@ -122,7 +122,7 @@ def layer_table(model: str, soc: str = "rk3588", bandwidth: float = READ_RATE_ES
     for 0/0), npu_us (NPU cycles at the NPU clock), read_us_estimate
     (read_bytes at ``bandwidth`` B/s: by default READ_RATE_ESTIMATE_BYTES_PER_S,
     from about 11.8 bytes per DDR cycle in a board trace, an estimate; pass
-    DDR_PEAK_BYTES_PER_S for the floor at the theoretical peak).
+    DDR_PEAK_BYTES_PER_S for the lower bound at the theoretical peak).
 
     Why both a cycles verdict and read_us_estimate: the cycles are the
     compiler's estimate; read_us_estimate prices the bytes independently, and
@@ -184,7 +184,7 @@ def _traffic_row(name: str, soc: str) -> Dict[str, Any]:
         "weights_and_bias_bytes": weights, "activation_read_bytes": read - weights,
         "read_bytes": read, "activation_write_bytes": written, "io_bytes": _io_bytes(report),
         "total_bytes": read + written, "npu_cycles": report.npu_cycles,
-        "read_floor_ms": read / DDR_PEAK_BYTES_PER_S * 1e3,
+        "read_lower_bound_ms": read / DDR_PEAK_BYTES_PER_S * 1e3,
         "read_estimate_ms": read / READ_RATE_ESTIMATE_BYTES_PER_S * 1e3,
     }
 
@@ -201,10 +201,10 @@ def traffic(model: Union[str, Sequence[str]], soc: str = "rk3588") -> Any:
     activation_write_bytes (each activation tensor once, its size in the
     memory plan: an estimate, RW has no writes), io_bytes (the input and
     output buffers the CPU copies into and out of), total_bytes (reads +
-    estimated writes), npu_cycles, read_floor_ms (read_bytes at the 33.8 GB/s
-    theoretical peak: a floor, no frame reads them faster) and
+    estimated writes), npu_cycles, read_lower_bound_ms (read_bytes at the 33.8 GB/s
+    theoretical peak: a lower bound, no frame reads them faster) and
     read_estimate_ms (read_bytes at 11.8 GB/s, from about 11.8 bytes per DDR
-    cycle in a board trace: an ESTIMATE, not a floor).  Sources and
+    cycle in a board trace: an ESTIMATE, not a lower bound).  Sources and
     assumptions: the module docstring."""
     import pandas as pd
     names = [model] if isinstance(model, str) else list(model)

@@ -6,6 +6,8 @@ from typing import Any, Optional, Sequence
 
 #: columns that are fractions, shown as percentages
 _SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles", "error")
+#: columns that are ratios of two times, shown as "1.25x"
+_RATIOS = ("speedup", "speedup_low", "speedup_high", "law")
 #: columns that hold every repeat (a tuple): left out of the text
 _RAW = ("ms",)
 
@@ -25,6 +27,8 @@ def _cell(column: str, v: Any) -> str:
         return str(v)
     if column.endswith("_bytes") or column in ("bytes", "bytes_in", "bytes_out", "nbytes", "read_bytes"):
         return _bytes(v)
+    if column in _RATIOS:
+        return f"{v:.2f}x"
     if column == "error":
         return f"{v:+.1%}"
     if column in _SHARES:

@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..rknn import abi
 
-ZOO_SOURCE = "RKNN model zoo README (v2.3.x), 'Model performance benchmark(FPS)', INT8, one NPU core"
+ZOO_SOURCE = "RKNN model zoo README v2.3.x, INT8, one core"
 
 #: model zoo single-core FPS, {(course model, soc): FPS}
 _ZOO_FPS: Dict[Tuple[str, str], float] = {
@@ -83,6 +83,6 @@ def timing_check(published: Optional[Dict[Tuple[str, str], float]] = None) -> An
                      "modeled_as": name, "modeled_ms": modeled, "ratio": ratio, "error": ratio - 1,
                      "calibration_point": soc == "rk3588" and model in fitted})
     table = pd.DataFrame(rows)
-    table.attrs["source"] = ("modeled: rknnlab.sim timing law (compiler reports); published, not measured "
-                             "here: " + (ZOO_SOURCE if published is None else "figures as given"))
+    table.attrs["source"] = ("modeled: sim timing law; published, not measured here: "
+                             + (ZOO_SOURCE if published is None else "figures as given"))
     return table
