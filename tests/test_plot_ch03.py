@@ -49,6 +49,21 @@ def _inside_axes(fig, ax, texts) -> bool:
                and box.y0 <= t.get_window_extent(r).y0 and t.get_window_extent(r).y1 <= box.y1 for t in texts)
 
 
+def test_frame_phases_labels_a_size_variant_by_its_network_and_size_without_touching():
+    df = pd.concat([_phase_table(m, size, [1, 2, 1, 1, 0.1]) for m, size in
+                    [("mobilenet_v2", "224x224"), ("mobilenet_v2_320", "320x320"), ("yolov5s_320", "320x320"),
+                     ("yolov5s", "640x640")]], ignore_index=True)
+    df.attrs["source"] = "made up for a test"
+    fig = plot.frame_phases(df, published=profile.published_phases())
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert [t for t in ticks if "want_float" in t] == ["mobilenet_v2\n224x224\nwant_float=1", "mobilenet_v2\n320x320\nwant_float=1",
+                         "yolov5s\n320x320\nwant_float=1", "yolov5s\n640x640\nwant_float=1"]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in ax.get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "neighbouring tick labels touch"
+
+
 def test_frame_phases_stacks_the_medians_and_adds_both_published_splits():
     df = pd.concat([_phase_table("yolov5s_relu", "640x640", [10, 15, 12, 13, 0.5])], ignore_index=True)
     df.attrs["source"] = "made up for a test"
@@ -61,7 +76,7 @@ def test_frame_phases_stacks_the_medians_and_adds_both_published_splits():
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     # the published split of the same network right beside it, the other two at the end
     assert ticks == ["yolov5s_relu\n640x640\nwant_float=1", "yolov5s_relu\n640x640\npublished\nmodel_zoo#167",
-                     "mobilenet_v2\n224x224\npublished\nmodel_zoo#167", "model not named\npublished\nlibrga#69"]
+                     "mobilenet_v2\n224x224\npublished\nmodel_zoo#167", "(model\nnot named)\npublished\nlibrga#69"]
     run = [p for p in ax.patches if p.get_gid() == "phase:run"]
     assert [p.get_height() for p in run] == pytest.approx([15, 17.49, 2.65, 20.0])
     post = [p for p in ax.patches if p.get_gid() == "phase:postprocess"]

@@ -815,7 +815,11 @@ def _short_source(source: str) -> str:
 
 
 def _bar_label(model: str, size: str, extra: List[str]) -> str:
-    lines = ["model not named" if model == "not named" else str(model)]
+    # short lines: neighbouring tick labels must not touch at JupyterLab's width
+    lines = ["(model", "not named)"] if model == "not named" else [str(model)]
+    side = str(size).split("x")[0]
+    if str(model).endswith(f"_{side}"):          # yolov5s_320 at 320x320: the size line says it
+        lines = [str(model)[:-len(side) - 1]]
     if size != "not named":
         lines.append(str(size))
     return "\n".join(lines + extra)
