@@ -153,6 +153,21 @@ def assert_no_seed_names(chapter: Path) -> None:
         assert not re.search(r"\bseed\s*0\d\d\b", source(cell), flags=re.I), f"cell {index} names a seed text"
 
 
+def assert_no_functions_defined(chapter: Path) -> None:
+    """No function, lambda or class in a code cell: analysis code belongs in rknnlab."""
+    for index, cell in enumerate(cells(chapter)):
+        if cell["cell_type"] == "code":
+            defs = [type(n).__name__ for n in ast.walk(ast.parse(source(cell)))
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+            assert not defs, f"cell {index} defines {defs}: analysis code belongs in rknnlab"
+
+
+def assert_no_placeholder_text(chapter: Path) -> None:
+    for index, cell in enumerate(cells(chapter)):
+        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", source(cell)), \
+            f"cell {index} has placeholder text"
+
+
 def assert_code_cells_short_and_without_outputs(chapter: Path, max_lines: int) -> None:
     for index, cell in enumerate(cells(chapter)):
         if cell["cell_type"] != "code":

@@ -195,12 +195,7 @@ def test_runs_keep_the_default_progress_display() -> None:
 
 
 def test_no_functions_are_defined_in_the_notebook() -> None:
-    for index, cell in enumerate(_cells()):
-        if cell["cell_type"] == "code":
-            tree = ast.parse(_source(cell))
-            defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))
-                    and hasattr(n, "name")]
-            assert not defs, f"cell {index} defines {defs}: analysis code belongs in rknnlab"
+    ch.assert_no_functions_defined(CHAPTER)
 
 
 def test_code_cells_are_short_and_saved_without_outputs() -> None:
@@ -209,9 +204,7 @@ def test_code_cells_are_short_and_saved_without_outputs() -> None:
 
 def test_no_placeholder_text_and_no_seed_names() -> None:
     ch.assert_no_seed_names(CHAPTER)
-    for index, cell in enumerate(_cells()):
-        assert not re.search(r"placeholder|\bTODO\b|\bTBD\b|\bFIXME\b|\bXXX\b", _source(cell)), \
-            f"cell {index} has placeholder text"
+    ch.assert_no_placeholder_text(CHAPTER)
 
 
 def test_the_prose_stays_within_its_budget() -> None:

@@ -567,3 +567,14 @@ def test_cycle_verdict_judges_the_exact_dma_total_to_the_byte():
     assert lifecycle.cycle_verdict(leaking, "dma_total").startswith("grows 50 ±")
     flat = pd.DataFrame({"cycle": cycles, "dma_total": np.full(30, 5_454_629)})
     assert lifecycle.cycle_verdict(flat, "dma_total").startswith("flat (|slope| < ")
+
+
+def test_show_growth_prints_one_line_per_variant_with_its_verdicts(leaks):
+    text = lifecycle.show_growth(leaks)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["ms/frame", "heap:", "B/frame", "RSS:"] and "MemFree change MiB" in lines[0]
+    rows = [line.split()[0] for line in lines[1:] if line.split() != [leaks.summary.index.name]]
+    assert rows == list(leaks.summary.index)
+    assert not re.search(r"(?<![\d,])-0(?![\d.,])", text), "a change under one unit shows as -0"
+    kept = next(line for line in lines if line.startswith("outputs_kept_in_list"))
+    assert str(leaks.summary.loc["outputs_kept_in_list", "heap_verdict"]) in kept

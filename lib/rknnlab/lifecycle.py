@@ -23,7 +23,9 @@ Tables:
 - :func:`contexts_memory`: N contexts made by rknn_init or by
   rknn_dup_context, measured in this process;
 - :func:`cycle` and :func:`cycle_verdict`: a create/destroy cycle repeated,
-  and whether anything grows per cycle; :func:`open_fds`.
+  and whether anything grows per cycle; :func:`open_fds`;
+- :func:`show_growth`: the growth verdicts of a run of several variants, one
+  line each.
 """
 from __future__ import annotations
 
@@ -551,3 +553,23 @@ def cycle_verdict(df: Any, column: str) -> str:
     words = g.growth(np.asarray(df["cycle"], float), values, step=step, resolution=resolution).words()
     return (words.replace("bytes/iteration", f"{unit}/cycle").replace("iterations", "cycles")
             .replace("iteration", "cycle"))
+
+
+#: summary column -> its heading in show_growth (the two B/frame slopes: heap, then DMA)
+_GROWTH_COLUMNS = {"iter_median_ms": "ms/frame", "heap_verdict": "heap:", "heap_slope_bytes_per_iter": "B/frame",
+                   "rss_verdict": "RSS:", "dma_verdict": "DMA:", "dma_slope_bytes_per_iter": "B/frame "}
+
+
+def _whole_bytes(value: float) -> str:
+    return f"{value:+,.0f}" if round(value) else "0"       # no "-0" for a change under one byte
+
+
+def show_growth(result: Any) -> str:
+    """The growth verdicts of every variant of ``result`` (rknnlab.run), one line each:
+    ms per frame, heap / RSS / DMA verdicts, the heap and DMA slopes in bytes per frame,
+    and how much MemFree changed (MiB)."""
+    table = result.summary[list(_GROWTH_COLUMNS)].rename(columns=_GROWTH_COLUMNS)
+    table["MemFree change MiB"] = -result.summary["memfree_drop_kb"] / 1024
+    formats = {"ms/frame": "{:.1f}".format, "B/frame": _whole_bytes, "B/frame ": _whole_bytes,
+               "MemFree change MiB": lambda v: f"{v:+.1f}" if round(v, 1) else "0"}
+    return table.to_string(formatters=formats)
