@@ -8,8 +8,7 @@
 
     def check_thing(student_function) -> CheckResult:
         def body() -> CheckResult:
-            if not callable(student_function):
-                raise _not_done("expected your function, ...", "hint")
+            _require_function(student_function, "pass the function itself: check_thing(...)")
             try:
                 answer = student_function(...)            # the student's code
             except Exception as exc:
@@ -256,6 +255,13 @@ def _where(exc: BaseException) -> str:
     f = frames[-1]
     line = f" `{f.line.strip()}`" if f.line else ""
     return f" (in {f.name}, line {f.lineno}:{line})"
+
+
+def _require_function(answer: Any, how_to_pass: str) -> None:
+    """Not done yet unless the student passed a function (not its result, not None);
+    ``how_to_pass`` is the hint, e.g. "pass the function itself: check_x(x)"."""
+    if not callable(answer):
+        raise _not_done(f"expected your function, got {type(answer).__name__}.", how_to_pass)
 
 
 def _student_error(exc: BaseException, what: str, hint: str) -> _Fail:

@@ -28,7 +28,8 @@ import numpy as np
 from ..rknn import abi, errors
 from . import _lab02_cases as _cases
 from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _model_file, _not_done,
-                    _open_runtime, _soc_of, _student_error, _where, _whole_number)
+                    _open_runtime, _require_function, _soc_of, _student_error, _where,
+                    _whole_number)
 
 __all__ = ["CheckResult", "check_diagnose", "check_dup_prediction", "check_load_from_buffer",
            "check_teardown", "check_verdict", "summary", "results", "MYSTERY", "KINDS",
@@ -186,9 +187,7 @@ def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str],
     dup totals then equal the init ones), the dup predictions cannot be judged: the check
     says so and judges the rest."""
     def body() -> CheckResult:
-        if not callable(predict_dma_total):
-            raise _not_done(f"expected your function, got {type(predict_dma_total).__name__}.",
-                            "pass the function itself: check_dup_prediction(predict_dma_total)")
+        _require_function(predict_dma_total, "check_dup_prediction(predict_dma_total)")
         rt = _open_runtime()
         soc = _soc_of(rt)
         details, wrong, unjudged = [], [], []
@@ -473,9 +472,7 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
     own right teardown leaves the model buffer's fd open (the runtime's reported leak,
     #532), that fd is reported on its own line and not counted against the student."""
     def body() -> CheckResult:
-        if not callable(teardown):
-            raise _not_done(f"expected your function, got {type(teardown).__name__}.",
-                            "pass the function itself: check_teardown(teardown)")
+        _require_function(teardown, "check_teardown(teardown)")
         rt = _open_runtime()
         soc = _soc_of(rt)
         path = _model_file(LAB2_MODEL, soc)
@@ -785,9 +782,8 @@ def check_load_from_buffer(load_from_buffer: Callable[[Any, str], int],
     no rknn_init_extend, or with model_buffer_flags other than the mem's, passes with a note
     (the API reference disagrees with itself on the extend: p.18 against p.20)."""
     def body() -> CheckResult:
-        if not callable(load_from_buffer):
-            raise _not_done(f"expected your function, got {type(load_from_buffer).__name__}.",
-                            "pass the functions: check_load_from_buffer(load_from_buffer, load_zero_copy)")
+        _require_function(load_from_buffer, "pass the functions: check_load_from_buffer(load_from_buffer, "
+                                            "load_zero_copy)")
         rt = _open_runtime()
         soc = _soc_of(rt)
         path = _model_file(LAB2_MODEL, soc)
@@ -831,9 +827,7 @@ def check_diagnose(diagnose: Callable[[Any], str]) -> CheckResult:
     letter when A-E is wrong (the student can run those anyway), keeps the sixth variant
     anonymous, and never says which word would be right."""
     def body() -> CheckResult:
-        if not callable(diagnose):
-            raise _not_done(f"expected your function, got {type(diagnose).__name__}.",
-                            "pass the function itself: check_diagnose(diagnose)")
+        _require_function(diagnose, "check_diagnose(diagnose)")
         import rknnlab
         rng = np.random.default_rng(_fresh_seed())
         x_kind = str(rng.choice(_cases.KINDS))
@@ -916,9 +910,7 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
     means growth above RESOLUTION bytes per iteration is ruled out.  A failure names each
     trap by what the trace does, never by a number the student could look up."""
     def body() -> CheckResult:
-        if not callable(verdict):
-            raise _not_done(f"expected your function, got {type(verdict).__name__}.",
-                            "pass the function itself: check_verdict(verdict)")
+        _require_function(verdict, "check_verdict(verdict)")
         cases = _cases.trace_cases(seed=_fresh_seed())
         traps: Dict[Tuple[str, str], List[int]] = {}
         details: List[str] = []

@@ -27,8 +27,8 @@ import numpy as np
 
 from ..rknn import abi
 from . import _lab03_cases as _cases
-from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _soc_of,
-                    _student_error, _whole_number)
+from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _require_function,
+                    _soc_of, _student_error, _whole_number)
 
 __all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_ddr_bound", "check_want_float",
            "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
@@ -99,9 +99,7 @@ def check_bottleneck(bottleneck: Callable[[List[Tuple[str, Callable[[], Any]]]],
     warm-up frames) and judges each pipeline whose slowest phase is at least 1.5 times the
     next.  A failure shows the check's own medians for that pipeline."""
     def body() -> CheckResult:
-        if not callable(bottleneck):
-            raise _not_done(f"expected your function, got {type(bottleneck).__name__}.",
-                            "pass the function itself: check_bottleneck(bottleneck)")
+        _require_function(bottleneck, "check_bottleneck(bottleneck)")
         rng = np.random.default_rng(_fresh_seed())
         rt = _open_runtime()
         soc = _soc_of(rt)
@@ -224,9 +222,7 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
     adds the 8 B per output channel).  A failure shows a few layers with your number and the
     expected one, and where the wrong ones are (SoC, op)."""
     def body() -> CheckResult:
-        if not callable(predict_read_bytes):
-            raise _not_done(f"expected your function, got {type(predict_read_bytes).__name__}.",
-                            "pass the function itself: check_read_bytes(predict_read_bytes)")
+        _require_function(predict_read_bytes, "check_read_bytes(predict_read_bytes)")
         real = _cases.judged_layers()
         made_up = _cases.made_up_layers(np.random.default_rng(_fresh_seed()), _cases.shipped_c2())
         cases = [case for pair in zip(made_up, real) for case in pair] + real[len(made_up):]
@@ -309,9 +305,7 @@ def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
     headers of 3-core and 2-core SoCs.  A failure says what kind of layers your answer got
     wrong and how many, never which IDs."""
     def body() -> CheckResult:
-        if not callable(ddr_bound):
-            raise _not_done(f"expected your function, got {type(ddr_bound).__name__}.",
-                            "pass the function itself: check_ddr_bound(ddr_bound)")
+        _require_function(ddr_bound, "check_ddr_bound(ddr_bound)")
         cases = _cases.profile_cases(_fresh_seed())
         details: List[str] = []
         for n, (text, truth) in enumerate(cases, 1):
@@ -391,9 +385,7 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
     those numbers when the answer is wrong.  It counts your gets and releases: a get without a
     release is not a failure, it gets a note with the course's pairing rule."""
     def body() -> CheckResult:
-        if not callable(choose_want_float):
-            raise _not_done(f"expected your function, got {type(choose_want_float).__name__}.",
-                            "pass the function itself: check_want_float(choose_want_float)")
+        _require_function(choose_want_float, "check_want_float(choose_want_float)")
         from ..experiment.variants import frame_input, query_io
         from ..rknn import buffers
         rng = np.random.default_rng(_fresh_seed())
@@ -574,9 +566,7 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
     wrong prediction and whether it is too high or too low (3% to 10%, or more), never the
     speedup: a table of those would pass without a model of the cores."""
     def body() -> CheckResult:
-        if not callable(predict_speedup):
-            raise _not_done(f"expected your function, got {type(predict_speedup).__name__}.",
-                            "pass the function itself: check_speedup(predict_speedup)")
+        _require_function(predict_speedup, "check_speedup(predict_speedup)")
         rt = _open_runtime()
         soc = _soc_of(rt)
         cores = [n for n in _MASKS if n <= n_cores(rt)]

@@ -27,7 +27,7 @@ import numpy as np
 from ..rknn import abi, buffers
 from . import _lab04_cases as _cases
 from ._core import (_FREED, _CHANGED, _FRESH, _ZERO, CheckResult, Lab, _crc, _current_soc, _Fail,
-                    _frames, _model_file, _not_done, _open_runtime,
+                    _frames, _model_file, _not_done, _open_runtime, _require_function,
                     _out_bytes, _recorded_run, _reference_outputs, _soc_of, _Spy, _student_error,
                     _variant_error)
 
@@ -134,9 +134,7 @@ def check_output_guard(ensure_output_buffer: Callable[..., Any], predicted_bytes
     enough); every buffer it returns is then used with is_prealloc = 1 and must receive the
     values a runtime-allocated get gives."""
     def body() -> CheckResult:
-        if not callable(ensure_output_buffer):
-            raise _not_done(f"expected your function, got {type(ensure_output_buffer).__name__}.",
-                            "pass the function itself: check_output_guard(ensure_output_buffer, predicted_bytes)")
+        _require_function(ensure_output_buffer, "check_output_guard(ensure_output_buffer, predicted_bytes)")
         rt = _open_runtime()
         spy = _Spy(rt)
         soc = _soc_of(rt)
@@ -437,9 +435,7 @@ def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> Ch
     run those anyway), keeps the fifth variant anonymous, and never says which word would be
     right."""
     def body() -> CheckResult:
-        if not callable(classify):
-            raise _not_done(f"expected your function, got {type(classify).__name__}.",
-                            "pass the function itself: check_which_is_which(classify)")
+        _require_function(classify, "check_which_is_which(classify)")
         cases = _cases.which_cases()
         rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
         order = rng.permutation(len(cases))
@@ -508,9 +504,7 @@ def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]],
     changes, nothing is allocated), zero-copy (no get at all), and the leak.  A failure names
     the trap each wrong answer fell into, by what that variant does (never by its name)."""
     def body() -> CheckResult:
-        if not callable(reuses_output_memory):
-            raise _not_done(f"expected your function, got {type(reuses_output_memory).__name__}.",
-                            "pass the function itself: check_reuse_detector(reuses_output_memory)")
+        _require_function(reuses_output_memory, "check_reuse_detector(reuses_output_memory)")
         cases = _cases.reuse_cases()
         order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(cases))
         details: List[str] = []
@@ -621,9 +615,7 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
     reused after a join), is_prealloc = 1, no buffer into which two threads take turns, and
     the predictions of one thread on one context, image for image."""
     def body() -> CheckResult:
-        if not callable(classify_two_threads):
-            raise _not_done(f"expected your function, got {type(classify_two_threads).__name__}.",
-                            "pass the function itself: check_two_threads(classify_two_threads)")
+        _require_function(classify_two_threads, "check_two_threads(classify_two_threads)")
         rt = _open_runtime()
         spy = _Spy(rt)
         soc = _soc_of(rt)
