@@ -1,0 +1,24 @@
+"""Where NPU memory goes and how to allocate it (Chapter 5, Allocation strategy):
+measured on the runtime passed in (default: rknnlab.open_runtime("sim"), the simulated
+RK3588; on a board the native runtime), MODELED (and labelled so) where nothing can
+be measured.
+
+Every table is a pandas DataFrame whose ``attrs["source"]`` says where its numbers come
+from; print it with rknnlab.profile.show.
+
+==============================  =====================================================
+preallocation                   :func:`prealloc_vs_per_frame` (the recipe's loop, io mems
+                                made every frame, create once / bind once / run many)
+one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLOC_OUTSIDE,
+                                MEM_ALLOC_OUTSIDE as the official demo),
+                                :func:`parallel_corruption` (the same buffer, two runs
+                                at once)
+N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
+                                shared internal memory)
+==============================  =====================================================
+"""
+from .prealloc import STRATEGIES, prealloc_vs_per_frame
+from .sharing import PIPELINES, SETUPS, Ledger, parallel_corruption, pipelines_memory, shared_internal
+
+__all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
+           "pipelines_memory", "PIPELINES", "Ledger"]

@@ -1,0 +1,373 @@
+"""One internal buffer for several contexts: what it saves (measured with
+RKNN_QUERY_MEM_SIZE), the official reuse demo's steps, N pipelines three ways, and what
+happens when two contexts that share it run at the same time."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..rknn import abi
+from ._common import (MEASURED, BoundIo, dma_total, frame, mem_size, mismatch_share, model_file,
+                      run_label, runtime, same_outputs)
+
+#: the setups shared_internal compares, in its column order
+SETUPS = ("separate", "internal_outside", "all_outside")
+
+
+class Ledger:
+    """The DMA memory a group of contexts really holds: the sum of their
+    total_dma_allocated_size, plus the mems this code made that the runtime did not
+    count there, minus views (create_mem_from_fd of a mem already counted) that it did.
+    Both are measured at each create: no document says what a board's total includes
+    (the simulator counts create_mem buffers and not views: A9)."""
+
+    def __init__(self, rt: Any) -> None:
+        self.rt = rt
+        self.contexts: List[int] = []
+        self.mems: List[Any] = []          # (ctx, mem) to destroy, views first
+        self.extra = 0                     # bytes to add to the runtime's totals
+
+    def init(self, path: str, flag: int = 0) -> int:
+        ctx = self.rt.init(path, flag=flag)
+        self.contexts.append(ctx)
+        return ctx
+
+    def dup(self, ctx: int) -> int:
+        new = self.rt.dup_context(ctx)
+        self.contexts.append(new)
+        return new
+
+    def create(self, ctx: int, size: int) -> Any:
+        before = dma_total(self.rt, ctx)
+        mem = self.rt.create_mem(ctx, size)
+        self.mems.append((ctx, mem))
+        if dma_total(self.rt, ctx) - before < size:   # not counted by the runtime
+            self.extra += size
+        return mem
+
+    def view(self, ctx: int, big: Any, size: int) -> Any:
+        before = dma_total(self.rt, ctx)
+        mem = self.rt.create_mem_from_fd(ctx, big.contents.fd, big.contents.virt_addr, size, 0)
+        self.mems.insert(0, (ctx, mem))
+        self.extra -= max(dma_total(self.rt, ctx) - before, 0)   # counted, yet no new pages
+        return mem
+
+    def total(self) -> int:
+        return sum(dma_total(self.rt, c) for c in self.contexts) + self.extra
+
+    def close(self) -> None:
+        for ctx, mem in self.mems:
+            self.rt.destroy_mem(ctx, mem)
+        for ctx in reversed(self.contexts):
+            self.rt.destroy(ctx)
+        self.mems, self.contexts = [], []
+
+
+def _share_internal(ledger: Ledger, contexts: Sequence[int]) -> int:
+    """The demo's steps 3 and 4: one mem of the largest total_internal_size, made with the
+    first context; a create_mem_from_fd view of it per context, set with
+    rknn_set_internal_mem.  Returns the mem's size."""
+    rt = ledger.rt
+    sizes = [int(mem_size(rt, c).total_internal_size) for c in contexts]
+    biggest = max(sizes)
+    big = ledger.create(contexts[0], biggest)
+    for ctx, size in zip(contexts, sizes):
+        rt.set_internal_mem(ctx, ledger.view(ctx, big, size))
+    return biggest
+
+
+def _weights_outside(ledger: Ledger, ctx: int) -> None:
+    """What the demo does and its documentation leaves out: with MEM_ALLOC_OUTSIDE the
+    weights are outside too (create_mem of total_weight_size, rknn_set_weight_mem)."""
+    size = int(mem_size(ledger.rt, ctx).total_weight_size)
+    ledger.rt.set_weight_mem(ctx, ledger.create(ctx, size))
+
+
+def _run_all(rt: Any, ios: Sequence[BoundIo], seed: int = 0) -> List[List[Any]]:
+    """Each context once, one after another, on the seeded input; their native outputs."""
+    outs = []
+    for io in ios:
+        io.write_inputs(seed)
+        rt.run(io.ctx)
+        outs.append(io.read_outputs())
+    return outs
+
+
+def _setup(rt: Any, paths: Sequence[str], setup: str) -> Dict[str, Any]:
+    """Init every model in ``setup``, bind io, share internal memory where asked, run each
+    once; returns the ledger's total, per-context totals and the outputs."""
+    flag = {"separate": 0, "internal_outside": abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE,
+            "all_outside": abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE}[setup]
+    ledger = Ledger(rt)
+    try:
+        contexts = [ledger.init(p, flag) for p in paths]
+        if setup == "all_outside":
+            for ctx in contexts:
+                _weights_outside(ledger, ctx)
+        ios = []
+        for ctx in contexts:   # io mems through the ledger too: they count in every setup alike
+            ios.append(BoundIo.bind(rt, ctx))
+            ledger.mems.extend((ctx, m) for m in ios[-1].inputs + ios[-1].outputs)
+            ledger.extra += _uncounted_io(rt, ctx, ios[-1])
+        if setup != "separate":
+            _share_internal(ledger, contexts)
+        outputs = _run_all(rt, ios)
+        return {"total": ledger.total(), "outputs": outputs,
+                "per_context": [dma_total(rt, c) for c in contexts]}
+    finally:
+        for io in locals().get("ios", []):
+            io.inputs, io.outputs = [], []          # the ledger destroys them
+        ledger.close()
+
+
+def _uncounted_io(rt: Any, ctx: int, io: BoundIo) -> int:
+    """0 when the runtime counts the io mems in the context's DMA total, else their bytes
+    (measured by making one more mem of the same size and watching the total)."""
+    if not io.inputs:
+        return 0
+    size = int(io.inputs[0].contents.size)
+    before = dma_total(rt, ctx)
+    probe = rt.create_mem(ctx, size)
+    try:
+        counted = dma_total(rt, ctx) - before >= size
+    finally:
+        rt.destroy_mem(ctx, probe)
+    return 0 if counted else io.nbytes
+
+
+def shared_internal(models: Sequence[str] = ("mobilenet_v2", "resnet50", "yolov5s"),
+                    rt: Optional[Any] = None) -> Any:
+    """What sharing one internal buffer between models that run one after another saves,
+    measured on ``rt`` (default: the simulated RK3588) in three setups:
+
+    - ``separate``: a plain rknn_init per model (the runtime allocates everything);
+    - ``internal_outside``: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE per model, one mem of the
+      largest total_internal_size, a create_mem_from_fd view of it per context,
+      rknn_set_internal_mem;
+    - ``all_outside``: the official reuse demo's steps, RKNN_FLAG_MEM_ALLOC_OUTSIDE: the
+      same shared internal mem, plus each model's weights in a mem of its own
+      (rknn_set_weight_mem), which the documentation's snippets leave out.
+
+    In every setup each context's io is bound once with mems sized from the native
+    attrs, and each model runs once, one after another, on the same seeded input.
+
+    Rows: one per model, then "total".  Columns: model, weights_bytes, internal_bytes
+    (RKNN_QUERY_MEM_SIZE), io_bytes (size_with_stride of the native io),
+    separate_bytes, internal_outside_bytes, all_outside_bytes (the DMA memory of that
+    model's context: its total_dma_allocated_size; the shared mem is counted once, on
+    the first model, which allocates it as the demo does; the total row is the sum
+    over the contexts, corrected for mems the runtime does not count: see Ledger),
+    same_outputs (the outputs of the shared setups equal the separate ones, byte for
+    byte).  ``attrs``: max_internal_bytes, saving_bytes (separate total minus
+    internal_outside total), source.  ~0.5 s on the simulator for the default
+    models."""
+    if len(models) < 2:
+        raise ValueError(f"models={list(models)}: sharing needs at least two models")
+    rt = runtime(rt)
+    paths = [model_file(rt, m) for m in models]
+    results = {s: _setup(rt, paths, s) for s in SETUPS}
+    rows: List[Dict[str, Any]] = []
+    reference = results["separate"]["outputs"]
+    sizes = []
+    for i, (name, path) in enumerate(zip(models, paths)):
+        ctx = rt.init(path, flag=abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY)
+        try:
+            m = mem_size(rt, ctx)
+            weights, internal = int(m.total_weight_size), int(m.total_internal_size)
+        finally:
+            rt.destroy(ctx)
+        io = _io_bytes_of(rt, path)
+        sizes.append(internal)
+        same = all(same_outputs(results[s]["outputs"][i], reference[i]) for s in SETUPS[1:])
+        rows.append({"model": name, "weights_bytes": weights, "internal_bytes": internal, "io_bytes": io,
+                     **{f"{s}_bytes": results[s]["per_context"][i] for s in SETUPS},
+                     "same_outputs": same})
+    rows.append({"model": "total", "weights_bytes": sum(r["weights_bytes"] for r in rows),
+                 "internal_bytes": sum(sizes), "io_bytes": sum(r["io_bytes"] for r in rows),
+                 **{f"{s}_bytes": results[s]["total"] for s in SETUPS},
+                 "same_outputs": all(r["same_outputs"] for r in rows)})
+    table = frame(rows, run_label(rt, "RKNN_QUERY_MEM_SIZE after one run of each model, one after another"))
+    table.attrs.update(max_internal_bytes=max(sizes),
+                       saving_bytes=results["separate"]["total"] - results["internal_outside"]["total"],
+                       models=list(models))
+    return table
+
+
+def _io_bytes_of(rt: Any, path: str) -> int:
+    ctx = rt.init(path)
+    try:
+        from ._common import io_bytes
+        return io_bytes(rt, ctx)
+    finally:
+        rt.destroy(ctx)
+
+
+#: the ways of making N pipelines of one model that pipelines_memory compares
+PIPELINES = ("rknn_init each", "rknn_dup_context", "rknn_init each + one internal mem",
+             "rknn_dup_context + one internal mem")
+
+
+def _run_once(rt: Any, ctx: int) -> None:
+    """One frame through the runtime's own io buffers (so that a board has allocated them: A10)."""
+    from ..experiment.variants import frame_input
+    from ._common import seeded_frame
+    a = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    dims = [int(d) for d in a.dims[:a.n_dims]]
+    data = seeded_frame(a)[:int(a.n_elems)].reshape(dims)
+    rt.inputs_set(ctx, frame_input(data))
+    rt.run(ctx)
+
+
+def pipelines_memory(model: str = "mobilenet_v2", n_values: Sequence[int] = (1, 2, 3, 4),
+                     rt: Optional[Any] = None) -> Any:
+    """The DMA memory of N pipelines of ``model`` (one context each), four ways, measured on
+    ``rt`` (default: the simulated RK3588) after one run of every context:
+
+    - "rknn_init each": N independent contexts;
+    - "rknn_dup_context": one rknn_init, N - 1 rknn_dup_context of it (weights shared);
+    - "rknn_init each + one internal mem": N contexts made with
+      RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE sharing one internal mem (create_mem_from_fd views);
+    - "rknn_dup_context + one internal mem": both.
+
+    Rows: how, n, dma_bytes (the contexts' total_dma_allocated_size plus the mems made here
+    that the runtime does not count: see Ledger), per_pipeline_bytes (dma_bytes / n),
+    run_at_once (False where the contexts share internal memory: they must run one
+    after another), kind.  ~1 s on the simulator for mobilenet_v2."""
+    ns = sorted(set(int(n) for n in n_values))
+    if not ns or ns[0] < 1:
+        raise ValueError(f"n_values={list(n_values)}: positive counts of pipelines")
+    rt = runtime(rt)
+    path = model_file(rt, model)
+    rows = []
+    for how in PIPELINES:
+        shared = how.endswith("internal mem")
+        flag = abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE if shared else 0
+        for n in ns:
+            ledger = Ledger(rt)
+            try:
+                first = ledger.init(path, flag)
+                for _ in range(n - 1):
+                    ledger.dup(first) if how.startswith("rknn_dup") else ledger.init(path, flag)
+                if shared:
+                    _share_internal(ledger, ledger.contexts)
+                for ctx in ledger.contexts:
+                    _run_once(rt, ctx)
+                total = ledger.total()
+            finally:
+                ledger.close()
+            rows.append({"how": how, "n": n, "dma_bytes": total, "per_pipeline_bytes": total / n,
+                         "run_at_once": not shared, "kind": MEASURED})
+    table = frame(rows, run_label(rt, f"{model}, RKNN_QUERY_MEM_SIZE after one run of each context"))
+    table.attrs["model"] = model
+    return table
+
+
+def _timed_run(rt: Any, io: BoundIo, seed: int, log: List[Dict[str, Any]], barrier: Optional[threading.Barrier],
+               errors: List[BaseException]) -> None:
+    try:
+        io.write_inputs(seed)
+        if barrier is not None:
+            barrier.wait(timeout=10)
+        start = time.perf_counter()
+        rt.run(io.ctx)
+        end = time.perf_counter()
+        log.append({"ctx": io.ctx, "start": start, "end": end, "outputs": io.read_outputs()})
+    except BaseException as exc:   # reported in the main thread
+        errors.append(exc)
+
+
+def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), repeats: int = 3,
+                        rt: Optional[Any] = None) -> Any:
+    """Two contexts sharing one internal mem (RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE, the demo's
+    steps), run ``repeats`` times one after another and ``repeats`` times at the same
+    time (two threads, the contexts pinned to NPU cores 0 and 1 where the SoC has two),
+    on ``rt`` (default: the simulated RK3588).  Each model's outputs are compared byte
+    for byte with a context of its own (plain rknn_init) on the same input.
+
+    Rows: mode ("one after another" / "at the same time"), model, runs, correct_runs
+    (outputs equal to the reference), mismatch_share (mean share of output bytes that
+    differ), overlap_ms (mean time both runs were in rknn_run together: 0 for the
+    sequential mode), kind.  Both models need a total_internal_size above 0.  ~1 s on
+    the simulator."""
+    if len(models) != 2:
+        raise ValueError(f"models={list(models)}: two models")
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: at least 1")
+    rt = runtime(rt)
+    paths = [model_file(rt, m) for m in models]
+    reference = []
+    for path in paths:      # each model alone, its own internal memory
+        ledger = Ledger(rt)
+        try:
+            io = BoundIo.bind(rt, ledger.init(path))
+            reference.append(_run_all(rt, [io], seed=1)[0])
+            io.destroy()
+        finally:
+            ledger.close()
+    ledger = Ledger(rt)
+    rows = []
+    try:
+        contexts = [ledger.init(p, abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE) for p in paths]
+        if min(int(mem_size(rt, c).total_internal_size) for c in contexts) == 0:
+            raise ValueError(f"{', '.join(models)}: a model with no internal memory shares nothing")
+        _share_internal(ledger, contexts)
+        ios = [BoundIo.bind(rt, c) for c in contexts]
+        two_cores = _core_masks(rt)
+        if two_cores:
+            for ctx, mask in zip(contexts, two_cores):
+                rt.set_core_mask(ctx, mask)
+        for mode in ("one after another", "at the same time"):
+            logs: List[List[Dict[str, Any]]] = []
+            for _ in range(repeats):
+                log: List[Dict[str, Any]] = []
+                errors: List[BaseException] = []
+                if mode == "one after another":
+                    for io in ios:
+                        _timed_run(rt, io, 1, log, None, errors)
+                else:
+                    barrier = threading.Barrier(len(ios))
+                    threads = [threading.Thread(target=_timed_run, args=(rt, io, 1, log, barrier, errors))
+                               for io in ios]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                if errors:
+                    raise errors[0]
+                logs.append(log)
+            for i, (name, ctx) in enumerate(zip(models, contexts)):
+                mine = [next(r for r in log if r["ctx"] == ctx) for log in logs]
+                overlaps = [_overlap(log) for log in logs]
+                rows.append({"mode": mode, "model": name, "runs": len(mine),
+                             "correct_runs": sum(same_outputs(r["outputs"], reference[i]) for r in mine),
+                             "mismatch_share": sum(mismatch_share(r["outputs"], reference[i]) for r in mine)
+                             / len(mine),
+                             "overlap_ms": 1e3 * sum(overlaps) / len(overlaps), "kind": MEASURED})
+        for io in ios:
+            io.destroy()
+    finally:
+        ledger.close()
+    cores = "NPU cores 0 and 1" if _core_masks(rt) else "one NPU core (AUTO)"
+    table = frame(rows, run_label(rt, f"two contexts sharing one internal mem, {cores}, outputs compared "
+                                      "with a context of each model's own"))
+    table.attrs["models"] = list(models)
+    return table
+
+
+def _core_masks(rt: Any) -> Optional[Sequence[int]]:
+    """Cores 0 and 1 where the SoC has at least two NPU cores (RK3588, RK3576), else None."""
+    from ..sim.npu import soc_npu
+    try:
+        cores = soc_npu(rt.soc).cores
+    except ValueError:
+        return None
+    return (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1) if cores >= 2 else None
+
+
+def _overlap(log: Sequence[Dict[str, Any]]) -> float:
+    """Seconds both runs of a repeat were inside rknn_run together."""
+    if len(log) < 2:
+        return 0.0
+    a, b = log[0], log[1]
+    return max(0.0, min(a["end"], b["end"]) - max(a["start"], b["start"]))
