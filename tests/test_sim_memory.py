@@ -227,7 +227,19 @@ def test_mem_alloc_outside_needs_weight_and_internal_mems(rt):
     with pytest.raises(errors.RknnParamInvalidError, match="set_internal_mem"):
         rt.run(ctx)
     rt.set_internal_mem(ctx, internal)
-    _digits_input(rt, ctx)
+    # io is ours too (A51): no input buffer to write into, no run until every tensor is bound
+    with pytest.raises(errors.RknnParamInvalidError, match="set_io_mem"):
+        _digits_input(rt, ctx)
+    with pytest.raises(errors.RknnParamInvalidError, match="bind input 0"):
+        rt.run(ctx)
+    attrs = {}
+    for cmd in (abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR):
+        attr = attrs[cmd] = rt.query(ctx, cmd, abi.rknn_tensor_attr(index=0))
+        rt.set_io_mem(ctx, rt.create_mem(ctx, attr.size_with_stride), attr)
+    assert rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size == (
+        size.total_weight_size + size.total_internal_size
+        + sum(a.size_with_stride for a in attrs.values()))  # our four mems, nothing of the runtime's
+    _digits_input(rt, ctx)  # into the bound native mem
     rt.run(ctx)
 
 

@@ -99,6 +99,14 @@ class Runtime(ABC):
     def set_core_mask(self, ctx: int, core_mask: int) -> int:
         """rknn_set_core_mask."""
 
+    @abstractmethod
+    def set_input_shapes(self, ctx: int, attrs: Sequence[abi.rknn_tensor_attr]) -> int:
+        """rknn_set_input_shapes (n_inputs = len(attrs)): choose one of the input
+        shapes a dynamic-shape model was built with.  Fill index, name, n_dims,
+        dims and fmt of one attr per input (API reference V2.3.2 p.37); call it
+        before the first rknn_run and at every shape change, then query the
+        RKNN_QUERY_CURRENT_* attrs."""
+
     # -- memory ----------------------------------------------------------------
     @abstractmethod
     def create_mem(self, ctx: int, size: int) -> MemPtr:
@@ -112,6 +120,11 @@ class Runtime(ABC):
     @abstractmethod
     def create_mem_from_fd(self, ctx: int, fd: int, virt: int, size: int, offset: int) -> MemPtr:
         """rknn_create_mem_from_fd: wrap an existing dma-buf fd (shares pages)."""
+
+    @abstractmethod
+    def create_mem_from_phys(self, ctx: int, phys: int, virt: int, size: int) -> MemPtr:
+        """rknn_create_mem_from_phys: wrap ``size`` bytes at the physical (NPU)
+        address ``phys``, mapped by the caller at ``virt``."""
 
     @abstractmethod
     def destroy_mem(self, ctx: int, mem: MemPtr) -> int:

@@ -101,7 +101,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "context; compare each total with the 'allocated memory ... aligned size' lines of the "
      "runtime's debug log (RKNN_LOG_LEVEL)."),
     ("A10", "rknn_init allocates one io DMA buffer per input and output (native size_with_stride); "
-            "with RKNN_FLAG_MEM_ALLOC_OUTSIDE they are allocated on first use instead. Public "
+            "with RKNN_FLAG_MEM_ALLOC_OUTSIDE it allocates none (A51; only a binding in another "
+            "layout gets a conversion buffer, at its first use). Public "
             "evidence says a board allocates them later: in a public librknnrt 2.3.2 RK3588 "
             "allocation log (github wtwver/npu, ops_rknn/run_output.txt), rknn_init allocates "
             "only the task, weight and internal buffers; the runtime's input and output buffers "
@@ -225,7 +226,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "create_mem2 with TRY_ALLOC_SRAM on a board with and without SRAM in the device tree; "
      "query MEM_SIZE."),
     ("A30", "phys_addr of a mem is a made-up NPU (IOMMU) address, page-aligned and increasing; on "
-            "a board it is the IOVA the NPU uses.",
+            "a board it is the IOVA the NPU uses. rknn_create_mem_from_phys accepts only addresses "
+            "inside such a range (A50).",
      "print mem->phys_addr of a few create_mem calls on a board."),
     ("A31", "NC1HWC2 padding channels (past C) are written as zeros by the input conversion and "
             "by the twin's outputs (the stand-in fills them with pattern bytes).",
@@ -394,6 +396,35 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "three OutputOperators.",
      "print RKNN_QUERY_PERF_DETAIL on an rk3588 and an rk3568 board and compare the headers, "
      "the CPU rows and the number formats."),
+    ("A50", "rknn_create_mem_from_phys(ctx, phys, virt, size) needs phys .. phys + size inside the "
+            "phys range of a live mem of this runtime (the simulator has no physical memory of its "
+            "own: A30); the new mem maps the same pages again at a new virt_addr (virt is not "
+            "used), has fd -1, flags RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS and counts in no DMA total "
+            "(A9). Anything else is RKNN_ERR_PARAM_INVALID here (NULL from the C function). The API "
+            "reference V2.3.2 (p.32) only says the call wraps a physical address, a virtual address "
+            "and a size; Rockchip's MMZ demo uses it with CMA memory from its own allocator.",
+     "create a mem from the phys address of a CMA buffer (or of mem->phys_addr + 4096 of a "
+     "create_mem mem), write through one mapping and read through the other; print the new "
+     "mem's virt_addr, fd and flags; pass a phys address no buffer holds and check the result."),
+    ("A51", "With RKNN_FLAG_MEM_ALLOC_OUTSIDE the runtime allocates no input or output buffer: "
+            "rknn_run fails (RKNN_ERR_PARAM_INVALID) until every input and output has a mem bound "
+            "with rknn_set_io_mem, and rknn_inputs_set fails for an input without one. The API "
+            "reference V2.3.2 (p.18) says input, output, weight and internal memory are all "
+            "allocated by the user with this flag, and both of Rockchip's demos that use it "
+            "(rknn_internal_mem_reuse_demo and the dynamic-shape demo's alloc-outside variant) "
+            "bind every input and output; none of its documents says what happens without them. "
+            "A binding in a layout other than the native one still gets a conversion buffer from "
+            "the runtime (A10).",
+     "rknn_init with RKNN_FLAG_MEM_ALLOC_OUTSIDE, set the weight and internal mems, then call "
+     "rknn_inputs_set and rknn_run without any rknn_set_io_mem: read both return codes and "
+     "total_dma_allocated_size before and after."),
+    ("A52", "A model built with one input shape (no dynamic_input) refuses "
+            "rknn_set_input_shapes and RKNN_QUERY_INPUT_DYNAMIC_RANGE with RKNN_ERR_PARAM_INVALID; "
+            "the RKNN_QUERY_CURRENT_* attrs answer its one shape (the plain and native attrs). "
+            "No Rockchip document says what a static model answers.",
+     "on a static model, call rknn_query(RKNN_QUERY_INPUT_DYNAMIC_RANGE) and "
+     "rknn_set_input_shapes with its own INPUT_ATTR: read the return codes and shape_number; "
+     "query RKNN_QUERY_CURRENT_INPUT_ATTR."),
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -84,11 +84,16 @@ class DmaBuffer:
     :meth:`map_fd` of somebody else's fd).
     """
 
-    def __init__(self, address: int, size: int, fd: int, owns_fd: bool) -> None:
+    def __init__(self, address: int, size: int, fd: int, owns_fd: bool, file_offset: int = 0,
+                 mapping: Optional[Tuple[int, int]] = None) -> None:
         self.address = address
         self.size = size
         self.fd = fd
         self.owns_fd = owns_fd
+        #: where byte 0 of this buffer lies in the fd's file
+        self.file_offset = file_offset
+        # what munmap undoes: (start, length) of the page-aligned mapping
+        self._mapping = mapping if mapping is not None else (address, size)
         self.closed = False
         self._bytes = array_at(address, size)  # made once: views are sliced from it
 
@@ -117,6 +122,19 @@ class DmaBuffer:
             raise ValueError(f"fd {fd} holds {available} bytes, {size} asked for")
         return cls(_map(fd, size), size, fd, owns_fd=False)
 
+    @classmethod
+    def map_fd_range(cls, fd: int, start: int, size: int) -> "DmaBuffer":
+        """A mapping of bytes [start, start + size) of an existing fd (``start``
+        need not be page-aligned: the pages around it are mapped)."""
+        available = os.fstat(fd).st_size
+        if start < 0 or size <= 0 or start + size > available:
+            raise ValueError(f"bytes [{start}, {start + size}) of fd {fd}: it holds {available} bytes")
+        aligned = start - start % PAGE_SIZE
+        length = start + size - aligned
+        base = _map(fd, length, aligned)
+        return cls(base + start - aligned, size, fd, owns_fd=False, file_offset=start,
+                   mapping=(base, length))
+
     def array(self, nbytes: Optional[int] = None, offset: int = 0) -> np.ndarray:
         """uint8 view of ``nbytes`` bytes starting ``offset`` bytes in."""
         if nbytes is None:
@@ -131,15 +149,15 @@ class DmaBuffer:
             return
         self.closed = True
         self._bytes = None
-        _munmap(self.address, self.size)
+        _munmap(*self._mapping)
         if self.owns_fd:
             os.close(self.fd)
 
 
-def _map(fd: int, size: int) -> int:
+def _map(fd: int, size: int, offset: int = 0) -> int:
     if size <= 0:
         raise ValueError(f"cannot map {size} bytes")
-    address = _mmap(None, size, _PROT_READ_WRITE, _MAP_SHARED, fd, 0)
+    address = _mmap(None, size, _PROT_READ_WRITE, _MAP_SHARED, fd, offset)
     if address in (None, _MAP_FAILED):
         errno = ctypes.get_errno()
         raise OSError(errno, f"mmap of fd {fd} ({size} bytes) failed: {os.strerror(errno)}")

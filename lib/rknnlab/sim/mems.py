@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+from typing import Optional
 
 import numpy as np
 
@@ -38,33 +39,51 @@ class TensorMem:
     """One rknn_tensor_mem the runtime made: struct, buffer and bookkeeping.
 
     ``ctx`` is the context it was created with (0 for
-    RKNN_MEM_FLAG_ALLOC_NO_CONTEXT); ``imported`` marks create_mem_from_fd
-    mems, whose pages somebody else allocated.  ``users`` counts runtime calls
-    touching the bytes right now: a mem destroyed meanwhile is unmapped when
-    the last of them is done.
+    RKNN_MEM_FLAG_ALLOC_NO_CONTEXT); ``imported`` marks create_mem_from_fd and
+    create_mem_from_phys mems, whose pages somebody else allocated.
+    ``alloc_flags``: the RKNN_FLAG_MEMORY_* bits of rknn_create_mem2 (0 for
+    rknn_create_mem); ``cacheable``: whether the CPU maps the pages cached
+    (None: an imported mem whose allocator the runtime does not know).
+    ``users`` counts runtime calls touching the bytes right now: a mem
+    destroyed meanwhile is unmapped when the last of them is done.
     """
 
-    def __init__(self, buffer: DmaBuffer, size: int, offset: int, ctx: int, imported: bool) -> None:
+    def __init__(self, buffer: DmaBuffer, size: int, offset: int, ctx: int, imported: bool,
+                 alloc_flags: int = 0, cacheable: Optional[bool] = True,
+                 phys_addr: Optional[int] = None) -> None:
         self.mem_id = next(_ids)
         self.buffer = buffer
         self.size = size
         self.offset = offset
         self.ctx = ctx
         self.imported = imported
+        self.alloc_flags = alloc_flags
+        self.cacheable = cacheable
+        #: bytes of this mem placed in the NPU's SRAM (TRY_ALLOC_SRAM), from its start
+        self.sram_bytes = 0
         self.users = 0
         self.dead = False
         self.struct_address = heap_alloc(ctypes.sizeof(abi.rknn_tensor_mem))
         self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
         struct = self.pointer.contents
         struct.virt_addr = buffer.address
-        struct.phys_addr = _take_iova(size)
-        struct.fd = buffer.fd
+        struct.phys_addr = _take_iova(size) if phys_addr is None else phys_addr
+        struct.fd = buffer.fd if phys_addr is None else -1
         struct.offset = offset
         struct.size = size
-        struct.flags = (abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_FD if imported
+        struct.flags = (abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS if phys_addr is not None
+                        else abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_FD if imported
                         else abi.RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE)
         struct.priv_data = None
         setattr(self.pointer, ID_ATTRIBUTE, self.mem_id)
+        self.phys_addr = struct.phys_addr
+
+    def phys_offset(self, phys: int, nbytes: int) -> Optional[int]:
+        """Where [phys, phys + nbytes) starts inside this mem's pages (counted from
+        the start of its buffer), or None if that range is not all in the mem."""
+        if self.phys_addr <= phys and phys + nbytes <= self.phys_addr + self.size:
+            return phys - self.phys_addr
+        return None
 
     @property
     def available(self) -> int:

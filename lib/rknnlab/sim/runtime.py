@@ -58,9 +58,16 @@ _ATTR_QUERIES: Dict[int, Tuple[str, bool]] = {
     abi.RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR: ("native_nhwc", False),
     abi.RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR: ("native_nhwc", True),
 }
-_ANSWERED = set(_ATTR_QUERIES) | {abi.RKNN_QUERY_IN_OUT_NUM, abi.RKNN_QUERY_MEM_SIZE,
-                                  abi.RKNN_QUERY_SDK_VERSION, abi.RKNN_QUERY_PERF_RUN,
-                                  abi.RKNN_QUERY_PERF_DETAIL}
+#: the RKNN_QUERY_CURRENT_* attr queries: the attrs of the shape set last (dynamic shapes)
+_CURRENT_QUERIES: Dict[int, Tuple[str, bool]] = {
+    abi.RKNN_QUERY_CURRENT_INPUT_ATTR: ("plain", False),
+    abi.RKNN_QUERY_CURRENT_OUTPUT_ATTR: ("plain", True),
+    abi.RKNN_QUERY_CURRENT_NATIVE_INPUT_ATTR: ("native", False),
+    abi.RKNN_QUERY_CURRENT_NATIVE_OUTPUT_ATTR: ("native", True),
+}
+_ANSWERED = set(_ATTR_QUERIES) | set(_CURRENT_QUERIES) | {
+    abi.RKNN_QUERY_IN_OUT_NUM, abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_SDK_VERSION,
+    abi.RKNN_QUERY_PERF_RUN, abi.RKNN_QUERY_PERF_DETAIL, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE}
 _INFO_ONLY_ANSWERED = (abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_IN_OUT_NUM)
 
 _INPUT_TYPES = (abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_FLOAT32,
@@ -472,8 +479,8 @@ class SimRuntime(Runtime):
 
     def _answer(self, context: Context, cmd: int, info: ctypes.Structure, fn: str) -> None:
         model = context.model
-        if cmd in _ATTR_QUERIES:
-            kind, outputs = _ATTR_QUERIES[cmd]
+        if cmd in _ATTR_QUERIES or cmd in _CURRENT_QUERIES:
+            kind, outputs = _ATTR_QUERIES.get(cmd) or _CURRENT_QUERIES[cmd]
             specs = model.outputs if outputs else model.inputs
             if info.index >= len(specs):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
@@ -481,6 +488,10 @@ class SimRuntime(Runtime):
                              f"{model.name} has {len(specs)} {'output' if outputs else 'input'}(s)")
             ctypes.memmove(ctypes.addressof(info), ctypes.addressof(specs[info.index].attrs[kind]),
                            ctypes.sizeof(info))
+        elif cmd == abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"RKNN_QUERY_INPUT_DYNAMIC_RANGE: {model.name} was built with one input shape "
+                         "(no dynamic_input); its INPUT_ATTR gives that shape (ASSUMPTIONS A52)")
         elif cmd == abi.RKNN_QUERY_IN_OUT_NUM:
             info.n_input, info.n_output = len(model.inputs), len(model.outputs)
         elif cmd == abi.RKNN_QUERY_MEM_SIZE:
@@ -567,6 +578,11 @@ class SimRuntime(Runtime):
         if not tensor_input.buf:
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn, f"input {index}: buf is NULL")
         binding = context.input_bindings.get(index)
+        if binding is None and context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"input {index}: with RKNN_FLAG_MEM_ALLOC_OUTSIDE the runtime has no input buffer "
+                         "of its own: bind a mem with rknn_set_io_mem first (the native attr: then "
+                         "rknn_inputs_set writes into it), or write into your bound mem (ASSUMPTIONS A51)")
         if binding is not None and not binding.zero_copy:
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
                          f"input {index} is bound (set_io_mem) to a mem in {_type_name(binding.layout.rknn_type)} "
@@ -616,6 +632,13 @@ class SimRuntime(Runtime):
             with self._lock:
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
+            if context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
+                unbound = _unbound(model, in_bindings, out_bindings)
+                if unbound:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 "with RKNN_FLAG_MEM_ALLOC_OUTSIDE the runtime allocates no input or output "
+                                 f"buffers: bind {', '.join(unbound)} with rknn_set_io_mem before rknn_run "
+                                 "(ASSUMPTIONS A51)")
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
             with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.run_seconds, called_at) as slot:
                 native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
@@ -750,14 +773,24 @@ class SimRuntime(Runtime):
             context.core_mask = core_mask
         return 0
 
+    def set_input_shapes(self, ctx: int, attrs: Sequence[abi.rknn_tensor_attr]) -> int:
+        """rknn_set_input_shapes: only a model built with several input shapes
+        (rknn-toolkit2's dynamic_input) accepts it (ASSUMPTIONS A52)."""
+        fn = "rknn_set_input_shapes"
+        with self._using(ctx, fn) as context:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{context.model.name} was built with one input shape (no dynamic_input): "
+                         "it has no shapes to choose from; query its INPUT_ATTR instead (ASSUMPTIONS A52)")
+
     # ------------------------------------------------------------------ memory
     def create_mem(self, ctx: int, size: int) -> MemPtr:
         """rknn_create_mem: a new DMA buffer (memfd + mmap, pages backed now)."""
         return self._create_mem("rknn_create_mem", ctx, size, 0)
 
     def create_mem2(self, ctx: int, size: int, alloc_flags: int) -> MemPtr:
-        """rknn_create_mem2: CACHEABLE/NON_CACHEABLE are accepted (memory is
-        coherent here); TRY_ALLOC_SRAM falls back to DRAM (no SRAM modeled);
+        """rknn_create_mem2: the mem remembers CACHEABLE/NON_CACHEABLE
+        (TensorMem.cacheable; memory stays coherent here, ASSUMPTIONS A11, and
+        the CPU cost of uncached memory is modeled in rknnlab.profile.cpu);
         RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0 (then no context counts it)."""
         return self._create_mem("rknn_create_mem2", ctx, size, alloc_flags)
 
@@ -773,17 +806,28 @@ class SimRuntime(Runtime):
         if alloc_flags & abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT:
             if ctx:
                 self._context(ctx, fn)
-            return self._new_mem(fn, size, None)
+            return self._new_mem(fn, size, None, alloc_flags)
         with self._using(ctx, fn, exclusive=False) as context:
-            return self._new_mem(fn, size, context)
+            return self._new_mem(fn, size, context, alloc_flags)
 
-    def _new_mem(self, fn: str, size: int, context: Optional[Context]) -> MemPtr:
+    def _new_mem(self, fn: str, size: int, context: Optional[Context], alloc_flags: int) -> MemPtr:
         try:
             buffer = DmaBuffer.allocate(size, "rknn-mem")
         except OSError as exc:
             raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, f"size {size}: {exc}") from None
-        mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False)
+        # rknn_create_mem and the DEFAULT flags allocate cacheable memory (facts sheet, Ch2)
+        cacheable = not alloc_flags & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+        mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False,
+                        alloc_flags=alloc_flags & ~abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT, cacheable=cacheable)
         return self._register_mem(mem, context, fn)
+
+    def _cacheable_of_fd(self, fd: int) -> Optional[bool]:
+        """Whether the pages of ``fd`` are cacheable, if one of this runtime's mems made them."""
+        with self._lock:
+            for mem in self._mems_by_id.values():
+                if mem.buffer.fd == fd and not mem.imported:
+                    return mem.cacheable
+        return None
 
     def create_mem_from_fd(self, ctx: int, fd: int, virt: int, size: int, offset: int) -> MemPtr:
         """rknn_create_mem_from_fd: maps bytes [0, size) of ``fd`` again (the same
@@ -799,7 +843,36 @@ class SimRuntime(Runtime):
                 buffer = DmaBuffer.map_fd(fd, size)
             except (OSError, ValueError) as exc:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"fd {fd}: {exc}") from None
-            return self._register_mem(TensorMem(buffer, size, offset, ctx, imported=True), context, fn)
+            mem = TensorMem(buffer, size, offset, ctx, imported=True, cacheable=self._cacheable_of_fd(fd))
+            return self._register_mem(mem, context, fn)
+
+    def create_mem_from_phys(self, ctx: int, phys: int, virt: int, size: int) -> MemPtr:
+        """rknn_create_mem_from_phys: a mem of the ``size`` bytes at NPU address
+        ``phys``.  The simulator's phys addresses are made up (ASSUMPTIONS A30),
+        so ``phys`` must lie, with all its ``size`` bytes, inside the phys range of
+        a live mem of this runtime; the new mem maps the same pages again (a new
+        virt_addr; ``virt`` is not used) and has fd -1 (ASSUMPTIONS A50)."""
+        fn = "rknn_create_mem_from_phys"
+        with self._using(ctx, fn, exclusive=False) as context:
+            if size <= 0:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"size {size}: a mem needs at least one byte")
+            with self._lock:
+                found = [(mem, mem.phys_offset(phys, size)) for mem in self._mems_by_id.values()]
+                found = [(mem, start) for mem, start in found if start is not None]
+                if not found:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 f"phys 0x{phys:x} + size {size}: no NPU memory of this runtime holds all "
+                                 "these addresses. The simulator's phys addresses are made up (ASSUMPTIONS "
+                                 "A30): pass mem->phys_addr (plus an offset inside it) of a mem you made "
+                                 "with rknn_create_mem, and a size that stays inside that mem")
+                owner, start = found[0]
+                fd, file_start, cacheable = owner.buffer.fd, owner.buffer.file_offset + start, owner.cacheable
+            try:
+                buffer = DmaBuffer.map_fd_range(fd, file_start, size)
+            except (OSError, ValueError) as exc:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"phys 0x{phys:x}: {exc}") from None
+            mem = TensorMem(buffer, size, 0, ctx, imported=True, cacheable=cacheable, phys_addr=phys)
+            return self._register_mem(mem, context, fn)
 
     def destroy_mem(self, ctx: int, mem: MemPtr) -> int:
         """rknn_destroy_mem: unmaps the buffer (closing the fd it made), frees
@@ -921,6 +994,12 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"mode {mode}: use RKNN_MEMORY_SYNC_TO_DEVICE (1), FROM_DEVICE (2) or BIDIRECTIONAL (3)")
         return 0
+
+
+def _unbound(model: SimModel, in_bindings: Dict[int, Binding], out_bindings: Dict[int, Binding]) -> List[str]:
+    """The io tensors without a mem bound, as 'input 0 ('name')' phrases."""
+    return ([f"input {s.index} ({s.name!r})" for s in model.inputs if s.index not in in_bindings]
+            + [f"output {s.index} ({s.name!r})" for s in model.outputs if s.index not in out_bindings])
 
 
 def _copy_weights(source: np.ndarray, target: np.ndarray) -> None:

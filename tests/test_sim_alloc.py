@@ -1,0 +1,257 @@
+"""Simulator: allocation outside the runtime (chapter 5): MEM_ALLOC_OUTSIDE and
+INTERNAL_ALLOC_OUTSIDE, rknn_create_mem_from_phys, the alloc flags a mem keeps,
+and the Runtime interface both backends implement."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from rknnlab import models
+from rknnlab.rknn import abi, buffers, errors
+from rknnlab.rknn.native import NativeRuntime
+from rknnlab.rknn.runtime import Runtime
+from rknnlab.sim import ASSUMPTIONS, SimRuntime
+
+
+@pytest.fixture
+def rt():
+    runtime = SimRuntime("rk3588")
+    yield runtime
+    runtime.close()
+
+
+def _path(name: str) -> str:
+    return str(models.model_path(name, "rk3588"))
+
+
+def _attr(rt: SimRuntime, ctx: int, cmd: int, index: int = 0) -> abi.rknn_tensor_attr:
+    return rt.query(ctx, cmd, abi.rknn_tensor_attr(index=index))
+
+
+def _bind_native_io(rt: SimRuntime, ctx: int):
+    """Bind one create_mem per input and output in the native layout; returns (in, out) mems."""
+    io = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+    mems = ([], [])
+    for outputs, cmd, n in ((0, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, io.n_input),
+                            (1, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, io.n_output)):
+        for i in range(n):
+            attr = _attr(rt, ctx, cmd, i)
+            mem = rt.create_mem(ctx, attr.size_with_stride)
+            rt.set_io_mem(ctx, mem, attr)
+            mems[outputs].append(mem)
+    return mems
+
+
+def _digits_image() -> np.ndarray:
+    return (np.arange(64, dtype=np.uint8) * 3).reshape(1, 8, 8, 1)
+
+
+def _reference_output(rt: SimRuntime, image: np.ndarray) -> np.ndarray:
+    ctx = rt.init(_path("digits_cnn"))
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    out = abi.rknn_output(index=0, want_float=0)
+    rt.outputs_get(ctx, [out])
+    values = buffers.output_view(out, np.int8).copy()
+    rt.outputs_release(ctx, [out])
+    rt.destroy(ctx)
+    return values
+
+
+# ----------------------------------------------------------------- Runtime interface
+def test_both_backends_implement_set_input_shapes_and_create_mem_from_phys():
+    for name in ("set_input_shapes", "create_mem_from_phys"):
+        assert name in Runtime.__abstractmethods__
+        for backend in (SimRuntime, NativeRuntime):
+            assert name not in backend.__abstractmethods__
+    sim = inspect.signature(SimRuntime.create_mem_from_phys).parameters
+    native = inspect.signature(NativeRuntime.create_mem_from_phys).parameters
+    assert list(sim) == list(native) == ["self", "ctx", "phys", "virt", "size"]
+
+
+# ----------------------------------------------------------------- MEM_ALLOC_OUTSIDE (item 1)
+def test_mem_alloc_outside_refuses_each_missing_mem_by_name(rt):
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    assert size.total_dma_allocated_size == 0
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_weight_mem"):
+        rt.run(ctx)
+    rt.set_weight_mem(ctx, rt.create_mem(ctx, size.total_weight_size))
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_internal_mem"):
+        rt.run(ctx)
+    rt.set_internal_mem(ctx, rt.create_mem(ctx, size.total_internal_size))
+    with pytest.raises(errors.RknnParamInvalidError) as caught:
+        rt.run(ctx)
+    assert "rknn_set_io_mem" in str(caught.value)
+    assert "input 0 ('input')" in str(caught.value) and "output 0" in str(caught.value)
+    # binding only the input still leaves the output missing
+    attr = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    rt.set_io_mem(ctx, rt.create_mem(ctx, attr.size_with_stride), attr)
+    with pytest.raises(errors.RknnParamInvalidError) as caught:
+        rt.run(ctx)
+    assert "output 0" in str(caught.value) and "input 0" not in str(caught.value)
+
+
+def test_mem_alloc_outside_runs_right_with_everything_bound(rt):
+    """The reuse demo's steps: weights, internal and every io tensor in caller mems;
+    the outputs equal a context whose runtime allocated everything."""
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    rt.set_weight_mem(ctx, rt.create_mem(ctx, size.total_weight_size))
+    rt.set_internal_mem(ctx, rt.create_mem(ctx, size.total_internal_size))
+    with pytest.raises(errors.RknnParamInvalidError, match="set_io_mem"):
+        rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    (_,), (out_mem,) = _bind_native_io(rt, ctx)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    out = abi.rknn_output(index=0, want_float=0)
+    rt.outputs_get(ctx, [out])
+    got = buffers.output_view(out, np.int8).copy()
+    rt.outputs_release(ctx, [out])
+    np.testing.assert_array_equal(got, expected)
+    assert buffers.mem_view(out_mem).any()  # the NPU wrote the bound output mem
+
+
+def test_internal_alloc_outside_needs_only_the_internal_mem(rt):
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, _digits_image(), abi.RKNN_TENSOR_NHWC)])
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_internal_mem"):
+        rt.run(ctx)
+    with pytest.raises(errors.RknnParamInvalidError, match="MEM_ALLOC_OUTSIDE"):
+        rt.set_weight_mem(ctx, rt.create_mem(ctx, 1 << 16))
+    size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    rt.set_internal_mem(ctx, rt.create_mem(ctx, size.total_internal_size))
+    rt.run(ctx)  # weights and io stay the runtime's
+
+
+# ----------------------------------------------------------------- create_mem_from_phys (item 2)
+def test_create_mem_from_phys_views_the_same_pages(rt):
+    ctx = rt.init(_path("digits_cnn"))
+    big = rt.create_mem(ctx, 3 * 4096)
+    base = big.contents.phys_addr
+    view = rt.create_mem_from_phys(ctx, base + 4096 + 100, 0, 200)
+    mem = view.contents
+    assert mem.phys_addr == base + 4096 + 100
+    assert mem.size == 200 and mem.offset == 0
+    assert mem.fd == -1 and mem.flags == abi.RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS
+    assert mem.virt_addr != big.contents.virt_addr + 4096 + 100  # a new mapping (A50)
+    whole = buffers.mem_view(big)
+    part = buffers.mem_view(view)
+    part[:] = np.arange(200, dtype=np.uint8)
+    np.testing.assert_array_equal(whole[4096 + 100:4096 + 300], np.arange(200, dtype=np.uint8))
+    whole[4096 + 100] = 77
+    assert part[0] == 77
+    # the view does not count in the DMA total (pages someone else allocated: A9)
+    total = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size
+    rt.destroy_mem(ctx, view)
+    assert rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size == total
+    assert whole[4096 + 100] == 77  # destroying the view leaves the pages to their owner
+
+
+@pytest.mark.parametrize("where", ["before", "past_end", "straddles_end", "nowhere"])
+def test_create_mem_from_phys_refuses_addresses_no_mem_holds(rt, where):
+    ctx = rt.init(_path("digits_cnn"))
+    mem = rt.create_mem(ctx, 8192)
+    base = mem.contents.phys_addr
+    phys, size = {"before": (base - 16, 32), "past_end": (base + 8192, 16),
+                  "straddles_end": (base + 8000, 400), "nowhere": (0x1234, 64)}[where]
+    with pytest.raises(errors.RknnParamInvalidError, match="A30"):
+        rt.create_mem_from_phys(ctx, phys, 0, size)
+
+
+def test_create_mem_from_phys_refuses_size_zero_and_a_destroyed_mem(rt):
+    ctx = rt.init(_path("digits_cnn"))
+    mem = rt.create_mem(ctx, 4096)
+    base = mem.contents.phys_addr
+    with pytest.raises(errors.RknnParamInvalidError, match="size 0"):
+        rt.create_mem_from_phys(ctx, base, 0, 0)
+    rt.destroy_mem(ctx, mem)
+    with pytest.raises(errors.RknnParamInvalidError, match="no NPU memory"):
+        rt.create_mem_from_phys(ctx, base, 0, 64)
+
+
+def test_a_from_phys_mem_serves_as_internal_memory(rt):
+    """A slice of a bigger buffer, addressed by phys, bound as a context's internal memory."""
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    need = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_internal_size
+    pool = rt.create_mem(ctx, need + 4096)
+    internal = rt.create_mem_from_phys(ctx, pool.contents.phys_addr + 4096, 0, need)
+    rt.set_internal_mem(ctx, internal)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, _digits_image(), abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+
+
+# ----------------------------------------------------------------- alloc flags (item 6)
+def test_mems_remember_their_alloc_flags(rt):
+    ctx = rt.init(_path("digits_cnn"))
+    records = {}
+    for label, make in (("create_mem", lambda: rt.create_mem(ctx, 4096)),
+                        ("default", lambda: rt.create_mem2(ctx, 4096, abi.RKNN_FLAG_MEMORY_FLAGS_DEFAULT)),
+                        ("cacheable", lambda: rt.create_mem2(ctx, 4096, abi.RKNN_FLAG_MEMORY_CACHEABLE)),
+                        ("non_cacheable", lambda: rt.create_mem2(ctx, 4096, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE)),
+                        ("no_context", lambda: rt.create_mem2(0, 4096, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+                                                              | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT))):
+        records[label] = rt._mem(make(), "test")
+    assert {k: r.cacheable for k, r in records.items()} == {
+        "create_mem": True, "default": True, "cacheable": True, "non_cacheable": False, "no_context": False}
+    assert records["non_cacheable"].alloc_flags == abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+    assert records["no_context"].alloc_flags == abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
+    # an import of our own pages keeps their cacheability; a foreign fd is unknown
+    uncached = records["non_cacheable"]
+    imported = rt._mem(rt.create_mem_from_fd(ctx, uncached.buffer.fd, 0, 4096, 0), "test")
+    assert imported.cacheable is False
+    by_phys = rt._mem(rt.create_mem_from_phys(ctx, uncached.phys_addr, 0, 64), "test")
+    assert by_phys.cacheable is False
+    import os
+    fd = os.memfd_create("foreign")
+    try:
+        os.ftruncate(fd, 4096)
+        foreign = rt._mem(rt.create_mem_from_fd(ctx, fd, 0, 4096, 0), "test")
+        assert foreign.cacheable is None
+    finally:
+        os.close(fd)
+
+
+def test_non_cacheable_memory_stays_coherent(rt):
+    """A11: the flag is remembered, not modeled as stale data: a non-cacheable bound
+    output holds the same bytes as a cacheable one."""
+    image = _digits_image()
+    results = []
+    for flags in (abi.RKNN_FLAG_MEMORY_CACHEABLE, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE):
+        ctx = rt.init(_path("digits_cnn"))
+        attr = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+        mem = rt.create_mem2(ctx, attr.size_with_stride, flags)
+        rt.set_io_mem(ctx, mem, attr)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+        rt.run(ctx)
+        results.append(buffers.mem_view(mem).copy())
+    np.testing.assert_array_equal(results[0], results[1])
+    assert results[0].any()
+
+
+# ----------------------------------------------------------------- static models (A52)
+def test_static_model_refuses_dynamic_shape_calls(rt):
+    ctx = rt.init(_path("digits_cnn"))
+    with pytest.raises(errors.RknnParamInvalidError, match="one input shape"):
+        rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=0))
+    attr = _attr(rt, ctx, abi.RKNN_QUERY_INPUT_ATTR)
+    with pytest.raises(errors.RknnParamInvalidError, match="one input shape"):
+        rt.set_input_shapes(ctx, [attr])
+    for current, plain in ((abi.RKNN_QUERY_CURRENT_INPUT_ATTR, abi.RKNN_QUERY_INPUT_ATTR),
+                           (abi.RKNN_QUERY_CURRENT_NATIVE_OUTPUT_ATTR, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)):
+        a, b = _attr(rt, ctx, current), _attr(rt, ctx, plain)
+        assert bytes(a) == bytes(b)
+
+
+def test_new_assumptions_are_listed_once_with_a_board_check():
+    ids = [key for key, _, _ in ASSUMPTIONS]
+    assert len(ids) == len(set(ids))
+    assert ids == [f"A{i}" for i in range(1, len(ids) + 1)]
+    by_id = {key: (text, check) for key, text, check in ASSUMPTIONS}
+    for key in ("A50", "A51", "A52"):
+        text, check = by_id[key]
+        assert text and check
