@@ -15,10 +15,14 @@ one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLO
                                 at once)
 N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
                                 shared internal memory)
+the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
+cacheable or not                :func:`cache_choice` (cached read measured; uncached
+                                read and rknn_mem_sync MODELED, measured on a board)
 ==============================  =====================================================
 """
+from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .sharing import PIPELINES, SETUPS, Ledger, parallel_corruption, pipelines_memory, shared_internal
 
 __all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
-           "pipelines_memory", "PIPELINES", "Ledger"]
+           "pipelines_memory", "PIPELINES", "Ledger", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice"]
