@@ -20,9 +20,13 @@
  *                      (native: NC1HWC2 1x1x2x2x16 -> 64 bytes)
  *   Inputs given as uint8 are quantized as the model's mean/std would
  *   (q = u - 128), float32 as (q = round(x * 255) - 128); NHWC only.
+ *   A payload may set the model's memory sizes with the words "weights=N"
+ *   and "internal=N" (bytes, 1 to 2^30; 4096 and 2048 by default), so that
+ *   tests can give several models different sizes.
  *
  * Its memory account (RKNN_QUERY_MEM_SIZE), as the simulator's assumptions
- *   give it: weights 4096 B, internal 2048 B, io 74 B (the plain sizes).
+ *   give it: weights 4096 B, internal 2048 B (or the payload's sizes), io 74 B
+ *   (the plain sizes).
  *   total_dma_allocated_size counts what the runtime allocated for that
  *   context (A9): no weights when they are read in place from a
  *   MODEL_BUFFER_ZERO_COPY buffer (A5) or shared by rknn_dup_context (A23);
@@ -33,6 +37,15 @@
  *   buffer; with ZERO_COPY a model_buffer_fd > 0 must be the fd of the mem
  *   holding those bytes.  Destroying that mem while a context reads it makes
  *   the context's next rknn_run fail with PARAM_INVALID (A27).
+ *   Memory outside (A15, A25): rknn_set_weight_mem needs
+ *   RKNN_FLAG_MEM_ALLOC_OUTSIDE, rknn_set_internal_mem needs it or
+ *   RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE (else PARAM_INVALID), and each refuses a
+ *   mem smaller than the context's size.  rknn_run refuses (PARAM_INVALID)
+ *   until the mems its flag makes the caller's are set: weights and internal
+ *   with MEM_ALLOC_OUTSIDE, internal with INTERNAL_ALLOC_OUTSIDE.  io mems are
+ *   not required (the double's io never needs a buffer: A10).  Destroying a
+ *   set weight or internal mem unsets it.  The double keeps nothing in the
+ *   internal mem, so contexts sharing one are never corrupted here.
  *
  * Its timing answers are fakes: it measures nothing.
  *   RKNN_QUERY_PERF_RUN: run_duration 1234 us once the context has run, 0
@@ -442,6 +455,10 @@ typedef struct {
     rknn_tensor_mem *io_mem_output[N_OUTPUTS];
     rknn_tensor_attr io_attr_output[N_OUTPUTS];
     int core_mask;                   /* the last rknn_set_core_mask, 0 (AUTO) until then */
+    uint32_t weight_size;            /* RKNN_QUERY_MEM_SIZE's sizes (the payload may set them) */
+    uint32_t internal_size;
+    const rknn_tensor_mem *weight_mem;   /* set by rknn_set_weight_mem / set_internal_mem */
+    const rknn_tensor_mem *internal_mem;
     char perf_text[8192];            /* the PERF_DETAIL text: the context's until its next
                                         PERF_DETAIL query or rknn_destroy */
 } context_state;
@@ -497,6 +514,22 @@ static void copy_payload(char *dst, const char *payload, size_t n)
     dst[n] = '\0';
 }
 
+/* The size the word "key=N" of the payload gives (fallback without the word), or 0 when N is not
+   a number from 1 to 2^30. */
+static uint32_t payload_size(const char *payload, const char *key, uint32_t fallback)
+{
+    const char *word = strstr(payload, key);
+    while (word && word != payload && word[-1] != ' ') /* a whole word only */
+        word = strstr(word + 1, key);
+    if (!word)
+        return fallback;
+    char *end = NULL;
+    unsigned long n = strtoul(word + strlen(key), &end, 10);
+    if (end == word + strlen(key) || (*end != '\0' && *end != ' ') || n == 0 || n > (1ul << 30))
+        return 0;
+    return (uint32_t)n;
+}
+
 EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
                      rknn_init_extend *extend)
 {
@@ -546,11 +579,18 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
         copy_payload(custom, payload, strnlen(payload, size - 4));
     }
 
+    uint32_t weight_size = payload_size(custom, "weights=", WEIGHT_SIZE);
+    uint32_t internal_size = payload_size(custom, "internal=", INTERNAL_SIZE);
+    if (!weight_size || !internal_size)
+        return RKNN_ERR_MODEL_INVALID;
+
     rknn_context handle;
     int slot = new_context(&handle);
     if (slot < 0)
         return RKNN_ERR_MALLOC_FAIL;
     contexts[slot].flag = flag;
+    contexts[slot].weight_size = weight_size;
+    contexts[slot].internal_size = internal_size;
     memcpy(contexts[slot].custom, custom, sizeof custom);
     if (zero_copy) {
         contexts[slot].zero_copy_model = model;
@@ -582,6 +622,9 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     contexts[slot].model_gone = source->model_gone;
     contexts[slot].reads_model_in_place = source->reads_model_in_place;
     contexts[slot].weights_shared = 1;
+    contexts[slot].weight_size = source->weight_size;
+    contexts[slot].internal_size = source->internal_size;
+    contexts[slot].weight_mem = source->weight_mem; /* shared weights: the source's mem */
     *context_out = handle;
     return RKNN_SUCC;
 }
@@ -906,15 +949,16 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
             return RKNN_ERR_PARAM_INVALID;
         rknn_mem_size *mem = info;
         memset(mem, 0, sizeof *mem);
-        mem->total_weight_size = WEIGHT_SIZE;
-        mem->total_internal_size = INTERNAL_SIZE;
+        mem->total_weight_size = state->weight_size;
+        mem->total_internal_size = state->internal_size;
         /* what the runtime itself allocated for this context: not the user's
            share, not weights read in place or shared, nothing for model info */
         uint32_t flag = state->flag;
         int outside = (flag & FLAG_MEM_ALLOC_OUTSIDE) != 0;
         uint64_t weights =
-            outside || state->reads_model_in_place || state->weights_shared ? 0 : WEIGHT_SIZE;
-        uint64_t internal = outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : INTERNAL_SIZE;
+            outside || state->reads_model_in_place || state->weights_shared ? 0 : state->weight_size;
+        uint64_t internal =
+            outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : state->internal_size;
         uint64_t io = outside ? 0 : IO_SIZE;
         mem->total_dma_allocated_size =
             (flag & FLAG_COLLECT_MODEL_INFO_ONLY) ? 0 : weights + internal + io;
@@ -1027,6 +1071,11 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
     if (!state)
         return RKNN_ERR_CTX_INVALID;
     if (state->model_gone) /* its weights were in a mem destroyed meanwhile (A27) */
+        return RKNN_ERR_PARAM_INVALID;
+    /* the mems the flag made the caller's must be set before the run (A15) */
+    if ((state->flag & FLAG_MEM_ALLOC_OUTSIDE) && !state->weight_mem)
+        return RKNN_ERR_PARAM_INVALID;
+    if ((state->flag & (FLAG_MEM_ALLOC_OUTSIDE | FLAG_INTERNAL_ALLOC_OUTSIDE)) && !state->internal_mem)
         return RKNN_ERR_PARAM_INVALID;
     if (state->io_mem_input)
         read_input_mem(state);
@@ -1309,16 +1358,27 @@ EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context context, uint64_t
 
 EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
 {
-    log_line("rknn_destroy_mem ctx=%llu mem=0x%lx", ULL(context), PTR(mem));
     int slot = mem_slot(mem);
-    if (slot < 0)
-        return RKNN_ERR_PARAM_INVALID; /* not ours, or destroyed already */
-    for (int c = 0; c < MAX_CONTEXTS; c++) /* a context reading its model from it loses it */
-        if (contexts[c].live && contexts[c].zero_copy_mem == mem) {
+    if (slot < 0) { /* not ours, or destroyed already: its fields cannot be read */
+        log_line("rknn_destroy_mem ctx=%llu mem=0x%lx", ULL(context), PTR(mem));
+        return RKNN_ERR_PARAM_INVALID;
+    }
+    /* which mem it was, so that a test can tell a shared buffer from its views */
+    log_line("rknn_destroy_mem ctx=%llu mem=0x%lx fd=%d virt=0x%lx size=%u flags=%u", ULL(context),
+             PTR(mem), mem->fd, PTR(mem->virt_addr), mem->size, mem->flags);
+    for (int c = 0; c < MAX_CONTEXTS; c++) {
+        if (!contexts[c].live)
+            continue;
+        if (contexts[c].zero_copy_mem == mem) { /* a context reading its model from it loses it */
             contexts[c].zero_copy_mem = NULL;
             contexts[c].zero_copy_model = NULL;
             contexts[c].model_gone = 1;
         }
+        if (contexts[c].weight_mem == mem) /* a set weight or internal mem is unset */
+            contexts[c].weight_mem = NULL;
+        if (contexts[c].internal_mem == mem)
+            contexts[c].internal_mem = NULL;
+    }
     context_state *state = lookup(context);
     if (state) { /* a destroyed mem must not stay bound */
         if (state->io_mem_input == mem)
@@ -1336,26 +1396,36 @@ EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
     return RKNN_SUCC;
 }
 
+/* rknn_set_weight_mem (weights != 0) or rknn_set_internal_mem: the context must have been made
+   with a flag that makes that memory the caller's (A25), and the mem must hold its size. */
 static int set_model_mem(const char *function, rknn_context context, rknn_tensor_mem *mem,
-                         uint32_t needed)
+                         int weights)
 {
-    log_line("%s ctx=%llu mem=0x%lx size=%u", function, ULL(context), PTR(mem),
-             mem ? mem->size : 0);
-    if (!lookup(context))
+    log_line("%s ctx=%llu mem=0x%lx size=%u fd=%d virt=0x%lx", function, ULL(context), PTR(mem),
+             mem ? mem->size : 0, mem ? mem->fd : -1, PTR(mem ? mem->virt_addr : NULL));
+    context_state *state = lookup(context);
+    if (!state)
         return RKNN_ERR_CTX_INVALID;
-    if (mem_slot(mem) < 0 || mem->size < needed)
+    uint32_t allowed = weights ? FLAG_MEM_ALLOC_OUTSIDE
+                               : FLAG_MEM_ALLOC_OUTSIDE | FLAG_INTERNAL_ALLOC_OUTSIDE;
+    uint32_t needed = weights ? state->weight_size : state->internal_size;
+    if (!(state->flag & allowed) || mem_slot(mem) < 0 || mem->size < needed)
         return RKNN_ERR_PARAM_INVALID;
+    if (weights)
+        state->weight_mem = mem;
+    else
+        state->internal_mem = mem;
     return RKNN_SUCC;
 }
 
 EXPORT int rknn_set_weight_mem(rknn_context context, rknn_tensor_mem *mem)
 {
-    return set_model_mem("rknn_set_weight_mem", context, mem, WEIGHT_SIZE);
+    return set_model_mem("rknn_set_weight_mem", context, mem, 1);
 }
 
 EXPORT int rknn_set_internal_mem(rknn_context context, rknn_tensor_mem *mem)
 {
-    return set_model_mem("rknn_set_internal_mem", context, mem, INTERNAL_SIZE);
+    return set_model_mem("rknn_set_internal_mem", context, mem, 0);
 }
 
 EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tensor_attr *attr)
