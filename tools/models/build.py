@@ -63,6 +63,9 @@ class ModelSpec:
     calibration: str = "synthetic"   # or "digits"
     # another input size of a catalogue model: the same network and weights
     variant_of: str | None = None
+    # rknn-toolkit2's config(dynamic_input=...): one shape per set, in this order;
+    # input_shape is then the largest (the toolkit calibrates at that "MaxShape")
+    dynamic_input: list[tuple[int, ...]] | None = None
 
 
 def _yolo(scale: str, relu: bool = False) -> Callable[[], Any]:
@@ -117,8 +120,23 @@ def _resized(base: str, side: int) -> ModelSpec:
                      "and weights", input_name=spec.input_name, output_names=spec.output_names, variant_of=base)
 
 
+def _dynamic(base: str, sides: list[int]) -> ModelSpec:
+    """`base` compiled once for several input sizes (config(dynamic_input=...)): the same
+    network and weights; no ONNX twin of its own (the base's twin holds the same weights)."""
+    spec = CATALOGUE[base]
+    n, c = spec.input_shape[:2]
+    shapes = [(n, c, side, side) for side in sides]
+    return ModelSpec(f"{base}_dynamic", spec.make, max(shapes, key=lambda s: s[2] * s[3]), spec.mean, spec.std,
+                     ["rk3588"], False, spec.weights,
+                     f"{spec.description.split(';')[0]}, one model for inputs "
+                     f"{', '.join(f'{s}x{s}' for s in sides)} (dynamic shapes): {base}'s network and weights",
+                     input_name=spec.input_name, output_names=spec.output_names, variant_of=base,
+                     dynamic_input=shapes)
+
+
 for _spec in [_resized("yolov5s", 320), _resized("yolov5s", 480),
-              _resized("mobilenet_v2", 160), _resized("mobilenet_v2", 320)]:
+              _resized("mobilenet_v2", 160), _resized("mobilenet_v2", 320),
+              _dynamic("mobilenet_v2", [160, 224, 320])]:
     CATALOGUE[_spec.name] = _spec
 
 
@@ -270,15 +288,20 @@ def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
     model.eval()
     onnx_path = workdir / "model.onnx"
     dummy = torch.zeros(spec.input_shape)
+    # a dynamic model's export leaves the input's height and width free
+    free_hw = {spec.input_name: {2: "height", 3: "width"}} if spec.dynamic_input else None
     torch.onnx.export(model, dummy, str(onnx_path), opset_version=12, input_names=[spec.input_name],
-                      output_names=spec.output_names, dynamo=False, do_constant_folding=True)
+                      output_names=spec.output_names, dynamo=False, do_constant_folding=True,
+                      dynamic_axes=free_hw)
     _check_outputs_follow_input(onnx_path, calib, spec)
     meta["weights_sha256"] = onnx_weights_sha256(onnx_path)
     if spec.variant_of:
         meta["variant_of"] = spec.variant_of
-        base_onnx = WORK / spec.variant_of / "model.onnx"
-        if not base_onnx.exists():
-            raise ValueError(f"build {spec.variant_of} first: its ONNX export {base_onnx} is what "
+        # the base's export in work/, else its shipped twin (same weights, same digest)
+        candidates = [WORK / spec.variant_of / "model.onnx", DATA / spec.variant_of / "model.onnx"]
+        base_onnx = next((p for p in candidates if p.exists()), None)
+        if base_onnx is None:
+            raise ValueError(f"build {spec.variant_of} first: its ONNX export {candidates[0]} is what "
                              f"{spec.name}'s weights are checked against")
         if onnx_weights_sha256(base_onnx) != meta["weights_sha256"]:
             raise ValueError(f"{spec.name}'s weights differ from {spec.variant_of}'s ({base_onnx})")
@@ -302,13 +325,16 @@ def compile_child(model: str, soc: str, workdir: Path) -> None:
     from rknn.api import RKNN
     spec = CATALOGUE[model]
     rknn = RKNN(verbose=True)
-    rknn.config(mean_values=[spec.mean], std_values=[spec.std], target_platform=soc)
+    dynamic = {"dynamic_input": [[list(shape)] for shape in spec.dynamic_input]} if spec.dynamic_input else {}
+    rknn.config(mean_values=[spec.mean], std_values=[spec.std], target_platform=soc, **dynamic)
     if rknn.load_onnx(model=str(workdir / "model.onnx")) != 0:
         raise SystemExit("load_onnx failed")
     if rknn.build(do_quantization=True, dataset=str(workdir / "dataset.txt")) != 0:
         raise SystemExit("build failed")
     if rknn.export_rknn(str(workdir / f"{soc}.rknn")) != 0:
         raise SystemExit("export_rknn failed")
+    if spec.dynamic_input:
+        _simulate_each_shape(rknn, spec, workdir)
     if spec.calibration == "digits" and soc == "rk3588":
         # numerics of the quantized model on the toolkit's own simulator
         if rknn.init_runtime() != 0:
@@ -321,6 +347,30 @@ def compile_child(model: str, soc: str, workdir: Path) -> None:
         (workdir / "int8_accuracy.json").write_text(json.dumps(
             {"int8_test_accuracy_toolkit_simulator": correct / len(data["labels"])}))
     rknn.release()
+
+
+def probe_image(side: int) -> np.ndarray:
+    """A smooth uint8 NHWC test image (red across, green down, blue diagonal), side x side."""
+    ramp = np.linspace(0, 255, side)
+    r = np.tile(ramp, (side, 1))
+    g = r.T
+    b = (r + g) / 2
+    return np.round(np.stack([r, g, b], axis=-1))[None].astype(np.uint8)
+
+
+def _simulate_each_shape(rknn, spec: ModelSpec, workdir: Path) -> None:
+    """Run the dynamic model on the toolkit's own simulator at each shape (the toolkit
+    picks the graph from the input's shape): the outputs are the reference the course's
+    ONNX twin is checked against."""
+    if rknn.init_runtime() != 0:
+        raise SystemExit("init_runtime (toolkit simulator) failed")
+    record = {}
+    for shape in spec.dynamic_input:
+        image = probe_image(shape[2])
+        out = rknn.inference(inputs=[image], data_format="nhwc")
+        record[f"input_{shape[2]}"] = image
+        record[f"output_{shape[2]}"] = np.asarray(out[0], np.float32)
+    np.savez_compressed(workdir / "toolkit_simulator.npz", **record)
 
 
 def run_compile(spec: ModelSpec, soc: str, workdir: Path) -> tuple[Path, str, float]:
@@ -469,6 +519,113 @@ def _add_producers(features: list[dict[str, Any]], layers: list[dict[str, Any]],
         row["producer_layer_id"] = producer
 
 
+def _plan(spec: ModelSpec, soc: str, graph_log: dict[str, Any], graph, io_info: dict[str, Any],
+          io_shapes: dict[str, list[list[int]]]) -> dict[str, Any]:
+    """What the compiler decided for one compiled graph: io attrs, memory, tables."""
+    features_by_name: dict[str, dict[str, Any]] = {}
+    for t in graph_log["feature_tensors"]:
+        features_by_name.setdefault(t["tensor"], t)
+    inputs = _io_attrs("input", [v.name for v in graph.input], io_shapes["input"], io_info, features_by_name)
+    outputs = _io_attrs("output", [v.name for v in graph.output], io_shapes["output"], io_info, features_by_name)
+    internal = max((t["end"] for t in graph_log["feature_tensors"]), default=0)
+    const_extent = max((t["end"] for t in graph_log["const_tensors"]), default=0)
+    totals = graph_log["totals"]
+    if abs(totals["internal"]["bytes"] - internal) > 0.01 * 1024:
+        raise BuildError(spec.name, soc, "report", f"internal size: feature table ends at {internal} B, "
+                         f"log prints {totals['internal']['printed']}")
+    half_step = 0.005 * 1024 + 0.5   # the total is printed in KB with two decimals
+    weight = const_extent if abs(totals["weight"]["bytes"] - const_extent) <= half_step else int(
+        round(totals["weight"]["bytes"]))
+    if const_extent > weight:
+        raise BuildError(spec.name, soc, "report", f"const tensors end at {const_extent} B, beyond the "
+                         f"printed weight total {totals['weight']['printed']}")
+    _add_producers(graph_log["feature_tensors"], graph_log["layers"], graph)
+    memory = {
+        "total_weight_size": weight,
+        "total_internal_size": internal,
+        "const_extent": const_extent,
+        "printed": {"weight": totals["weight"]["printed"], "internal": totals["internal"]["printed"]},
+        "sources": {
+            "total_weight_size": ("end of the last const tensor, which the log's 'Total Weight Memory Size' "
+                                  "confirms" if weight == const_extent else
+                                  "the log's 'Total Weight Memory Size' (printed in KB with two decimals, so "
+                                  "exact to about 5 bytes; larger than the const tensors' extent)"),
+            "total_internal_size": "end of the last feature tensor (Feature Tensor Information Table); "
+                                   "equals the log's 'Total Internal Memory Size'",
+            "const_extent": "end of the last const tensor (Const Tensor Information Table)"},
+    }
+    return {"inputs": inputs, "outputs": outputs, "memory": memory, "layers": graph_log["layers"],
+            "feature_tensors": graph_log["feature_tensors"], "const_tensors": graph_log["const_tensors"]}
+
+
+def _graph_input_dims(graph_log: dict[str, Any]) -> list[list[int]]:
+    """The input shapes a compiled graph was built for: its InputOperator rows."""
+    return [layer["output_shapes"][0] for layer in graph_log["layers"] if layer["op"] == "InputOperator"]
+
+
+def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path: Path, graph,
+                    io_info: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the top-level plan, one entry per shape) of a config(dynamic_input=...) build.
+
+    The log holds one complete compile per shape ('Dynamic Shape: build graph[i] done!'):
+    its own layer table, memory plan, const table and totals.  graph[0] is the
+    toolkit's "MaxShape"; the others follow, largest first.  The list we write is in
+    the order of config(dynamic_input=...), the order the .rknn stores the shapes in."""
+    import rknn_file
+    stored = rknn_file.read_dynamic_shapes(str(rknn_path))
+    graphs = parsed["graphs"]
+    config_order = [[list(shape)] for shape in spec.dynamic_input]
+    if len(graphs) != len(config_order) or len(stored["input"]) != len(graphs):
+        raise BuildError(spec.name, soc, "report", f"{len(config_order)} shapes configured, the log has "
+                         f"{len(graphs)} graphs, the .rknn lists {len(stored['input'])}")
+    by_dims: dict[str, tuple[int, dict[str, Any]]] = {}
+    for index, graph_log in enumerate(graphs):
+        dims = _graph_input_dims(graph_log)
+        if dims != [stored["input"][index]]:
+            raise BuildError(spec.name, soc, "report", f"graph[{index}] of the log is built for {dims}, the "
+                             f".rknn's dynamic_shapes[{index}] says {stored['input'][index]}")
+        by_dims[json.dumps(dims)] = (index, graph_log)
+    if _graph_input_dims(graphs[0]) != [list(spec.input_shape)]:
+        raise BuildError(spec.name, soc, "report", f"graph[0] is built for {_graph_input_dims(graphs[0])}, "
+                         f"not the largest shape {list(spec.input_shape)}")
+    entries, top = [], None
+    for dims in config_order:
+        found = by_dims.get(json.dumps(dims))
+        if found is None:
+            raise BuildError(spec.name, soc, "report", f"no graph in the log is built for {dims}")
+        index, graph_log = found
+        plan = _plan(spec, soc, graph_log, graph, io_info,
+                     {"input": dims, "output": [stored["output"][index]]})
+        if index == 0:
+            top = plan
+        entries.append({
+            "input_dims": dims,
+            "inputs": plan["inputs"],
+            "outputs": plan["outputs"],
+            "memory": {k: plan["memory"][k] for k in ("total_internal_size", "total_weight_size",
+                                                       "const_extent", "printed")},
+            "layers": plan["layers"],
+            "feature_tensors": plan["feature_tensors"],
+            "const_tensors": plan["const_tensors"],
+            "sources": {
+                "order": "the order of config(dynamic_input=...), in which the .rknn's dynamic_shape table "
+                         "stores the shapes; taken as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order (assumption R6)",
+                "log_graph": index,
+                "input_dims": f"the InputOperator row of graph[{index}]'s layer table, equal to the .rknn's "
+                              f"dynamic_shapes['input'][{index}]",
+                "outputs": f"output dims from the .rknn's dynamic_shapes['output'][{index}]; native shapes from "
+                           f"graph[{index}]'s feature table; as CURRENT_OUTPUT_ATTR / CURRENT_NATIVE_OUTPUT_ATTR "
+                           "would report them after rknn_set_input_shapes (assumptions R1-R3 as top level)",
+                "inputs": f"graph[{index}]'s feature table; as CURRENT_INPUT_ATTR / CURRENT_NATIVE_INPUT_ATTR "
+                          "would report them (assumptions R1-R3 as top level)",
+                "memory": f"graph[{index}]'s own Feature/Const Tensor tables and Total Internal/Weight "
+                          "Memory Size lines: the compiler plans each shape separately",
+                "layers": f"graph[{index}]'s own Network Layer Information Table",
+            },
+        })
+    return top, entries
+
+
 def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seconds: float,
                  onnx_path: Path | None, meta: dict[str, Any]) -> dict[str, Any]:
     import onnx
@@ -481,32 +638,21 @@ def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seco
     if (versions["toolkit"], versions["compiler"]) != (parsed["toolkit_version"], parsed["compiler_version"]):
         raise BuildError(spec.name, soc, "report", f"the .rknn names toolkit {versions['toolkit']} / compiler "
                          f"{versions['compiler']}, the log {parsed['toolkit_version']} / {parsed['compiler_version']}")
+    if bool(spec.dynamic_input) != bool(parsed["graphs"]):
+        raise BuildError(spec.name, soc, "report", f"{len(parsed['graphs'])} dynamic-shape graphs in the log "
+                         f"of a model configured with dynamic_input={spec.dynamic_input}")
     graph = onnx.load(str(WORK / spec.name / "model.onnx")).graph
 
     def shape_of(value) -> list[int]:
         return [d.dim_value for d in value.type.tensor_type.shape.dim]
 
-    features_by_name: dict[str, dict[str, Any]] = {}
-    for t in parsed["feature_tensors"]:
-        features_by_name.setdefault(t["tensor"], t)
-    inputs = _io_attrs("input", [v.name for v in graph.input], [shape_of(v) for v in graph.input],
-                       io_info, features_by_name)
-    outputs = _io_attrs("output", [v.name for v in graph.output], [shape_of(v) for v in graph.output],
-                        io_info, features_by_name)
-    internal = max((t["end"] for t in parsed["feature_tensors"]), default=0)
-    const_extent = max((t["end"] for t in parsed["const_tensors"]), default=0)
-    printed_internal = parsed["totals"]["internal"]["bytes"]
-    if abs(printed_internal - internal) > 0.01 * 1024:
-        raise BuildError(spec.name, soc, "report", f"internal size: feature table ends at {internal} B, "
-                         f"log prints {parsed['totals']['internal']['printed']}")
-    printed_weight = parsed["totals"]["weight"]["bytes"]
-    half_step = 0.005 * 1024 + 0.5   # the total is printed in KB with two decimals
-    weight = const_extent if abs(printed_weight - const_extent) <= half_step else int(round(printed_weight))
-    if const_extent > weight:
-        raise BuildError(spec.name, soc, "report", f"const tensors end at {const_extent} B, beyond the "
-                         f"printed weight total {parsed['totals']['weight']['printed']}")
-    _add_producers(parsed["feature_tensors"], parsed["layers"], graph)
-    return {
+    dynamic: list[dict[str, Any]] = []
+    if spec.dynamic_input:
+        plan, dynamic = _dynamic_shapes(spec, soc, parsed, rknn_path, graph, io_info)
+    else:
+        plan = _plan(spec, soc, parsed, graph, io_info, {"input": [shape_of(v) for v in graph.input],
+                                                         "output": [shape_of(v) for v in graph.output]})
+    report = {
         "schema": "rknnlab.compiler_report",
         "schema_version": REPORT_SCHEMA_VERSION,
         "model": spec.name,
@@ -522,27 +668,15 @@ def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seco
         "onnx_file": ({"path": "model.onnx", "sha256": sha256(onnx_path), "bytes": onnx_path.stat().st_size}
                       if onnx_path else None),
         "log_file": f"{soc}.log.gz",
-        "memory": {
-            "total_weight_size": weight,
-            "total_internal_size": internal,
-            "const_extent": const_extent,
-            "printed": {"weight": parsed["totals"]["weight"]["printed"],
-                        "internal": parsed["totals"]["internal"]["printed"]},
-            "sources": {
-                "total_weight_size": ("end of the last const tensor, which the log's 'Total Weight Memory Size' "
-                                      "confirms" if weight == const_extent else
-                                      "the log's 'Total Weight Memory Size' (printed in KB with two decimals, so "
-                                      "exact to about 5 bytes; larger than the const tensors' extent)"),
-                "total_internal_size": "end of the last feature tensor (Feature Tensor Information Table); "
-                                       "equals the log's 'Total Internal Memory Size'",
-                "const_extent": "end of the last const tensor (Const Tensor Information Table)"},
-        },
-        "inputs": inputs,
-        "outputs": outputs,
-        "layers": parsed["layers"],
-        "feature_tensors": parsed["feature_tensors"],
-        "const_tensors": parsed["const_tensors"],
+        **plan,
     }
+    if spec.dynamic_input:
+        report["memory"]["sources"]["dynamic_shapes"] = (
+            "top-level fields are graph[0]'s, the toolkit's 'MaxShape' (the .rknn's attrs give the input shape "
+            f"{list(spec.input_shape)}); what rknn_query answers before rknn_set_input_shapes is not verified "
+            "(assumption R6)")
+        report["dynamic_shapes"] = dynamic
+    return report
 
 
 def validate(report: dict[str, Any]) -> None:
@@ -558,6 +692,53 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     else:
         tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _free_hw_session(path: Path):
+    """onnxruntime session of an ONNX file whose 4-D inputs get free height and width."""
+    import onnx
+    import onnxruntime as ort
+    model = onnx.load(str(path))
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == 4:
+            dims[2].dim_param, dims[3].dim_param = "height", "width"
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _dynamic_meta(spec: ModelSpec, workdir: Path) -> dict[str, Any]:
+    """model.json fields of a dynamic-shape model: its shapes, where its output values come
+    from (the base's ONNX twin, run at each shape), and how well that twin agrees with the
+    compiled model on the toolkit's simulator.  Fails when the twin is not the network."""
+    base_twin = DATA / spec.variant_of / "model.onnx"
+    base_session, own_session = _free_hw_session(base_twin), _free_hw_session(workdir / "model.onnx")
+    recorded = np.load(workdir / "toolkit_simulator.npz", allow_pickle=False)
+    agreement = {}
+    for shape in spec.dynamic_input:
+        side = shape[2]
+        image = recorded[f"input_{side}"].transpose(0, 3, 1, 2).astype(np.float32)
+        x = _normalised([image], spec).numpy()
+        twin = base_session.run(None, {spec.input_name: x})[0].ravel()
+        own = own_session.run(None, {spec.input_name: x})[0].ravel()
+        if np.abs(twin - own).max() > 1e-4 * max(1.0, np.abs(own).max()):
+            raise ValueError(f"{spec.variant_of}'s twin and {spec.name}'s export differ at {side}x{side}")
+        npu = recorded[f"output_{side}"].ravel()
+        cosine = float(twin @ npu / (np.linalg.norm(twin) * np.linalg.norm(npu)))
+        if cosine < 0.9:
+            raise ValueError(f"the twin's output at {side}x{side} is not the compiled model's (cosine {cosine:.3f})")
+        agreement[f"{side}x{side}"] = round(cosine, 4)
+    return {
+        "dynamic_input": [[list(shape)] for shape in spec.dynamic_input],
+        "values_twin": {
+            "model": spec.variant_of, "path": f"../{spec.variant_of}/model.onnx", "sha256": sha256(base_twin),
+            "how": "the base's fp32 ONNX twin (the same weights), run at each shape with its input's height "
+                   "and width left free (rknnlab.models.onnx_twin_bytes); its own shipped export would "
+                   "duplicate 14 MB of weights",
+            "cosine_vs_toolkit_simulator": agreement,
+            "check": "toolkit_simulator.npz: probe images (uint8 NHWC) and the outputs the toolkit's simulator "
+                     "gives for them on the compiled .rknn, one pair per shape",
+        },
+    }
 
 
 def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, out: Path = DATA) -> list[str]:
@@ -608,6 +789,9 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
         done.append(soc)
         print(f"  {spec.name} {soc}: {seconds:.1f} s, internal {report['memory']['total_internal_size']} B, "
               f"weight {report['memory']['total_weight_size']} B, {len(report['layers'])} layers", flush=True)
+    if spec.dynamic_input and not reports_only:
+        shutil.copyfile(workdir / "toolkit_simulator.npz", outdir / "toolkit_simulator.npz")
+        meta.update(_dynamic_meta(spec, workdir))
     meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
     meta["onnx_twin"] = spec.keep_onnx
     write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")

@@ -120,3 +120,22 @@ def read_io_info(path: str) -> dict[str, dict[str, Any]]:
                                    "flatbuffer's stored (zp, scale) pair")
         info[name] = item
     return info
+
+
+def read_dynamic_shapes(path: str) -> dict[str, list[list[int]]]:
+    """A dynamic-shape model's shapes as the toolkit's attrs dict in the .rknn lists them,
+    one per compiled graph, largest first: {"input": [[1, 3, 320, 320], ...], "output":
+    [[1, 1000], ...]} (one input and one output here; the dict gives one list per tensor name).
+    Empty lists for a static model."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    info = _quant_tab(blob)
+    shapes = info.get("dynamic_shapes")
+    if shapes is None:
+        return {"input": [], "output": []}
+    inputs = [name for name, attr in info["attrs"].items() if not attr.get("is_output")]
+    outputs = [name for name, attr in info["attrs"].items() if attr.get("is_output")]
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise RknnFileError(f"{path}: dynamic shapes of {len(inputs)} inputs / {len(outputs)} outputs: "
+                            "only one of each is supported here")
+    return {"input": shapes[inputs[0]], "output": shapes[outputs[0]]}

@@ -182,14 +182,47 @@ def parse_toolkit_version(lines: list[str]) -> str:
     raise LogParseError("the log has no 'rknn-toolkit2 version:' line")
 
 
-def parse_log(text: str) -> dict[str, Any]:
-    lines = clean_lines(text)
+GRAPH_DONE = re.compile(r"Dynamic Shape: build graph\[(\d+)\] done!")
+
+
+def _graph(lines: list[str]) -> dict[str, Any]:
     return {
-        "toolkit_version": parse_toolkit_version(lines),
-        "compiler_version": parse_compiler_version(lines),
-        "options": parse_options(lines),
         "layers": parse_layers(lines),
         "feature_tensors": parse_feature_tensors(lines),
         "const_tensors": parse_const_tensors(lines),
         "totals": parse_totals(lines),
+    }
+
+
+def split_graphs(lines: list[str]) -> list[list[str]]:
+    """A dynamic-shape build's log, cut into one piece per compiled graph.
+
+    With config(dynamic_input=...) the compiler builds one graph per input shape and
+    prints, for each, its three tables and two totals, then 'Dynamic Shape: build
+    graph[i] done!'.  Piece i ends at that line."""
+    pieces: list[list[str]] = []
+    start = 0
+    for i, line in enumerate(lines):
+        m = GRAPH_DONE.search(line)
+        if m:
+            if int(m.group(1)) != len(pieces):
+                raise LogParseError(f"graph[{m.group(1)}] done where graph[{len(pieces)}] was expected: {line!r}")
+            pieces.append(lines[start:i])
+            start = i + 1
+    return pieces
+
+
+def parse_log(text: str) -> dict[str, Any]:
+    """The whole log: versions and options, plus the tables of its one graph, or with
+    'graphs' holding one entry per graph of a dynamic-shape build (the top-level
+    tables are then graph[0]'s)."""
+    lines = clean_lines(text)
+    pieces = split_graphs(lines)
+    graphs = [_graph(piece) for piece in pieces]
+    return {
+        "toolkit_version": parse_toolkit_version(lines),
+        "compiler_version": parse_compiler_version(lines),
+        "options": parse_options(lines),
+        **(graphs[0] if graphs else _graph(lines)),
+        "graphs": graphs,
     }
