@@ -296,6 +296,21 @@ def read_npu_freq(root: str = "/", notes: Optional[Dict[str, str]] = None
     return None, None, None
 
 
+#: the rknpu driver's SRAM bitmap (RK3588 with CONFIG_ROCKCHIP_RKNPU_SRAM): 1 bit per 4 KiB
+SRAM_BITMAP = "/sys/kernel/debug/rknpu/mm"
+
+
+def read_sram_bitmap(root: str = "/") -> Tuple[Optional[str], Optional[str]]:
+    """(text, None) of /sys/kernel/debug/rknpu/mm, or (None, why): "needs root" (debugfs is
+    readable by root only: run as root, or ``sudo cat /sys/kernel/debug/rknpu/mm``),
+    "missing" (no debugfs mounted, a kernel without the rknpu SRAM support, or no
+    board), or "unreadable (...)"."""
+    data, why = _read(_p(root, SRAM_BITMAP))
+    if data is None:
+        return None, why
+    return data.decode("utf-8", "replace"), None
+
+
 # --------------------------------------------------------------------------- runtime
 def find_librknnrt(root: str = "/", env: Optional[Mapping[str, str]] = None,
                    notes: Optional[Dict[str, str]] = None) -> Optional[str]:

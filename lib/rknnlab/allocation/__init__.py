@@ -15,6 +15,11 @@ one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLO
                                 at once)
 N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
                                 shared internal memory)
+RK3588's NPU SRAM              :func:`sram_fit` (measured from the runtime's table, or
+                                MODELED for a budget), :func:`sram_hits` (parse an
+                                RKNN_LOG_LEVEL=3 table), :func:`sram_log`,
+                                :func:`sram_usage` (/sys/kernel/debug/rknpu/mm),
+                                :func:`parse_sram_bitmap`
 the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
 cacheable or not                :func:`cache_choice` (cached read measured; uncached
                                 read and rknn_mem_sync MODELED, measured on a board)
@@ -22,7 +27,9 @@ cacheable or not                :func:`cache_choice` (cached read measured; unca
 """
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
+from .sram import RK3588_SRAM_BYTES, parse_sram_bitmap, sram_fit, sram_hits, sram_log, sram_usage
 from .sharing import PIPELINES, SETUPS, Ledger, parallel_corruption, pipelines_memory, shared_internal
 
 __all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
-           "pipelines_memory", "PIPELINES", "Ledger", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice"]
+           "pipelines_memory", "PIPELINES", "Ledger", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
+           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES"]
