@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .paths import models_dir
 
@@ -162,6 +162,49 @@ class CompilerReport:
                         pairs.append((a, b))
         return pairs
 
+    # dynamic shapes (a model compiled with rknn-toolkit2's config(dynamic_input=...))
+    @property
+    def dynamic_shapes(self) -> List[Dict[str, Any]]:
+        """One entry per input shape set, in the order the model was configured with (taken
+        as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order); [] for a static model.  Each entry has
+        input_dims, inputs/outputs (attr rows like the top level's), memory
+        (total_internal_size, ...), layers, feature_tensors, const_tensors (null where the
+        compiler printed nothing for that shape) and sources."""
+        return self.data.get("dynamic_shapes", [])
+
+    def for_shape(self, input_dims: Sequence[Sequence[int]]) -> "CompilerReport":
+        """The report of one shape of a dynamic model: the top-level fields replaced by that
+        shape's entry, so lifetimes(), npu_cycles, attrs() ... describe that shape's graph.
+        ``input_dims``: one NCHW shape per input, e.g. [[1, 3, 160, 160]]."""
+        wanted = [list(d) for d in input_dims]
+        for entry in self.dynamic_shapes:
+            if entry["input_dims"] == wanted:
+                missing = [k for k in ("layers", "feature_tensors", "const_tensors") if entry.get(k) is None]
+                if missing or entry["memory"].get("total_internal_size") is None:
+                    raise ReportError(f"{self.model}/{self.target}: the compiler printed no "
+                                      f"{', '.join(missing) or 'memory plan'} for {wanted}; "
+                                      f"{entry['sources'].get('static_variant', 'no static variant')} has it")
+                data = dict(self.data)
+                data.update({k: entry[k] for k in ("inputs", "outputs", "layers", "feature_tensors", "const_tensors")})
+                data["memory"] = dict(self.data["memory"], **entry["memory"])
+                data.pop("dynamic_shapes")
+                return CompilerReport(data, self.directory)
+        have = [e["input_dims"] for e in self.dynamic_shapes]
+        raise ReportError(f"{self.model}/{self.target} has no shape {wanted}; "
+                          + (f"its shapes: {have}" if have else "it is not a dynamic-shape model"))
+
+    @property
+    def values_twin_path(self) -> Optional[Path]:
+        """The fp32 ONNX file that gives this model's output values: its own twin, or for a
+        model without one the twin model.json names ("values_twin": the base model's, same
+        weights).  A dynamic model's twin is run at each shape via :func:`onnx_free_hw`."""
+        own = self.onnx_path
+        if own is not None:
+            return own
+        info_path = self._file("model.json")
+        twin = json.loads(info_path.read_text()).get("values_twin") if info_path.exists() else None
+        return (self.directory / twin["path"]).resolve() if twin else None
+
     def naive_activation_bytes(self) -> int:
         """What the activations would take if every tensor had a buffer of its own."""
         return sum(t.size for t in self.lifetimes())
@@ -188,6 +231,84 @@ def validate_report(data: Any) -> None:
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         raise ReportError(f"compiler report invalid at {where or '<top>'}: {exc.message}") from None
+
+
+# ONNX is a protobuf; only the fields on the path to an input's dims are decoded here
+# (ModelProto.graph 7 > GraphProto.input 11 > ValueInfoProto.type 2 > TypeProto.tensor_type 1
+# > shape 2 > TensorShapeProto.dim 1 > Dimension dim_value 1 / dim_param 2), so freeing two
+# dims needs neither the onnx package nor a copy of the weights.
+
+def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _rewrite(data: bytes, field: int, edit) -> bytes:
+    """``data`` (a protobuf message) with each length-delimited ``field`` replaced by
+    edit(payload, n) (n counts occurrences); everything else copied byte for byte."""
+    out, pos, n = bytearray(), 0, 0
+    while pos < len(data):
+        start = pos
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, body = _varint(data, pos)
+            pos = body + length
+            if number == field:
+                payload = edit(data[body:pos], n)
+                n += 1
+                out += _encode_varint(key) + _encode_varint(len(payload)) + payload
+                continue
+        else:
+            raise ReportError(f"not an ONNX model (protobuf wire type {wire} at byte {start})")
+        out += data[start:pos]
+    return bytes(out)
+
+
+def onnx_free_hw(model: bytes) -> bytes:
+    """The ONNX model ``model`` with the height and width of every 4-D graph input left free
+    (dims 2 and 3 become the names "height" and "width"), so onnxruntime runs it at any
+    input size.  A network whose layers all accept any size (MobileNetV2 ends in a global
+    average pool) then computes the output of another input size, with the same weights."""
+    def dims(shape: bytes, _n: int) -> bytes:
+        count = [0]
+
+        def dim(payload: bytes, n: int) -> bytes:
+            count[0] += 1
+            if n in (2, 3):
+                name = b"height" if n == 2 else b"width"
+                return b"\x12" + _encode_varint(len(name)) + name
+            return payload
+        free = _rewrite(shape, 1, dim)
+        return free if count[0] == 4 else shape
+
+    def value_info(vi: bytes, _n: int) -> bytes:
+        return _rewrite(vi, 2, lambda t, _: _rewrite(t, 1, lambda tt, _: _rewrite(tt, 2, dims)))
+    return _rewrite(model, 7, lambda graph, _: _rewrite(graph, 11, value_info))
 
 
 def list_models(root: Optional[Path] = None) -> List[str]:
