@@ -255,3 +255,109 @@ def test_new_assumptions_are_listed_once_with_a_board_check():
     for key in ("A50", "A51", "A52"):
         text, check = by_id[key]
         assert text and check
+
+
+# ----------------------------------------------------------------- shared internal memory (item 3, A28)
+def _mobilenet_image() -> np.ndarray:
+    return np.random.default_rng(5).integers(0, 256, size=(1, 224, 224, 3), dtype=np.uint8)
+
+
+_IMAGES = {"mobilenet_v2": _mobilenet_image, "digits_cnn": _digits_image}
+
+
+def _output(rt: SimRuntime, ctx: int) -> np.ndarray:
+    out = abi.rknn_output(index=0, want_float=0)
+    rt.outputs_get(ctx, [out])
+    values = buffers.output_view(out, np.int8).copy()
+    rt.outputs_release(ctx, [out])
+    return values
+
+
+def _set_input(rt: SimRuntime, ctx: int, name: str) -> None:
+    rt.inputs_set(ctx, [buffers.input_from_array(0, _IMAGES[name](), abi.RKNN_TENSOR_NHWC)])
+
+
+@pytest.fixture
+def shared_pair(rt):
+    """mobilenet_v2 and digits_cnn (both with ONNX twins: real outputs) sharing one
+    internal buffer, the documented way; plus each model's outputs from a context
+    with its own internal memory."""
+    names = ("mobilenet_v2", "digits_cnn")
+    expected = {}
+    for name in names:
+        ctx = rt.init(_path(name))
+        _set_input(rt, ctx, name)
+        rt.run(ctx)
+        expected[name] = _output(rt, ctx)
+        rt.destroy(ctx)
+    contexts = {name: rt.init(_path(name), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE) for name in names}
+    sizes = {name: rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_internal_size for name, ctx in contexts.items()}
+    big = rt.create_mem(contexts["mobilenet_v2"], max(sizes.values()))
+    for name, ctx in contexts.items():
+        view = rt.create_mem_from_fd(ctx, big.contents.fd, big.contents.virt_addr, sizes[name], 0)
+        rt.set_internal_mem(ctx, view)
+        _set_input(rt, ctx, name)
+    return contexts, expected
+
+
+def test_models_sharing_internal_memory_one_after_another_are_right(rt, shared_pair):
+    contexts, expected = shared_pair
+    for _ in range(3):
+        for name, ctx in contexts.items():
+            rt.run(ctx)
+            np.testing.assert_array_equal(_output(rt, ctx), expected[name])
+
+
+def _overlapping_runs(rt: SimRuntime, first: int, second: int) -> None:
+    """Start a run of ``first`` in a thread, then one of ``second`` while it is on the NPU."""
+    import threading
+    import time
+    started = threading.Event()
+
+    def run_first():
+        started.set()
+        rt.run(first)
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    started.wait()
+    time.sleep(0.0005)  # well inside first's run (mobilenet_v2: 2.2 ms modeled)
+    rt.run(second)
+    thread.join()
+
+
+def test_models_sharing_internal_memory_at_the_same_time_corrupt_outputs(rt, shared_pair):
+    contexts, expected = shared_pair
+    mobilenet, digits = contexts["mobilenet_v2"], contexts["digits_cnn"]
+    rt.set_core_mask(mobilenet, abi.RKNN_NPU_CORE_0)
+    rt.set_core_mask(digits, abi.RKNN_NPU_CORE_1)
+    _overlapping_runs(rt, mobilenet, digits)
+    wrong = _output(rt, mobilenet)
+    assert not np.array_equal(wrong, expected["mobilenet_v2"])  # digits wrote over its input
+    # the same two runs one after another on the same buffer are right again
+    rt.run(mobilenet)
+    np.testing.assert_array_equal(_output(rt, mobilenet), expected["mobilenet_v2"])
+
+
+def test_the_same_core_queues_runs_so_sharing_is_safe(rt, shared_pair):
+    contexts, expected = shared_pair
+    for ctx in contexts.values():
+        rt.set_core_mask(ctx, abi.RKNN_NPU_CORE_0)
+    _overlapping_runs(rt, contexts["mobilenet_v2"], contexts["digits_cnn"])
+    for name, ctx in contexts.items():
+        np.testing.assert_array_equal(_output(rt, ctx), expected[name])
+
+
+def test_contexts_with_their_own_internal_memory_run_at_once_correctly(rt):
+    expected = {}
+    contexts = {}
+    for name in ("mobilenet_v2", "digits_cnn"):
+        ctx = contexts[name] = rt.init(_path(name))
+        _set_input(rt, ctx, name)
+        rt.run(ctx)
+        expected[name] = _output(rt, ctx)
+    rt.set_core_mask(contexts["mobilenet_v2"], abi.RKNN_NPU_CORE_0)
+    rt.set_core_mask(contexts["digits_cnn"], abi.RKNN_NPU_CORE_1)
+    _overlapping_runs(rt, contexts["mobilenet_v2"], contexts["digits_cnn"])
+    for name, ctx in contexts.items():
+        np.testing.assert_array_equal(_output(rt, ctx), expected[name])

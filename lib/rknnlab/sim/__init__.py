@@ -216,11 +216,23 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A27", "rknn_destroy_mem of a mem still bound unbinds it: io falls back to the runtime's own "
             "buffers; a destroyed weight/internal mem makes the next rknn_run fail.",
      "on a board this is undefined (the NPU may read freed pages): check dmesg for IOMMU faults."),
-    ("A28", "The NPU's activations are not simulated, so internal memory is not written during "
-            "runs: contexts sharing one internal buffer while running at the same time get correct "
-            "outputs here, corrupted ones on a board.",
-     "run two contexts sharing internal memory concurrently and compare their outputs with "
-     "sequential runs."),
+    ("A28", "A run keeps its intermediate state in the internal buffer from its start to its end. "
+            "Only a caller's internal mem (rknn_set_internal_mem) is modeled, coarsely "
+            "(rknnlab.sim.internal): when the run's cores are free it writes the whole plan "
+            "[0, total_internal_size) with one byte derived from its inputs, then its native inputs "
+            "at their offsets in the compiler's plan (the report's feature_tensors: offset 0 in "
+            "every course model); at the end of the modeled NPU time the outputs are computed from "
+            "the input bytes found there, and the run writes the plan again. So two contexts "
+            "sharing one internal buffer get wrong outputs when their runs overlap in time "
+            "(different cores, or AUTO picking idle cores), and right ones one after another or "
+            "queued on one core. Rockchip's documents say the pattern is for models that run one "
+            "after another; none says what an overlap does on a board, where the corruption would "
+            "depend on which layers overlap.",
+     "share one internal buffer between two contexts (create_mem of the larger "
+     "total_internal_size, create_mem_from_fd views, rknn_set_internal_mem), run them one after "
+     "another and compare with contexts that own their internal memory; then run them at once "
+     "from two threads on RKNN_NPU_CORE_0 and RKNN_NPU_CORE_1 many times and count the runs "
+     "whose outputs differ."),
     ("A29", "rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM falls back to DRAM (no SRAM is "
             "simulated; total_sram_size and free_sram_size are 0).",
      "create_mem2 with TRY_ALLOC_SRAM on a board with and without SRAM in the device tree; "

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import models
 from ..rknn import abi
 from .layout import InputQuantizer, Layout, Shape, layout_for, logical_shape
+from .internal import input_regions
 from .npu import LayerTime, layer_times_on, run_seconds_of
 
 #: the attrs a report holds per tensor: INPUT/OUTPUT_ATTR, NATIVE_*, NATIVE_NHWC_*
@@ -106,6 +107,8 @@ class SimModel:
         self.quantizers = [InputQuantizer(build["mean_values"], build["std_values"], spec.zp,
                                           spec.scale, spec.logical) for spec in self.inputs]
         self.npu_cycles = report.npu_cycles
+        # where each input lies in the compiler's internal plan (rknnlab.sim.internal)
+        self.internal_inputs = input_regions(report, [spec.name for spec in self.inputs])
         # modeled layer times by the cores a run uses (a handful of core sets per model)
         self._layer_times: Dict[Tuple[int, ...], Tuple[List[LayerTime], float]] = {}
         self._values: Any = None

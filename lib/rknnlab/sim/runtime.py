@@ -35,7 +35,8 @@ from .layout import Layout, LayoutError, dequantize
 from .memory import DmaBuffer, array_at, heap_alloc, heap_free
 from .mems import ID_ATTRIBUTE, MEM_POINTER, TensorMem
 from .model import SimModel, TensorSpec, UnknownModelError, identify
-from .npu import SOC_ALIASES, npu_for, soc_npu
+from .internal import InternalState
+from .npu import SOC_ALIASES, npu_for, soc_npu, wait_until
 from .perf import perf_detail_text
 
 API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
@@ -632,6 +633,7 @@ class SimRuntime(Runtime):
             with self._lock:
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
+                internal_mem = context.internal_mem if model.report.total_internal_size else None
             if context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
                 unbound = _unbound(model, in_bindings, out_bindings)
                 if unbound:
@@ -640,10 +642,18 @@ class SimRuntime(Runtime):
                                  f"buffers: bind {', '.join(unbound)} with rknn_set_io_mem before rknn_run "
                                  "(ASSUMPTIONS A51)")
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
+            mems += [internal_mem] if internal_mem is not None else []
             with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.run_seconds, called_at) as slot:
                 native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
+                state = None
+                if internal_mem is not None:  # a caller's buffer, maybe shared: ASSUMPTIONS A28
+                    plan = internal_mem.data(model.report.total_internal_size)
+                    state = InternalState.enter(plan, model.internal_inputs, native_inputs)
                 results = model.values.compute(native_inputs)
+                if state is not None:  # the outputs come from what the plan holds at the end
+                    wait_until(slot.start + slot.seconds)
+                    results, _ = state.leave(results, model.values.compute)
                 for spec, native in zip(model.outputs, results):
                     self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
