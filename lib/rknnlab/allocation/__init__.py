@@ -15,6 +15,8 @@ one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLO
                                 at once)
 N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
                                 shared internal memory)
+dynamic shapes                  :func:`shape_sweep` (largest io once, re-bound per
+                                shape), :func:`input_shapes`, :func:`set_shape`
 RK3588's NPU SRAM              :func:`sram_fit` (measured from the runtime's table, or
                                 MODELED for a budget), :func:`sram_hits` (parse an
                                 RKNN_LOG_LEVEL=3 table), :func:`sram_log`,
@@ -27,9 +29,11 @@ cacheable or not                :func:`cache_choice` (cached read measured; unca
 """
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
+from .shapes import input_shapes, set_shape, shape_sweep
 from .sram import RK3588_SRAM_BYTES, parse_sram_bitmap, sram_fit, sram_hits, sram_log, sram_usage
 from .sharing import PIPELINES, SETUPS, Ledger, parallel_corruption, pipelines_memory, shared_internal
 
 __all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
            "pipelines_memory", "PIPELINES", "Ledger", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
-           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES"]
+           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES",
+           "shape_sweep", "input_shapes", "set_shape"]
