@@ -1,0 +1,436 @@
+"""Lab 5 (allocation strategy): one check per exercise.
+
+================================  ==============================================================
+:func:`check_outside_setup`       1. ``setup_outside(rt, model_path) -> ctx``: everything outside
+:func:`check_cache_choice`        2. ``choose_cacheable(pattern) -> alloc flag``: from a measurement
+:func:`check_shared_internal`     3. ``share_internal(rt, model_paths) -> [ctx, ...]``: one buffer
+:func:`check_sram_hits`           4. ``sram_hits(rows, total_internal_size, free_sram) -> [bytes]``
+:func:`check_shape_change`        5. ★ ``infer_shapes(rt, ctx, frames) -> [outputs]``: shape changes
+================================  ==============================================================
+
+:func:`summary` lists the lab's checks and whether each passed.  The notebook imports
+``from rknnlab.checks import lab05 as checks``.
+
+Each check measures what it judges itself: it runs the student's contexts with its own io
+mems and compares their outputs with contexts it makes the plain way, reads the runtime's
+DMA total of every context, times made-up CPU access patterns, draws memory plans no model
+has, and counts the allocations of a run.  The truth lives in private code; the messages
+give measured numbers and a hint, never the answer.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..rknn import abi
+from ..rknn.errors import RknnError
+from . import _lab05_cases as _cases
+from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _require_function,
+                    _soc_of, _student_error, _whole_number)
+
+__all__ = ["CheckResult", "check_outside_setup", "check_cache_choice", "check_shared_internal",
+           "check_sram_hits", "check_shape_change", "summary", "results", "OUTSIDE_MODELS",
+           "SHARED_MODELS", "SRAM_MODELS", "DYNAMIC_MODEL", "practice_pattern", "plan_of"]
+
+#: exercise 1: one model whose weights are larger than its internal buffer, one the other way
+OUTSIDE_MODELS = ("mobilenet_v2", "yolov5n")
+#: exercise 3: the check draws three of these, in a random order (internal 0.8 to 3.3 MB)
+SHARED_MODELS = ("mobilenet_v2_160", "mobilenet_v2", "mobilenet_v2_320", "yolov5s_320")
+#: exercise 4: the shipped plans the check judges (RK3588: the SoC with NPU SRAM)
+SRAM_MODELS = ("mobilenet_v2", "mobilenet_v2_160", "mobilenet_v2_320", "resnet50", "yolov5n", "yolov5s")
+#: exercise 5: compiled for several input shapes
+DYNAMIC_MODEL = "mobilenet_v2_dynamic"
+#: exercise 2: the check judges a pattern only when one choice costs this many times the other
+CACHE_MARGIN = 1.5
+
+EX_OUTSIDE = "Exercise 1 — fix a MEM_ALLOC_OUTSIDE setup"
+EX_CACHE = "Exercise 2 — choose cacheable or non-cacheable from a measurement"
+EX_SHARED = "Exercise 3 — share one internal buffer between three models"
+EX_SRAM = "Exercise 4 — predict what fits in SRAM"
+EX_SHAPES = "Exercise 5 ★ — handle a shape change"
+
+
+def _fresh_seed() -> int:
+    """A seed no student can know in advance."""
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:,.0f} KiB"
+
+
+def _frames_for(shape: Sequence[int], n: int, rng: np.random.Generator) -> List[np.ndarray]:
+    return [rng.integers(0, 256, size=tuple(shape), dtype=np.uint8) for _ in range(n)]
+
+
+def _reference(rt: Any, path: str, frames: Sequence[np.ndarray]) -> Tuple[List[List[bytes]], int]:
+    """Outputs of a context made the plain way (flag 0), through the check's own io mems, and
+    that context's DMA total right after rknn_init."""
+    ctx = rt.init(path)
+    try:
+        total = _cases.dma_total(rt, ctx)
+        io = _cases.CheckIo(rt, ctx)
+        try:
+            return [io.run(f) for f in frames], total
+        finally:
+            io.close()
+    finally:
+        rt.destroy(ctx)
+
+
+def _run_error(exc: RknnError, what: str, hint: str) -> _Fail:
+    return _Fail(f"{what}: the runtime refused: {exc}", hint)
+
+
+def _as_context(got: Any, ledger: "_cases.Ledger", what: str) -> int:
+    ctx = _whole_number(got)
+    if ctx is None or ctx not in ledger.contexts:
+        raise _Fail(f"{what} returned {got!r}, not a context it made.",
+                    "return the rknn_context your function made with rt.init (and keep it alive).")
+    return ctx
+
+
+# =========================================================================== exercise 1
+_OUTSIDE_HINT = ("RKNN_FLAG_MEM_ALLOC_OUTSIDE means the runtime allocates none of the model's memory: "
+                 "query RKNN_QUERY_MEM_SIZE, then give the context every part it needs before the first "
+                 "rknn_run, each mem at least as large as its field says.")
+
+
+def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult:
+    """Exercise 1: ``setup_outside(rt, model_path) -> ctx``: a context made with
+    RKNN_FLAG_MEM_ALLOC_OUTSIDE and given every memory it needs before its first run.
+
+    For each model of OUTSIDE_MODELS (one whose weights are larger than its internal
+    buffer, one the other way), the check calls your function on a runtime that records
+    the mems you make, then:
+
+    - reads the context's DMA total (RKNN_QUERY_MEM_SIZE) less the bytes of your own mems
+      made with it, against a context made with flag 0: with everything outside, the runtime
+      must hold at least weights + internal less (90% of it: a board's extras largely
+      cancel in a comparison of the same model);
+    - binds its own io mems, runs 3 seeded frames, and compares every output byte with the
+      flag-0 context's outputs for the same frames.
+
+    It destroys your mems and your context afterwards."""
+    def body() -> CheckResult:
+        _require_function(setup_outside, "check_outside_setup(setup_outside)")
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        rng = np.random.default_rng(_fresh_seed())
+        details: List[str] = []
+        try:
+            for n, model in enumerate(OUTSIDE_MODELS):
+                path = _model_file(model, soc)
+                ledger = _cases.Ledger(rt)
+                what = f"setup_outside(rt, <{model}>)"
+                try:
+                    try:
+                        got = setup_outside(ledger, path)
+                    except Exception as exc:
+                        if n == 0 and isinstance(exc, NotImplementedError):
+                            raise _student_error(exc, what, _OUTSIDE_HINT)
+                        raise _student_error(exc, what, "read the runtime's message: it names the call and "
+                                             "the size it expected. " + _OUTSIDE_HINT)
+                    if got is None:
+                        raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
+                                                                "return the context you made.")
+                    ctx = _as_context(got, ledger, what)
+                    size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+                    need = int(size.total_weight_size) + int(size.total_internal_size)
+                    own = _cases.dma_total(rt, ctx) - ledger.counted_bytes(ctx)
+                    io = _cases.CheckIo(rt, ctx)
+                    frames = _frames_for(io.frame_shape, 3, rng)
+                    try:
+                        try:
+                            got_out = [io.run(f) for f in frames]
+                        except RknnError as exc:
+                            raise _run_error(exc, f"{model}: rknn_run on your context", _OUTSIDE_HINT)
+                    finally:
+                        io.close()
+                    ref_out, ref_total = _reference(rt, path, frames)
+                    saved = ref_total - own
+                    if saved < 0.9 * need:
+                        raise _Fail(f"{model}: the runtime still allocates memory of its own for your context: "
+                                    f"its DMA total less your mems is {_kib(own)}, a flag-0 context's is "
+                                    f"{_kib(ref_total)}, so only {_kib(saved)} moved outside. Weights + internal "
+                                    f"are {_kib(need)}.",
+                                    "Make the context with RKNN_FLAG_MEM_ALLOC_OUTSIDE (weights, internal and io "
+                                    "all outside): RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE moves the internal buffer only.",
+                                    details)
+                    wrong = sum(a != b for fa, fb in zip(got_out, ref_out) for a, b in zip(fa, fb))
+                    if wrong:
+                        raise _Fail(f"{model}: {wrong} of {len(frames) * len(ref_out[0])} outputs differ from a "
+                                    "context made with flag 0, for the same frames.",
+                                    "Every part must stay alive and unchanged while the context runs: do not "
+                                    "destroy, reuse or overwrite a mem you gave it.", details)
+                    details.append(f"{model}: runs, outputs equal to a flag-0 context's; {_kib(saved)} less DMA "
+                                   f"held by the runtime (weights + internal: {_kib(need)})")
+                finally:
+                    ledger.cleanup()
+        finally:
+            rt.close()
+        return CheckResult(EX_OUTSIDE, "passed", "Your context runs with every part of its memory given from "
+                           "outside, and its outputs equal a plain context's.", details)
+
+    return _LAB.run(EX_OUTSIDE, body)
+
+
+# =========================================================================== exercise 2
+def practice_pattern(seed: int = 7) -> "_cases.Pattern":
+    """An access pattern to try ``choose_cacheable`` on (a fixed seed; the check draws its own)."""
+    return _cases.made_up_patterns(np.random.default_rng(seed))[0]
+
+
+_FLAGS = {abi.RKNN_FLAG_MEMORY_CACHEABLE: "RKNN_FLAG_MEMORY_CACHEABLE",
+          abi.RKNN_FLAG_MEMORY_NON_CACHEABLE: "RKNN_FLAG_MEMORY_NON_CACHEABLE"}
+
+
+def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
+    """Exercise 2: ``choose_cacheable(pattern) -> abi.RKNN_FLAG_MEMORY_CACHEABLE or
+    abi.RKNN_FLAG_MEMORY_NON_CACHEABLE``: the cheaper allocation for a buffer the CPU uses as
+    ``pattern.cpu(buf)`` does once per frame (``pattern.nbytes``; ``pattern.syncs``: the
+    rknn_mem_sync modes a cacheable buffer needs per frame).
+
+    The check draws ten made-up patterns, new at every call: scans and fills of large and
+    small buffers, a small region or a few scattered bytes of a large buffer, a top-k.  After
+    your answer it measures each pattern's CPU time on a cached buffer itself (median of 9)
+    and models the rest as rknnlab.profile.cpu does: cacheable adds the modeled
+    rknn_mem_sync of every sync; non-cacheable multiplies the CPU time by UNCACHED_SLOWDOWN.
+    It judges the patterns where one choice costs at least 1.5 times the other.  A failure
+    shows its measured and modeled numbers for that pattern."""
+    def body() -> CheckResult:
+        _require_function(choose_cacheable, "check_cache_choice(choose_cacheable)")
+        rng = np.random.default_rng(_fresh_seed())
+        details: List[str] = []
+        judged = 0
+        for n, pattern in enumerate(_cases.made_up_patterns(rng), 1):
+            what = f"choose_cacheable(<pattern {n}: {pattern!r}>)"
+            try:
+                got = choose_cacheable(pattern)
+            except Exception as exc:
+                raise _student_error(exc, what, "time pattern.cpu(buf) on a buffer of pattern.nbytes, then "
+                                     "compare the two modeled costs per frame.")
+            if got is None:
+                raise (_not_done if n == 1 else _Fail)(f"{what} returned None.",
+                                                       "return abi.RKNN_FLAG_MEMORY_CACHEABLE or "
+                                                       "abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
+            value = _whole_number(got)
+            if value not in _FLAGS:
+                raise _Fail(f"{what} returned {got!r}, not an alloc flag of rknn_create_mem2.",
+                            "return abi.RKNN_FLAG_MEMORY_CACHEABLE or abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
+            cached = _cases.cached_us(pattern)
+            cost = _cases.costs_us(pattern, cached)
+            cheap, dear = sorted(cost, key=cost.get)
+            shown = (f"CPU time on a cached buffer {cached:,.1f} us (measured); cacheable: + mem_sync = "
+                     f"{cost[abi.RKNN_FLAG_MEMORY_CACHEABLE]:,.1f} us; non-cacheable: "
+                     f"{cost[abi.RKNN_FLAG_MEMORY_NON_CACHEABLE]:,.1f} us (both modeled)")
+            if cost[dear] < CACHE_MARGIN * cost[cheap]:
+                details.append(f"pattern {n}: not judged (the two costs are too close: {shown})")
+                continue
+            judged += 1
+            if value != cheap:
+                raise _Fail(f"pattern {n}: you chose {_FLAGS[value]}, but the check's costs per frame are: "
+                            f"{shown}.",
+                            "Time what the CPU does on the buffer (pattern.cpu), not its size: a large buffer may "
+                            "be touched in a few bytes only. A cacheable buffer pays for a cache sync over the "
+                            "whole buffer each frame; an uncached one pays on every access.", details)
+            details.append(f"pattern {n}: {_FLAGS[value]} — right ({shown})")
+        if judged < 5:
+            raise _Fail(f"only {judged} patterns had a clear answer on this machine.",
+                        "run the check again when the machine is less busy.", details)
+        return CheckResult(EX_CACHE, "passed", f"All {judged} judged patterns right: you measured what the CPU "
+                           "does and priced both choices with the same model.", details)
+
+    return _LAB.run(EX_CACHE, body)
+
+
+# =========================================================================== exercise 3
+_SHARED_HINT = ("Query RKNN_QUERY_MEM_SIZE of every context first. Allocate one buffer of the largest "
+                "total_internal_size, then give each context a view of it (rknn_create_mem_from_fd with "
+                "that context and its own size) and rknn_set_internal_mem.")
+
+
+def check_shared_internal(share_internal: Callable[[Any, List[str]], List[int]]) -> CheckResult:
+    """Exercise 3: ``share_internal(rt, model_paths) -> [ctx, ...]``: one context per model
+    (same order), ready to run one after another, with one internal buffer shared by all.
+
+    The check draws three models of SHARED_MODELS in a random order and calls your
+    function on a runtime that records the mems you make.  Then it:
+
+    - adds up the DMA totals (RKNN_QUERY_MEM_SIZE) of your three contexts and compares the
+      sum with three contexts made with flag 0: sharing must save at least the sum of the
+      internal sizes less the largest (less 64 KiB);
+    - binds its own io mems to every context and runs them one after another, twice around,
+      with seeded frames: every output must equal the flag-0 context's for the same frame.
+
+    It destroys your mems and contexts afterwards."""
+    def body() -> CheckResult:
+        _require_function(share_internal, "check_shared_internal(share_internal)")
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        rng = np.random.default_rng(_fresh_seed())
+        from .. import models as _models
+        pool = [m for m in SHARED_MODELS if soc in _models.model_socs(m)]
+        chosen = [pool[int(i)] for i in rng.permutation(len(pool))[:3]]
+        paths = [_model_file(m, soc) for m in chosen]
+        ledger = _cases.Ledger(rt)
+        what = f"share_internal(rt, <{', '.join(chosen)}>)"
+        details: List[str] = []
+        ios: List[Any] = []
+        try:
+            try:
+                got = share_internal(ledger, list(paths))
+            except Exception as exc:
+                if isinstance(exc, NotImplementedError):
+                    raise _student_error(exc, what, _SHARED_HINT)
+                raise _student_error(exc, what, "read the runtime's message: it names the size it needed. "
+                                     + _SHARED_HINT)
+            if got is None:
+                raise _not_done(f"{what} returned None.", "return the list of your contexts, one per model.")
+            try:
+                ctxs = [_as_context(c, ledger, what) for c in got]
+            except TypeError:
+                raise _Fail(f"{what} returned {got!r}, not a list of contexts.",
+                            "return [ctx_0, ctx_1, ctx_2], one per model, in the order of model_paths.")
+            if len(ctxs) != len(paths) or len(set(ctxs)) != len(ctxs):
+                raise _Fail(f"{what} returned {len(ctxs)} contexts ({len(set(ctxs))} different) for "
+                            f"{len(paths)} models.", "return one context per model, in the order of model_paths.")
+            sizes = [rt.query(c, abi.RKNN_QUERY_MEM_SIZE) for c in ctxs]
+            internal = [int(s.total_internal_size) for s in sizes]
+            total = sum(int(s.total_dma_allocated_size) for s in sizes)
+            ios = [_cases.CheckIo(rt, c) for c in ctxs]
+            frames = [_frames_for(io.frame_shape, 2, rng) for io in ios]
+            got_out: List[List[List[bytes]]] = [[] for _ in ctxs]
+            for round_ in range(2):
+                for k, io in enumerate(ios):      # one after another: A, B, C, A, B, C
+                    try:
+                        got_out[k].append(io.run(frames[k][round_]))
+                    except RknnError as exc:
+                        raise _run_error(exc, f"{chosen[k]}: rknn_run on your context", _SHARED_HINT)
+            refs = [_reference(rt, p, f) for p, f in zip(paths, frames)]
+            ref_total = sum(t for _, t in refs)
+            for k, (ref_out, _) in enumerate(refs):
+                if got_out[k] != ref_out:
+                    raise _Fail(f"{chosen[k]}: its outputs differ from a context made with flag 0, for the "
+                                "same frames.",
+                                "Each context needs its own weights and a view of the shared buffer that holds its "
+                                "whole total_internal_size; the models must run one after another.", details)
+            need = sum(internal) - max(internal)
+            saved = ref_total - total
+            sums = (f"your three contexts hold {_kib(total)} of DMA memory, three flag-0 contexts "
+                    f"{_kib(ref_total)}: a saving of {_kib(saved)}")
+            if saved < need - 64 * 1024:
+                raise _Fail(f"{sums}. Sharing one internal buffer should save more (internal sizes "
+                            f"{', '.join(_kib(i) for i in internal)}).",
+                            "Allocate the internal memory once, for the largest model, and give every context a "
+                            "view of that one buffer: one buffer per model, or one buffer with a region per "
+                            "model, shares nothing.", details)
+            details.append(f"{', '.join(chosen)}: outputs equal to flag-0 contexts, run one after another")
+            details.append(sums)
+        finally:
+            for io in ios:
+                io.close()
+            ledger.cleanup()
+            rt.close()
+        return CheckResult(EX_SHARED, "passed", "The three models run one after another on one internal buffer, "
+                           "with the outputs of separate contexts, and the DMA total shows the saving.", details)
+
+    return _LAB.run(EX_SHARED, body)
+
+
+# =========================================================================== exercise 4
+def plan_of(model: str, soc: str = "rk3588") -> Tuple[List[Dict[str, Any]], int]:
+    """(the rows of a model's memory plan, its total_internal_size) from its compiler report:
+    one row per (layer, tensor), with "tensor", "user", "start", "end", "size" and
+    "producer_layer_id" (0 for the model's input)."""
+    from .. import models
+    report = models.load_report(model, soc)
+    keys = ("layer_id", "user", "tensor", "orig_shape", "start", "end", "size", "producer_layer_id")
+    return [{k: row[k] for k in keys} for row in report.data["feature_tensors"]], report.total_internal_size
+
+
+def _sram_cases(rng: np.random.Generator) -> List[Tuple[str, List[Dict[str, Any]], int, int, List[int]]]:
+    """(name, rows, total_internal_size, free SRAM, truth) for the shipped plans (each with all
+    of the SRAM free and with part of it held by another context) and eight made-up plans."""
+    cases = []
+    for model in SRAM_MODELS:
+        rows, total = plan_of(model)
+        for free in (_cases.RK3588_SRAM, int(rng.integers(20, 200)) * _cases.SRAM_PAGE):
+            cases.append((f"{model} (free SRAM {free:,} B)", rows, total, free,
+                          _cases.sram_hits(rows, total, free)))
+    for k in range(8):
+        rows, total, free = _cases.made_up_plan(rng)
+        cases.append((f"made-up plan {k + 1} ({len(rows)} rows, free SRAM {free:,} B)", rows, total, free,
+                      _cases.sram_hits(rows, total, free)))
+    order = rng.permutation(len(cases))
+    return [cases[int(i)] for i in order]
+
+
+def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequence[int]]) -> CheckResult:
+    """Exercise 4: ``sram_hits(rows, total_internal_size, free_sram) -> [bytes per row]``: the
+    SramHit the runtime's RKNN_LOG_LEVEL=3 table gives every row of a model's memory plan when
+    the context is made with RKNN_FLAG_ENABLE_SRAM and ``free_sram`` bytes of the NPU's SRAM
+    are free.
+
+    Cases: the shipped RK3588 plans of SRAM_MODELS, each with all 978,944 B free and with
+    part of the SRAM held by another context, and eight made-up plans, new at every call
+    (reused offsets, sizes that are not multiples of 4 KiB, free SRAM larger or smaller than
+    the plan).  Every row must be exact.  A failure shows how many rows are wrong and how
+    the wrong total compares, never the expected values."""
+    def body() -> CheckResult:
+        _require_function(sram_hits, "check_sram_hits(sram_hits)")
+        rng = np.random.default_rng(_fresh_seed())
+        wrong: List[str] = []
+        cases = _sram_cases(rng)
+        for n, (name, rows, total, free, truth) in enumerate(cases):
+            what = f"sram_hits(<{name}>, {total}, {free})"
+            try:
+                got = sram_hits([dict(r) for r in rows], total, free)
+            except Exception as exc:
+                raise _student_error(exc, what, "compare each row's [start, end) with the part of the internal "
+                                     "buffer that lives in SRAM.")
+            if got is None:
+                raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
+                                                       "return a list with one number of bytes per row.")
+            try:
+                values = [_whole_number(v) for v in got]
+            except TypeError:
+                raise _Fail(f"{what} returned {got!r}, not a list.", "return a list with one int per row.")
+            if len(values) != len(rows) or any(v is None for v in values):
+                raise _Fail(f"{what} returned {len(values)} values for {len(rows)} rows (or one is not a whole "
+                            "number).", "return one int per row, in the order of the rows (0 for no hit).")
+            bad = sum(v != t for v, t in zip(values, truth))
+            if bad:
+                side = "more" if sum(values) > sum(truth) else "less"
+                wrong.append(f"{name}: {bad} of {len(rows)} rows wrong; your total is {side} than the runtime's")
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {len(cases)} plans have wrong rows:",
+                        "ENABLE_SRAM places the first part of the internal buffer in SRAM, in whole 4 KiB pages, "
+                        "as much as is free. A row's hit is the part of [start, end) inside it, even a part of a "
+                        "tensor. The model's input and output rows get none. Use the free SRAM you are given, "
+                        "not the SoC's total.", wrong[:6])
+        return CheckResult(EX_SRAM, "passed", f"Every row of {len(cases)} plans right, shipped and made-up: "
+                           "you placed the SRAM part by the plan's offsets and the free pages.",
+                           [f"{len(cases)} plans, {sum(len(c[1]) for c in cases)} rows"])
+
+    return _LAB.run(EX_SRAM, body)
+
+
+# =========================================================================== exercise 5 ★
+def check_shape_change(infer_shapes: Callable[[Any, int, List[np.ndarray]], List[np.ndarray]]) -> CheckResult:
+    """Exercise 5 ★: ``infer_shapes(rt, ctx, frames) -> [float32 output per frame]``."""
+    def body() -> CheckResult:
+        _require_function(infer_shapes, "check_shape_change(infer_shapes)")
+        raise _not_done("this check waits for the dynamic-shape model.", "come back later.")
+
+    return _LAB.run(EX_SHAPES, body)
+
+
+_LAB = Lab("Lab 5", [EX_OUTSIDE, EX_CACHE, EX_SHARED, EX_SRAM, EX_SHAPES])
+summary = _LAB.summary
+results = _LAB.results
+_LAB.seal(globals(), {"check_outside_setup": EX_OUTSIDE, "check_cache_choice": EX_CACHE,
+                      "check_shared_internal": EX_SHARED, "check_sram_hits": EX_SRAM,
+                      "check_shape_change": EX_SHAPES})
