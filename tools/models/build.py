@@ -563,6 +563,34 @@ def _graph_input_dims(graph_log: dict[str, Any]) -> list[list[int]]:
     return [layer["output_shapes"][0] for layer in graph_log["layers"] if layer["op"] == "InputOperator"]
 
 
+def _static_variant(spec: ModelSpec, shape: list[int]) -> str | None:
+    """The catalogue model compiled statically for ``shape`` from the same network."""
+    base = spec.variant_of
+    for other in CATALOGUE.values():
+        if (other.name == base or other.variant_of == base) and not other.dynamic_input \
+                and list(other.input_shape) == list(shape):
+            return other.name
+    return None
+
+
+def _compare_plans(plan: dict[str, Any], static: str | None, soc: str) -> str:
+    """How one shape's graph compares with the static variant's shipped report."""
+    path = DATA / static / f"{soc}.report.json" if static else None
+    if path is None or not path.exists():
+        return "no static variant report to compare with"
+    other = json.loads(path.read_text())
+    same = [k for k in ("layers", "feature_tensors", "const_tensors") if plan[k] == other[k]]
+    differ = [k for k in ("layers", "feature_tensors", "const_tensors") if k not in same]
+    memory = all(plan["memory"][k] == other["memory"][k] for k in ("total_internal_size", "total_weight_size"))
+    def rows(key: str) -> str:
+        mine, theirs = plan[key], other[key]
+        changed = sorted({a["tensor"] for a, b in zip(mine, theirs) if a != b})
+        return f"{key} differ ({len(mine)} vs {len(theirs)} rows; changed: {', '.join(changed) or '-'})"
+    return (f"{static}'s report: {', '.join(same) or 'no table'} identical"
+            + (f"; {'; '.join(rows(k) for k in differ)}" if differ else "")
+            + ("; total_internal_size and total_weight_size equal" if memory else "; memory totals differ"))
+
+
 def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path: Path, graph,
                     io_info: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the top-level plan, one entry per shape) of a config(dynamic_input=...) build.
@@ -598,6 +626,7 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
                      {"input": dims, "output": [stored["output"][index]]})
         if index == 0:
             top = plan
+        static = _static_variant(spec, dims[0])
         entries.append({
             "input_dims": dims,
             "inputs": plan["inputs"],
@@ -621,6 +650,8 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
                 "memory": f"graph[{index}]'s own Feature/Const Tensor tables and Total Internal/Weight "
                           "Memory Size lines: the compiler plans each shape separately",
                 "layers": f"graph[{index}]'s own Network Layer Information Table",
+                "static_variant": static or "none",
+                "plan_vs_static_variant": _compare_plans(plan, static, soc),
             },
         })
     return top, entries
