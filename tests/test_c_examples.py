@@ -896,3 +896,323 @@ def test_phases_readme_commands_run_and_its_output_shape_is_the_program_s(phases
             continue
         head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
         assert any(re.match(head, out) for out in printed), line
+
+
+# --------------------------------------------------------------------------- allocation.c (chapter 5)
+
+@pytest.fixture(scope="module")
+def allocation(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_example("allocation", rknn_double_path, tmp_path_factory.mktemp("c_examples"))
+
+
+def _build_variant(double: Path, out_dir: Path, replace: str, by: str) -> Path:
+    """A copy of allocation.c with one planted change, built as the original is."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    source = (EXAMPLES / "allocation.c").read_text()
+    assert source.count(replace) == 1, replace
+    planted = out_dir / "allocation_planted.c"
+    planted.write_text(source.replace(replace, by))
+    exe = out_dir / "allocation_planted"
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+                    str(planted), str(double), f"-Wl,-rpath,{double.parent}", "-o", str(exe)], check=True)
+    return exe
+
+
+def _double_scores(frame: int, zp: int = -10, scale: float = 0.5) -> str:
+    """The values allocation.c must print for output 0 after it wrote frame's input: its pixels are
+    (frame + i) mod 256 at dense index i, given as uint8 (the double quantizes q = u - 128), and the
+    double's scores[k] = (sum of q + k) mod 256 as int8.  The first 8 of 10, dequantized, as %g."""
+    total = sum(((frame + i) & 0xff) - 128 for i in range(48))
+    values = []
+    for k in range(8):
+        q = (total + k) & 0xff
+        q = q - 256 if q > 127 else q
+        values.append("%g" % ((q - zp) * scale))
+    return " ".join(values)
+
+
+def _native_sizes(rt, model: Path):
+    """size_with_stride of the double's native input, then of each native output."""
+    from rknnlab.rknn import abi
+    ctx = rt.init(str(model))
+    try:
+        num = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
+        sizes = [rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=i)).size_with_stride
+                 for i in range(num.n_input)]
+        sizes += [rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)).size_with_stride
+                  for i in range(num.n_output)]
+    finally:
+        rt.destroy(ctx)
+    return sizes
+
+
+def _all_mems_destroyed(calls, refused: int = 0) -> None:
+    """Every mem the program created was destroyed once, before rknn_destroy of its context
+    (``refused``: create calls that returned NULL; the log does not say which)."""
+    created = sum(name in ("rknn_create_mem", "rknn_create_mem2", "rknn_create_mem_from_fd")
+                  for name, _ in calls) - refused
+    destroyed = [fields["mem"] for name, fields in calls if name == "rknn_destroy_mem"]
+    assert created == len(destroyed) == len(set(destroyed)) > 0
+    gone = set()
+    for name, fields in calls:
+        if name == "rknn_destroy":
+            gone.add(fields["ctx"])
+        elif name == "rknn_destroy_mem":
+            assert fields["ctx"] not in gone, "a mem destroyed after its context"
+
+
+def test_allocation_prealloc_binds_each_native_mem_once_and_reads_it(allocation: Path, fake_model: Path,
+                                                                     double_runtime, tmp_path: Path):
+    """One create_mem per tensor, sized from the native size_with_stride; one set_io_mem each, all
+    before the first run; per frame: sync TO_DEVICE, run, sync FROM_DEVICE of each output, and no
+    inputs_set or outputs_get at all.  The values printed are the double's for the last frame's
+    input: the program wrote the input at the w_stride pitch (the double reads it there) and read
+    the bound output mem after the run."""
+    sizes = _native_sizes(double_runtime, fake_model)
+    assert sizes[0] > 48        # the double pads the input rows: attr.size would be too small
+    log = tmp_path / "calls.log"
+    run = _run_logged(allocation, ["prealloc", fake_model, "7"], log)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    calls = _log_calls(log)
+    names = [name for name, _ in calls]
+    assert "rknn_inputs_set" not in names and "rknn_outputs_get" not in names
+    assert [int(f["size"]) for n, f in calls if n == "rknn_create_mem"] == sizes
+    binds = [f for n, f in calls if n == "rknn_set_io_mem"]
+    assert [int(f["mem_size"]) for f in binds] == sizes
+    assert [int(f["size_with_stride"]) for f in binds] == sizes
+    assert binds[0]["name"] == "input" and binds[0]["type"] == "3"       # the image given as UINT8
+    first_run = names.index("rknn_run")
+    assert names.count("rknn_set_io_mem") == 3 and max(i for i, n in enumerate(names) if n == "rknn_set_io_mem") < first_run
+    frames = []
+    for name, fields in calls[first_run - 1:]:
+        if name == "rknn_mem_sync":
+            frames.append(f"sync{fields['mode']}")
+        elif name == "rknn_run":
+            frames.append("run")
+    assert frames == ["sync1", "run", "sync2", "sync2"] * 7
+    _all_mems_destroyed(calls)
+    assert names[-1] == "rknn_destroy" and names.count("rknn_destroy") == 1
+    assert f"frame 7:\n  output 0 (native NCHW INT8), first 8 of 10 values: {_double_scores(6)}\n" in run.stdout
+    assert "output follows input: yes" in run.stdout
+    assert f"io mems: 3, {sum(sizes)} B in all, created and bound before the loop" in run.stdout
+
+
+def test_allocation_prealloc_memory_stays_flat(allocation: Path, fake_model: Path, double_runtime):
+    """20,000 frames: nothing grows after frame 1, and the DMA totals are the double's own answer for
+    a flag-0 context."""
+    from rknnlab.rknn import abi
+    ctx = double_runtime.init(str(fake_model))
+    try:
+        dma = double_runtime.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size
+    finally:
+        double_runtime.destroy(ctx)
+    run = subprocess.run([str(allocation), "prealloc", str(fake_model), "20000"], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 0, run.stderr
+    for when in ("before the loop:", "after frame 1:", "after the last frame:"):
+        assert re.search(rf"^{when} +RSS \d+ kB, DMA total {dma} B$", run.stdout, re.M), when
+    growth = re.search(r"^growth from frame 1 to frame 20000: RSS (-?\d+) kB, DMA total (-?\d+) B$", run.stdout, re.M)
+    assert growth and int(growth.group(2)) == 0
+    assert int(growth.group(1)) < 256, run.stdout   # a mem per frame would add megabytes
+    assert f"frame 20000:\n  output 0 (native NCHW INT8), first 8 of 10 values: {_double_scores(19999)}" in run.stdout
+
+
+def test_allocation_prealloc_a_per_frame_bind_is_caught(rknn_double_path: Path, fake_model: Path, tmp_path: Path):
+    """A planted copy that creates and binds its mems inside the loop (the recipe's pattern, without
+    its frees): the double runs out of mems, and the program says which call failed."""
+    exe = _build_variant(rknn_double_path, tmp_path,
+                         "ok = write_inputs(&m, frame) && run_and_sync(&m);",
+                         "ok = bind_io(&m, &io_bytes) && write_inputs(&m, frame) && run_and_sync(&m);")
+    run = subprocess.run([str(exe), "prealloc", str(fake_model), "200"], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 1
+    assert "returned NULL" in run.stderr and "rknn_create_mem(size_with_stride)" in run.stderr
+
+
+SHARED_MODELS = {"A": b"RKNN model A internal=1024 weights=8192",
+                 "B": b"RKNN model B internal=3072",
+                 "C": b"RKNN model C internal=2560 weights=1000"}
+
+
+@pytest.fixture
+def shared_models(tmp_path: Path):
+    """Three fake models with different weight and internal sizes (the double reads them from the
+    payload), so that the largest internal size is not the first model's."""
+    paths = []
+    for name, payload in SHARED_MODELS.items():
+        path = tmp_path / f"model_{name}.rknn"
+        path.write_bytes(payload)
+        paths.append(path)
+    return paths
+
+
+def _sizes_of(rt, model: Path, flag: int):
+    from rknnlab.rknn import abi
+    ctx = rt.init(str(model), flag)
+    try:
+        return rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    finally:
+        rt.destroy(ctx)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_allocation_shared_sizes_one_internal_buffer_for_all(allocation: Path, shared_models, double_runtime,
+                                                             tmp_path: Path, n: int):
+    """MEM_ALLOC_OUTSIDE: one create_mem of the largest internal size; a view of it per context with
+    that context's own size (same fd, same address, offset 0); weights of each model's own size;
+    everything set before the first run; the models run A, B, (C), twice; teardown destroys the
+    shared buffer after every view and before model A's context; the saving printed is the sum of
+    the internal sizes minus the largest."""
+    from rknnlab.rknn import abi
+    models = shared_models[:n]
+    sizes = [_sizes_of(double_runtime, m, abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE) for m in models]
+    internal = [s.total_internal_size for s in sizes]
+    weights = [s.total_weight_size for s in sizes]
+    io = sum(_native_sizes(double_runtime, models[0])) * n
+    assert internal[0] != max(internal)          # the first model is not the largest one
+    log = tmp_path / "calls.log"
+    run = _run_logged(allocation, ["shared", *models], log)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    for name, model, s in zip("ABC", models, sizes):
+        assert (f"model {name} {model}: weights {s.total_weight_size} B, internal {s.total_internal_size} B, "
+                f"DMA total after init {s.total_dma_allocated_size} B") in out
+    assert f"one internal buffer of {max(internal)} B (the largest total_internal_size)" in out
+    parts = " + ".join(map(str, internal))
+    assert (f"internal memory: separate buffers {parts} = {sum(internal)} B; one shared buffer {max(internal)} B; "
+            f"saved {sum(internal) - max(internal)} B") in out
+    assert (f"mems you allocated: internal {max(internal)} B + weights {sum(weights)} B + io {io} B = "
+            f"{max(internal) + sum(weights) + io} B") in out
+    for i, name in enumerate("ABC"[:n]):
+        assert (f"model {name}, round 2:\n  output 0 (native NCHW INT8), first 8 of 10 values: {_double_scores(i)}\n"
+                f"  output 0 equal to round 1: yes") in out
+
+    calls = _log_calls(log)
+    names = [name for name, _ in calls]
+    inits = [f for nm, f in calls if nm == "rknn_init"]
+    assert [f["flag"] for f in inits] == ["0x10"] * n
+    ctxs = []      # each context as the first query after its init names it
+    for i, (name, fields) in enumerate(calls):
+        if name == "rknn_init":
+            ctxs.append(next(f["ctx"] for nm, f in calls[i:] if nm == "rknn_query"))
+    shared = [f for nm, f in calls if nm == "rknn_create_mem" and int(f["size"]) == max(internal)]
+    assert len(shared) == 1 and shared[0]["ctx"] == ctxs[0]
+    views = [f for nm, f in calls if nm == "rknn_create_mem_from_fd"]
+    assert [f["ctx"] for f in views] == ctxs
+    assert [int(f["size"]) for f in views] == internal
+    assert len({(f["fd"], f["virt"]) for f in views}) == 1 and {f["offset"] for f in views} == {"0"}
+    set_internal = [f for nm, f in calls if nm == "rknn_set_internal_mem"]
+    assert [(f["ctx"], int(f["size"]), f["fd"]) for f in set_internal] == [(c, s, views[0]["fd"])
+                                                                         for c, s in zip(ctxs, internal)]
+    set_weight = [f for nm, f in calls if nm == "rknn_set_weight_mem"]
+    assert [(f["ctx"], int(f["size"])) for f in set_weight] == list(zip(ctxs, weights))
+    first_run = names.index("rknn_run")
+    assert all(i < first_run for i, nm in enumerate(names)
+               if nm in ("rknn_set_internal_mem", "rknn_set_weight_mem", "rknn_set_io_mem", "rknn_create_mem"))
+    assert [f["ctx"] for nm, f in calls if nm == "rknn_run"] == ctxs * 2
+    assert "rknn_outputs_get" not in names and "rknn_inputs_set" not in names
+    # teardown: B, C before A; the shared buffer after every view, with A's context, before A goes
+    _all_mems_destroyed(calls)
+    destroyed = [(i, f) for i, (nm, f) in enumerate(calls) if nm == "rknn_destroy_mem"]
+    big = [i for i, f in destroyed if f["flags"] == "1" and int(f["size"]) == max(internal) and f["fd"] == views[0]["fd"]]
+    view_ends = [i for i, f in destroyed if f["flags"] == "2"]
+    assert len(big) == 1 and len(view_ends) == n and max(view_ends) < big[0]
+    assert calls[big[0]][1]["ctx"] == ctxs[0]
+    assert [f["ctx"] for nm, f in calls if nm == "rknn_destroy"] == ctxs[:0:-1] + ctxs[:1]
+    assert names[big[0] + 1:] == ["rknn_destroy"]
+
+
+def test_allocation_shared_internal_only_leaves_the_weights_inside(allocation: Path, shared_models, double_runtime,
+                                                                   tmp_path: Path):
+    from rknnlab.rknn import abi
+    sizes = [_sizes_of(double_runtime, m, abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE) for m in shared_models]
+    log = tmp_path / "calls.log"
+    run = _run_logged(allocation, ["shared", "--internal-only", *shared_models], log)
+    assert run.returncode == 0, run.stderr
+    calls = _log_calls(log)
+    assert [f["flag"] for nm, f in calls if nm == "rknn_init"] == ["0x200"] * 3
+    assert not [nm for nm, _ in calls if nm == "rknn_set_weight_mem"]
+    assert len([nm for nm, _ in calls if nm == "rknn_set_internal_mem"]) == 3
+    # the runtime keeps (and counts) the weights: its DMA totals are the double's for this flag
+    assert "DMA total the runtime allocated itself, after setup: " + " ".join(
+        f"{name} {s.total_dma_allocated_size} B" for name, s in zip("ABC", sizes)) in run.stdout
+    assert all(s.total_dma_allocated_size >= s.total_weight_size for s in sizes)
+    assert re.search(r"^mems you allocated: internal 3072 B \+ weights 0 B \+ io \d+ B", run.stdout, re.M)
+    assert run.stdout.count("output 0 equal to round 1: yes") == 3
+    _all_mems_destroyed(calls)
+
+
+def test_allocation_shared_without_weight_mem_fails_cleanly(allocation: Path, shared_models, tmp_path: Path):
+    """--skip-weight-mem does what the documentation's snippets do: with MEM_ALLOC_OUTSIDE the first
+    rknn_run is refused (the double: PARAM_INVALID, as the simulator's A15), the program says what
+    is missing, and it still frees every mem and context."""
+    log = tmp_path / "calls.log"
+    run = _run_logged(allocation, ["shared", "--skip-weight-mem", *shared_models[:2]], log)
+    assert run.returncode == 1
+    assert "allocation: rknn_run(model A, " in run.stderr and "failed: -5 (RKNN_ERR_PARAM_INVALID)" in run.stderr
+    assert "rknn_create_mem(total_weight_size) + rknn_set_weight_mem before rknn_run" in run.stderr
+    calls = _log_calls(log)
+    names = [nm for nm, _ in calls]
+    assert "rknn_set_weight_mem" not in names and names.count("rknn_run") == 1
+    assert names.count("rknn_destroy") == 2
+    _all_mems_destroyed(calls)
+    assert "saved" not in run.stdout
+
+
+def test_allocation_shared_a_buffer_sized_for_the_first_model_is_caught(rknn_double_path: Path, shared_models,
+                                                                        tmp_path: Path):
+    """A planted copy that sizes the shared buffer from model A alone (not the largest): the view for
+    the larger model does not fit in it, and the program reports the call that refused."""
+    exe = _build_variant(rknn_double_path, tmp_path,
+                         "if (m->sizes.total_internal_size > max_internal) max_internal = m->sizes.total_internal_size;",
+                         "if (i == 0) max_internal = m->sizes.total_internal_size;")
+    log = tmp_path / "calls.log"
+    run = _run_logged(exe, ["shared", *shared_models[:2]], log)      # A (1024 B), then B (3072 B)
+    assert run.returncode == 1
+    assert "allocation: rknn_create_mem_from_fd(shared buffer) of 3072 B returned NULL" in run.stderr
+    _all_mems_destroyed(_log_calls(log), refused=1)
+
+
+def test_allocation_shared_readme_typo_is_caught(rknn_double_path: Path, shared_models, tmp_path: Path):
+    """A planted copy of the typo in the demo's README (every view sized as model A's): model A's
+    1024 B view is too small for model B's internal memory, and rknn_set_internal_mem refuses it."""
+    exe = _build_variant(rknn_double_path, tmp_path,
+                         "shared->virt_addr,\n                                                   m->sizes.total_internal_size,",
+                         "shared->virt_addr,\n                                                   models[0].sizes.total_internal_size,")
+    run = subprocess.run([str(exe), "shared", str(shared_models[0]), str(shared_models[1])], capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1"))
+    assert run.returncode == 1
+    assert "allocation: rknn_set_internal_mem failed: -5 (RKNN_ERR_PARAM_INVALID)" in run.stderr
+
+
+@pytest.mark.parametrize("mode", ["prealloc", "shared"])
+def test_allocation_reports_a_missing_model_and_frees_what_it_got(allocation: Path, shared_models, tmp_path: Path,
+                                                                  mode: str):
+    missing = tmp_path / "missing.rknn"
+    log = tmp_path / "calls.log"
+    args = ["prealloc", missing] if mode == "prealloc" else ["shared", shared_models[0], missing]
+    run = _run_logged(allocation, args, log)
+    assert run.returncode == 1
+    assert f"allocation: cannot open model {missing}: No such file or directory" in run.stderr
+    names = [nm for nm, _ in _log_calls(log)] if log.exists() else []
+    assert names.count("rknn_init") == names.count("rknn_destroy") == (0 if mode == "prealloc" else 1)
+
+
+def test_allocation_reports_a_bad_model(allocation: Path, tmp_path: Path):
+    bad = tmp_path / "bad.rknn"
+    bad.write_bytes(b"not a model")
+    run = subprocess.run([str(allocation), "prealloc", str(bad)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert f"allocation: rknn_init({bad}, flag 0x0) failed: -6 (RKNN_ERR_MODEL_INVALID)" in run.stderr
+
+
+def test_allocation_refuses_bad_arguments(allocation: Path, fake_model: Path):
+    m = str(fake_model)
+    for args in ([], ["prealloc"], ["prealloc", m, "1"], ["prealloc", m, "ten"], ["prealloc", m, "5", "x"],
+                 ["shared", m], ["shared", m, m, m, m], ["shared", "--internal-only", "--skip-weight-mem", m, m],
+                 ["shared", "--fast", m, m], ["strategy", m]):
+        run = subprocess.run([str(allocation), *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "usage" in run.stderr, args

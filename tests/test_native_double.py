@@ -738,6 +738,100 @@ def test_weight_and_internal_mem_sized_from_mem_size(rt, double):
     rt.destroy(context)
 
 
+def test_memory_outside_must_be_set_before_a_run(rt, double):
+    """MEM_ALLOC_OUTSIDE: rknn_run refuses until both the weight and the internal mem are set
+    (PARAM_INVALID, as the simulator's A15); destroying one unsets it again."""
+    context = rt.init(MODEL, flag=abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    rt.inputs_set(context, [buffers.input_from_array(0, input_image(3), abi.RKNN_TENSOR_NHWC)])
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+        rt.run(context)
+    internal = rt.create_mem(context, 2048)
+    rt.set_internal_mem(context, internal)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+        rt.run(context)                                    # the weights are still missing
+    weight = rt.create_mem(context, 4096)
+    rt.set_weight_mem(context, weight)
+    rt.run(context)
+    rt.destroy_mem(context, weight)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+        rt.run(context)
+    assert double.last("rknn_destroy_mem")["size"] == 4096   # the log says which mem went
+    rt.destroy_mem(context, internal)
+    rt.destroy(context)
+
+
+def test_internal_alloc_outside_needs_only_the_internal_mem(rt):
+    context = rt.init(MODEL, flag=abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    rt.inputs_set(context, [buffers.input_from_array(0, input_image(3), abi.RKNN_TENSOR_NHWC)])
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+        rt.run(context)
+    weight = rt.create_mem(context, 4096)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_weight_mem"):
+        rt.set_weight_mem(context, weight)                 # the runtime owns the weights (A25)
+    internal = rt.create_mem(context, 2048)
+    rt.set_internal_mem(context, internal)
+    rt.run(context)
+    for mem in (weight, internal):
+        rt.destroy_mem(context, mem)
+    rt.destroy(context)
+
+
+def test_a_plain_context_refuses_weight_and_internal_mems(rt, ctx):
+    mem = rt.create_mem(ctx, 8192)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_weight_mem"):
+        rt.set_weight_mem(ctx, mem)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_internal_mem"):
+        rt.set_internal_mem(ctx, mem)
+    rt.destroy_mem(ctx, mem)
+
+
+def test_the_payload_sets_the_model_s_memory_sizes(rt):
+    """"weights=N" and "internal=N" in the payload (whole words) give several fake models
+    different sizes; the set_*_mem checks and the DMA total follow them."""
+    model = b"RKNN big internal=9000 weights=12345"
+    context = rt.init(model)
+    sizes = rt.query(context, abi.RKNN_QUERY_MEM_SIZE)
+    assert (sizes.total_weight_size, sizes.total_internal_size) == (12345, 9000)
+    assert sizes.total_dma_allocated_size == 12345 + 9000 + 74
+    assert rt.query(context, abi.RKNN_QUERY_CUSTOM_STRING).string == b" big internal=9000 weights=12345"
+    rt.destroy(context)
+    context = rt.init(b"RKNN xinternal=5", flag=abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)   # not a whole word
+    assert rt.query(context, abi.RKNN_QUERY_MEM_SIZE).total_internal_size == 2048
+    small = rt.create_mem(context, 2047)
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_internal_mem"):
+        rt.set_internal_mem(context, small)
+    rt.destroy_mem(context, small)
+    rt.destroy(context)
+    for bad in (b"RKNN internal=0", b"RKNN weights=12x", b"RKNN internal=2000000000"):
+        with pytest.raises(errors.RknnModelInvalidError):
+            rt.init(bad)
+
+
+def test_contexts_share_views_of_one_internal_buffer(rt, double):
+    """The documented reuse: one mem of the largest internal size, a view per context with its own
+    size; a view larger than the buffer behind the fd is refused."""
+    small = rt.init(b"RKNN small internal=1024", flag=abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    large = rt.init(b"RKNN large internal=3072", flag=abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    shared = rt.create_mem(large, 3072)
+    s = shared.contents
+    views = [rt.create_mem_from_fd(c, s.fd, s.virt_addr, n, 0) for c, n in ((small, 1024), (large, 3072))]
+    for c, view in zip((small, large), views):
+        rt.set_internal_mem(c, view)
+    assert [c["fd"] for c in double.calls("rknn_set_internal_mem")] == [s.fd, s.fd]
+    for c in (small, large):
+        rt.inputs_set(c, [buffers.input_from_array(0, input_image(1), abi.RKNN_TENSOR_NHWC)])
+        rt.run(c)
+    with pytest.raises(errors.RknnMallocError, match="rknn_create_mem_from_fd"):
+        rt.create_mem_from_fd(small, s.fd, s.virt_addr, 3072, 1)     # one byte past the end
+    for c, view in zip((small, large), views):
+        rt.destroy_mem(c, view)
+    rt.destroy_mem(large, shared)
+    with pytest.raises(errors.RknnMallocError, match="rknn_create_mem_from_fd"):
+        rt.create_mem_from_fd(small, s.fd, 0, 16, 0)                 # the fd is closed now
+    rt.destroy(small)
+    rt.destroy(large)
+
+
 # ---------------------------------------------------------------- buffers, no runtime needed
 
 def test_input_from_array_keeps_the_array_alive():

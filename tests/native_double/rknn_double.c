@@ -46,6 +46,9 @@
  *   not required (the double's io never needs a buffer: A10).  Destroying a
  *   set weight or internal mem unsets it.  The double keeps nothing in the
  *   internal mem, so contexts sharing one are never corrupted here.
+ *   rknn_create_mem_from_fd refuses (NULL) a closed fd, and a view that
+ *   does not fit in the file behind the fd (offset + size > its size: every
+ *   mem of the double is such a file).
  *
  * Its timing answers are fakes: it measures nothing.
  *   RKNN_QUERY_PERF_RUN: run_duration 1234 us once the context has run, 0
@@ -89,6 +92,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1326,6 +1330,12 @@ EXPORT rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context context, int32_t fd
     log_line("rknn_create_mem_from_fd ctx=%llu fd=%d virt=0x%lx size=%u offset=%d", ULL(context),
              fd, PTR(virt_addr), size, offset);
     if (!lookup(context) || fd < 0)
+        return NULL;
+    /* a buffer has a size: a view must lie inside it (offset + size), and a closed fd is no buffer;
+       fds of other kinds (not files) are taken on trust */
+    struct stat st;
+    if (fstat(fd, &st) != 0 || offset < 0 ||
+        (S_ISREG(st.st_mode) && (uint64_t)offset + size > (uint64_t)st.st_size))
         return NULL;
     rknn_tensor_mem *mem = calloc(1, sizeof *mem);
     if (!mem)
