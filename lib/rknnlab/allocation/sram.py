@@ -43,7 +43,7 @@ def sram_hits(log_text: str, source: str = "RKNN_LOG_LEVEL=3 log") -> Any:
 
     Rows, one per line of the table: id, user (the layer's op), tensor, dtype,
     orig_shape, native_shape, start, end, size_bytes (addresses as printed),
-    sram_hit_bytes (None where the log prints "\\": a tensor outside the internal
+    sram_hit_bytes (NaN where the log prints "\\": a tensor outside the internal
     memory, the model's input or output), in_sram (hit > 0).  ``attrs``: sram_bytes
     ("Total allocated Internal SRAM Size"), hit_bytes (the SramHit column's sum), and
     the footer's numbers where printed: total_weight_bytes, total_internal_bytes,
