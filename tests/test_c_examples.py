@@ -1216,3 +1216,37 @@ def test_allocation_refuses_bad_arguments(allocation: Path, fake_model: Path):
                  ["shared", "--fast", m, m], ["strategy", m]):
         run = subprocess.run([str(allocation), *args], capture_output=True, text=True, timeout=60)
         assert run.returncode == 2 and "usage" in run.stderr, args
+
+
+def test_allocation_readme_commands_run_and_its_output_shape_is_the_program_s(allocation: Path, shared_models):
+    """Every ./allocation command of the README runs on the double (its models replaced, in order,
+    by the fake models A, B, C), and every line of its "What `shared` prints" block is the
+    program's, up to the values it leaves out (…)."""
+    text = (EXAMPLES / "README.md").read_text()
+    section = text[text.index("## allocation.c"):text.index("## In the test suite")]
+    assert "examples/c/allocation.c -lrknnrt -o allocation" in section
+    commands = re.findall(r"^\./allocation (.*?)(?:  +#.*)?$", section, re.M)
+    assert len(commands) == 6
+    env = dict(os.environ, RKNN_DOUBLE_NO_LOG="1")
+    shown = {}
+    for command in commands:
+        args, fakes = [], iter(shared_models)
+        for arg in command.split():
+            if arg.endswith(".rknn"):
+                fake = next(fakes)
+                shown[str(fake)] = arg
+                arg = str(fake)
+            args.append(arg)
+        run = subprocess.run([str(allocation), *args], capture_output=True, text=True, timeout=60, env=env)
+        assert run.returncode == (1 if "--skip-weight-mem" in args else 0), (command, run.stderr)
+        if args[0] == "shared" and len(args) == 3:
+            printed = run.stdout
+            for fake, readme_path in shown.items():
+                printed = printed.replace(fake, readme_path)
+    shape = re.search(r"What `shared` prints.*?```text\n(.*?)```", section, re.S).group(1)
+    lines = printed.splitlines()
+    for line in shape.splitlines():
+        if not line or line.startswith("("):
+            continue
+        head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
+        assert any(re.match(head, out) for out in lines), line
