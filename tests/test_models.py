@@ -29,6 +29,7 @@ EXPECTED = {
     "yolov5s_480": {"rk3588"},
     "mobilenet_v2_160": {"rk3588"},
     "mobilenet_v2_320": {"rk3588"},
+    "mobilenet_v2_dynamic": {"rk3588"},
 }
 #: input-size variants: name -> (base model, input side)
 VARIANTS = {"yolov5s_320": ("yolov5s", 320), "yolov5s_480": ("yolov5s", 480),
@@ -147,6 +148,15 @@ def test_report_tables_come_from_the_shipped_log(path: Path):
     assert parsed["totals"]["weight"]["printed"] == report["memory"]["printed"]["weight"]
     assert parsed["compiler_version"] == report["toolkit"]["librknnc"]
     assert parsed["toolkit_version"] == report["toolkit_version"] == report["toolkit"]["rknn_toolkit2"]
+    # a dynamic-shape model: every shape's tables are one graph of the same log
+    assert len(parsed["graphs"]) == len(report.get("dynamic_shapes", []))
+    for entry in report.get("dynamic_shapes", []):
+        graph = parsed["graphs"][entry["sources"]["log_graph"]]
+        assert graph["layers"] == entry["layers"]
+        assert graph["const_tensors"] == entry["const_tensors"]
+        assert graph["feature_tensors"] == [{k: v for k, v in row.items() if k != "producer_layer_id"}
+                                            for row in entry["feature_tensors"]]
+        assert graph["totals"]["internal"]["printed"] == entry["memory"]["printed"]["internal"]
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
@@ -318,3 +328,174 @@ def test_rknn_toolkit_version_reads_the_makers_string():
     assert models.rknn_toolkit_version(b"RKNN" + bytes(64)) is None
     # two different makers in one file: no single answer
     assert models.rknn_toolkit_version(blob + b"2.5.0(compiler version: 2.5.0 (x))") is None
+
+
+# -- the dynamic-shape model ------------------------------------------------------------------
+
+DYNAMIC = "mobilenet_v2_dynamic"
+#: input side -> the static model compiled from the same network for that side
+STATIC_OF_SIDE = {160: "mobilenet_v2_160", 224: "mobilenet_v2", 320: "mobilenet_v2_320"}
+
+
+def _dynamic_report() -> dict:
+    return json.loads((ROOT / DYNAMIC / "rk3588.report.json").read_text())
+
+
+def _stored_weights(report: models.CompilerReport) -> dict:
+    # the compiler's own '*_2conv*' constants (a global average pool turned into convolutions)
+    # depend on the input size and are not the network's weights
+    return {c["tensor"]: (c["orig_shape"], c["size"]) for c in report.data["const_tensors"]
+            if "_2conv" not in c["tensor"]}
+
+
+def test_dynamic_model_is_mobilenet_v2_with_its_weights():
+    info, base = models.model_info(DYNAMIC), models.model_info("mobilenet_v2")
+    assert info["variant_of"] == "mobilenet_v2"
+    assert info["weights_sha256"] == base["weights_sha256"], "weights differ from mobilenet_v2's"
+    assert info["dynamic_input"] == [[[1, 3, side, side]] for side in (160, 224, 320)]
+    report = models.load_report(DYNAMIC)
+    assert _stored_weights(report) == _stored_weights(models.load_report("mobilenet_v2"))
+    for entry in report.dynamic_shapes:
+        assert _stored_weights(report.for_shape(entry["input_dims"])) == _stored_weights(report)
+
+
+def test_static_models_have_no_dynamic_shapes():
+    for path in REPORTS:
+        if path.parent.name == DYNAMIC:
+            continue
+        report = models.load_report(path.parent.name, path.name.split(".")[0])
+        assert report.dynamic_shapes == []
+        with pytest.raises(models.ReportError, match="not a dynamic-shape model"):
+            report.for_shape([[1, 3, 224, 224]])
+
+
+def test_dynamic_shapes_are_well_formed():
+    report = models.load_report(DYNAMIC)
+    entries = report.dynamic_shapes
+    # the configured order (model.json), one entry per shape
+    assert [e["input_dims"] for e in entries] == models.model_info(DYNAMIC)["dynamic_input"]
+    for entry in entries:
+        (n, c, h, w), = entry["input_dims"]
+        one = report.for_shape(entry["input_dims"])
+        assert one.attrs("inputs")[0]["dims"] == [n, h, w, c]
+        assert one.attrs("inputs")[0]["size"] == n * h * w * c
+        assert [layer["output_shapes"][0] for layer in one.layers if layer["op"] == "InputOperator"] == [[n, c, h, w]]
+        assert one.attrs("outputs")[0]["dims"] == [1, 1000]
+        # the shape's memory plan: its total is where its last feature tensor ends
+        assert max(row["end"] for row in entry["feature_tensors"]) == entry["memory"]["total_internal_size"]
+        assert one.total_internal_size == entry["memory"]["total_internal_size"]
+        assert one.naive_activation_bytes() >= one.total_internal_size
+        assert entry["sources"]["static_variant"] == STATIC_OF_SIDE[h]
+    # the top level is the largest shape's graph (the toolkit's MaxShape)
+    largest = max(entries, key=lambda e: e["memory"]["total_internal_size"])
+    assert largest["input_dims"] == [[1, 3, 320, 320]]
+    for key in ("inputs", "outputs", "layers", "feature_tensors", "const_tensors"):
+        assert report.data[key] == largest[key], key
+    assert report.total_internal_size == largest["memory"]["total_internal_size"]
+    # memory and work grow with the input
+    sizes = [e["memory"]["total_internal_size"] for e in entries]
+    cycles = [report.for_shape(e["input_dims"]).npu_cycles for e in entries]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 3
+    assert cycles == sorted(cycles) and len(set(cycles)) == 3
+    with pytest.raises(models.ReportError, match="no shape"):
+        report.for_shape([[1, 3, 256, 256]])
+
+
+@pytest.mark.parametrize("side", sorted(STATIC_OF_SIDE))
+def test_each_shape_is_planned_like_its_static_variant(side: int):
+    """The compiler builds one graph per shape: the same layers and memory plan as the
+    static model of that size; one quantization (calibrated at 320) for all shapes."""
+    report = models.load_report(DYNAMIC)
+    one = report.for_shape([[1, 3, side, side]])
+    static = models.load_report(STATIC_OF_SIDE[side])
+    assert one.layers == static.layers
+    assert one.data["feature_tensors"] == static.data["feature_tensors"]
+    assert one.total_internal_size == static.total_internal_size
+    assert one.total_weight_size == static.total_weight_size
+    for kind in ("inputs", "outputs"):
+        for which in ("plain", "native", "native_nhwc"):
+            for mine, theirs in zip(one.attrs(kind, which), static.attrs(kind, which)):
+                differ = {k for k in mine if mine[k] != theirs[k]}
+                # the quantization parameters are the dynamic model's own (one set for all shapes)
+                assert differ <= {"zp", "scale"}, (kind, which, differ)
+    assert one.attrs("outputs") == report.attrs("outputs")   # 1x1000 at every shape
+    assert [(a["zp"], a["scale"]) for a in one.attrs("inputs")] == [(a["zp"], a["scale"]) for a in report.attrs("inputs")]
+
+
+def test_dynamic_shapes_schema_rejects_broken_entries():
+    report = _dynamic_report()
+    models.validate_report(report)
+    nulls = json.loads(json.dumps(report))
+    nulls["dynamic_shapes"][0].update(layers=None, feature_tensors=None)
+    models.validate_report(nulls)   # "the compiler printed nothing for this shape" is allowed
+    with pytest.raises(models.ReportError, match="printed no layers"):
+        models.CompilerReport(nulls, ROOT / DYNAMIC).for_shape([[1, 3, 160, 160]])
+    for breaks in ({"memory": {}},                              # no total_internal_size
+                   {"memory": {"total_internal_size": "800KB"}},
+                   {"layers": []},                              # an empty table is not "nothing printed"
+                   {"input_dims": [1, 3, 160, 160]},            # one shape per input, not a bare shape
+                   {"native_plan": 1}):                         # unknown key
+        broken = json.loads(json.dumps(report))
+        broken["dynamic_shapes"][0].update(breaks)
+        with pytest.raises(models.ReportError, match="dynamic_shapes"):
+            models.validate_report(broken)
+    broken = json.loads(json.dumps(report))
+    broken["dynamic_shapes"] = []
+    with pytest.raises(models.ReportError, match="dynamic_shapes"):
+        models.validate_report(broken)
+
+
+def _twin_session():
+    import onnxruntime as ort
+    path = models.load_report(DYNAMIC).values_twin_path
+    assert path == (ROOT / "mobilenet_v2" / "model.onnx").resolve()
+    info = models.model_info(DYNAMIC)["values_twin"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == info["sha256"]
+    return ort.InferenceSession(models.onnx_free_hw(path.read_bytes()), providers=["CPUExecutionProvider"])
+
+
+def _normalised(image: np.ndarray) -> np.ndarray:
+    """uint8 NHWC -> the twin's input: float NCHW with the mean/std the model compiles in."""
+    report = models.load_report(DYNAMIC)
+    mean = np.array(report.data["build"]["mean_values"], np.float32).reshape(1, 3, 1, 1)
+    std = np.array(report.data["build"]["std_values"], np.float32).reshape(1, 3, 1, 1)
+    return (image.transpose(0, 3, 1, 2).astype(np.float32) - mean) / std
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.ravel(), b.ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_mobilenet_v2_twin_gives_the_dynamic_models_values_at_each_shape():
+    """The values route the simulator uses: mobilenet_v2's twin with H and W freed agrees
+    with what the toolkit's own simulator computes on the compiled dynamic .rknn."""
+    session = _twin_session()
+    recorded = np.load(ROOT / DYNAMIC / "toolkit_simulator.npz", allow_pickle=False)
+    sides = sorted(STATIC_OF_SIDE)
+    twin = {side: session.run(None, {"input": _normalised(recorded[f"input_{side}"])})[0] for side in sides}
+    for side in sides:
+        npu = recorded[f"output_{side}"]
+        assert twin[side].shape == npu.shape == (1, 1000)
+        assert _cosine(twin[side], npu) > 0.95, side
+        # it is this shape's output, not another's
+        for other in sides:
+            if other != side:
+                assert _cosine(twin[side], npu) > _cosine(twin[other], npu), (side, other)
+
+
+def test_onnx_free_hw_changes_only_the_input_size():
+    import onnxruntime as ort
+    data = (ROOT / "mobilenet_v2" / "model.onnx").read_bytes()
+    fixed = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    free = ort.InferenceSession(models.onnx_free_hw(data), providers=["CPUExecutionProvider"])
+    assert fixed.get_inputs()[0].shape == [1, 3, 224, 224]
+    assert free.get_inputs()[0].shape == [1, 3, "height", "width"]
+    x = np.random.default_rng(0).normal(size=(1, 3, 224, 224)).astype(np.float32)
+    assert np.array_equal(fixed.run(None, {"input": x})[0], free.run(None, {"input": x})[0])
+    small = np.zeros((1, 3, 160, 160), np.float32)
+    with pytest.raises(Exception, match="dimensions"):
+        fixed.run(None, {"input": small})   # why the twin needs freeing at all
+    assert free.run(None, {"input": small})[0].shape == (1, 1000)
+    with pytest.raises(models.ReportError, match="not an ONNX model"):
+        models.onnx_free_hw(b"\x0f" + data[:100])

@@ -264,6 +264,13 @@ def _encode_varint(value: int) -> bytes:
 def _rewrite(data: bytes, field: int, edit) -> bytes:
     """``data`` (a protobuf message) with each length-delimited ``field`` replaced by
     edit(payload, n) (n counts occurrences); everything else copied byte for byte."""
+    try:
+        return _rewrite_fields(data, field, edit)
+    except IndexError:
+        raise ReportError("not an ONNX model (the protobuf ends inside a field)") from None
+
+
+def _rewrite_fields(data: bytes, field: int, edit) -> bytes:
     out, pos, n = bytearray(), 0, 0
     while pos < len(data):
         start = pos
@@ -278,6 +285,8 @@ def _rewrite(data: bytes, field: int, edit) -> bytes:
         elif wire == 2:
             length, body = _varint(data, pos)
             pos = body + length
+            if pos > len(data):
+                raise IndexError(pos)
             if number == field:
                 payload = edit(data[body:pos], n)
                 n += 1
@@ -285,6 +294,8 @@ def _rewrite(data: bytes, field: int, edit) -> bytes:
                 continue
         else:
             raise ReportError(f"not an ONNX model (protobuf wire type {wire} at byte {start})")
+        if pos > len(data):
+            raise IndexError(pos)
         out += data[start:pos]
     return bytes(out)
 
@@ -308,7 +319,15 @@ def onnx_free_hw(model: bytes) -> bytes:
 
     def value_info(vi: bytes, _n: int) -> bytes:
         return _rewrite(vi, 2, lambda t, _: _rewrite(t, 1, lambda tt, _: _rewrite(tt, 2, dims)))
-    return _rewrite(model, 7, lambda graph, _: _rewrite(graph, 11, value_info))
+    graphs = []
+
+    def graph(payload: bytes, _n: int) -> bytes:
+        graphs.append(1)
+        return _rewrite(payload, 11, value_info)
+    free = _rewrite(model, 7, graph)
+    if len(graphs) != 1:
+        raise ReportError(f"not an ONNX model ({len(graphs)} graphs where a ModelProto has one)")
+    return free
 
 
 def list_models(root: Optional[Path] = None) -> List[str]:

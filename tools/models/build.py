@@ -350,12 +350,10 @@ def compile_child(model: str, soc: str, workdir: Path) -> None:
 
 
 def probe_image(side: int) -> np.ndarray:
-    """A smooth uint8 NHWC test image (red across, green down, blue diagonal), side x side."""
-    ramp = np.linspace(0, 255, side)
-    r = np.tile(ramp, (side, 1))
-    g = r.T
-    b = (r + g) / 2
-    return np.round(np.stack([r, g, b], axis=-1))[None].astype(np.uint8)
+    """A uint8 NHWC test image of 4 x 4 flat colour blocks, side x side, seeded by the side
+    (each size gets its own image, so outputs of different sizes are told apart)."""
+    blocks = np.random.default_rng(SEED + side).integers(0, 256, size=(4, 4, 3))
+    return np.kron(blocks, np.ones((side // 4, side // 4, 1)))[None].astype(np.uint8)
 
 
 def _simulate_each_shape(rknn, spec: ModelSpec, workdir: Path) -> None:
@@ -402,7 +400,7 @@ def _attr(index: int, name: str, dims: list[int], fmt: str, type_name: str, zp: 
 
 
 def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info: dict[str, Any],
-              features: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+              features: dict[str, dict[str, Any]], dims_source: str = "ONNX graph shape") -> list[dict[str, Any]]:
     """The attrs as RKNN_QUERY_{INPUT,OUTPUT}_ATTR and the NATIVE/NATIVE_NHWC queries report them.
 
     Plain attrs: layout and type from the .rknn io JSON, shape from the ONNX graph.
@@ -451,7 +449,7 @@ def _io_attrs(kind: str, names: list[str], onnx_shapes: list[list[int]], io_info
             "plain": plain, "native": native, "native_nhwc": nhwc,
             "calibration": {"min": info["calib_min"], "max": info["calib_max"]},
             "sources": {
-                "dims": "ONNX graph shape; layout from the io JSON embedded in the .rknn",
+                "dims": f"{dims_source}; layout from the io JSON embedded in the .rknn",
                 "type": "io JSON embedded in the .rknn",
                 "zp_scale": info["qnt_source"],
                 "native": f"feature tensor table NativeShape {native_shape} ({feat['fmt']})",
@@ -520,13 +518,15 @@ def _add_producers(features: list[dict[str, Any]], layers: list[dict[str, Any]],
 
 
 def _plan(spec: ModelSpec, soc: str, graph_log: dict[str, Any], graph, io_info: dict[str, Any],
-          io_shapes: dict[str, list[list[int]]]) -> dict[str, Any]:
+          io_shapes: dict[str, list[list[int]]], dims_source: str = "ONNX graph shape") -> dict[str, Any]:
     """What the compiler decided for one compiled graph: io attrs, memory, tables."""
     features_by_name: dict[str, dict[str, Any]] = {}
     for t in graph_log["feature_tensors"]:
         features_by_name.setdefault(t["tensor"], t)
-    inputs = _io_attrs("input", [v.name for v in graph.input], io_shapes["input"], io_info, features_by_name)
-    outputs = _io_attrs("output", [v.name for v in graph.output], io_shapes["output"], io_info, features_by_name)
+    inputs = _io_attrs("input", [v.name for v in graph.input], io_shapes["input"], io_info, features_by_name,
+                       dims_source)
+    outputs = _io_attrs("output", [v.name for v in graph.output], io_shapes["output"], io_info, features_by_name,
+                        dims_source)
     internal = max((t["end"] for t in graph_log["feature_tensors"]), default=0)
     const_extent = max((t["end"] for t in graph_log["const_tensors"]), default=0)
     totals = graph_log["totals"]
@@ -622,8 +622,8 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
         if found is None:
             raise BuildError(spec.name, soc, "report", f"no graph in the log is built for {dims}")
         index, graph_log = found
-        plan = _plan(spec, soc, graph_log, graph, io_info,
-                     {"input": dims, "output": [stored["output"][index]]})
+        plan = _plan(spec, soc, graph_log, graph, io_info, {"input": dims, "output": [stored["output"][index]]},
+                     f"the .rknn's dynamic_shapes[{index}] (its attrs dict), equal to graph[{index}]'s InputOperator row")
         if index == 0:
             top = plan
         static = _static_variant(spec, dims[0])
