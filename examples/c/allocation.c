@@ -8,7 +8,7 @@
  * rknn_outputs_get for an output it had bound.  This program does what it
  * meant with the runtime's real API.
  *
- *   usage: allocation prealloc MODEL.rknn [FRAMES]
+ *   usage: allocation prealloc MODEL.rknn [FRAMES >= 2]
  *          allocation shared [--internal-only | --skip-weight-mem] A.rknn B.rknn [C.rknn]
  *   build on a board: gcc -O2 -I <rknn_api.h dir> allocation.c -lrknnrt -o allocation
  *
@@ -20,8 +20,10 @@
  *           FROM_DEVICE, and the output read from its bound mem.  No
  *           rknn_inputs_set, no rknn_outputs_get: the mems are the inputs and
  *           outputs.  It prints RSS and the DMA total (RKNN_QUERY_MEM_SIZE)
- *           before and after the loop.  Reuse means no allocation per call.
- *           Flat memory only shows there is no leak.
+ *           before the loop, after frame 1 and after the last frame, and
+ *           the growth from frame 1 (the first frame may allocate).  Reuse
+ *           means no allocation per call.  Flat memory only shows there is
+ *           no leak.
  * shared    two or three models that run one after another share one
  *           internal buffer: the steps of Rockchip's
  *           rknn_internal_mem_reuse_demo, with every return code checked.
@@ -40,6 +42,9 @@
  *           runtime answers (the simulator: PARAM_INVALID, assumption A15).
  *           Never run contexts that share an internal buffer at the same time
  *           (User Guide): one run's intermediate tensors overwrite the other's.
+ *           Teardown: each context's mems before its rknn_destroy; the shared
+ *           buffer after every view of it, with model A's context, before
+ *           model A's rknn_destroy (the demo destroys it first of all).
  *
  * Cache maintenance.  Rockchip's sources do not settle when rknn_mem_sync is
  * needed.  The comments of the DISABLE_FLUSH flags imply that the runtime
@@ -212,8 +217,9 @@ static int is_image(const rknn_tensor_attr *attr)
 }
 
 /* One mem per tensor, created once and bound once.  Size a buffer you bind from the attr you bind
-   it with: size_with_stride of the native attr (rows may be padded), never attr.size and never a
-   size computed from dims. */
+   it with.  Use size_with_stride of that attr (native, or a plain input attr whose rows may be
+   padded).  For a plain output attr you set to FLOAT32, use n_elems x 4 bytes.  Here every attr is
+   native: the recipe's plain attr.size is too small whenever the native rows are padded. */
 static int bind_io(model *m, uint64_t *io_bytes)
 {
     for (uint32_t k = 0; k < m->n_io; k++) {
