@@ -1,10 +1,10 @@
 """Lab 5 (allocation strategy): one check per exercise.
 
 ================================  ==============================================================
-:func:`check_outside_setup`       1. ``setup_outside(rt, model_path) -> ctx``: everything outside
-:func:`check_cache_choice`        2. ``choose_cacheable(pattern) -> alloc flag``: from a measurement
+:func:`check_sram_hits`           1. ``sram_hits(rows, total_internal_size, free_sram) -> [bytes]``
+:func:`check_outside_setup`       2. ``setup_outside(rt, model_path) -> ctx``: everything outside
 :func:`check_shared_internal`     3. ``share_internal(rt, model_paths) -> [ctx, ...]``: one buffer
-:func:`check_sram_hits`           4. ``sram_hits(rows, total_internal_size, free_sram) -> [bytes]``
+:func:`check_cache_choice`        4. ``choose_cacheable(pattern) -> alloc flag``: from a measurement
 :func:`check_shape_change`        5. ★ ``infer_shapes(rt, ctx, frames) -> [outputs]``: shape changes
 ================================  ==============================================================
 
@@ -32,23 +32,23 @@ from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runti
 
 __all__ = ["CheckResult", "check_outside_setup", "check_cache_choice", "check_shared_internal",
            "check_sram_hits", "check_shape_change", "summary", "results", "OUTSIDE_MODELS",
-           "SHARED_MODELS", "SRAM_MODELS", "DYNAMIC_MODEL", "practice_pattern", "plan_of"]
+           "SHARED_MODELS", "SRAM_MODELS", "DYNAMIC_MODEL", "practice_pattern", "plan_of", "try_setup"]
 
-#: exercise 1: one model whose weights are larger than its internal buffer, one the other way
+#: exercise 2: one model whose weights are larger than its internal buffer, one the other way
 OUTSIDE_MODELS = ("mobilenet_v2", "yolov5n")
 #: exercise 3: the check draws three of these, in a random order (internal 0.8 to 3.3 MB)
 SHARED_MODELS = ("mobilenet_v2_160", "mobilenet_v2", "mobilenet_v2_320", "yolov5s_320")
-#: exercise 4: the shipped plans the check judges (RK3588: the SoC with NPU SRAM)
+#: exercise 1: the shipped plans the check judges (RK3588: the SoC with NPU SRAM)
 SRAM_MODELS = ("mobilenet_v2", "mobilenet_v2_160", "mobilenet_v2_320", "resnet50", "yolov5n", "yolov5s")
 #: exercise 5: compiled for several input shapes
 DYNAMIC_MODEL = "mobilenet_v2_dynamic"
-#: exercise 2: the check judges a pattern only when one choice costs this many times the other
+#: exercise 4: the check judges a pattern only when one choice costs this many times the other
 CACHE_MARGIN = 1.5
 
-EX_OUTSIDE = "Exercise 1 — fix a MEM_ALLOC_OUTSIDE setup"
-EX_CACHE = "Exercise 2 — choose cacheable or non-cacheable from a measurement"
+EX_SRAM = "Exercise 1 — compute what fits in SRAM"
+EX_OUTSIDE = "Exercise 2 — find the bug in a MEM_ALLOC_OUTSIDE setup"
 EX_SHARED = "Exercise 3 — share one internal buffer between three models"
-EX_SRAM = "Exercise 4 — predict what fits in SRAM"
+EX_CACHE = "Exercise 4 — choose cacheable or non-cacheable from a measurement"
 EX_SHAPES = "Exercise 5 ★ — handle a shape change"
 
 
@@ -80,8 +80,13 @@ def _reference(rt: Any, path: str, frames: Sequence[np.ndarray]) -> Tuple[List[L
         rt.destroy(ctx)
 
 
+def _refusal(exc: RknnError) -> str:
+    """The runtime's answer without the error class's generic advice."""
+    return f"{exc.function} returned {exc.code} ({exc.name}): {exc.detail}"
+
+
 def _run_error(exc: RknnError, what: str, hint: str) -> _Fail:
-    return _Fail(f"{what}: the runtime refused: {exc}", hint)
+    return _Fail(f"{what}: the runtime refused: {_refusal(exc)}", hint)
 
 
 def _as_context(got: Any, ledger: "_cases.Ledger", what: str) -> int:
@@ -92,14 +97,38 @@ def _as_context(got: Any, ledger: "_cases.Ledger", what: str) -> int:
     return ctx
 
 
-# =========================================================================== exercise 1
+# =========================================================================== exercise 2
 _OUTSIDE_HINT = ("RKNN_FLAG_MEM_ALLOC_OUTSIDE means the runtime allocates none of the model's memory: "
                  "query RKNN_QUERY_MEM_SIZE, then give the context every part it needs before the first "
                  "rknn_run, each mem at least as large as its field says.")
 
 
+def try_setup(rt: Any, setup: Callable[[Any, str], int], model: str = "mobilenet_v2") -> str:
+    """Run ``setup(rt, model_path)``, bind zero-copy io mems to the context it returns, run one
+    seeded frame and compare the outputs with a flag-0 context's: one line saying what
+    happened (the runtime's refusal, if any).  Everything made is destroyed afterwards."""
+    path = _model_file(model, _soc_of(rt))
+    ledger = _cases.Ledger(rt)
+    try:
+        ctx = setup(ledger, path)
+        if ctx not in ledger.contexts:
+            return f"{model}: setup returned {ctx!r}, not a context it made"
+        io = _cases.CheckIo(rt, ctx)
+        frame = _frames_for(io.frame_shape, 1, np.random.default_rng(0))
+        try:
+            got = io.run(frame[0])
+        finally:
+            io.close()
+        ref, _ = _reference(rt, path, frame)
+        return f"{model}: rknn_run succeeded; outputs equal to a flag-0 context's: {'yes' if [got] == ref else 'NO'}"
+    except RknnError as exc:
+        return f"{model}: the runtime refused: {_refusal(exc)}"
+    finally:
+        ledger.cleanup()
+
+
 def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult:
-    """Exercise 1: ``setup_outside(rt, model_path) -> ctx``: a context made with
+    """Exercise 2: ``setup_outside(rt, model_path) -> ctx``: a context made with
     RKNN_FLAG_MEM_ALLOC_OUTSIDE and given every memory it needs before its first run.
 
     For each model of OUTSIDE_MODELS (one whose weights are larger than its internal
@@ -177,7 +206,7 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
     return _LAB.run(EX_OUTSIDE, body)
 
 
-# =========================================================================== exercise 2
+# =========================================================================== exercise 4
 def practice_pattern(seed: int = 7) -> "_cases.Pattern":
     """An access pattern to try ``choose_cacheable`` on (a fixed seed; the check draws its own)."""
     return _cases.made_up_patterns(np.random.default_rng(seed))[0]
@@ -188,7 +217,7 @@ _FLAGS = {abi.RKNN_FLAG_MEMORY_CACHEABLE: "RKNN_FLAG_MEMORY_CACHEABLE",
 
 
 def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
-    """Exercise 2: ``choose_cacheable(pattern) -> abi.RKNN_FLAG_MEMORY_CACHEABLE or
+    """Exercise 4: ``choose_cacheable(pattern) -> abi.RKNN_FLAG_MEMORY_CACHEABLE or
     abi.RKNN_FLAG_MEMORY_NON_CACHEABLE``: the cheaper allocation for a buffer the CPU uses as
     ``pattern.cpu(buf)`` does once per frame (``pattern.nbytes``; ``pattern.syncs``: the
     rknn_mem_sync modes a cacheable buffer needs per frame).
@@ -252,12 +281,97 @@ _SHARED_HINT = ("Query RKNN_QUERY_MEM_SIZE of every context first. Allocate one 
                 "that context and its own size) and rknn_set_internal_mem.")
 
 
+def _internal_size(model: str, soc: str) -> int:
+    from .. import models
+    return models.load_report(model, soc).total_internal_size
+
+
+def _shared_orders(soc: str, rng: np.random.Generator) -> List[List[str]]:
+    """Two triples of SHARED_MODELS: the first with its largest internal buffer last, the
+    second with it first (so no single position's size serves every model)."""
+    from .. import models
+    pool = [m for m in SHARED_MODELS if soc in models.model_socs(m)]
+    orders = []
+    for largest_at in (-1, 0):
+        three = [pool[int(i)] for i in rng.permutation(len(pool))[:3]]
+        three.sort(key=lambda m: _internal_size(m, soc))
+        big = three.pop()
+        rng.shuffle(three)
+        orders.append(three + [big] if largest_at == -1 else [big] + three)
+    return orders
+
+
+def _shared_round(share_internal: Callable[[Any, List[str]], List[int]], rt: Any, chosen: List[str],
+                  rng: np.random.Generator, first: bool) -> List[str]:
+    """One call of the student's function on three models; the details of a pass."""
+    soc = _soc_of(rt)
+    paths = [_model_file(m, soc) for m in chosen]
+    ledger = _cases.Ledger(rt)
+    what = f"share_internal(rt, <{', '.join(chosen)}>)"
+    ios: List[Any] = []
+    try:
+        try:
+            got = share_internal(ledger, list(paths))
+        except Exception as exc:
+            if isinstance(exc, NotImplementedError):
+                raise _student_error(exc, what, _SHARED_HINT)
+            raise _student_error(exc, what, "read the runtime's message: it names the size it needed. "
+                                 + _SHARED_HINT)
+        if got is None:
+            raise (_not_done if first else _Fail)(f"{what} returned None.",
+                                                  "return the list of your contexts, one per model.")
+        try:
+            ctxs = [_as_context(c, ledger, what) for c in got]
+        except TypeError:
+            raise _Fail(f"{what} returned {got!r}, not a list of contexts.",
+                        "return [ctx_0, ctx_1, ctx_2], one per model, in the order of model_paths.")
+        if len(ctxs) != len(paths) or len(set(ctxs)) != len(ctxs):
+            raise _Fail(f"{what} returned {len(ctxs)} contexts ({len(set(ctxs))} different) for "
+                        f"{len(paths)} models.", "return one context per model, in the order of model_paths.")
+        sizes = [rt.query(c, abi.RKNN_QUERY_MEM_SIZE) for c in ctxs]
+        internal = [int(s.total_internal_size) for s in sizes]
+        total = sum(int(s.total_dma_allocated_size) for s in sizes)
+        ios = [_cases.CheckIo(rt, c) for c in ctxs]
+        frames = [_frames_for(io.frame_shape, 2, rng) for io in ios]
+        got_out: List[List[List[bytes]]] = [[] for _ in ctxs]
+        for round_ in range(2):
+            for k, io in enumerate(ios):      # one after another: A, B, C, A, B, C
+                try:
+                    got_out[k].append(io.run(frames[k][round_]))
+                except RknnError as exc:
+                    raise _run_error(exc, f"{chosen[k]}: rknn_run on your context", _SHARED_HINT)
+        refs = [_reference(rt, p, f) for p, f in zip(paths, frames)]
+        ref_total = sum(t for _, t in refs)
+        for k, (ref_out, _) in enumerate(refs):
+            if got_out[k] != ref_out:
+                raise _Fail(f"{chosen[k]}: its outputs differ from a context made with flag 0, for the "
+                            "same frames.",
+                            "Each context needs its own weights and a view of the shared buffer that holds its "
+                            "whole total_internal_size; the models must run one after another.")
+        need = sum(internal) - max(internal)
+        saved = ref_total - total
+        sums = (f"your three contexts hold {_kib(total)} of DMA memory, three flag-0 contexts "
+                f"{_kib(ref_total)}: a saving of {_kib(saved)}")
+        if saved < need - 64 * 1024:
+            raise _Fail(f"{', '.join(chosen)}: {sums}. Sharing one internal buffer should save more (internal "
+                        f"sizes {', '.join(_kib(i) for i in internal)}).",
+                        "Allocate the internal memory once, for the largest model, and give every context a "
+                        "view of that one buffer: one buffer per model, or one buffer with a region per "
+                        "model, shares nothing.")
+        return [f"{', '.join(chosen)}: outputs equal to flag-0 contexts, run one after another; {sums}"]
+    finally:
+        for io in ios:
+            io.close()
+        ledger.cleanup()
+
+
 def check_shared_internal(share_internal: Callable[[Any, List[str]], List[int]]) -> CheckResult:
     """Exercise 3: ``share_internal(rt, model_paths) -> [ctx, ...]``: one context per model
     (same order), ready to run one after another, with one internal buffer shared by all.
 
-    The check draws three models of SHARED_MODELS in a random order and calls your
-    function on a runtime that records the mems you make.  Then it:
+    The check calls your function twice, each time on three models of SHARED_MODELS drawn
+    from a fresh seed: once with the largest internal buffer last, once with it first.  It
+    passes a runtime that records the mems you make.  Then it:
 
     - adds up the DMA totals (RKNN_QUERY_MEM_SIZE) of your three contexts and compares the
       sum with three contexts made with flag 0: sharing must save at least the sum of the
@@ -269,78 +383,20 @@ def check_shared_internal(share_internal: Callable[[Any, List[str]], List[int]])
     def body() -> CheckResult:
         _require_function(share_internal, "check_shared_internal(share_internal)")
         rt = _open_runtime()
-        soc = _soc_of(rt)
         rng = np.random.default_rng(_fresh_seed())
-        from .. import models as _models
-        pool = [m for m in SHARED_MODELS if soc in _models.model_socs(m)]
-        chosen = [pool[int(i)] for i in rng.permutation(len(pool))[:3]]
-        paths = [_model_file(m, soc) for m in chosen]
-        ledger = _cases.Ledger(rt)
-        what = f"share_internal(rt, <{', '.join(chosen)}>)"
         details: List[str] = []
-        ios: List[Any] = []
         try:
-            try:
-                got = share_internal(ledger, list(paths))
-            except Exception as exc:
-                if isinstance(exc, NotImplementedError):
-                    raise _student_error(exc, what, _SHARED_HINT)
-                raise _student_error(exc, what, "read the runtime's message: it names the size it needed. "
-                                     + _SHARED_HINT)
-            if got is None:
-                raise _not_done(f"{what} returned None.", "return the list of your contexts, one per model.")
-            try:
-                ctxs = [_as_context(c, ledger, what) for c in got]
-            except TypeError:
-                raise _Fail(f"{what} returned {got!r}, not a list of contexts.",
-                            "return [ctx_0, ctx_1, ctx_2], one per model, in the order of model_paths.")
-            if len(ctxs) != len(paths) or len(set(ctxs)) != len(ctxs):
-                raise _Fail(f"{what} returned {len(ctxs)} contexts ({len(set(ctxs))} different) for "
-                            f"{len(paths)} models.", "return one context per model, in the order of model_paths.")
-            sizes = [rt.query(c, abi.RKNN_QUERY_MEM_SIZE) for c in ctxs]
-            internal = [int(s.total_internal_size) for s in sizes]
-            total = sum(int(s.total_dma_allocated_size) for s in sizes)
-            ios = [_cases.CheckIo(rt, c) for c in ctxs]
-            frames = [_frames_for(io.frame_shape, 2, rng) for io in ios]
-            got_out: List[List[List[bytes]]] = [[] for _ in ctxs]
-            for round_ in range(2):
-                for k, io in enumerate(ios):      # one after another: A, B, C, A, B, C
-                    try:
-                        got_out[k].append(io.run(frames[k][round_]))
-                    except RknnError as exc:
-                        raise _run_error(exc, f"{chosen[k]}: rknn_run on your context", _SHARED_HINT)
-            refs = [_reference(rt, p, f) for p, f in zip(paths, frames)]
-            ref_total = sum(t for _, t in refs)
-            for k, (ref_out, _) in enumerate(refs):
-                if got_out[k] != ref_out:
-                    raise _Fail(f"{chosen[k]}: its outputs differ from a context made with flag 0, for the "
-                                "same frames.",
-                                "Each context needs its own weights and a view of the shared buffer that holds its "
-                                "whole total_internal_size; the models must run one after another.", details)
-            need = sum(internal) - max(internal)
-            saved = ref_total - total
-            sums = (f"your three contexts hold {_kib(total)} of DMA memory, three flag-0 contexts "
-                    f"{_kib(ref_total)}: a saving of {_kib(saved)}")
-            if saved < need - 64 * 1024:
-                raise _Fail(f"{sums}. Sharing one internal buffer should save more (internal sizes "
-                            f"{', '.join(_kib(i) for i in internal)}).",
-                            "Allocate the internal memory once, for the largest model, and give every context a "
-                            "view of that one buffer: one buffer per model, or one buffer with a region per "
-                            "model, shares nothing.", details)
-            details.append(f"{', '.join(chosen)}: outputs equal to flag-0 contexts, run one after another")
-            details.append(sums)
+            for n, chosen in enumerate(_shared_orders(_soc_of(rt), rng)):
+                details += _shared_round(share_internal, rt, chosen, rng, first=n == 0)
         finally:
-            for io in ios:
-                io.close()
-            ledger.cleanup()
             rt.close()
-        return CheckResult(EX_SHARED, "passed", "The three models run one after another on one internal buffer, "
+        return CheckResult(EX_SHARED, "passed", "The models run one after another on one internal buffer, "
                            "with the outputs of separate contexts, and the DMA total shows the saving.", details)
 
     return _LAB.run(EX_SHARED, body)
 
 
-# =========================================================================== exercise 4
+# =========================================================================== exercise 1
 def plan_of(model: str, soc: str = "rk3588") -> Tuple[List[Dict[str, Any]], int]:
     """(the rows of a model's memory plan, its total_internal_size) from its compiler report:
     one row per (layer, tensor), with "tensor", "user", "start", "end", "size" and
@@ -369,7 +425,7 @@ def _sram_cases(rng: np.random.Generator) -> List[Tuple[str, List[Dict[str, Any]
 
 
 def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequence[int]]) -> CheckResult:
-    """Exercise 4: ``sram_hits(rows, total_internal_size, free_sram) -> [bytes per row]``: the
+    """Exercise 1: ``sram_hits(rows, total_internal_size, free_sram) -> [bytes per row]``: the
     SramHit the runtime's RKNN_LOG_LEVEL=3 table gives every row of a model's memory plan when
     the context is made with RKNN_FLAG_ENABLE_SRAM and ``free_sram`` bytes of the NPU's SRAM
     are free.
@@ -428,7 +484,7 @@ def check_shape_change(infer_shapes: Callable[[Any, int, List[np.ndarray]], List
     return _LAB.run(EX_SHAPES, body)
 
 
-_LAB = Lab("Lab 5", [EX_OUTSIDE, EX_CACHE, EX_SHARED, EX_SRAM, EX_SHAPES])
+_LAB = Lab("Lab 5", [EX_SRAM, EX_OUTSIDE, EX_SHARED, EX_CACHE, EX_SHAPES])
 summary = _LAB.summary
 results = _LAB.results
 _LAB.seal(globals(), {"check_outside_setup": EX_OUTSIDE, "check_cache_choice": EX_CACHE,
