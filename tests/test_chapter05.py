@@ -1,0 +1,402 @@
+"""Chapter 5 keeps the course's shared rules, its sources and its own bookkeeping straight.
+
+Static checks of chapters/05_allocation.ipynb (its C is compiled by tests/test_notebook_c.py):
+
+- the chapter's rules appear word for word in their section and in the key points;
+- the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 5 exercise;
+- every numbered section asks the reader to predict, with a folded answer after it;
+- every wrong claim is shown as published (a ```text fence) after a prompt, in one container, and the
+  published lines are the recipe's and the reuse demo README's own;
+- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- the C shows outside allocation, the dynamic-shape calls and both cache flags; the course's
+  canonical sentences (bound-buffer size, supported reuse, cache maintenance) are quoted word for word;
+- Rockchip's disagreements (SRAM versions, SHARE_SRAM) are taught, not settled;
+- the simulator's assumptions the text names are the ones its last cell lists, and exist;
+- the notebook defines no functions, keeps code cells short, has no placeholder text, stays within
+  the prose budget, and is saved without outputs.
+
+The executed checks run the chapter on the simulator (once per session, tests/notebook_runs.py):
+every output is short, every result names its backend, and the numbers the text commits to are the run's.
+"""
+from __future__ import annotations
+
+import re
+from functools import partial
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+import chapterhelpers as ch
+from chapterhelpers import flat as _flat
+from chapterhelpers import numbered_sections as _numbered_sections
+from chapterhelpers import section as _section
+from chapterhelpers import source as _source
+from chapterhelpers import without_wrong_claims as _without_wrong_claims
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "chapters/05_allocation.ipynb"
+CHAPTER = ROOT / NOTEBOOK
+HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
+
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points (and in
+#: /tmp/team/CH5_RULES.md, which Lab 5 quotes)
+RULES = {
+    "1": "Create and bind every mem once, before the first frame. A frame then only writes the input, runs "
+         "and reads the output: nothing is allocated per frame.",
+    "2": "Cacheable memory is fast for the CPU but needs `rknn_mem_sync` between CPU and NPU access. "
+         "Non-cacheable memory needs no sync, but every CPU read of it is slow. Choose by how much the CPU "
+         "reads the buffer.",
+    "3": "With `RKNN_FLAG_MEM_ALLOC_OUTSIDE` you allocate all of a context's memory: set the weights with "
+         "`rknn_set_weight_mem` and the internal memory with `rknn_set_internal_mem` before the first "
+         "`rknn_run`. `RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE` hands you the internal memory only.",
+    "4": "Models that run one after another may share one internal buffer, as large as the largest "
+         "`total_internal_size`. Give each context a view of its own size. Models whose runs can overlap "
+         "must not share it.",
+    "5": "For pipelines that run at the same time, `rknn_dup_context` shares the weights. Only pipelines "
+         "that never run at the same time may also share the internal memory.",
+    "6": "Allocate the io mems for the largest shape once. After each `rknn_set_input_shapes`, query the "
+         "`CURRENT_*` attrs and bind the mems again with `rknn_set_io_mem`.",
+    "7": "Only what fits in the free SRAM goes there: at most 956 KB on RK3588, in 4 KiB pages, shared by "
+         "every context. The rest stays in DRAM. Check where it landed; never assume it.",
+    "8": "All the models a board runs share one 4 GB NPU address space: add up their DMA totals before you "
+         "load them.",
+}
+
+TITLES = {"1": "A widely copied recipe, and what the API offers", "2": "Cacheable or non-cacheable",
+          "3": "Allocating outside the runtime", "4": "One internal buffer for models that run in turn",
+          "5": "N pipelines: init, dup or share", "6": "Dynamic shapes", "7": "SRAM on RK3588",
+          "8": "The 4 GB address space of the NPU"}
+
+#: the objectives, one verb each, with the Lab 5 exercises that assess them (CH5 plan)
+OBJECTIVES = {"Size": [1, 3], "Find": [2], "Choose": [4], "Handle": [5]}
+
+#: the wrong claims, each after its prompt: the recipe's (two boxes) and the reuse demo README's typo
+WRONG_CLAIMS = ("a memory strategy api", "bind the mems in every frame", "each view is sized from model a")
+
+#: lines the chapter quotes "as published": the widely copied recipe's, and the reuse demo's README
+AS_PUBLISHED = ("rknn_set_mem_strategy(ctx, RKNN_MEM_STRATEGY_SEQUENTIAL);",
+                "rknn_tensor_mem *input_mem  = rknn_create_mem(ctx, input_attr.size);",
+                "rknn_set_io_mem(ctx, input_mem, &input_attr);", "rknn_free_mem(ctx, input_mem);",
+                "internal_mem_b = rknn_create_mem_from_fd(ctx_b, internal_mem_max->fd,")
+
+#: the course's canonical sentences (DECISIONS 3', 6 and 9') the chapter quotes word for word
+CANONICAL = (
+    "Size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr (native, or a "
+    "plain input attr whose rows may be padded). For a plain output attr you set to FLOAT32, use n_elems × 4 bytes.",
+    "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
+    "rknn_set_io_mem.",
+    "Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the DISABLE_FLUSH flags "
+    "imply that the runtime flushes inputs and invalidates outputs by default. The API reference says "
+    "cacheable memory shared by the CPU and the NPU needs rknn_mem_sync. None of Rockchip's demos call it. "
+    "A maintainer says to add it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code "
+    "syncs: the safe choice.",
+)
+
+#: canonical sentences a lab may quote beside this chapter's rules (DECISIONS 10': the DMA total)
+SHARED_RULES = CANONICAL + (
+    "On a board, total_dma_allocated_size holds more than weights + internal + io. The runtime also allocates "
+    "register-command and task buffers, and it rounds allocations to 4 KiB. User Guide §9.1.1 lists register "
+    "config, and public librknnrt logs show these buffers. The io buffers may be allocated only at the first "
+    "rknn_run. The simulator allocates exactly weights + internal + io at init (assumptions A9, A10).",
+)
+
+#: sources the text must cite
+SOURCES = ("airockchip/rknn-toolkit2#287", "airockchip/rknn_model_zoo#156", "airockchip/librga#69",
+           "User Guide V2.3.0 (§5.4.4.2)", "RK3588_NPU_SRAM_usage.md", "rknn_internal_mem_reuse_demo",
+           "API reference V2.3.2 p.19", "(p.35)")
+
+#: names that look like API names but are files, demos, repositories or environment variables
+NOT_API = {"rknn_model_zoo", "rknn_benchmark", "rknn_api", "rknn_internal_mem_reuse_demo", "rknn_create_mem_demo",
+           "rknn_dynamic_shape_input_demo", "rknn_dynshape_inference_zero_copy_alloc_outside",
+           "RKNN_LOG_LEVEL", "RKNN_INTERNAL_MEM_TYPE"}
+
+MAX_CODE_LINES = 25
+MAX_OUTPUT_LINES = 15
+MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
+
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
+
+
+def _code() -> str:
+    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+
+
+# --------------------------------------------------------------------------- rules and header
+@pytest.mark.parametrize("number", sorted(RULES))
+def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
+    markdown = _markdown()
+    rule = RULES[number]
+    section = _flat(_numbered_sections(markdown)[number])
+    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
+    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
+
+
+def test_the_key_points_are_the_rules_and_nothing_else() -> None:
+    points = re.findall(r"^- (.*(?:\n  .*)*)", _section(_markdown(), "Key points"), flags=re.M)
+    assert [_flat(p) for p in points] == [RULES[n] for n in sorted(RULES)]
+
+
+def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
+    header = _source(_cells()[0])
+    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
+    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
+    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 5, )?exercises? ([\d, and]+)\)\.$", header, flags=re.M)
+    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers in objectives}
+    assert found == OBJECTIVES, f"the objectives and their Lab 5 exercises: {found}"
+    assert 2 <= len(found) <= 4 and sorted(n for ns in found.values() for n in ns) == [1, 2, 3, 4, 5]
+    for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**", "(glossary.ipynb)"):
+        assert label in header
+
+
+# --------------------------------------------------------------------------- section arc
+def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
+    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 8, "expected the chapter's eight sections")
+    assert sorted(sections) == sorted(TITLES)
+    for number, body in sections.items():
+        assert body.startswith(f"\n## {number}. {TITLES[number]}\n"), f"section {number} is not {TITLES[number]!r}"
+        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
+        assert "**Question:**" in body, f"section {number} does not open with its question"
+
+
+def test_wrong_claims_are_shown_as_published_after_a_prompt() -> None:
+    markdown = _markdown()
+    assert "Errata:" not in markdown
+    starts = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
+    titles = [markdown[s:markdown.index("\n", s)].lower() for s in starts]
+    for claim in WRONG_CLAIMS:
+        assert any(claim in t for t in titles), f"no Wrong claim box for {claim!r}: {titles}"
+    previous = 0
+    for start in starts:
+        section_start = markdown.rfind("\n## ", 0, start)
+        before = markdown[max(previous, section_start):start]
+        if "```text\n" not in before:               # a second box right after the first: same prompt
+            before = markdown[section_start:start]
+        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
+        assert "**Predict.**" in before[before.index("```text\n"):], "a wrong claim with no prompt after the claim"
+        box = markdown[start:markdown.index("\n```", start + 3)]
+        assert ":class: warning" in box and "**A widely copied recipe says**" in box, box
+        for part in ("**What the runtime does:**", "**Evidence:**"):
+            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
+        previous = markdown.index("\n```", start + 3)
+
+
+def test_the_quoted_lines_are_as_published() -> None:
+    """The ```text fences hold the recipe's and the README's own lines (API names as they print them)."""
+    published = "\n".join(re.findall(r"```text\n(.*?)```", _markdown(), flags=re.S))
+    for line in AS_PUBLISHED:
+        assert line in published, f"not quoted as published: {line!r}"
+    assert published.count("mem_size_a.total_internal_size, 0);") == 2, "the README's typo: both views sized from A"
+
+
+def test_every_table_is_followed_by_its_takeaway() -> None:
+    cells = _cells()
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code" or not re.search(r"profile\.show\(|plt\.show\(\)", _source(cell)):
+            continue
+        after = next(_source(c) for c in cells[index + 1:] if c["cell_type"] == "markdown")
+        assert re.match(r"What the (figure|table) shows: ", after), f"cell {index} has no takeaway after it"
+
+
+# --------------------------------------------------------------------------- names, C, sources
+def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
+    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
+    text = _without_wrong_claims(_markdown()) + "\n" + _code()
+    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
+    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
+    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
+    for invented in ("rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem"):
+        assert invented not in text, f"{invented} appears outside a wrong claim"
+        assert invented not in HEADER.read_text(encoding="utf-8")
+
+
+def test_c_blocks_allocate_outside_bind_once_and_change_shapes() -> None:
+    blocks = ch.c_blocks(_markdown())
+    calls = " ".join(blocks)
+    for name in ("RKNN_FLAG_MEM_ALLOC_OUTSIDE", "rknn_set_weight_mem(", "rknn_set_internal_mem(",
+                 "RKNN_FLAG_MEMORY_NON_CACHEABLE", "RKNN_FLAG_MEMORY_CACHEABLE", "rknn_set_input_shapes(",
+                 "RKNN_QUERY_CURRENT_NATIVE_INPUT_ATTR", "RKNN_QUERY_CURRENT_NATIVE_OUTPUT_ATTR",
+                 "RKNN_MEMORY_SYNC_FROM_DEVICE", "size_with_stride", "rknn_destroy_mem("):
+        assert name in calls, f"no C block shows {name}"
+    loop = next(b for b in blocks if "for (int k = 0; k < n_frames" in b)
+    body = loop[loop.index("for (int k"):]
+    body = body[:body.index("\n}") + 2]
+    for per_frame in ("rknn_create_mem", "rknn_set_io_mem", "rknn_outputs_get", "malloc"):
+        assert per_frame not in body, f"the corrected loop calls {per_frame} in every frame"
+    assert loop.index("rknn_set_io_mem") < loop.index("for (int k")
+    for block in blocks:
+        ch.assert_gets_are_released(block)
+
+
+def test_the_canonical_sentences_are_quoted_word_for_word() -> None:
+    text = _flat(_markdown())
+    for sentence in CANONICAL:
+        assert sentence in text, f"not quoted word for word: {sentence[:60]!r}"
+    assert "as Rockchip's demos do" not in re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S) \
+        .split("## 2.")[1].split("## 3.")[0], "never 'as Rockchip's demos do' about syncing"
+
+
+def test_sources_are_cited_and_disagreements_taught() -> None:
+    text = _flat(_markdown())
+    for source in SOURCES:
+        assert source in text, f"{source} is not cited"
+    sram = _flat(_numbered_sections(_markdown())["7"])
+    for fact in ("driver 0.9.2", "runtime 1.6.0", "driver 0.8.0 and runtime 1.3.4b14", "RKNN_INTERNAL_MEM_TYPE=sram",
+                 '"not yet implemented"', "Whether those still work in 2.3 is not documented",
+                 "/sys/kernel/debug/rknpu/mm", "RKNN_LOG_LEVEL=3", "956 KB"):
+        assert fact in sram, f"§7 lacks {fact!r}"
+    assert "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM" in sram and "the API reference omits it" in sram
+    dyn = _flat(_numbered_sections(_markdown())["6"])
+    assert "from runtime 1.6.0" in dyn and "may not be duplicated" in dyn
+
+
+def test_inline_assumptions_match_the_generated_list() -> None:
+    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
+
+
+def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
+    code = _code()
+    assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
+    for call in ("allocation.prealloc_vs_per_frame(", "allocation.cache_choice(", "allocation.shared_internal(",
+                 "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
+                 "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
+                 "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd("):
+        assert call in code, f"the chapter no longer calls {call}"
+    assert 'backend="sim"' not in code and "SimRuntime" not in code, "a board user runs the same calls"
+
+
+# --------------------------------------------------------------------------- the notebook itself
+def test_no_functions_are_defined_in_the_notebook() -> None:
+    ch.assert_no_functions_defined(CHAPTER)
+
+
+def test_code_cells_are_short_and_saved_without_outputs() -> None:
+    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
+
+
+def test_no_placeholder_text_and_no_seed_names() -> None:
+    ch.assert_no_seed_names(CHAPTER)
+    ch.assert_no_placeholder_text(CHAPTER)
+
+
+def test_the_prose_stays_within_its_budget() -> None:
+    ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
+
+
+def test_the_iommu_answer_gives_the_librarys_counts() -> None:
+    """§8's answer commits to the counts of YOLOv5m contexts in one 4 GiB domain, from RK3588's compiler
+    reports (no run: the same on every backend)."""
+    from rknnlab import allocation
+    init = int(allocation.iommu_budget(["yolov5m"], soc="rk3588")["max_count"].iloc[0])
+    dup = int(allocation.iommu_budget(["yolov5m"], soc="rk3588", share_weights=True)["max_count"].iloc[0])
+    assert dup > init
+    assert f"{init} YOLOv5m contexts by `rknn_init`, {dup} by dup, on RK3588's compiler reports" in _flat(_markdown())
+
+
+def test_the_shared_models_need_a_buffer_of_the_largest() -> None:
+    """§4 shares three models whose internal sizes differ, so the saving (sum minus the largest) is not 0,
+    and the README's typo matters: the first model's internal size is smaller than another's."""
+    from rknnlab import models
+    shared = re.search(r"SHARED = (\[.*?\])", _code())
+    names = eval(shared.group(1))                                  # a literal list of model names
+    sizes = [models.load_report(m, "rk3588").total_internal_size for m in names]
+    assert len(names) == 3 and sum(sizes) - max(sizes) > 0 and sizes[0] < max(sizes)
+
+
+def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
+    """Lab 5 quotes the rules it uses; each must be one of this chapter's rules, a sentence the chapter
+    states, or a canonical sentence, word for word."""
+    lab = ROOT / "labs" / "lab05_allocation.ipynb"
+    if not lab.exists():
+        pytest.skip("Lab 5 is not written yet")
+    text = _flat("\n".join(_source(c) for c in ch.cells(lab) if c["cell_type"] == "markdown"))
+    block = re.search(r"\*\*The rules this lab uses\*\*.*?:(.*?)(?:\*\*|## )", text)
+    if block is None:
+        pytest.skip("Lab 5 lists no rules block yet")
+    quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
+    for rule in quoted:
+        assert rule in RULES.values() or rule in SHARED_RULES or rule in _flat(_markdown()), \
+            f"Lab 5 states a rule that chapter 5 does not state in these words: {rule!r}"
+
+
+# --------------------------------------------------------------------------- the run
+@pytest.fixture(scope="module")
+def run() -> Dict[int, str]:
+    """The chapter executed on the simulator (once per session): cell index -> its printed text."""
+    from notebook_runs import printed
+    return printed(NOTEBOOK)
+
+
+def _printed_by(run: Dict[int, str], needle: str) -> str:
+    found = [text for index, text in run.items() if needle in _source(_cells()[index])]
+    assert found, f"no code cell calls {needle}"
+    return found[0]
+
+
+def test_every_output_is_short_and_no_stray_value(run) -> None:
+    for index, text in run.items():
+        assert len(text.splitlines()) <= MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
+        assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
+
+
+def test_every_measurement_names_its_backend(run) -> None:
+    everything = "\n".join(run.values())
+    assert "simulated RK3588" in everything
+    for index, text in run.items():
+        if text.strip() and index > 2 and "assumption" not in text.lower():
+            assert re.search(r"simulated|source: |compiler reports", text), \
+                f"cell {index} prints results without saying where they come from:\n{text}"
+
+
+def test_the_recipes_loop_allocates_per_get_and_the_corrected_one_nothing(run) -> None:
+    text = _printed_by(run, "allocation.prealloc_vs_per_frame(")
+    recipe = re.search(r"^recipe.*?(\d[\d,.]*) (B|KiB)\s*$", text, flags=re.M)
+    assert recipe, text
+    once = re.search(r"^\s*create once, bind once, run many\s+[\d,.]+ us\s+(\d+)\s+0 B\s+-\s*$", text, flags=re.M)
+    assert once, f"the corrected loop allocates in a frame:\n{text}"
+    per_frame = re.search(r"^\s*create, bind and destroy.*?us\s+\d+\s+([\d.]+) KiB", text, flags=re.M)
+    assert per_frame and float(per_frame.group(1)) > 0
+
+
+def test_the_forgotten_weights_stop_the_run_and_setting_them_fixes_it(run) -> None:
+    text = _printed_by(run, "rt.set_weight_mem(ctx, mems")
+    assert "rknn_run without weights" in text and "RKNN_ERR_PARAM_INVALID" in text
+    assert "rknn_set_weight_mem" in text.split("\n", 1)[1], "the message names the missing call"
+    assert "after rknn_set_weight_mem: rknn_run returned 0" in text
+
+
+def test_the_cache_answer_holds_for_the_run(run) -> None:
+    text = _printed_by(run, "allocation.cache_choice(")
+    costs = {m.group(1): (float(m.group(2).replace(",", "")), float(m.group(3).replace(",", "")))
+             for m in re.finditer(r"^\s*\((\w)\).*?cacheable\s+([\d,.]+) us, non-cacheable\s+([\d,.]+) us",
+                                  text, flags=re.M)}
+    assert set(costs) == {"a", "b", "c"}, text
+    assert costs["b"][0] < costs["b"][1], "(b) read three times: cacheable must be cheaper"
+    assert costs["c"][1] < costs["c"][0], "(c) never read: non-cacheable must be cheaper"
+    assert abs(costs["a"][0] - costs["a"][1]) < 50, "(a) is 'a few microseconds either way'"
+
+
+def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> None:
+    text = _printed_by(run, "allocation.shared_internal(")
+    saving = re.search(r"sharing saves ([\d,]+) B; sum of internal minus the largest: ([\d,]+) B", text)
+    assert saving and saving.group(1) == saving.group(2) and saving.group(1) != "0", text
+    assert re.search(r"^\s*total .* True\s*$", text, flags=re.M), "the outputs must be the same in turn"
+    overlap = _printed_by(run, "allocation.parallel_corruption(")
+    rows = re.findall(r"^\s*(one after another|at the same time)\s+(\w+)\s+(\d+)\s+(\d+)", overlap, flags=re.M)
+    assert len(rows) == 4, overlap
+    assert all(runs == ok for mode, _, runs, ok in rows if mode == "one after another")
+    assert any(int(ok) < int(runs) for mode, _, runs, ok in rows if mode == "at the same time"), \
+        "the overlapping runs must show the corruption"
+
+
+def test_the_pipelines_answer_holds_for_the_run(run) -> None:
+    text = _printed_by(run, "allocation.pipelines_memory(")
+    rows = {(m.group(1).strip(), int(m.group(2))): (float(m.group(3)), m.group(4))
+            for m in re.finditer(r"^\s*(.+?)\s+(\d)\s+([\d.]+) MiB\s+[\d.]+ MiB\s+(True|False)\s*$", text, flags=re.M)}
+    at4 = {how: v for (how, n), v in rows.items() if n == 4}
+    assert len(at4) == 4, text
+    least = min(at4, key=lambda how: at4[how][0])
+    assert least == "rknn_dup_context + one internal mem" and at4[least][1] == "False"
+    parallel = {how: v for how, v in at4.items() if v[1] == "True"}
+    assert min(parallel, key=lambda how: parallel[how][0]) == "rknn_dup_context"
