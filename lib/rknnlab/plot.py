@@ -29,6 +29,14 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`multicore`           speedup over one NPU core per model and core mask
 :func:`fragmentation`       RSS after malloc, free and malloc_trim(0), per pattern
 :func:`cpu_costs`           a frame's CPU-side costs, measured and MODELED apart
+:func:`alloc_loops`         Chapter 5: the recipe's loop, mems per frame, create
+                            once / bind once (time, DMA allocated per frame)
+:func:`alloc_sharing`       separate contexts vs one shared internal buffer
+:func:`alloc_pipelines`     N pipelines: init each, dup_context, shared internal
+:func:`alloc_shapes`        each input shape of a dynamic-shape model
+:func:`alloc_sram`          each tensor's bytes in SRAM and in DRAM
+:func:`alloc_iommu`         many models against one 4 GiB IOMMU domain
+:func:`alloc_cache_choice`  cacheable vs non-cacheable, per access pattern
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -1104,4 +1112,227 @@ def cpu_costs(df, ax=None):
     ax.set_xlabel("time per frame (us; whisker: q1-q3 of the repeats)")
     ax.grid(True, axis="x", alpha=0.3)
     _title(ax, "CPU-side costs of one frame (grey, hatched: MODELED, not measured)", _source_of(df))
+    return fig
+
+
+# --------------------------------------------------------------------------- chapter 5 (rknnlab.allocation)
+def _mib(values) -> np.ndarray:
+    return np.asarray(values, float) / 2 ** 20
+
+
+def _wrap(text: str, width: int = 28) -> str:
+    import textwrap
+    return "\n".join(textwrap.wrap(str(text), width))
+
+
+def _alloc_title(ax, what: str, df_or_source: Any, width: int = 95) -> None:
+    """The title and the table's source, wrapped to the figure's width."""
+    source = df_or_source if isinstance(df_or_source, str) else _source_of(df_or_source)
+    _title(ax, what, _wrap(source, width))
+
+
+def alloc_loops(df, ax=None):
+    """Two panels of rknnlab.allocation.prealloc_vs_per_frame, one bar per strategy: left,
+    the median wall time per frame with its q1..q3 whisker; right, the DMA memory
+    allocated and freed again inside one frame, labelled with the runtime calls per
+    frame.  ``ax``: a pair of axes, or None."""
+    _, plt = _plt()
+    if ax is None:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained", sharey=True)
+    else:
+        if len(ax) != 2:
+            raise ValueError(f"ax: a pair of axes, not {len(ax)}")
+        left, right = ax
+        fig = left.figure
+    y = np.arange(len(df))
+    labels = [_wrap(s) for s in df["strategy"]]
+    med = df["median_us"].to_numpy(float) / 1e3
+    err = np.vstack([med - df["q1_us"].to_numpy(float) / 1e3, df["q3_us"].to_numpy(float) / 1e3 - med])
+    left.barh(y, med, xerr=err, capsize=3, color=[f"C{i}" for i in range(len(df))],
+              hatch=None, edgecolor="white")
+    for i, patch in enumerate(left.patches):
+        patch.set_hatch(_PHASE_HATCHES[i % len(_PHASE_HATCHES)])
+    left.set_yticks(y, labels, fontsize=8)
+    left.invert_yaxis()
+    left.set_xlabel("wall time per frame (ms; whisker: q1-q3)")
+    left.grid(True, axis="x", alpha=0.3)
+    rise = df["dma_rise_bytes"].to_numpy(float) / 1024
+    right.barh(y, rise, color=[f"C{i}" for i in range(len(df))], edgecolor="white")
+    for yi, r, calls in zip(y, rise, df["calls_per_frame"]):
+        right.annotate(f"{r:,.0f} KiB, {calls:g} calls per frame", (r, yi), textcoords="offset points",
+                       xytext=(4, 0), va="center", fontsize=8)
+    right.set_xlabel("DMA memory allocated and freed inside one frame (KiB)")
+    right.set_xlim(0, max(float(rise.max()) * 1.9, 1.0))
+    right.grid(True, axis="x", alpha=0.3)
+    model = df.attrs.get("model", "")
+    fig.suptitle(f"{model}: three ways to run the same frames\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01,
+                 ha="left")
+    return fig
+
+
+def alloc_sharing(df, ax=None):
+    """Stacked bars of rknnlab.allocation.shared_internal: one bar per setup (separate,
+    INTERNAL_ALLOC_OUTSIDE, MEM_ALLOC_OUTSIDE), each model's context one segment (the
+    shared internal buffer sits in the first model's), the total on top and the
+    saving against "separate" under it."""
+    fig, ax = _new(ax, figsize=(8.0, 4.6))
+    setups = (("separate_bytes", "separate\n(plain rknn_init)"),
+              ("internal_outside_bytes", "one internal buffer\n(INTERNAL_ALLOC_OUTSIDE)"),
+              ("all_outside_bytes", "one internal buffer\n(MEM_ALLOC_OUTSIDE, demo)"))
+    models = df[df["model"] != "total"]
+    totals = df[df["model"] == "total"]
+    x = np.arange(len(setups))
+    bottom = np.zeros(len(setups))
+    for i, (_, row) in enumerate(models.iterrows()):
+        h = _mib([row[c] for c, _ in setups])
+        ax.bar(x, h, bottom=bottom, color=f"C{i}", hatch=_PHASE_HATCHES[i % len(_PHASE_HATCHES)],
+               edgecolor="white", label=row["model"])
+        bottom += h
+    total = _mib([totals[c].iloc[0] for c, _ in setups]) if len(totals) else bottom
+    for xi, t in zip(x, total):
+        saved = total[0] - t
+        text = f"{t:.1f} MiB" + (f"\n(-{saved:.1f} MiB)" if xi and saved > 0.05 else "")
+        ax.annotate(text, (xi, max(t, bottom[xi])), textcoords="offset points", xytext=(0, 3), ha="center",
+                    fontsize=8)
+    ax.set_ylim(0, max(float(bottom.max()), float(total.max())) * 1.22)
+    ax.set_xticks(x, [label for _, label in setups], fontsize=8)
+    ax.set_ylabel("DMA memory of the contexts (MiB)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="context of", title_fontsize=8)
+    _alloc_title(ax, "Models run one after another: separate memory vs one shared internal buffer", df, 80)
+    return fig
+
+
+def alloc_pipelines(df, ax=None):
+    """rknnlab.allocation.pipelines_memory: the DMA memory of N pipelines against N, one
+    line per way of making them; ways whose pipelines may not run at the same time
+    (one internal mem) are drawn dashed and say so in the legend."""
+    fig, ax = _new(ax, figsize=(8.5, 4.4))
+    for i, how in enumerate(dict.fromkeys(df["how"])):
+        rows = df[df["how"] == how].sort_values("n")
+        at_once = bool(rows["run_at_once"].iloc[0])
+        ax.plot(rows["n"], _mib(rows["dma_bytes"]), marker=MARKERS[i % len(MARKERS)], color=f"C{i}",
+                linestyle="-" if at_once else "--",
+                label=how + ("" if at_once else " (one after another only)"))
+    ax.set_xticks(sorted(set(int(n) for n in df["n"])))
+    ax.set_xlabel("pipelines (contexts of the same model)")
+    ax.set_ylabel("DMA memory (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    model = df.attrs.get("model", "")
+    _alloc_title(ax, f"{model}: memory of N pipelines, four ways", df, 90)
+    return fig
+
+
+def alloc_shapes(df, ax=None):
+    """rknnlab.allocation.shape_sweep, one group per input shape: left, the io bytes the
+    shape needs (input, output) beside the mems allocated once for the largest shape;
+    right, the runtime's run time per shape (RKNN_QUERY_PERF_RUN)."""
+    _, plt = _plt()
+    if ax is None:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained")
+    else:
+        left, right = ax
+        fig = left.figure
+    x = np.arange(len(df))
+    width = 0.27
+    for j, (col, label) in enumerate((("input_bytes", "input (current attr)"),
+                                      ("output_bytes", "output (current attr)"),
+                                      ("io_mem_bytes", "io mems, allocated once"))):
+        left.bar(x + (j - 1) * width, df[col].to_numpy(float) / 1024, width=width, color=f"C{j}",
+                 hatch=_PHASE_HATCHES[j], edgecolor="white", label=label)
+    left.set_xticks(x, list(df["shape"]), fontsize=8)
+    left.set_ylabel("KiB")
+    left.grid(True, axis="y", alpha=0.3)
+    left.legend(fontsize=8, loc="upper left")
+    right.bar(x, df["npu_us"].to_numpy(float) / 1e3, color="C3", edgecolor="white")
+    right.set_xticks(x, list(df["shape"]), fontsize=8)
+    right.set_ylabel("run time per frame (ms, RKNN_QUERY_PERF_RUN)")
+    right.grid(True, axis="y", alpha=0.3)
+    model = df.attrs.get("model", "")
+    fig.suptitle(f"{model}: each input shape\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def alloc_sram(df, ax=None):
+    """rknnlab.allocation.sram_fit, one bar per row of the SRAM table (a tensor at a layer),
+    in layer order: the bytes in SRAM (SramHit, solid) and the rest in DRAM (hatched);
+    tensors outside the internal memory (the log's "\\") are left out.  The title gives
+    the SRAM size and the read + write traffic saved per frame."""
+    fig, ax = _new(ax, figsize=(9.5, 4.2))
+    rows = df[df["sram_hit_bytes"].notna()]
+    x = np.arange(len(rows))
+    hit = rows["sram_hit_bytes"].to_numpy(float) / 1024
+    rest = rows["size_bytes"].to_numpy(float) / 1024 - hit
+    ax.bar(x, hit, color="C2", edgecolor="none", label="in SRAM (SramHit)")
+    ax.bar(x, rest, bottom=hit, color="0.8", hatch="//", edgecolor="0.5", linewidth=0.3, label="in DRAM")
+    step = max(1, len(rows) // 16)
+    ax.set_xticks(x[::step], [str(i) for i in rows["id"].to_numpy()[::step]], fontsize=8)
+    ax.set_xlabel("layer ID (rows of the SRAM table)")
+    ax.set_ylabel("tensor size (KiB)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    sram = df.attrs.get("sram_bytes", 0)
+    saved = df.attrs.get("predict_sram_hit_rw_bytes")
+    kind = df.attrs.get("kind", "")
+    what = f"{sram / 1024:,.0f} KiB of SRAM" + (f", {saved / 2 ** 20:.1f} MiB of DDR reads + writes saved per frame"
+                                                if saved else "")
+    _alloc_title(ax, f"Where each tensor lives: {what}" + (f" ({kind})" if kind == "MODELED" else ""), df, 100)
+    return fig
+
+
+def alloc_iommu(df, ax=None):
+    """rknnlab.allocation.iommu_budget: the models' NPU memory stacked in the order
+    given, against the 4 GiB IOMMU domain (the dashed line), each segment labelled
+    with its model and count."""
+    fig, ax = _new(ax, figsize=(8.0, 3.6))
+    left = 0.0
+    for i, (_, row) in enumerate(df.iterrows()):
+        w = float(row["total_bytes"]) / 2 ** 30
+        ax.barh([0], [w], left=left, color=f"C{i}", hatch=_PHASE_HATCHES[i % len(_PHASE_HATCHES)],
+                edgecolor="white", label=f"{row['model']} x {row['count']}")
+        left += w
+    domain = df.attrs.get("domain_bytes", 2 ** 32) / 2 ** 30
+    ax.axvline(domain, color="0.2", linestyle="--", linewidth=1.2)
+    ax.annotate("one IOMMU domain: 4 GiB", (domain, 0.0), xytext=(-4, 0), textcoords="offset points",
+                ha="right", va="center", rotation=90, fontsize=8)
+    ax.set_xlim(0, max(left, domain) * 1.05)
+    ax.set_yticks([])
+    ax.set_xlabel("NPU memory (GiB), a lower bound")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
+    _alloc_title(ax, "Many models in one 4 GiB domain", df, 100)
+    return fig
+
+
+def alloc_cache_choice(tables: Dict[str, Any], ax=None):
+    """Several rknnlab.allocation.cache_choice tables, one pair of bars per access pattern
+    (the dict's keys as labels): CACHEABLE stacked as the CPU reads plus one
+    rknn_mem_sync, NON_CACHEABLE as the reads; MODELED parts hatched; log scale, since
+    the patterns differ by orders of magnitude."""
+    fig, ax = _new(ax, figsize=(9.0, 4.4))
+    labels = list(tables)
+    x = np.arange(len(labels))
+    width = 0.38
+    for k, (label, t) in enumerate(tables.items()):
+        rows = t.set_index("memory")
+        c, n = rows.loc["CACHEABLE"], rows.loc["NON_CACHEABLE"]
+        floor = 0.01       # a bar of 0 us cannot sit on a log axis
+        ax.bar(x[k] - width / 2, max(c["read_us"], floor), width, color="C0",
+               label="CACHEABLE: CPU reads" if k == 0 else None)
+        ax.bar(x[k] - width / 2, c["sync_us"], width, bottom=max(c["read_us"], floor), color="C1", hatch="//",
+               edgecolor="white", label="CACHEABLE: rknn_mem_sync" if k == 0 else None)
+        ax.bar(x[k] + width / 2, max(n["read_us"], floor), width, color="C3", hatch="\\\\" if "MODELED" in
+               str(n["kind"]) else "", edgecolor="white", label="NON_CACHEABLE: CPU reads" if k == 0 else None)
+        for xi, total in ((x[k] - width / 2, c["total_us"]), (x[k] + width / 2, n["total_us"])):
+            ax.annotate(f"{total:,.1f} us", (xi, max(total, 0.1)), textcoords="offset points", xytext=(0, 2),
+                        ha="center", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.1)
+    ax.set_xticks(x, [_wrap(lbl, 24) for lbl in labels], fontsize=8)
+    ax.set_ylabel("CPU time per frame (us, log scale)")
+    ax.grid(True, axis="y", which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    source = _source_of(next(iter(tables.values()))) if tables else "no tables"
+    _alloc_title(ax, "Cacheable or not: the CPU's cost per frame (hatched: MODELED)", source, 100)
     return fig
