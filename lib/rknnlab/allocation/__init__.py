@@ -31,9 +31,9 @@ from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
 from .sram import RK3588_SRAM_BYTES, parse_sram_bitmap, sram_fit, sram_hits, sram_log, sram_usage
-from .sharing import PIPELINES, SETUPS, Ledger, parallel_corruption, pipelines_memory, shared_internal
+from .sharing import PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory, shared_internal
 
 __all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
-           "pipelines_memory", "PIPELINES", "Ledger", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
+           "pipelines_memory", "PIPELINES", "Ledger", "corruption_verdict", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
            "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES",
            "shape_sweep", "input_shapes", "set_shape"]

@@ -288,7 +288,7 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
     Rows: mode ("one after another" / "at the same time"), model, runs, correct_runs
     (outputs equal to the reference), mismatch_share (mean share of output bytes that
     differ), overlap_ms (mean time both runs were in rknn_run together: 0 for the
-    sequential mode), kind.  Both models need a total_internal_size above 0.  ~1 s on
+    sequential mode), kind.  ``attrs["verdict"]``: :func:`corruption_verdict`.  Both models need a total_internal_size above 0.  ~1 s on
     the simulator."""
     if len(models) != 2:
         raise ValueError(f"models={list(models)}: two models")
@@ -351,8 +351,26 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
     cores = "NPU cores 0 and 1" if _core_masks(rt) else "one NPU core (AUTO)"
     table = frame(rows, run_label(rt, f"two contexts sharing one internal mem, {cores}, outputs compared "
                                       "with a context of each model's own"))
-    table.attrs["models"] = list(models)
+    table.attrs.update(models=list(models), verdict=corruption_verdict(table))
     return table
+
+
+def corruption_verdict(table: Any) -> str:
+    """What a parallel_corruption table shows, with its uncertainty: corrupted, not seen
+    (which does not make sharing safe), or "cannot tell" when the runs never overlapped."""
+    seq = table[table["mode"] == "one after another"]
+    both = table[table["mode"] == "at the same time"]
+    if (seq["correct_runs"] < seq["runs"]).any():
+        return ("cannot tell: runs one after another were wrong too, so something other than "
+                "the sharing is broken")
+    if not len(both) or (both["overlap_ms"] <= 0).all():
+        return "cannot tell: the runs at the same time never overlapped in time"
+    wrong, runs = int((both["runs"] - both["correct_runs"]).sum()), int(both["runs"].sum())
+    if wrong:
+        return (f"corrupted: {wrong} of {runs} outputs of runs at the same time were wrong; all "
+                f"{int(seq['runs'].sum())} outputs of runs one after another were right")
+    return (f"no wrong output in {runs} overlapping runs: this does not show that sharing is safe "
+            "(no document says it is)")
 
 
 def _core_masks(rt: Any) -> Optional[Sequence[int]]:

@@ -115,7 +115,8 @@ def sram_fit(model: str = "mobilenet_v2", budget: Optional[int] = None, rt: Opti
     the simulator's placement rule: the first ``budget`` bytes (whole 4 KiB pages) of
     the compiler's internal plan sit in SRAM, and a tensor's hit is its overlap with
     them (a listed simulator assumption, not a documented rule: check on a board with
-    RKNN_LOG_LEVEL=3).  Rows, one per row of the compiler's feature table: id,
+    RKNN_LOG_LEVEL=3); the model's inputs and outputs live in io buffers of their own
+    (sram_hit_bytes NaN, as the runtime's "\\").  Rows, one per row of the compiler's feature table: id,
     user, tensor, dtype, orig_shape, native_shape, start, end (offsets in the internal
     plan), size_bytes, sram_hit_bytes, in_sram.
 
@@ -134,14 +135,16 @@ def sram_fit(model: str = "mobilenet_v2", budget: Optional[int] = None, rt: Opti
     soc = models.SOC_MODELS.get(rt.soc, rt.soc)
     report = models.load_report(model, soc)
     sram = budget // PAGE * PAGE
+    # the model's inputs and outputs live in io buffers of their own: the runtime's table prints "\"
+    io_names = {a["name"] for kind in ("inputs", "outputs") for a in report.attrs(kind)}
     rows = []
     for r in report.data["feature_tensors"]:
-        hit = max(0, min(r["end"], sram) - max(r["start"], 0))
+        hit = None if r["tensor"] in io_names else max(0, min(r["end"], sram) - max(r["start"], 0))
         rows.append({"id": r["layer_id"], "user": r["user"], "tensor": r["tensor"], "dtype": r["dtype"],
                      "orig_shape": tuple(r["orig_shape"]), "native_shape": tuple(r["native_shape"]),
                      "start": r["start"], "end": r["end"], "size_bytes": r["size"], "sram_hit_bytes": hit,
-                     "in_sram": hit > 0})
-    hits = sum(r["sram_hit_bytes"] for r in rows)
+                     "in_sram": bool(hit)})
+    hits = sum(r["sram_hit_bytes"] or 0 for r in rows)
     table = frame(rows, f"MODELED: {model} on {soc.upper()} compiler report, the first {sram:,} B (whole 4 KiB "
                         "pages) of the internal plan in SRAM (the simulator's placement rule)", _COLUMNS)
     table.attrs.update(sram_bytes=min(sram, report.total_internal_size), hit_bytes=hits,
