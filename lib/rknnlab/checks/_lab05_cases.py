@@ -118,6 +118,7 @@ class Ledger:
                 self._rt.destroy_mem(c, mem)
             except Exception:
                 pass
+            self.destroyed.append(mem)
         for ctx in list(self.contexts):
             try:
                 self._rt.destroy(ctx)
