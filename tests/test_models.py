@@ -40,9 +40,9 @@ def _ids(paths):
     return [f"{p.parent.name}/{p.name.split('.')[0]}" for p in paths]
 
 
-def _load_log_parser():
-    path = ROOT.parent.parent / "tools" / "models" / "rknn_log.py"
-    spec = importlib.util.spec_from_file_location("rknn_log", path)
+def _load_log_parser(module_name: str = "rknn_log"):
+    path = ROOT.parent.parent / "tools" / "models" / f"{module_name}.py"
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -399,6 +399,21 @@ def test_dynamic_shapes_are_well_formed():
     assert cycles == sorted(cycles) and len(set(cycles)) == 3
     with pytest.raises(models.ReportError, match="no shape"):
         report.for_shape([[1, 3, 256, 256]])
+    # the list's order is the order the .rknn file stores the shapes in
+    rknn_file = _load_log_parser("rknn_file")
+    dims = [e["input_dims"][0] for e in entries]
+    assert rknn_file.stored_shape_order(str(report.rknn_path), list(reversed(dims))) == dims
+
+
+def test_log_parser_splits_a_dynamic_build_into_its_graphs():
+    parser = _load_log_parser()
+    text = gzip.decompress((ROOT / DYNAMIC / "rk3588.log.gz").read_bytes()).decode()
+    assert [len(g["layers"]) for g in parser.parse_log(text)["graphs"]] == [58, 57, 57]
+    # a log cut after graph[1] has two graphs; one whose graph numbers skip is refused
+    cut = text[: text.index("build graph[1] done!") + len("build graph[1] done!")]
+    assert len(parser.parse_log(cut)["graphs"]) == 2
+    with pytest.raises(parser.LogParseError, match="graph\\[2\\] done where graph\\[1\\]"):
+        parser.parse_log(text.replace("build graph[1] done!", "build graph[2] done!", 1))
 
 
 @pytest.mark.parametrize("side", sorted(STATIC_OF_SIDE))

@@ -165,8 +165,8 @@ class CompilerReport:
     # dynamic shapes (a model compiled with rknn-toolkit2's config(dynamic_input=...))
     @property
     def dynamic_shapes(self) -> List[Dict[str, Any]]:
-        """One entry per input shape set, in the order the model was configured with (taken
-        as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order); [] for a static model.  Each entry has
+        """One entry per input shape set, smallest first: the order the .rknn stores them in
+        (taken as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order); [] for a static model.  Each entry has
         input_dims, inputs/outputs (attr rows like the top level's), memory
         (total_internal_size, ...), layers, feature_tensors, const_tensors (null where the
         compiler printed nothing for that shape) and sources."""

@@ -598,7 +598,8 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
     The log holds one complete compile per shape ('Dynamic Shape: build graph[i] done!'):
     its own layer table, memory plan, const table and totals.  graph[0] is the
     toolkit's "MaxShape"; the others follow, largest first.  The list we write is in
-    the order of config(dynamic_input=...), the order the .rknn stores the shapes in."""
+    the order of the .rknn's dynamic_shape table (smallest first); the build fails unless
+    config(dynamic_input=...) is in that order too."""
     import rknn_file
     stored = rknn_file.read_dynamic_shapes(str(rknn_path))
     graphs = parsed["graphs"]
@@ -606,6 +607,10 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
     if len(graphs) != len(config_order) or len(stored["input"]) != len(graphs):
         raise BuildError(spec.name, soc, "report", f"{len(config_order)} shapes configured, the log has "
                          f"{len(graphs)} graphs, the .rknn lists {len(stored['input'])}")
+    in_file = rknn_file.stored_shape_order(str(rknn_path), [dims[0] for dims in config_order])
+    if in_file != [dims[0] for dims in config_order]:
+        raise BuildError(spec.name, soc, "report", f"the .rknn stores the shapes as {in_file}; configure "
+                         "dynamic_input in that order, so the report's order is the file's")
     by_dims: dict[str, tuple[int, dict[str, Any]]] = {}
     for index, graph_log in enumerate(graphs):
         dims = _graph_input_dims(graph_log)
@@ -637,8 +642,8 @@ def _dynamic_shapes(spec: ModelSpec, soc: str, parsed: dict[str, Any], rknn_path
             "feature_tensors": plan["feature_tensors"],
             "const_tensors": plan["const_tensors"],
             "sources": {
-                "order": "the order of config(dynamic_input=...), in which the .rknn's dynamic_shape table "
-                         "stores the shapes; taken as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order (assumption R6)",
+                "order": "the order of the .rknn's dynamic_shape table (smallest first, and the configured "
+                         "order); taken as RKNN_QUERY_INPUT_DYNAMIC_RANGE's order (assumption R6)",
                 "log_graph": index,
                 "input_dims": f"the InputOperator row of graph[{index}]'s layer table, equal to the .rknn's "
                               f"dynamic_shapes['input'][{index}]",

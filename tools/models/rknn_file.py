@@ -139,3 +139,21 @@ def read_dynamic_shapes(path: str) -> dict[str, list[list[int]]]:
         raise RknnFileError(f"{path}: dynamic shapes of {len(inputs)} inputs / {len(outputs)} outputs: "
                             "only one of each is supported here")
     return {"input": shapes[inputs[0]], "output": shapes[outputs[0]]}
+
+
+def stored_shape_order(path: str, shapes: list[list[int]]) -> list[list[int]]:
+    """``shapes`` in the order the .rknn's 'dynamic_shape' table stores them: each shape is a
+    flatbuffer int32 vector (a uint32 length, then the dims), found at its first occurrence.
+    Found smallest first for two configured orders ([160, 224, 320] and [224, 320, 160])."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    table = blob.find(b"dynamic_shape\x00")
+    if table < 0:
+        raise RknnFileError(f"{path}: no 'dynamic_shape' table")
+    offsets = []
+    for dims in shapes:
+        at = blob.find(struct.pack(f"<{len(dims) + 1}I", len(dims), *dims))
+        if at < 0 or at > table:
+            raise RknnFileError(f"{path}: shape {dims} is not stored before the 'dynamic_shape' table")
+        offsets.append((at, dims))
+    return [dims for _, dims in sorted(offsets)]
