@@ -79,7 +79,7 @@ def test_init_refuses_a_model_built_for_another_soc(rt):
 
 
 @pytest.mark.parametrize("flag,name", [
-    (abi.RKNN_FLAG_ENABLE_SRAM, "RKNN_FLAG_ENABLE_SRAM"),
+    (abi.RKNN_FLAG_EXECUTE_FALLBACK_PRIOR_DEVICE_GPU, "RKNN_FLAG_EXECUTE_FALLBACK_PRIOR_DEVICE_GPU"),
     (abi.RKNN_FLAG_ASYNC_MASK, "RKNN_FLAG_ASYNC_MASK"),
     (abi.RKNN_FLAG_PRIOR_LOW | abi.RKNN_FLAG_FENCE_IN_OUTSIDE, "RKNN_FLAG_FENCE_IN_OUTSIDE"),
     (0x3, "not a priority"),

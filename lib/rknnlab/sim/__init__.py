@@ -233,10 +233,14 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "another and compare with contexts that own their internal memory; then run them at once "
      "from two threads on RKNN_NPU_CORE_0 and RKNN_NPU_CORE_1 many times and count the runs "
      "whose outputs differ."),
-    ("A29", "rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM falls back to DRAM (no SRAM is "
-            "simulated; total_sram_size and free_sram_size are 0).",
-     "create_mem2 with TRY_ALLOC_SRAM on a board with and without SRAM in the device tree; "
-     "query MEM_SIZE."),
+    ("A29", "rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM puts the mem's first bytes in "
+            "NPU SRAM, as many whole 4 KiB pages as the largest free run holds, and the rest in "
+            "DRAM (rknn_api.h: what does not fit falls back to DRAM); total_dma_allocated_size "
+            "counts only the DRAM part; rknn_destroy_mem gives the pages back; the CPU sees the "
+            "whole mem at virt_addr as usual.",
+     "create_mem2(ctx, 512 KiB, TRY_ALLOC_SRAM) on an RK3588 whose device tree gives the NPU "
+     "SRAM: read /sys/kernel/debug/rknpu/mm (root) before, after and after rknn_destroy_mem; "
+     "repeat with 2 MiB and compare total_dma_allocated_size with a plain create_mem."),
     ("A30", "phys_addr of a mem is a made-up NPU (IOMMU) address, page-aligned and increasing; on "
             "a board it is the IOVA the NPU uses. rknn_create_mem_from_phys accepts only addresses "
             "inside such a range (A50).",
@@ -437,6 +441,44 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "on a static model, call rknn_query(RKNN_QUERY_INPUT_DYNAMIC_RANGE) and "
      "rknn_set_input_shapes with its own INPUT_ATTR: read the return codes and shape_number; "
      "query RKNN_QUERY_CURRENT_INPUT_ATTR."),
+    ("A53", "NPU SRAM: 978,944 B (239 pages of 4 KiB) on rk3588, the most the SRAM note's device "
+            "tree gives the NPU (a board's share is what its device tree says, 0 unless someone "
+            "added it), none on the other SoCs. One allocator serves the whole process (on a "
+            "board the driver's serves every process). rknn_init with RKNN_FLAG_ENABLE_SRAM puts "
+            "the first pages of the runtime's internal buffer in SRAM, as many as the largest "
+            "free run holds, the rest in DRAM; total_dma_allocated_size counts only the DRAM "
+            "part; rknn_destroy gives the pages back; rknn_dup_context takes its own. Internal "
+            "memory from outside and weights get no SRAM (the older note's environment "
+            "variables are not modeled). RKNN_QUERY_MEM_SIZE gives total_sram_size and "
+            "free_sram_size (after this context's share) to contexts made with ENABLE_SRAM, "
+            "0/0 to the others. RKNN_FLAG_SHARE_SRAM without ENABLE_SRAM is "
+            "RKNN_ERR_PARAM_INVALID; with it, it changes nothing (User Guide V2.3.0 section "
+            "5.7.2: not yet implemented).",
+     "on an RK3588 with SRAM in its device tree (dmesg | grep -i 'sram region'): rknn_init "
+     "mobilenet_v2 with and without ENABLE_SRAM, query MEM_SIZE (all five fields), read "
+     "/sys/kernel/debug/rknpu/mm (root) while each context lives and after rknn_destroy; init "
+     "a second ENABLE_SRAM context while the first lives and compare."),
+    ("A54", "SRAM saves DDR time layer by layer: a layer's DDR cycles fall by the share of its "
+            "RW(KB) that SRAM serves (the SramHit of the tensors it reads plus that of the "
+            "tensor it writes), and its time follows max(DDR, NPU) cycles as the compiler's "
+            "totals do. So only DDR-bound layers get faster, and PERF_RUN and PERF_DETAIL's "
+            "Time(us) show it; Cycles and RW(KB) stay the compiler's. The SRAM note only says "
+            "a hit 'generally saves' the read and write bandwidth of its size; User Guide "
+            "V2.3.0 section 5.7 says SRAM may affect inference time.",
+     "median rknn_run time and RKNN_QUERY_PERF_DETAIL of mobilenet_v2 on RKNN_NPU_CORE_0 "
+     "with and without RKNN_FLAG_ENABLE_SRAM (RKNN_FLAG_COLLECT_PERF_MASK): compare the "
+     "Time(us) of the layers whose tensors show an SramHit in the RKNN_LOG_LEVEL=3 table."),
+    ("A55", "The RKNN_LOG_LEVEL=3 SRAM table (SimRuntime.sram_log, also written to stderr at "
+            "rknn_init when RKNN_LOG_LEVEL >= 3) follows the SRAM note's layout: the SRAM part "
+            "as an address range starting at the internal buffer, one row per row of the "
+            "compiler's feature tensor table with SramHit = its bytes inside that range, io "
+            "tensors in their own buffers with '\\', and a footer with the weight and internal "
+            "totals and 'Predict SRAM Hit RW Amount' = 2 x the sum of SramHit (the note's "
+            "figures: 2 x 3,344,384 = 6,688,768). Addresses are made up (A30); column widths "
+            "are ours; the note's other two 'Predict ... RW Amount' lines are left out (no "
+            "formula found that gives them).",
+     "run mobilenet_v2 with ENABLE_SRAM and RKNN_LOG_LEVEL=3 on an RK3588 with SRAM: compare "
+     "the table's rows and SramHit column with SimRuntime.sram_log, and the footer's lines."),
 ]
 
 

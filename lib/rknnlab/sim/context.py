@@ -11,6 +11,7 @@ from .layout import Layout
 from .memory import DmaBuffer, heap_alloc, heap_free
 from .mems import TensorMem
 from .model import SimModel
+from .sram import SramAllocator, SramBlock
 
 
 @dataclass(eq=False)
@@ -74,6 +75,12 @@ class Context:
     weights: Optional[Weights] = None
     internal: Optional[DmaBuffer] = None         # allocated by the runtime
     internal_mem: Optional[TensorMem] = None     # set_internal_mem
+    # RKNN_FLAG_ENABLE_SRAM: the first bytes of the runtime's internal buffer in NPU SRAM
+    # (``internal`` then holds only the rest, in DRAM), and the allocator they came from
+    sram: Optional[SramBlock] = None
+    sram_allocator: Optional[SramAllocator] = None
+    # made-up NPU addresses for the SRAM log: the internal buffer, then each io tensor
+    log_addresses: Optional[Dict[str, int]] = None
     # the runtime's own io buffers in native layout (None: not allocated yet)
     input_staging: List[Optional[DmaBuffer]] = field(default_factory=list)
     output_staging: List[Optional[DmaBuffer]] = field(default_factory=list)
@@ -104,7 +111,13 @@ class Context:
 
     @property
     def internal_present(self) -> bool:
-        return self.internal is not None or (self.internal_mem is not None and not self.internal_mem.dead)
+        return (self.internal is not None or self.sram is not None
+                or (self.internal_mem is not None and not self.internal_mem.dead))
+
+    @property
+    def sram_bytes(self) -> int:
+        """Bytes of the runtime's internal buffer that lie in NPU SRAM."""
+        return self.sram.nbytes if self.sram is not None else 0
 
     def own_dma_bytes(self) -> int:
         """Bytes of the DMA buffers the runtime allocated for this context
@@ -149,6 +162,9 @@ class Context:
                 buffer.close()
         if self.internal is not None:
             self.internal.close()
+        if self.sram is not None and self.sram_allocator is not None:
+            self.sram_allocator.give_back(self.sram)
+            self.sram = None
         if self.weights is not None:
             self.weights.release()
         if self.model_bytes is not None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from ..rknn import abi
 from .memory import PAGE_SIZE, DmaBuffer, heap_alloc, heap_free
+from .sram import SramBlock
 
 MEM_POINTER = ctypes.POINTER(abi.rknn_tensor_mem)
 #: attribute of the returned pointer objects that holds the mem's id
@@ -27,7 +28,7 @@ _iova_lock = threading.Lock()
 _next_iova = 0x1000_0000
 
 
-def _take_iova(size: int) -> int:
+def take_iova(size: int) -> int:
     global _next_iova
     with _iova_lock:
         iova = _next_iova
@@ -59,15 +60,17 @@ class TensorMem:
         self.imported = imported
         self.alloc_flags = alloc_flags
         self.cacheable = cacheable
-        #: bytes of this mem placed in the NPU's SRAM (TRY_ALLOC_SRAM), from its start
-        self.sram_bytes = 0
+        #: the NPU SRAM pages holding this mem's first bytes (TRY_ALLOC_SRAM), and
+        #: what gives them back when the mem is freed
+        self.sram: Optional[SramBlock] = None
+        self.sram_release: Optional[Callable[[], None]] = None
         self.users = 0
         self.dead = False
         self.struct_address = heap_alloc(ctypes.sizeof(abi.rknn_tensor_mem))
         self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
         struct = self.pointer.contents
         struct.virt_addr = buffer.address
-        struct.phys_addr = _take_iova(size) if phys_addr is None else phys_addr
+        struct.phys_addr = take_iova(size) if phys_addr is None else phys_addr
         struct.fd = buffer.fd if phys_addr is None else -1
         struct.offset = offset
         struct.size = size
@@ -86,6 +89,11 @@ class TensorMem:
         return None
 
     @property
+    def sram_bytes(self) -> int:
+        """Bytes of this mem in the NPU's SRAM (from its start); the rest is DRAM."""
+        return self.sram.nbytes if self.sram is not None else 0
+
+    @property
     def available(self) -> int:
         """Bytes from ``offset`` to the end: what a tensor bound here may use."""
         return self.size - self.offset
@@ -102,3 +110,6 @@ class TensorMem:
         """Unmap the buffer (closing its fd unless imported) and free the struct."""
         self.buffer.close()
         heap_free(self.struct_address)
+        if self.sram_release is not None:
+            self.sram_release()
+            self.sram, self.sram_release = None, None

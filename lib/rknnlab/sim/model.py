@@ -17,6 +17,7 @@ from ..rknn import abi
 from .layout import InputQuantizer, Layout, Shape, layout_for, logical_shape
 from .internal import input_regions
 from .npu import LayerTime, layer_times_on, run_seconds_of
+from .sram import TensorHit, layers_with_sram, tensor_hits
 
 #: the attrs a report holds per tensor: INPUT/OUTPUT_ATTR, NATIVE_*, NATIVE_NHWC_*
 ATTR_KINDS = ("plain", "native", "native_nhwc")
@@ -107,26 +108,37 @@ class SimModel:
         self.quantizers = [InputQuantizer(build["mean_values"], build["std_values"], spec.zp,
                                           spec.scale, spec.logical) for spec in self.inputs]
         self.npu_cycles = report.npu_cycles
+        self.io_names = [spec.name for spec in self.inputs + self.outputs]
         # where each input lies in the compiler's internal plan (rknnlab.sim.internal)
         self.internal_inputs = input_regions(report, [spec.name for spec in self.inputs])
-        # modeled layer times by the cores a run uses (a handful of core sets per model)
-        self._layer_times: Dict[Tuple[int, ...], Tuple[List[LayerTime], float]] = {}
+        # modeled layer times by the cores a run uses and the bytes of its plan in SRAM
+        # (a handful of combinations per model)
+        self._layer_times: Dict[Tuple[Tuple[int, ...], int], Tuple[List[LayerTime], float]] = {}
         self._values: Any = None
         self._values_lock = threading.Lock()
 
-    def layer_times(self, cores: Tuple[int, ...]) -> List[LayerTime]:
-        """Modeled time of each layer in a run on ``cores`` (rknnlab.sim.npu)."""
-        return self._timing(cores)[0]
+    def layer_times(self, cores: Tuple[int, ...], sram_bytes: int = 0) -> List[LayerTime]:
+        """Modeled time of each layer in a run on ``cores`` (rknnlab.sim.npu), with the
+        first ``sram_bytes`` of the internal plan in SRAM (rknnlab.sim.sram)."""
+        return self._timing(cores, sram_bytes)[0]
 
-    def run_seconds(self, cores: Tuple[int, ...]) -> float:
+    def run_seconds(self, cores: Tuple[int, ...], sram_bytes: int = 0) -> float:
         """Modeled duration of one rknn_run on ``cores``."""
-        return self._timing(cores)[1]
+        return self._timing(cores, sram_bytes)[1]
 
-    def _timing(self, cores: Tuple[int, ...]) -> Tuple[List[LayerTime], float]:
-        timing = self._layer_times.get(cores)
+    def sram_hits(self, sram_bytes: int) -> List[TensorHit]:
+        """Each feature tensor's SramHit with the first ``sram_bytes`` of the plan in SRAM."""
+        return tensor_hits(self.report.data.get("feature_tensors") or [], self.io_names, sram_bytes)
+
+    def _timing(self, cores: Tuple[int, ...], sram_bytes: int) -> Tuple[List[LayerTime], float]:
+        key = (cores, sram_bytes)
+        timing = self._layer_times.get(key)
         if timing is None:  # two threads may both compute it: same result
-            times = layer_times_on(self.report.layers, self.target, cores)
-            timing = self._layer_times[cores] = (times, run_seconds_of(times))
+            layers = self.report.layers
+            if sram_bytes:
+                layers = layers_with_sram(layers, self.sram_hits(sram_bytes))
+            times = layer_times_on(layers, self.target, cores)
+            timing = self._layer_times[key] = (times, run_seconds_of(times))
         return timing
 
     @property

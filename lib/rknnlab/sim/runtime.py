@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -33,11 +34,12 @@ from ..rknn.runtime import MemPtr, ModelSource, Runtime
 from .context import Binding, Context, ModelBytes, Weights
 from .layout import Layout, LayoutError, dequantize
 from .memory import DmaBuffer, array_at, heap_alloc, heap_free
-from .mems import ID_ATTRIBUTE, MEM_POINTER, TensorMem
+from .mems import ID_ATTRIBUTE, MEM_POINTER, TensorMem, take_iova
 from .model import SimModel, TensorSpec, UnknownModelError, identify
 from .internal import InternalState
 from .npu import SOC_ALIASES, npu_for, soc_npu, wait_until
 from .perf import perf_detail_text
+from .sram import SRAM_PAGE, sram_for, sram_log_text
 
 API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
 DRIVER_VERSION = "none (simulated)"
@@ -46,7 +48,8 @@ DRIVER_VERSION = "none (simulated)"
 _PRIORITY_BITS = abi.RKNN_FLAG_PRIOR_MEDIUM | abi.RKNN_FLAG_PRIOR_LOW
 _HONOURED_FLAGS = (_PRIORITY_BITS | abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE | abi.RKNN_FLAG_SHARE_WEIGHT_MEM
                    | abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE
-                   | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY | abi.RKNN_FLAG_COLLECT_PERF_MASK)
+                   | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY | abi.RKNN_FLAG_COLLECT_PERF_MASK
+                   | abi.RKNN_FLAG_ENABLE_SRAM | abi.RKNN_FLAG_SHARE_SRAM)
 _MEM_ALLOC_FLAGS = (abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
                     | abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
 
@@ -247,6 +250,10 @@ class SimRuntime(Runtime):
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                          f"flag 0x{flag:x}: {what} is not modeled by the simulator, which does not "
                          "ignore flags silently; drop it here, or use a board (backend='native')")
+        if flag & abi.RKNN_FLAG_SHARE_SRAM and not flag & abi.RKNN_FLAG_ENABLE_SRAM:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         "RKNN_FLAG_SHARE_SRAM needs RKNN_FLAG_ENABLE_SRAM too (API reference V2.3.2 "
+                         "p.19); the User Guide V2.3.0 (section 5.7.2) says sharing is not yet implemented")
         zero_copy = bool(flag & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY)
         source = self._read_model(model, zero_copy, extend, size, fn)
         try:
@@ -274,7 +281,10 @@ class SimRuntime(Runtime):
                 self._allocate_or_fail(context, fn, lambda: self._allocate(context, source))
         finally:
             source.drop_unused()
-        return self._register(context)
+        handle = self._register(context)
+        if context.sram is not None and _log_level() >= 3:  # as the runtime's log prints it
+            sys.stderr.write(self.sram_log(handle))
+        return handle
 
     def _read_model(self, model: ModelSource, zero_copy: bool, extend: Optional[abi.rknn_init_extend],
                     size: Optional[int], fn: str) -> "_ModelSource":
@@ -372,13 +382,19 @@ class SimRuntime(Runtime):
                 context.weights = Weights(context.handle, buffer=self._weight_buffer(model, source.view))
         self._allocate_buffers(context)
 
-    @staticmethod
-    def _allocate_buffers(context: Context) -> None:
-        """A context's own internal and io buffers, unless allocated outside."""
+    def _allocate_buffers(self, context: Context) -> None:
+        """A context's own internal and io buffers, unless allocated outside.  With
+        RKNN_FLAG_ENABLE_SRAM the internal buffer's first pages come from the NPU's
+        SRAM, as many as are free (rknnlab.sim.sram; ASSUMPTIONS A29, A53)."""
         model = context.model
         outside = context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
-        if not (outside or context.has(abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)) and model.report.total_internal_size:
-            context.internal = DmaBuffer.allocate(model.report.total_internal_size, "rknn-internal")
+        internal_size = model.report.total_internal_size
+        if not (outside or context.has(abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)) and internal_size:
+            if context.has(abi.RKNN_FLAG_ENABLE_SRAM):
+                context.sram_allocator = sram_for(self.soc)
+                context.sram = context.sram_allocator.take(internal_size)
+            if internal_size > context.sram_bytes:
+                context.internal = DmaBuffer.allocate(internal_size - context.sram_bytes, "rknn-internal")
         if not outside:
             for i in range(len(model.inputs)):
                 context.staging(False, i)
@@ -409,6 +425,33 @@ class SimRuntime(Runtime):
                 source.weights.refs += 1
             self._allocate_or_fail(context, fn, lambda: self._allocate_buffers(context))
         return self._register(context)
+
+    # ------------------------------------------------------------------ SRAM
+    def sram_bitmap(self) -> str:
+        """The text of /sys/kernel/debug/rknpu/mm on a board: the NPU SRAM of this SoC,
+        one character per 4 KiB page ("*" used, "." free), then total, used and free
+        bytes.  One allocator serves the whole process (ASSUMPTIONS A53)."""
+        return sram_for(self.soc).bitmap()
+
+    def sram_log(self, ctx: int) -> str:
+        """The SRAM table the runtime prints with RKNN_LOG_LEVEL=3 for context ``ctx``:
+        the SRAM part of its internal buffer, each feature tensor's bytes in SRAM
+        (SramHit) and the predicted read + write they save.  Empty for a context
+        with no SRAM (no RKNN_FLAG_ENABLE_SRAM, no free SRAM, or internal memory
+        from outside).  Addresses are made up (ASSUMPTIONS A30)."""
+        with self._using(ctx, "sram_log", info_only_ok=True, exclusive=False) as context:
+            if context.sram is None:
+                return ""
+            model = context.model
+            with self._lock:
+                if context.log_addresses is None:
+                    addresses = {"": take_iova(model.report.total_internal_size)}
+                    for spec in model.inputs + model.outputs:
+                        addresses[spec.name] = take_iova(spec.native.nbytes)
+                    context.log_addresses = addresses
+                addresses = context.log_addresses
+            return sram_log_text(model.sram_hits(context.sram_bytes), context.sram.pages * SRAM_PAGE, addresses[""],
+                                 addresses, model.report.total_weight_size, model.report.total_internal_size)
 
     def _allocate_or_fail(self, context: Context, fn: str, allocate: Callable[[], None]) -> None:
         """Run ``allocate``; on failure free what it got and raise RKNN_ERR_MALLOC_FAIL."""
@@ -499,7 +542,11 @@ class SimRuntime(Runtime):
             info.total_weight_size = model.report.total_weight_size
             info.total_internal_size = model.report.total_internal_size
             info.total_dma_allocated_size = self._dma_total(context)
-            info.total_sram_size = info.free_sram_size = 0
+            if context.has(abi.RKNN_FLAG_ENABLE_SRAM):  # 0/0 otherwise: ASSUMPTIONS A53
+                sram = sram_for(self.soc)
+                info.total_sram_size, info.free_sram_size = sram.total_bytes, sram.free_bytes
+            else:
+                info.total_sram_size = info.free_sram_size = 0
         elif cmd == abi.RKNN_QUERY_SDK_VERSION:
             info.api_version = API_VERSION.encode()
             info.drv_version = DRIVER_VERSION.encode()
@@ -525,7 +572,8 @@ class SimRuntime(Runtime):
                          "RKNN_QUERY_PERF_DETAIL: no rknn_run yet on this context: the profile "
                          "describes the last run")
         model = context.model
-        text = perf_detail_text(model.report.layers, model.layer_times(cores), self.soc).encode("ascii")
+        times = model.layer_times(cores, context.sram_bytes)
+        text = perf_detail_text(model.report.layers, times, self.soc).encode("ascii")
         with self._lock:
             self._check_alive(context, fn)
             info.perf_data = context.set_perf_text(text)
@@ -535,7 +583,7 @@ class SimRuntime(Runtime):
         """DMA bytes of this context: what the runtime allocated for it, plus the
         create_mem buffers made with it (not imported ones: ASSUMPTIONS A9)."""
         with self._lock:
-            made_here = sum(m.size for m in self._mems_by_id.values()
+            made_here = sum(m.size - m.sram_bytes for m in self._mems_by_id.values()
                             if m.ctx == context.handle and not m.imported)
             return context.own_dma_bytes() + made_here
 
@@ -643,7 +691,12 @@ class SimRuntime(Runtime):
                                  "(ASSUMPTIONS A51)")
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
             mems += [internal_mem] if internal_mem is not None else []
-            with self._pinned(mems, fn), self.npu.occupy(context.core_mask, model.run_seconds, called_at) as slot:
+            sram_bytes = context.sram_bytes
+
+            def seconds_on(cores: Tuple[int, ...]) -> float:
+                return model.run_seconds(cores, sram_bytes)
+
+            with self._pinned(mems, fn), self.npu.occupy(context.core_mask, seconds_on, called_at) as slot:
                 native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
                 state = None
@@ -801,6 +854,8 @@ class SimRuntime(Runtime):
         """rknn_create_mem2: the mem remembers CACHEABLE/NON_CACHEABLE
         (TensorMem.cacheable; memory stays coherent here, ASSUMPTIONS A11, and
         the CPU cost of uncached memory is modeled in rknnlab.profile.cpu);
+        TRY_ALLOC_SRAM puts as much of the mem as the free NPU SRAM holds in it
+        (its first pages), the rest in DRAM (ASSUMPTIONS A29);
         RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0 (then no context counts it)."""
         return self._create_mem("rknn_create_mem2", ctx, size, alloc_flags)
 
@@ -829,6 +884,12 @@ class SimRuntime(Runtime):
         cacheable = not alloc_flags & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
         mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False,
                         alloc_flags=alloc_flags & ~abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT, cacheable=cacheable)
+        if alloc_flags & abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM:  # the rest stays in DRAM (rknn_api.h)
+            allocator = sram_for(self.soc)
+            block = allocator.take(size)
+            if block is not None:
+                mem.sram = block
+                mem.sram_release = lambda: allocator.give_back(block)
         return self._register_mem(mem, context, fn)
 
     def _cacheable_of_fd(self, fd: int) -> Optional[bool]:
@@ -1003,6 +1064,14 @@ class SimRuntime(Runtime):
             if mode not in abi.MEM_SYNC_NAMES:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"mode {mode}: use RKNN_MEMORY_SYNC_TO_DEVICE (1), FROM_DEVICE (2) or BIDIRECTIONAL (3)")
+        return 0
+
+
+def _log_level() -> int:
+    """RKNN_LOG_LEVEL from the environment (0 when unset or not a number)."""
+    try:
+        return int(os.environ.get("RKNN_LOG_LEVEL", "0"))
+    except ValueError:
         return 0
 
 
