@@ -397,3 +397,28 @@ def test_shape_sweep_allocates_the_largest_once(rt):
     order = np.argsort(pixels)
     assert np.all(np.diff(t["input_bytes"].to_numpy()[order]) > 0)
     assert np.all(np.diff(t["npu_us"].to_numpy()[order]) > 0)
+
+
+def test_try_alloc_sram_spills_the_rest_to_dram(rt):
+    if not _has_sram(rt):
+        pytest.skip("the simulator does not model SRAM yet")
+    total = allocation.sram_usage(rt)["free_bytes"].iloc[0]
+    sizes = (total // 2, total // 2 + 4096, 64 * 1024)      # the second no longer fits whole
+    t = allocation.try_alloc_sram(sizes, rt=rt)
+    assert t["sram_bytes"].sum() == total - t["free_sram_bytes"].iloc[-1] <= total
+    first, second, third = t.to_dict("records")
+    assert first["sram_bytes"] >= first["requested_bytes"] and first["dma_rise_bytes"] == 0
+    assert 0 < second["sram_bytes"] < second["requested_bytes"] <= second["sram_bytes"] + second["dma_rise_bytes"]
+    assert third["sram_bytes"] == 0 and third["dma_rise_bytes"] >= third["requested_bytes"]
+    assert allocation.sram_usage(rt)["free_bytes"].iloc[0] == total        # destroy_mem gave it back
+
+
+def test_sram_effect_takes_sram_and_saves_time(rt):
+    if not _has_sram(rt):
+        pytest.skip("the simulator does not model SRAM yet")
+    t = allocation.sram_effect("mobilenet_v2", frames=2, rt=rt).set_index("flag")
+    plain, sram = t.loc["0"], t.loc["RKNN_FLAG_ENABLE_SRAM"]
+    assert plain["sram_bytes"] == 0 < sram["sram_bytes"] <= allocation.RK3588_SRAM_BYTES
+    assert sram["dma_bytes"] < plain["dma_bytes"]
+    assert sram["npu_us"] < plain["npu_us"]
+    assert t.attrs["verdict"].startswith("ENABLE_SRAM saves")

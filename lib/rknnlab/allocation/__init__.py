@@ -21,7 +21,9 @@ RK3588's NPU SRAM              :func:`sram_fit` (measured from the runtime's tab
                                 MODELED for a budget), :func:`sram_hits` (parse an
                                 RKNN_LOG_LEVEL=3 table), :func:`sram_log`,
                                 :func:`sram_usage` (/sys/kernel/debug/rknpu/mm),
-                                :func:`parse_sram_bitmap`
+                                :func:`parse_sram_bitmap`, :func:`free_sram`,
+                                :func:`try_alloc_sram` (create_mem2 spills to DRAM),
+                                :func:`sram_effect` (run time without / with ENABLE_SRAM)
 the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
 cacheable or not                :func:`cache_choice` (cached read measured; uncached
                                 read and rknn_mem_sync MODELED, measured on a board)
@@ -30,10 +32,11 @@ cacheable or not                :func:`cache_choice` (cached read measured; unca
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
-from .sram import RK3588_SRAM_BYTES, parse_sram_bitmap, sram_fit, sram_hits, sram_log, sram_usage
+from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, sram_effect, sram_fit, sram_hits, sram_log,
+                   sram_usage, try_alloc_sram)
 from .sharing import PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory, shared_internal
 
 __all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
            "pipelines_memory", "PIPELINES", "Ledger", "corruption_verdict", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
-           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES",
+           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES", "free_sram", "try_alloc_sram", "sram_effect",
            "shape_sweep", "input_shapes", "set_shape"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..rknn import abi
 from ._common import MEASURED, MODELED, PAGE, frame, model_file, runtime
@@ -193,4 +193,113 @@ def sram_usage(rt: Optional[Any] = None) -> Any:
         raise NotImplementedError("this simulator does not model the NPU SRAM (no SimRuntime.sram_bitmap)")
     table = frame([parse_sram_bitmap(text)], f"{rt.source}: {SRAM_BITMAP}")
     table.attrs["text"] = text
+    return table
+
+
+def free_sram(rt: Any, ctx: int = 0) -> Optional[int]:
+    """Free NPU SRAM bytes now, or None where this process cannot see it: the simulator's
+    bitmap; on a board RKNN_QUERY_MEM_SIZE's free_sram_size of ``ctx`` (RK3588 only,
+    no root needed) when the runtime fills total_sram_size, else the driver's bitmap
+    (root only)."""
+    if rt.backend != "native" and hasattr(rt, "sram_bitmap"):
+        return parse_sram_bitmap(rt.sram_bitmap())["free_bytes"]
+    if ctx:
+        m = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+        if m.total_sram_size:
+            return int(m.free_sram_size)
+    if rt.backend == "native":
+        from ..board import read_sram_bitmap
+        text, _ = read_sram_bitmap()
+        if text is not None:
+            return parse_sram_bitmap(text)["free_bytes"]
+    return None
+
+
+def try_alloc_sram(sizes: Sequence[int] = (256 * 1024, 512 * 1024, 512 * 1024), rt: Optional[Any] = None) -> Any:
+    """rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM, one mem per size in turn,
+    all kept until the end, on ``rt`` (default: the simulated RK3588): how much of each
+    landed in SRAM and how much spilled to DRAM as the SRAM fills.
+
+    Rows: requested_bytes, sram_bytes (free SRAM before minus after: see
+    :func:`free_sram`; NaN where it cannot be seen), dma_rise_bytes (the context's
+    total_dma_allocated_size before and after: the DRAM part where the runtime counts
+    create_mem buffers, A9), free_sram_bytes (after), kind.  The mems are made with a
+    context of the course model digits_cnn (any context serves) and destroyed at the
+    end.  Instant."""
+    from ._common import dma_total
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"sizes={list(sizes)}: positive byte counts")
+    rt = runtime(rt)
+    ctx = rt.init(model_file(rt, "digits_cnn"))
+    mems: List[Any] = []
+    rows = []
+    try:
+        for size in sizes:
+            free0, dma0 = free_sram(rt, ctx), dma_total(rt, ctx)
+            mems.append(rt.create_mem2(ctx, int(size), abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM))
+            free1, dma1 = free_sram(rt, ctx), dma_total(rt, ctx)
+            taken = float("nan") if free0 is None or free1 is None else free0 - free1
+            rows.append({"requested_bytes": int(size), "sram_bytes": taken, "dma_rise_bytes": dma1 - dma0,
+                         "free_sram_bytes": float("nan") if free1 is None else free1, "kind": MEASURED})
+    finally:
+        for mem in mems:
+            rt.destroy_mem(ctx, mem)
+        rt.destroy(ctx)
+    return frame(rows, f"{rt.source}: rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM, mems kept")
+
+
+def sram_effect(model: str = "mobilenet_v2", frames: int = 5, rt: Optional[Any] = None) -> Any:
+    """``model`` inited without and with RKNN_FLAG_ENABLE_SRAM on ``rt`` (default: the
+    simulated RK3588), each run ``frames`` times with io mems bound once.
+
+    Rows: flag ("0" / "RKNN_FLAG_ENABLE_SRAM"), sram_bytes (free SRAM before the init
+    minus after it), dma_bytes (total_dma_allocated_size), npu_us / npu_q1_us /
+    npu_q3_us (RKNN_QUERY_PERF_RUN over the runs: modeled on the simulator),
+    median_us (wall time of rknn_run), kind.  ``attrs["verdict"]``: the run time
+    saved, or "cannot tell" when the two runs' q1..q3 ranges overlap.  ~0.1 s."""
+    import time as _time
+
+    import numpy as np
+
+    from ._common import BoundIo, dma_total
+    if frames < 1:
+        raise ValueError(f"frames={frames}: at least 1")
+    rt = runtime(rt)
+    path = model_file(rt, model)
+    rows = []
+    for name, flag in (("0", 0), ("RKNN_FLAG_ENABLE_SRAM", abi.RKNN_FLAG_ENABLE_SRAM)):
+        free0 = free_sram(rt)
+        ctx = rt.init(path, flag=flag)
+        try:
+            free1 = free_sram(rt, ctx)
+            io = BoundIo.bind(rt, ctx)
+            try:
+                io.write_inputs(0)
+                rt.run(ctx)
+                npu, wall = np.empty(frames), np.empty(frames)
+                for k in range(frames):
+                    t = _time.perf_counter()
+                    rt.run(ctx)
+                    wall[k] = _time.perf_counter() - t
+                    npu[k] = rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration
+            finally:
+                io.destroy()
+            q1, med, q3 = np.percentile(npu, [25, 50, 75])
+            rows.append({"flag": name,
+                         "sram_bytes": float("nan") if free0 is None or free1 is None else free0 - free1,
+                         "dma_bytes": dma_total(rt, ctx), "npu_us": float(med), "npu_q1_us": float(q1),
+                         "npu_q3_us": float(q3), "median_us": float(np.median(wall)) * 1e6, "kind": MEASURED})
+        finally:
+            rt.destroy(ctx)
+    table = frame(rows, f"{rt.source}: {model}, {frames} runs each, io mems bound once")
+    plain, sram = rows
+    if plain["npu_q1_us"] <= sram["npu_q3_us"] and sram["npu_q1_us"] <= plain["npu_q3_us"] and \
+            plain["npu_us"] != sram["npu_us"]:
+        verdict = (f"cannot tell: {plain['npu_us']:,.0f} us without and {sram['npu_us']:,.0f} us with SRAM "
+                   "lie within each other's q1-q3 range")
+    else:
+        saved = plain["npu_us"] - sram["npu_us"]
+        verdict = (f"ENABLE_SRAM saves {saved:,.0f} us per run ({saved / plain['npu_us']:.1%})" if saved > 0 else
+                   f"ENABLE_SRAM saves nothing here ({plain['npu_us']:,.0f} us vs {sram['npu_us']:,.0f} us)")
+    table.attrs.update(model=model, verdict=verdict)
     return table
