@@ -312,7 +312,7 @@ def onnx_free_hw(model: bytes) -> bytes:
             count[0] += 1
             if n in (2, 3):
                 name = b"height" if n == 2 else b"width"
-                return b"\x12" + _encode_varint(len(name)) + name
+                return b"\x12" + _encode_varint(len(name)) + name   # field 2 (dim_param), a string
             return payload
         free = _rewrite(shape, 1, dim)
         return free if count[0] == 4 else shape
