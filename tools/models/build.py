@@ -63,8 +63,9 @@ class ModelSpec:
     calibration: str = "synthetic"   # or "digits"
     # another input size of a catalogue model: the same network and weights
     variant_of: str | None = None
-    # rknn-toolkit2's config(dynamic_input=...): one shape per set, in this order;
-    # input_shape is then the largest (the toolkit calibrates at that "MaxShape")
+    # rknn-toolkit2's config(dynamic_input=...): one shape per set, smallest first (the
+    # order the .rknn stores them in); input_shape is then the largest (the toolkit
+    # calibrates at that "MaxShape")
     dynamic_input: list[tuple[int, ...]] | None = None
 
 
