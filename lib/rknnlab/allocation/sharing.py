@@ -26,7 +26,7 @@ class Ledger:
         self.rt = rt
         self.contexts: List[int] = []
         self.mems: List[Any] = []          # (ctx, mem) to destroy, views first
-        self.extra = 0                     # bytes to add to the runtime's totals
+        self.extra: Dict[int, int] = {}    # per context: bytes to add to the runtime's total
 
     def init(self, path: str, flag: int = 0) -> int:
         ctx = self.rt.init(path, flag=flag)
@@ -43,18 +43,26 @@ class Ledger:
         mem = self.rt.create_mem(ctx, size)
         self.mems.append((ctx, mem))
         if dma_total(self.rt, ctx) - before < size:   # not counted by the runtime
-            self.extra += size
+            self.add(ctx, size)
         return mem
 
     def view(self, ctx: int, big: Any, size: int) -> Any:
         before = dma_total(self.rt, ctx)
         mem = self.rt.create_mem_from_fd(ctx, big.contents.fd, big.contents.virt_addr, size, 0)
         self.mems.insert(0, (ctx, mem))
-        self.extra -= max(dma_total(self.rt, ctx) - before, 0)   # counted, yet no new pages
+        self.add(ctx, -max(dma_total(self.rt, ctx) - before, 0))   # counted, yet no new pages
         return mem
 
+    def add(self, ctx: int, nbytes: int) -> None:
+        """Count ``nbytes`` more (or fewer) for ``ctx`` than its total_dma_allocated_size says."""
+        self.extra[ctx] = self.extra.get(ctx, 0) + nbytes
+
+    def context_total(self, ctx: int) -> int:
+        """What ``ctx`` really holds: its DMA total corrected as above."""
+        return dma_total(self.rt, ctx) + self.extra.get(ctx, 0)
+
     def total(self) -> int:
-        return sum(dma_total(self.rt, c) for c in self.contexts) + self.extra
+        return sum(self.context_total(c) for c in self.contexts)
 
     def close(self) -> None:
         for ctx, mem in self.mems:
@@ -109,12 +117,12 @@ def _setup(rt: Any, paths: Sequence[str], setup: str) -> Dict[str, Any]:
         for ctx in contexts:   # io mems through the ledger too: they count in every setup alike
             ios.append(BoundIo.bind(rt, ctx))
             ledger.mems.extend((ctx, m) for m in ios[-1].inputs + ios[-1].outputs)
-            ledger.extra += _uncounted_io(rt, ctx, ios[-1])
+            ledger.add(ctx, _uncounted_io(rt, ctx, ios[-1]))
         if setup != "separate":
             _share_internal(ledger, contexts)
         outputs = _run_all(rt, ios)
         return {"total": ledger.total(), "outputs": outputs,
-                "per_context": [dma_total(rt, c) for c in contexts]}
+                "per_context": [ledger.context_total(c) for c in contexts]}
     finally:
         for io in locals().get("ios", []):
             io.inputs, io.outputs = [], []          # the ledger destroys them
@@ -155,9 +163,9 @@ def shared_internal(models: Sequence[str] = ("mobilenet_v2", "resnet50", "yolov5
     Rows: one per model, then "total".  Columns: model, weights_bytes, internal_bytes
     (RKNN_QUERY_MEM_SIZE), io_bytes (size_with_stride of the native io),
     separate_bytes, internal_outside_bytes, all_outside_bytes (the DMA memory of that
-    model's context: its total_dma_allocated_size; the shared mem is counted once, on
-    the first model, which allocates it as the demo does; the total row is the sum
-    over the contexts, corrected for mems the runtime does not count: see Ledger),
+    model's context: its total_dma_allocated_size, corrected for mems the runtime does
+    not count there (see Ledger); the shared mem is counted once, on the first model,
+    which allocates it as the demo does; the total row is the sum over the contexts),
     same_outputs (the outputs of the shared setups equal the separate ones, byte for
     byte).  ``attrs``: max_internal_bytes, saving_bytes (separate total minus
     internal_outside total), source.  ~0.5 s on the simulator for the default
