@@ -407,15 +407,48 @@ def plan_of(model: str, soc: str = "rk3588") -> Tuple[List[Dict[str, Any]], int]
     return [{k: row[k] for k in keys} for row in report.data["feature_tensors"]], report.total_internal_size
 
 
-def _sram_cases(rng: np.random.Generator) -> List[Tuple[str, List[Dict[str, Any]], int, int, List[int]]]:
+def _measured_hits(rt: Any, model: str, hold_pages: int) -> Tuple[int, List[int]]:
+    """(free SRAM before the context, the SramHit column of the runtime's own table) for
+    ``model`` initialised with RKNN_FLAG_ENABLE_SRAM while a TRY_ALLOC_SRAM mem of
+    ``hold_pages`` pages holds part of the SRAM (the simulator: its bitmap and its
+    RKNN_LOG_LEVEL=3 table)."""
+    from ..allocation import parse_sram_bitmap, sram_hits as parse_table
+    holder = rt.init(_model_file("digits_cnn", "rk3588"))
+    held = rt.create_mem2(holder, hold_pages * _cases.SRAM_PAGE, abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM) \
+        if hold_pages else None
+    try:
+        free = parse_sram_bitmap(rt.sram_bitmap())["free_bytes"]
+        ctx = rt.init(_model_file(model, "rk3588"), abi.RKNN_FLAG_ENABLE_SRAM)
+        try:
+            text = rt.sram_log(ctx)
+            rows, _ = plan_of(model)
+            if not text:
+                return free, [0] * len(rows)
+            return free, [int(h) for h in parse_table(text)["sram_hit_bytes"].fillna(0)]
+        finally:
+            rt.destroy(ctx)
+    finally:
+        if held is not None:
+            rt.destroy_mem(holder, held)
+        rt.destroy(holder)
+
+
+def _sram_cases(rng: np.random.Generator, rt: Any = None) -> List[Tuple[str, List[Dict[str, Any]], int, int, List[int]]]:
     """(name, rows, total_internal_size, free SRAM, truth) for the shipped plans (each with all
-    of the SRAM free and with part of it held by another context) and eight made-up plans."""
+    of the SRAM free and with part of it held) and eight made-up plans.  The shipped plans'
+    truth is the runtime's own SRAM table where it prints one (the simulator of an RK3588),
+    else the rule; the made-up plans' truth is the rule."""
     cases = []
+    measured = rt is not None and hasattr(rt, "sram_log") and _soc_of(rt) == "rk3588"
     for model in SRAM_MODELS:
         rows, total = plan_of(model)
-        for free in (_cases.RK3588_SRAM, int(rng.integers(20, 200)) * _cases.SRAM_PAGE):
-            cases.append((f"{model} (free SRAM {free:,} B)", rows, total, free,
-                          _cases.sram_hits(rows, total, free)))
+        for hold in (0, int(rng.integers(20, 220))):
+            if measured:
+                free, truth = _measured_hits(rt, model, hold)
+            else:
+                free = _cases.RK3588_SRAM - hold * _cases.SRAM_PAGE
+                truth = _cases.sram_hits(rows, total, free)
+            cases.append((f"{model} (free SRAM {free:,} B)", rows, total, free, truth))
     for k in range(8):
         rows, total, free = _cases.made_up_plan(rng)
         cases.append((f"made-up plan {k + 1} ({len(rows)} rows, free SRAM {free:,} B)", rows, total, free,
@@ -431,7 +464,8 @@ def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequen
     are free.
 
     Cases: the shipped RK3588 plans of SRAM_MODELS, each with all 978,944 B free and with
-    part of the SRAM held by another context, and eight made-up plans, new at every call
+    part of the SRAM held by a TRY_ALLOC_SRAM mem (on the simulator their truth is the
+    runtime's own SRAM table; elsewhere the rule), and eight made-up plans, new at every call
     (reused offsets, sizes that are not multiples of 4 KiB, free SRAM larger or smaller than
     the plan).  Every row must be exact.  A failure shows how many rows are wrong and how
     the wrong total compares, never the expected values."""
@@ -439,7 +473,11 @@ def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequen
         _require_function(sram_hits, "check_sram_hits(sram_hits)")
         rng = np.random.default_rng(_fresh_seed())
         wrong: List[str] = []
-        cases = _sram_cases(rng)
+        rt = _open_runtime()
+        try:
+            cases = _sram_cases(rng, rt)
+        finally:
+            rt.close()
         for n, (name, rows, total, free, truth) in enumerate(cases):
             what = f"sram_hits(<{name}>, {total}, {free})"
             try:
@@ -475,11 +513,145 @@ def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequen
 
 
 # =========================================================================== exercise 5 ★
+_SHAPES_HINT = ("Allocate the io mems once, for the largest shape RKNN_QUERY_INPUT_DYNAMIC_RANGE lists. When a "
+                "frame's shape differs from the last one: rknn_set_input_shapes, then the CURRENT_* attrs, then "
+                "rknn_set_io_mem again with the same mems.")
+
+
+def _dims_of(shape: Sequence[int], fmt: int) -> Tuple[int, int]:
+    """(height, width) of a 4-D shape in ``fmt`` (NHWC or NCHW)."""
+    return (shape[1], shape[2]) if fmt == abi.RKNN_TENSOR_NHWC else (shape[2], shape[3])
+
+
+def _shape_attr(rt: Any, ctx: int, shape: Sequence[int], fmt: int) -> abi.rknn_tensor_attr:
+    attr = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    attr.n_dims = len(shape)
+    for k, d in enumerate(shape):
+        attr.dims[k] = d
+    attr.fmt = fmt
+    return attr
+
+
+def _shape_sequence(sizes: List[Tuple[int, int]], rng: np.random.Generator) -> List[Tuple[int, int]]:
+    """Ten frames' (height, width): every shape at least twice, at least five changes, a repeat
+    of the same shape somewhere, and never the largest first (sizing from the first frame fails)."""
+    largest = max(sizes, key=lambda s: s[0] * s[1])
+    while True:
+        seq = [sizes[int(i)] for i in rng.integers(0, len(sizes), size=10)]
+        changes = sum(a != b for a, b in zip(seq, seq[1:]))
+        if (seq[0] != largest and changes >= 5 and changes < 9
+                and all(seq.count(s) >= 2 for s in sizes)):
+            return seq
+
+
+def _dynamic_references(rt: Any, path: str, frames: Sequence[np.ndarray], fmt: int,
+                        shape_of: Dict[Tuple[int, int], List[int]]) -> List[np.ndarray]:
+    """float32 outputs of a context that sets each frame's shape and uses inputs_set / outputs_get."""
+    from ..experiment.variants import frame_input
+    ctx = rt.init(path)
+    try:
+        out, last = [], None
+        for frame in frames:
+            hw = frame.shape[1:3]
+            if hw != last:
+                rt.set_input_shapes(ctx, [_shape_attr(rt, ctx, shape_of[hw], fmt)])
+                last = hw
+            rt.inputs_set(ctx, frame_input(frame))
+            rt.run(ctx)
+            outs = [abi.rknn_output(index=0, want_float=1, is_prealloc=0)]
+            rt.outputs_get(ctx, outs)
+            from ..rknn import buffers
+            out.append(buffers.output_view(outs[0], np.float32).copy())
+            rt.outputs_release(ctx, outs)
+        return out
+    finally:
+        rt.destroy(ctx)
+
+
 def check_shape_change(infer_shapes: Callable[[Any, int, List[np.ndarray]], List[np.ndarray]]) -> CheckResult:
-    """Exercise 5 ★: ``infer_shapes(rt, ctx, frames) -> [float32 output per frame]``."""
+    """Exercise 5 ★: ``infer_shapes(rt, ctx, frames) -> [float32 output per frame]``: ``ctx`` a
+    fresh context of DYNAMIC_MODEL, ``frames`` uint8 NHWC frames whose shapes change.
+
+    The check draws ten frames from a fresh seed: every shape the model accepts at least
+    twice, at least five shape changes, a shape repeated somewhere, never the largest shape
+    first.  It passes a runtime that records every call.  Then it:
+
+    - compares each output with a context of the same model that sets the frame's shape and
+      uses rknn_inputs_set / rknn_outputs_get (want_float = 1), within 1e-4 of the largest
+      value;
+    - counts the mems your function creates after its first rknn_run: any is an allocation
+      per shape change, a failure whatever the outputs;
+    - requires a bound input mem (rknn_set_io_mem) before the first run: the exercise is about
+      the zero-copy mems.
+
+    On a SoC the model is not built for, it says so."""
     def body() -> CheckResult:
         _require_function(infer_shapes, "check_shape_change(infer_shapes)")
-        raise _not_done("this check waits for the dynamic-shape model.", "come back later.")
+        from .. import models
+        rt = _open_runtime()
+        soc = _soc_of(rt)
+        try:
+            if soc not in models.model_socs(DYNAMIC_MODEL):
+                raise _Fail(f"{DYNAMIC_MODEL} is built for {', '.join(models.model_socs(DYNAMIC_MODEL))} only, "
+                            f"not {soc}.", "run this exercise on the simulator: unset RKNNLAB_SIM_SOC "
+                            "(it then plays an RK3588).")
+            path = _model_file(DYNAMIC_MODEL, soc)
+            rng = np.random.default_rng(_fresh_seed())
+            probe = rt.init(path)
+            try:
+                ranges = rt.query(probe, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=0))
+                fmt = int(ranges.fmt)
+                shape_of = {_dims_of(s, fmt): s for s in ranges.shapes()}
+            finally:
+                rt.destroy(probe)
+            seq = _shape_sequence(list(shape_of), rng)
+            frames = [rng.integers(0, 256, size=(1, h, w, 3), dtype=np.uint8) for h, w in seq]
+            ledger = _cases.Ledger(rt)
+            ctx = rt.init(path)
+            what = f"infer_shapes(rt, ctx, <{len(frames)} frames: {' '.join(f'{h}x{w}' for h, w in seq)}>)"
+            try:
+                try:
+                    got = infer_shapes(ledger, ctx, [f.copy() for f in frames])
+                except Exception as exc:
+                    if isinstance(exc, RknnError):
+                        raise _Fail(f"{what}: the runtime refused: {_refusal(exc)}", _SHAPES_HINT)
+                    raise _student_error(exc, what, _SHAPES_HINT)
+                if got is None:
+                    raise _not_done(f"{what} returned None.", "return a list with one float32 array per frame.")
+                try:
+                    outs = [np.asarray(o, dtype=np.float64).reshape(-1) for o in got]
+                except (TypeError, ValueError):
+                    raise _Fail(f"{what} returned {type(got).__name__}, not a list of arrays.",
+                                "return a list with one float32 array of the output's values per frame.")
+                if len(outs) != len(frames):
+                    raise _Fail(f"{what} returned {len(outs)} outputs for {len(frames)} frames.",
+                                "return one output per frame, in the order of the frames.")
+                events = [e for e, c in ledger.events if c == ctx or e == "mem"]
+                first_run = events.index("run") if "run" in events else len(events)
+                late = events[first_run:].count("mem")
+                bound = "bind" in events[:first_run]
+                refs = _dynamic_references(rt, path, frames, fmt, shape_of)
+            finally:
+                ledger.cleanup()
+                rt.destroy(ctx)
+        finally:
+            rt.close()
+        wrong = [k for k, (o, r) in enumerate(zip(outs, refs))
+                 if o.shape != r.shape or not np.allclose(o, r, rtol=0, atol=1e-4 * float(np.abs(r).max()))]
+        details = [f"{len(frames)} frames, {sum(a != b for a, b in zip(seq, seq[1:]))} shape changes"]
+        if wrong:
+            where = ", ".join(f"frame {k} ({seq[k][0]}x{seq[k][1]})" for k in wrong[:4])
+            raise _Fail(f"{len(wrong)} of {len(frames)} outputs differ from a context that sets each frame's shape: "
+                        f"{where}.", "After a shape change the input and output attrs change: query the CURRENT_* "
+                        "attrs and bind with them. Return the float32 values (n_elems of the output).", details)
+        if late:
+            raise _Fail(f"your function created {late} mem(s) after its first rknn_run: an allocation per shape "
+                        "change.", _SHAPES_HINT, details)
+        if not bound:
+            raise _Fail("no input mem was bound with rknn_set_io_mem before the first rknn_run.",
+                        "this exercise uses zero-copy mems: " + _SHAPES_HINT, details)
+        return CheckResult(EX_SHAPES, "passed", "Every output right at every shape, with the mems allocated once "
+                           "for the largest shape and bound again at each change.", details)
 
     return _LAB.run(EX_SHAPES, body)
 
