@@ -187,6 +187,21 @@ def test_runs_at_the_same_time_really_overlap(corruption):
     assert verdict.startswith("corrupted") if wrong else verdict.startswith("no wrong output")
 
 
+def _models_overlapping_runs() -> bool:
+    """Whether the simulator models runs that overlap on a shared internal mem (A28)."""
+    from rknnlab.sim import ASSUMPTIONS
+    return any(a[0] == "A28" and "intermediate state in the internal buffer" in a[1] for a in ASSUMPTIONS)
+
+
+def test_runs_at_the_same_time_on_a_shared_internal_mem_go_wrong(corruption):
+    if not _models_overlapping_runs():
+        pytest.skip("the simulator does not model overlapping runs on a shared internal mem yet")
+    both = corruption[corruption["mode"] == "at the same time"]
+    assert (both["correct_runs"] < both["runs"]).any()
+    assert both["mismatch_share"].max() > 0.5       # not a stray byte: the outputs are garbage
+    assert corruption.attrs["verdict"].startswith("corrupted")
+
+
 def test_corruption_verdict_says_when_it_cannot_tell(corruption):
     never = corruption.copy()
     never["overlap_ms"] = 0.0
