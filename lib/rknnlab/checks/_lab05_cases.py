@@ -106,10 +106,17 @@ class Ledger:
         gone = {id(m) for m in self.destroyed}
         return [row for row in self.mems if id(row[3]) not in gone and (ctx is None or row[0] == ctx)]
 
-    def counted_bytes(self, ctx: int) -> int:
-        """Bytes of this context's own mems that its DMA total counts (create_mem and
-        create_mem2 made with it: assumption A9; views of another mem count nowhere)."""
+    def made_bytes(self, ctx: Optional[int] = None) -> int:
+        """Bytes of the mems allocated with create_mem / create_mem2 (with ``ctx``, or with any
+        context) and still alive; views of another mem's pages (from_fd, from_phys) are not
+        allocations."""
         return sum(size for c, how, size, _ in self.alive_mems(ctx) if how in ("create_mem", "create_mem2"))
+
+    def runtime_bytes(self, ctx: int) -> int:
+        """What the runtime allocated for ``ctx`` itself: its DMA total less the caller's mems
+        made with it, when this runtime counts those (measured by :func:`counts_user_mems`)."""
+        total = dma_total(self._rt, ctx)
+        return total - self.made_bytes(ctx) if counts_user_mems(self._rt) else total
 
     def cleanup(self) -> None:
         """Destroy what the student's code left: its mems, then its contexts."""
@@ -178,6 +185,34 @@ class CheckIo:
 
 def dma_total(rt: Any, ctx: int) -> int:
     return int(rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size)
+
+
+_COUNTS: Dict[int, bool] = {}
+
+
+def counts_user_mems(rt: Any) -> bool:
+    """Whether this runtime's total_dma_allocated_size counts a mem made with rknn_create_mem
+    on the context (the simulator does: assumption A9; a board is not documented), measured
+    once per runtime with a 1 MiB mem on a small model's context."""
+    key = id(rt)
+    if key not in _COUNTS:
+        from .. import models
+        ctx = rt.init(str(models.model_path("digits_cnn", _soc(rt))))
+        try:
+            before = dma_total(rt, ctx)
+            mem = rt.create_mem(ctx, 1 << 20)
+            try:
+                _COUNTS[key] = dma_total(rt, ctx) - before >= 1 << 20
+            finally:
+                rt.destroy_mem(ctx, mem)
+        finally:
+            rt.destroy(ctx)
+    return _COUNTS[key]
+
+
+def _soc(rt: Any) -> str:
+    from ._core import _soc_of
+    return _soc_of(rt)
 
 
 # =========================================================================== exercise 2: access patterns

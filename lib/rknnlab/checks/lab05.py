@@ -168,7 +168,7 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                     ctx = _as_context(got, ledger, what)
                     size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
                     need = int(size.total_weight_size) + int(size.total_internal_size)
-                    own = _cases.dma_total(rt, ctx) - ledger.counted_bytes(ctx)
+                    own = ledger.runtime_bytes(ctx)
                     io = _cases.CheckIo(rt, ctx)
                     frames = _frames_for(io.frame_shape, 3, rng)
                     try:
@@ -330,7 +330,8 @@ def _shared_round(share_internal: Callable[[Any, List[str]], List[int]], rt: Any
                         f"{len(paths)} models.", "return one context per model, in the order of model_paths.")
         sizes = [rt.query(c, abi.RKNN_QUERY_MEM_SIZE) for c in ctxs]
         internal = [int(s.total_internal_size) for s in sizes]
-        total = sum(int(s.total_dma_allocated_size) for s in sizes)
+        # what the runtime holds for the contexts, plus every mem the function allocated
+        total = sum(ledger.runtime_bytes(c) for c in ctxs) + ledger.made_bytes()
         ios = [_cases.CheckIo(rt, c) for c in ctxs]
         frames = [_frames_for(io.frame_shape, 2, rng) for io in ios]
         got_out: List[List[List[bytes]]] = [[] for _ in ctxs]
