@@ -4,39 +4,53 @@ RK3588; on a board the native runtime), MODELED (and labelled so) where nothing 
 be measured.
 
 Every table is a pandas DataFrame whose ``attrs["source"]`` says where its numbers come
-from; print it with rknnlab.profile.show.
+from; print it with rknnlab.profile.show.  A verdict (``attrs["verdict"]``) says
+"cannot tell" when the measurement does not settle it.
 
 ==============================  =====================================================
-preallocation                   :func:`prealloc_vs_per_frame` (the recipe's loop, io mems
-                                made every frame, create once / bind once / run many)
+preallocation                   :func:`prealloc_vs_per_frame` (the recipe's loop, io
+                                mems made every frame, create once / bind once / run
+                                many)
 one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLOC_OUTSIDE,
                                 MEM_ALLOC_OUTSIDE as the official demo),
-                                :func:`parallel_corruption` (the same buffer, two runs
-                                at once)
+                                :func:`parallel_corruption` and
+                                :func:`corruption_verdict` (the same buffer, two runs
+                                at once), :class:`Ledger` (what a group of contexts
+                                really holds)
 N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
                                 shared internal memory)
-dynamic shapes                  :func:`shape_sweep` (largest io once, re-bound per
+dynamic shapes                  :func:`shape_sweep` (largest io once, bound again per
                                 shape), :func:`input_shapes`, :func:`set_shape`
-RK3588's NPU SRAM              :func:`sram_fit` (measured from the runtime's table, or
+RK3588's NPU SRAM               :func:`sram_fit` (measured from the runtime's table, or
                                 MODELED for a budget), :func:`sram_hits` (parse an
                                 RKNN_LOG_LEVEL=3 table), :func:`sram_log`,
-                                :func:`sram_usage` (/sys/kernel/debug/rknpu/mm),
-                                :func:`parse_sram_bitmap`, :func:`free_sram`,
-                                :func:`try_alloc_sram` (create_mem2 spills to DRAM),
-                                :func:`sram_effect` (run time without / with ENABLE_SRAM)
+                                :func:`sram_effect` (run time without / with
+                                ENABLE_SRAM), :func:`try_alloc_sram` (create_mem2
+                                spills to DRAM), :func:`sram_usage`
+                                (/sys/kernel/debug/rknpu/mm), :func:`free_sram`,
+                                :func:`parse_sram_bitmap`
 the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
 cacheable or not                :func:`cache_choice` (cached read measured; uncached
                                 read and rknn_mem_sync MODELED, measured on a board)
 ==============================  =====================================================
+
+Figures: rknnlab.plot.alloc_loops, alloc_sharing, alloc_pipelines, alloc_shapes,
+alloc_sram, alloc_iommu, alloc_cache_choice.
 """
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
+from .sharing import (PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory,
+                      shared_internal)
 from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, sram_effect, sram_fit, sram_hits, sram_log,
                    sram_usage, try_alloc_sram)
-from .sharing import PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory, shared_internal
 
-__all__ = ["prealloc_vs_per_frame", "STRATEGIES", "shared_internal", "SETUPS", "parallel_corruption",
-           "pipelines_memory", "PIPELINES", "Ledger", "corruption_verdict", "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
-           "sram_fit", "sram_hits", "sram_log", "sram_usage", "parse_sram_bitmap", "RK3588_SRAM_BYTES", "free_sram", "try_alloc_sram", "sram_effect",
-           "shape_sweep", "input_shapes", "set_shape"]
+__all__ = [
+    "prealloc_vs_per_frame", "STRATEGIES",
+    "shared_internal", "SETUPS", "parallel_corruption", "corruption_verdict", "Ledger",
+    "pipelines_memory", "PIPELINES",
+    "shape_sweep", "input_shapes", "set_shape",
+    "sram_fit", "sram_hits", "sram_log", "sram_effect", "try_alloc_sram", "sram_usage", "free_sram",
+    "parse_sram_bitmap", "RK3588_SRAM_BYTES",
+    "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
+]

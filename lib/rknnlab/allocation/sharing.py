@@ -296,8 +296,8 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
     Rows: mode ("one after another" / "at the same time"), model, runs, correct_runs
     (outputs equal to the reference), mismatch_share (mean share of output bytes that
     differ), overlap_ms (mean time both runs were in rknn_run together: 0 for the
-    sequential mode), kind.  ``attrs["verdict"]``: :func:`corruption_verdict`.  Both models need a total_internal_size above 0.  ~1 s on
-    the simulator."""
+    sequential mode), kind.  ``attrs["verdict"]``: :func:`corruption_verdict`.  Both
+    models need a total_internal_size above 0.  ~0.3 s on the simulator."""
     if len(models) != 2:
         raise ValueError(f"models={list(models)}: two models")
     if repeats < 1:
