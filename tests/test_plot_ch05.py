@@ -55,6 +55,7 @@ def _inside(fig) -> None:
             continue
         ext = text.get_window_extent(renderer)
         assert ext.x0 >= box.x0 - 2 and ext.x1 <= box.x1 + 2, f"text cut off: {text.get_text()!r}"
+        assert ext.y0 >= box.y0 - 2 and ext.y1 <= box.y1 + 2, f"text cut off: {text.get_text()!r}"
 
 
 def test_alloc_loops_bars_are_the_table(rt):

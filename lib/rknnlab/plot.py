@@ -1231,7 +1231,7 @@ def alloc_shapes(df, ax=None):
     right, the runtime's run time per shape (RKNN_QUERY_PERF_RUN)."""
     _, plt = _plt()
     if ax is None:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained")
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.4), layout="constrained")
     else:
         left, right = ax
         fig = left.figure
@@ -1245,10 +1245,10 @@ def alloc_shapes(df, ax=None):
     left.set_xticks(x, list(df["shape"]), fontsize=8)
     left.set_ylabel("KiB")
     left.grid(True, axis="y", alpha=0.3)
-    left.legend(fontsize=8, loc="upper left")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     right.bar(x, df["npu_us"].to_numpy(float) / 1e3, color="C3", edgecolor="white")
     right.set_xticks(x, list(df["shape"]), fontsize=8)
-    right.set_ylabel("run time per frame (ms, RKNN_QUERY_PERF_RUN)")
+    right.set_ylabel("ms per run (RKNN_QUERY_PERF_RUN)")
     right.grid(True, axis="y", alpha=0.3)
     model = df.attrs.get("model", "")
     fig.suptitle(f"{model}: each input shape\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01, ha="left")
