@@ -91,7 +91,7 @@ def shape_sweep(model: str = "mobilenet_v2_dynamic", frames: int = 5, rt: Option
     finally:
         rt.destroy(ctx)
     table = frame(rows, run_label(rt, f"{model}, io mems allocated once for the largest shape, "
-                                      f"{frames} runs per shape"))
+                                      f"{frames} run{'s' if frames != 1 else ''} per shape"))
     table.attrs["model"] = model
     return table
 

@@ -291,7 +291,7 @@ def sram_effect(model: str = "mobilenet_v2", frames: int = 5, rt: Optional[Any] 
                          "npu_q3_us": float(q3), "median_us": float(np.median(wall)) * 1e6, "kind": MEASURED})
         finally:
             rt.destroy(ctx)
-    table = frame(rows, f"{rt.source}: {model}, {frames} runs each, io mems bound once")
+    table = frame(rows, f"{rt.source}: {model}, {frames} run{'s' if frames != 1 else ''} each, io mems bound once")
     plain, sram = rows
     if plain["npu_q1_us"] <= sram["npu_q3_us"] and sram["npu_q1_us"] <= plain["npu_q3_us"] and \
             plain["npu_us"] != sram["npu_us"]:
