@@ -471,3 +471,15 @@ def test_sram_usage_on_a_board_says_it_needs_root(native, monkeypatch):
         allocation.sram_usage(rt)
     monkeypatch.setattr(board, "read_sram_bitmap", lambda root="/": (BITMAP, None))
     assert allocation.sram_usage(rt)["used_bytes"].iloc[0] == 32768
+
+
+def test_show_sram_prints_a_few_rows_and_the_totals():
+    t = allocation.sram_hits(LOG)
+    text = allocation.show_sram(t, rows=2)
+    lines = text.splitlines()
+    assert len(lines) == 1 + 2 + 3                  # header, two rows, "more", totals, source
+    assert lines[3] == "... 2 more rows"
+    assert "SRAM 8.0 KiB" in lines[4] and "SramHit summed over 3 rows: 8.0 KiB" in lines[4]
+    assert "saved per frame: 16.0 KiB" in lines[4]
+    assert lines[-1] == "source: RKNN_LOG_LEVEL=3 log"
+    assert "out3" not in text                       # long tensor names stay out

@@ -28,7 +28,8 @@ RK3588's NPU SRAM               :func:`sram_fit` (measured from the runtime's ta
                                 ENABLE_SRAM), :func:`try_alloc_sram` (create_mem2
                                 spills to DRAM), :func:`sram_usage`
                                 (/sys/kernel/debug/rknpu/mm), :func:`free_sram`,
-                                :func:`parse_sram_bitmap`
+                                :func:`parse_sram_bitmap`, :func:`show_sram` (a table
+                                as a few lines)
 the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
 cacheable or not                :func:`cache_choice` (cached read measured; uncached
                                 read and rknn_mem_sync MODELED, measured on a board)
@@ -42,8 +43,8 @@ from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
 from .sharing import (PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory,
                       shared_internal)
-from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, sram_effect, sram_fit, sram_hits, sram_log,
-                   sram_usage, try_alloc_sram)
+from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, show_sram, sram_effect, sram_fit, sram_hits,
+                   sram_log, sram_usage, try_alloc_sram)
 
 __all__ = [
     "prealloc_vs_per_frame", "STRATEGIES",
@@ -51,6 +52,6 @@ __all__ = [
     "pipelines_memory", "PIPELINES",
     "shape_sweep", "input_shapes", "set_shape",
     "sram_fit", "sram_hits", "sram_log", "sram_effect", "try_alloc_sram", "sram_usage", "free_sram",
-    "parse_sram_bitmap", "RK3588_SRAM_BYTES",
+    "parse_sram_bitmap", "show_sram", "RK3588_SRAM_BYTES",
     "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
 ]

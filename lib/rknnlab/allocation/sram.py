@@ -303,3 +303,25 @@ def sram_effect(model: str = "mobilenet_v2", frames: int = 5, rt: Optional[Any] 
                    f"ENABLE_SRAM saves nothing here ({plain['npu_us']:,.0f} us vs {sram['npu_us']:,.0f} us)")
     table.attrs.update(model=model, verdict=verdict)
     return table
+
+
+def show_sram(table: Any, rows: int = 8) -> str:
+    """A sram_hits / sram_fit table as a few lines of text: the first ``rows`` rows (layer
+    ID, op, size, SramHit; the long tensor names left out), then the totals: SRAM size,
+    the SramHit sum over all rows (one SRAM page serves many tensors in turn, so it
+    may exceed the SRAM), and the read + write traffic saved per frame."""
+    from ..profile.show import _bytes, show
+    if rows < 0:
+        raise ValueError(f"rows={rows}: 0 or more")
+    head = show(table.head(rows), ["id", "user", "size_bytes", "sram_hit_bytes"]).rsplit("\nsource:", 1)[0]
+    a = table.attrs
+    inside = int(table["sram_hit_bytes"].notna().sum())
+    saved = a.get("predict_sram_hit_rw_bytes")
+    lines = [head] if rows else []
+    if len(table) > rows:
+        lines.append(f"... {len(table) - rows} more rows")
+    lines.append(f"SRAM {_bytes(a.get('sram_bytes', 0))}; SramHit summed over {inside} row{'s' if inside != 1 else ''}: "
+                 f"{_bytes(a.get('hit_bytes', 0))}; DDR read + write saved per frame: "
+                 + (_bytes(saved) if saved is not None else "not printed"))
+    lines.append(f"source: {a.get('source', 'not recorded')}")
+    return "\n".join(lines)
