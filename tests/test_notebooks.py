@@ -19,6 +19,7 @@ NOTEBOOKS = [
     "chapters/02_lifecycle.ipynb",
     "chapters/03_bottlenecks.ipynb",
     "chapters/04_output_reuse.ipynb",
+    "chapters/05_allocation.ipynb",
 ]
 
 
