@@ -5,6 +5,8 @@ RKNN C API as Python, native or simulated), ``rknnlab.sim``, ``rknnlab.models``,
 ``rknnlab.board``, ``rknnlab.probe``, ``rknnlab.experiment``, ``rknnlab.lifecycle``
 (chapter 2), ``rknnlab.profile`` (chapter 3: where a frame's time goes, per-layer
 profiles, bytes per frame, CPU-side costs, heap fragmentation, core masks),
+``rknnlab.allocation`` (chapter 5: preallocation, memory outside the runtime, one internal
+buffer for several models, pipelines, dynamic shapes, NPU SRAM, the IOMMU domain),
 ``rknnlab.plot``/``rknnlab.widgets``, ``rknnlab.checks``, and the command line
 ``python -m rknnlab`` (README.md, sections "``python -m rknnlab doctor``" and
 "``python -m rknnlab run`` and ``show``").
