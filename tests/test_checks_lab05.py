@@ -496,15 +496,20 @@ def test_ex4_bad_answers() -> None:
     _failed(checks.check_cache_choice(lambda p: 4), "not an alloc flag")
 
 
-def test_ex4_patterns_go_both_ways_at_each_size() -> None:
-    """Large and small buffers each have patterns of both answers: the size decides nothing."""
+def test_ex4_patterns_go_both_ways_and_far_from_the_margin() -> None:
+    """Large buffers have patterns of both answers (the size decides nothing), and every
+    pattern's two costs differ by far more than the check's margin (a busy machine does not
+    move a pattern across it)."""
     rng = np.random.default_rng(0)
-    seen = set()
+    seen, ratios = set(), []
     for _ in range(3):
         for p in cases.made_up_patterns(rng):
             cost = cases.costs_us(p, cases.cached_us(p, repeats=3))
             seen.add((p.nbytes > 1 << 20, min(cost, key=cost.get)))
-    assert len(seen) == 4, seen
+            ratios.append(max(cost.values()) / min(cost.values()))
+    assert {(True, abi.RKNN_FLAG_MEMORY_CACHEABLE), (True, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE),
+            (False, abi.RKNN_FLAG_MEMORY_CACHEABLE)} <= seen, seen
+    assert min(ratios) > 1.5 * checks.CACHE_MARGIN
 
 
 def test_ex4_patterns_keep_their_kind_to_themselves() -> None:
@@ -583,3 +588,158 @@ def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
 @pytest.mark.timeout(300)
 def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
     lh.assert_student_edition_is_not_done(execute_notebook, LAB, n_checks=5)
+
+
+# =========================================================================== exercise 5 ★ (shape change)
+def _current(rt, ctx, shape, query=abi.RKNN_QUERY_CURRENT_INPUT_ATTR, set_shape=True):
+    attr = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    attr.fmt, attr.n_dims, attr.dims[:4] = abi.RKNN_TENSOR_NHWC, 4, tuple(shape)
+    if set_shape:
+        rt.set_input_shapes(ctx, [attr])
+    ins = rt.query(ctx, query, abi.rknn_tensor_attr(index=0))
+    out = rt.query(ctx, abi.RKNN_QUERY_CURRENT_OUTPUT_ATTR if query == abi.RKNN_QUERY_CURRENT_INPUT_ATTR
+                   else abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    ins.type, ins.fmt = abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_NHWC
+    return ins, out
+
+
+def _largest(rt, ctx):
+    ranges = rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=0))
+    return max(ranges.shapes(), key=np.prod)
+
+
+def _zero_copy_frames(rt, ctx, frames, on_change, size_from=None, int8_out=False):
+    """The loop every variant shares: ``on_change(shape, mems) -> (mems, out attr)`` at each
+    change; the first mems sized at ``size_from`` (a shape) by on_change(size_from, None)."""
+    from rknnlab.rknn import buffers
+    mems, out = on_change(size_from or _largest(rt, ctx), None)
+    outputs, last = [], None
+    for frame in frames:
+        if frame.shape != last:
+            mems, out = on_change(frame.shape, mems)
+            last = frame.shape
+        buffers.mem_view(mems[0])[:frame.size] = frame.reshape(-1)
+        rt.run(ctx)
+        if int8_out:
+            q = buffers.mem_view(mems[1], np.int8, out.n_elems)
+            outputs.append((q.astype(np.float32) - out.zp) * np.float32(out.scale))
+        else:
+            outputs.append(buffers.mem_view(mems[1], np.float32, out.n_elems).copy())
+    return outputs
+
+
+def _binder(rt, ctx, query=abi.RKNN_QUERY_CURRENT_INPUT_ATTR, set_shape=True, rebind=True, alloc_each=False,
+            int8_out=False):
+    def on_change(shape, mems):
+        ins, out = _current(rt, ctx, shape, query, set_shape)
+        if not int8_out:
+            out.type = abi.RKNN_TENSOR_FLOAT32
+        if mems is None or alloc_each:
+            mems = [rt.create_mem(ctx, ins.size_with_stride),
+                    rt.create_mem(ctx, out.size_with_stride if int8_out else out.n_elems * 4)]
+        elif not rebind:
+            return mems, out
+        rt.set_io_mem(ctx, mems[0], ins)
+        rt.set_io_mem(ctx, mems[1], out)
+        return mems, out
+    return on_change
+
+
+def shapes_reference(rt, ctx, frames):
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx))
+
+
+def shapes_every_frame_int8(rt, ctx, frames):
+    """Legitimately different: the shape set and the mems bound again before every frame (a
+    change or not), the output bound as int8 and dequantized by hand."""
+    from rknnlab.rknn import buffers
+    bind = _binder(rt, ctx, int8_out=True)
+    mems, out = bind(_largest(rt, ctx), None)
+    outputs = []
+    for frame in frames:
+        mems, out = bind(frame.shape, mems)
+        buffers.mem_view(mems[0])[:frame.size] = frame.reshape(-1)
+        rt.run(ctx)
+        q = buffers.mem_view(mems[1], np.int8, out.n_elems)
+        outputs.append((q.astype(np.float32) - out.zp) * np.float32(out.scale))
+    return outputs
+
+
+def shapes_alloc_each_change(rt, ctx, frames):
+    """New mems at every shape change (the old ones left to the end)."""
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx, alloc_each=True))
+
+
+def shapes_no_rebind(rt, ctx, frames):
+    """The shape set and the attrs queried, but the mems bound once only."""
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx, rebind=False))
+
+
+def shapes_sized_from_first_frame(rt, ctx, frames):
+    """The mems sized for the first frame's shape, not the largest."""
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx), size_from=frames[0].shape)
+
+
+def shapes_without_set_input_shapes(rt, ctx, frames):
+    """The mems bound again at each change, but the runtime never told the new shape."""
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx, set_shape=False))
+
+
+def shapes_plain_attr_not_current(rt, ctx, frames):
+    """The shape set, but the mems bound with RKNN_QUERY_INPUT_ATTR / OUTPUT_ATTR (the model's
+    attrs, not the current shape's)."""
+    return _zero_copy_frames(rt, ctx, frames, _binder(rt, ctx, query=abi.RKNN_QUERY_INPUT_ATTR))
+
+
+def shapes_general_api(rt, ctx, frames):
+    """rknn_inputs_set / rknn_outputs_get: right values, but no zero-copy mems at all."""
+    from rknnlab.experiment.variants import frame_input
+    from rknnlab.rknn import buffers
+    outputs, last = [], None
+    for frame in frames:
+        if frame.shape != last:
+            _current(rt, ctx, frame.shape)
+            last = frame.shape
+        rt.inputs_set(ctx, frame_input(frame))
+        rt.run(ctx)
+        outs = [abi.rknn_output(index=0, want_float=1)]
+        rt.outputs_get(ctx, outs)
+        outputs.append(buffers.output_view(outs[0], np.float32).copy())
+        rt.outputs_release(ctx, outs)
+    return outputs
+
+
+@pytest.mark.parametrize("rule", [shapes_reference, shapes_every_frame_int8])
+def test_ex5_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in (1, 2):
+        _seeded(monkeypatch, seed)
+        result = checks.check_shape_change(rule)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("rule, words", [
+    (shapes_alloc_each_change, ("mem(s) after its first rknn_run", "allocation per shape change")),
+    (shapes_no_rebind, ("the runtime refused", "rknn_set_io_mem again")),
+    (shapes_sized_from_first_frame, ("the runtime refused", "largest shape")),
+    (shapes_without_set_input_shapes, ("differ", "CURRENT_*")),
+    (shapes_plain_attr_not_current, ("differ", "CURRENT_*")),
+    (shapes_general_api, ("no input mem was bound", "zero-copy")),
+])
+def test_ex5_wrong_rules_fail(rule, words, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    _failed(checks.check_shape_change(rule), *words)
+
+
+def test_ex5_sequences_hold_every_trap() -> None:
+    sizes = [(160, 160), (224, 224), (320, 320)]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        seq = checks._shape_sequence(sizes, rng)
+        changes = sum(a != b for a, b in zip(seq, seq[1:]))
+        assert seq[0] != (320, 320) and 5 <= changes < len(seq) - 1
+        assert all(seq.count(s) >= 2 for s in sizes)
+
+
+def test_ex5_a_soc_without_the_model_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    _failed(checks.check_shape_change(shapes_reference), "built for", "simulator")

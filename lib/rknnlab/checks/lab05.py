@@ -43,7 +43,7 @@ SRAM_MODELS = ("mobilenet_v2", "mobilenet_v2_160", "mobilenet_v2_320", "resnet50
 #: exercise 5: compiled for several input shapes
 DYNAMIC_MODEL = "mobilenet_v2_dynamic"
 #: exercise 4: the check judges a pattern only when one choice costs this many times the other
-CACHE_MARGIN = 1.5
+CACHE_MARGIN = 2.0
 
 EX_SRAM = "Exercise 1 — compute what fits in SRAM"
 EX_OUTSIDE = "Exercise 2 — find the bug in a MEM_ALLOC_OUTSIDE setup"
@@ -227,7 +227,7 @@ def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
     your answer it measures each pattern's CPU time on a cached buffer itself (median of 9)
     and models the rest as rknnlab.profile.cpu does: cacheable adds the modeled
     rknn_mem_sync of every sync; non-cacheable multiplies the CPU time by UNCACHED_SLOWDOWN.
-    It judges the patterns where one choice costs at least 1.5 times the other.  A failure
+    It judges the patterns where one choice costs at least twice the other.  A failure
     shows its measured and modeled numbers for that pattern."""
     def body() -> CheckResult:
         _require_function(choose_cacheable, "check_cache_choice(choose_cacheable)")
