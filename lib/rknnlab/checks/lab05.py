@@ -260,11 +260,16 @@ def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
                 continue
             judged += 1
             if value != cheap:
+                if value == abi.RKNN_FLAG_MEMORY_CACHEABLE:
+                    why = ("A cacheable buffer pays for a cache sync over the whole buffer, once per mode in "
+                           "pattern.syncs, each frame: cpu.sync_cost prices it. A large buffer may be touched "
+                           "in a few bytes only.")
+                else:
+                    why = ("An uncached buffer pays on every access: the CPU's time x cpu.UNCACHED_SLOWDOWN. A "
+                           "buffer the CPU reads or writes in full costs far more than its sync.")
                 raise _Fail(f"pattern {n}: you chose {_FLAGS[value]}, but the check's costs per frame are: "
-                            f"{shown}.",
-                            "Time what the CPU does on the buffer (pattern.cpu), not its size: a large buffer may "
-                            "be touched in a few bytes only. A cacheable buffer pays for a cache sync over the "
-                            "whole buffer each frame; an uncached one pays on every access.", details)
+                            f"{shown}.", "Time what the CPU does on the buffer (pattern.cpu), not its size. "
+                            + why, details)
             details.append(f"pattern {n}: {_FLAGS[value]} — right ({shown})")
         if judged < 5:
             raise _Fail(f"only {judged} patterns had a clear answer on this machine.",
