@@ -391,12 +391,57 @@ def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> No
 
 
 def test_the_pipelines_answer_holds_for_the_run(run) -> None:
+    """§5's answer: dup with one shared internal buffer needs the least (one at a time); of the ways
+    whose pipelines may run at once, dup alone."""
     text = _printed_by(run, "allocation.pipelines_memory(")
-    rows = {(m.group(1).strip(), int(m.group(2))): (float(m.group(3)), m.group(4))
-            for m in re.finditer(r"^\s*(.+?)\s+(\d)\s+([\d.]+) MiB\s+[\d.]+ MiB\s+(True|False)\s*$", text, flags=re.M)}
-    at4 = {how: v for (how, n), v in rows.items() if n == 4}
-    assert len(at4) == 4, text
-    least = min(at4, key=lambda how: at4[how][0])
-    assert least == "rknn_dup_context + one internal mem" and at4[least][1] == "False"
-    parallel = {how: v for how, v in at4.items() if v[1] == "True"}
-    assert min(parallel, key=lambda how: parallel[how][0]) == "rknn_dup_context"
+    least = re.search(r"N = 4 .*: the least memory: (.+?) \(([\d.]+) MiB\)", text)
+    parallel = re.search(r"the least of the ways that may run at once: (.+?) \(([\d.]+) MiB\)", text)
+    assert least and parallel, text
+    assert least.group(1) == "rknn_dup_context + one internal mem" and parallel.group(1) == "rknn_dup_context"
+    assert float(least.group(2)) < float(parallel.group(2))
+    answer = _flat(_markdown())
+    assert "Dup with one shared internal buffer needs the least, but its pipelines run one at a time" in answer
+    assert "For parallel streams, dup alone" in answer
+
+def test_a_shape_change_allocates_nothing_and_needs_a_new_binding(run) -> None:
+    sweep = _printed_by(run, "allocation.shape_sweep(")
+    rows = re.findall(r"^\s*1x(\d+)x\d+x3\s+([\d.]+) KiB\s+[\d,]+ B\s+([\d.]+) KiB\s+([\d.]+) MiB\s+([\d.]+) MiB\s+"
+                      r"([\d,.]+) us", sweep, flags=re.M)
+    assert [int(r[0]) for r in rows] == [160, 224, 320], sweep
+    assert len({r[2] for r in rows}) == 1 and len({r[3] for r in rows}) == 1 and len({r[4] for r in rows}) == 1, \
+        "the io mems, the internal memory and the DMA total are the same at every shape"
+    inputs = [float(r[1]) for r in rows]
+    assert inputs == sorted(inputs) and max(inputs) <= float(rows[0][2]), "the largest shape's mem holds every one"
+    times = [float(r[5].replace(",", "")) for r in rows]
+    assert times == sorted(times), "the run time falls with the pixels"
+    rebind = _printed_by(run, "rt.set_input_shapes(ctx, [attr])")
+    assert "320x320: rknn_run returned 0" in rebind
+    assert "160x160 with the 320x320 binding: RKNN_ERR_PARAM_INVALID" in rebind
+
+
+def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> None:
+    fit = _printed_by(run, "allocation.sram_fit(")
+    sizes = re.search(r"([\d,]+) B of ([\d,]+) B internal memory in SRAM; (\d+) of (\d+) tensors have a hit", fit)
+    assert sizes, fit
+    sram, internal = (int(g.replace(",", "")) for g in sizes.group(1, 2))
+    assert sram == 978_944 < internal, "mobilenet_v2's internal memory is larger than the 956 KB: all of SRAM is used"
+    hits = re.search(r"SramHit adds up to ([\d,]+) B; Predict SRAM Hit RW Amount ([\d,]+) B", fit)
+    assert int(hits.group(1).replace(",", "")) > sram, "the hits add up to more than the SRAM (addresses reused)"
+    assert int(hits.group(2).replace(",", "")) == 2 * int(hits.group(1).replace(",", ""))
+    saved = re.search(r"saves \d+ us per run \(([\d.]+)%\)", fit)
+    assert saved and 0 < float(saved.group(1)) < 10, "the run gets 'only a little faster'"
+    three = _printed_by(run, "FLAGS = {")
+    totals = dict(re.findall(r"^\s*(flag 0|ENABLE_SRAM, first|ENABLE_SRAM, second)\s.*DMA total\s+([\d,]+) B",
+                             three, flags=re.M))
+    dma = {k: int(v.replace(",", "")) for k, v in totals.items()}
+    assert dma["ENABLE_SRAM, first"] == dma["flag 0"] - sram, "the DMA total counts only the DRAM part"
+    assert dma["ENABLE_SRAM, second"] == dma["flag 0"], "the second context gets no SRAM"
+    assert "used: 978944, free: 0" in three
+    spill = _printed_by(run, "allocation.try_alloc_sram(")
+    last = spill.strip().splitlines()[-2]
+    assert re.search(r"512\.0 KiB\s+188\.0 KiB\s+324\.0 KiB\s+0 B", last), spill
+    worked = _printed_by(run, "by_hand = ")
+    pair = re.search(r"hit by hand ([\d,]+) B; the runtime's table .*: ([\d,]+) B", worked)
+    assert pair and pair.group(1) == pair.group(2) and pair.group(1) != "0"
+    text = _flat(_markdown())
+    assert "956 KB of the 1.6 MB here" in text and internal / 1e6 == pytest.approx(1.6, abs=0.05)
