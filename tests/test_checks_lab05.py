@@ -743,3 +743,40 @@ def test_ex5_sequences_hold_every_trap() -> None:
 def test_ex5_a_soc_without_the_model_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
     _failed(checks.check_shape_change(shapes_reference), "built for", "simulator")
+
+
+# =========================================================================== board paths
+def test_ex1_a_board_gets_the_rule_and_the_simulator_agrees_with_it() -> None:
+    """Without the simulator's table (a board), the shipped plans' truth is the rule; on the
+    simulator it is measured, and both give the same cases for the same seed."""
+    import rknnlab
+    rt = rknnlab.open_runtime()
+    measured = checks._sram_cases(np.random.default_rng(9), rt)
+    ruled = checks._sram_cases(np.random.default_rng(9), None)
+    assert [(n, f, t) for n, _, _, f, t in measured] == [(n, f, t) for n, _, _, f, t in ruled]
+
+
+def test_the_dma_comparisons_measure_whether_user_mems_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator counts a caller's create_mem in the context's DMA total (A9); where a
+    runtime does not, exercise 3 still adds every mem the function allocated."""
+    import rknnlab
+    assert cases.counts_user_mems(rknnlab.open_runtime())
+    monkeypatch.setattr(cases, "counts_user_mems", lambda rt: False)
+    real = cases.dma_total
+
+    def without_user_mems(rt, ctx):   # a runtime that leaves the caller's mems out of its total
+        return real(rt, ctx) - sum(size for c, how, size, _ in _LEDGERS[-1].alive_mems(ctx)
+                                   if how in ("create_mem", "create_mem2"))
+
+    _LEDGERS = []
+    real_init = cases.Ledger.__init__
+
+    def init(self, rt):
+        real_init(self, rt)
+        _LEDGERS.append(self)
+
+    monkeypatch.setattr(cases.Ledger, "__init__", init)
+    monkeypatch.setattr(cases, "dma_total", without_user_mems)
+    _seeded(monkeypatch, 1)
+    assert checks.check_shared_internal(shared_reference).passed
+    _failed(checks.check_shared_internal(shared_one_buffer_each), "a saving of")
