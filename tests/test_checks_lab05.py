@@ -780,3 +780,12 @@ def test_the_dma_comparisons_measure_whether_user_mems_count(monkeypatch: pytest
     _seeded(monkeypatch, 1)
     assert checks.check_shared_internal(shared_reference).passed
     _failed(checks.check_shared_internal(shared_one_buffer_each), "a saving of")
+
+
+def test_ex5_a_function_that_destroys_the_context_is_still_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    def destroys(rt, ctx, frames):
+        out = shapes_reference(rt, ctx, frames)
+        rt.destroy(ctx)
+        return out
+    _seeded(monkeypatch, 1)
+    assert checks.check_shape_change(destroys).passed

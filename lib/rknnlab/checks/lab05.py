@@ -639,7 +639,10 @@ def check_shape_change(infer_shapes: Callable[[Any, int, List[np.ndarray]], List
                 refs = _dynamic_references(rt, path, frames, fmt, shape_of)
             finally:
                 ledger.cleanup()
-                rt.destroy(ctx)
+                try:
+                    rt.destroy(ctx)
+                except RknnError:      # the student's function destroyed it already
+                    pass
         finally:
             rt.close()
         wrong = [k for k, (o, r) in enumerate(zip(outs, refs))
