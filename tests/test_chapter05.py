@@ -20,6 +20,7 @@ every output is short, every result names its backend, and the numbers the text 
 """
 from __future__ import annotations
 
+import ast
 import re
 from functools import partial
 from pathlib import Path
@@ -299,7 +300,7 @@ def test_the_shared_models_need_a_buffer_of_the_largest() -> None:
     and the README's typo matters: the first model's internal size is smaller than another's."""
     from rknnlab import models
     shared = re.search(r"SHARED = (\[.*?\])", _code())
-    names = eval(shared.group(1))                                  # a literal list of model names
+    names = ast.literal_eval(shared.group(1))
     sizes = [models.load_report(m, "rk3588").total_internal_size for m in names]
     assert len(names) == 3 and sum(sizes) - max(sizes) > 0 and sizes[0] < max(sizes)
 
