@@ -740,9 +740,19 @@ def test_ex5_sequences_hold_every_trap() -> None:
         assert all(seq.count(s) >= 2 for s in sizes)
 
 
-def test_ex5_a_soc_without_the_model_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("check, answer", [(checks.check_shape_change, shapes_reference),
+                                           (checks.check_outside_setup, outside_reference),
+                                           (checks.check_shared_internal, shared_reference)])
+def test_a_soc_without_the_models_says_so(check, answer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
-    _failed(checks.check_shape_change(shapes_reference), "built for", "simulator")
+    _failed(check(answer), "built for RK3588 only", "RKNNLAB_BACKEND=sim")
+
+
+@pytest.mark.parametrize("check, answer", [(checks.check_sram_hits, sram_reference),
+                                           (checks.check_cache_choice, cache_reference)])
+def test_exercises_1_and_4_run_on_any_soc(check, answer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    assert check(answer).passed
 
 
 # =========================================================================== board paths

@@ -85,6 +85,16 @@ def _refusal(exc: RknnError) -> str:
     return f"{exc.function} returned {exc.code} ({exc.name}): {exc.detail}"
 
 
+def _require_models(soc: str, names: Sequence[str]) -> None:
+    """A failure that says where to run the exercise when a model it needs is not built for ``soc``."""
+    from .. import models
+    missing = [m for m in names if soc not in models.model_socs(m)]
+    if missing:
+        raise _Fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} built for RK3588 only, not for "
+                    f"the {soc}.", "run this exercise on the simulator: RKNNLAB_BACKEND=sim, without "
+                    "RKNNLAB_SIM_SOC (it then plays an RK3588).")
+
+
 def _run_error(exc: RknnError, what: str, hint: str) -> _Fail:
     return _Fail(f"{what}: the runtime refused: {_refusal(exc)}", hint)
 
@@ -150,6 +160,7 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
         rng = np.random.default_rng(_fresh_seed())
         details: List[str] = []
         try:
+            _require_models(soc, OUTSIDE_MODELS)
             for n, model in enumerate(OUTSIDE_MODELS):
                 path = _model_file(model, soc)
                 ledger = _cases.Ledger(rt)
@@ -392,6 +403,7 @@ def check_shared_internal(share_internal: Callable[[Any, List[str]], List[int]])
         rng = np.random.default_rng(_fresh_seed())
         details: List[str] = []
         try:
+            _require_models(_soc_of(rt), SHARED_MODELS)
             for n, chosen in enumerate(_shared_orders(_soc_of(rt), rng)):
                 details += _shared_round(share_internal, rt, chosen, rng, first=n == 0)
         finally:
@@ -593,14 +605,10 @@ def check_shape_change(infer_shapes: Callable[[Any, int, List[np.ndarray]], List
     On a SoC the model is not built for, it says so."""
     def body() -> CheckResult:
         _require_function(infer_shapes, "check_shape_change(infer_shapes)")
-        from .. import models
         rt = _open_runtime()
         soc = _soc_of(rt)
         try:
-            if soc not in models.model_socs(DYNAMIC_MODEL):
-                raise _Fail(f"{DYNAMIC_MODEL} is built for {', '.join(models.model_socs(DYNAMIC_MODEL))} only, "
-                            f"not {soc}.", "run this exercise on the simulator: unset RKNNLAB_SIM_SOC "
-                            "(it then plays an RK3588).")
+            _require_models(soc, [DYNAMIC_MODEL])
             path = _model_file(DYNAMIC_MODEL, soc)
             rng = np.random.default_rng(_fresh_seed())
             probe = rt.init(path)
