@@ -70,7 +70,7 @@ TITLES = {"1": "A widely copied recipe, and what the API offers", "2": "Cacheabl
           "8": "The 4 GB address space of the NPU"}
 
 #: the objectives, one verb each, with the Lab 5 exercises that assess them (CH5 plan)
-OBJECTIVES = {"Size": [1, 3], "Find": [2], "Choose": [4], "Handle": [5]}
+OBJECTIVES = {"Compute": [1, 3], "Find": [2], "Choose": [4], "Handle": [5]}
 
 #: the wrong claims, each after its prompt: the recipe's (two boxes) and the reuse demo README's typo
 WRONG_CLAIMS = ("a memory strategy api", "bind the mems in every frame", "each view is sized from model a")
