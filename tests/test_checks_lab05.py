@@ -577,7 +577,7 @@ def test_lab_states_the_chapters_rules_in_its_words() -> None:
     for rule in taught:
         assert rule in header and rule in key_points, rule
     verbs = re.findall(r"\d\. (?:★ )?\*\*(\w+)\*\*", header)
-    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Size", "Find", "Choose", "Handle"]
+    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Compute", "Find", "Choose", "Handle"]
 
 
 @pytest.mark.timeout(300)

@@ -107,6 +107,122 @@ def _as_context(got: Any, ledger: "_cases.Ledger", what: str) -> int:
     return ctx
 
 
+# =========================================================================== exercise 1
+def plan_of(model: str, soc: str = "rk3588") -> Tuple[List[Dict[str, Any]], int]:
+    """(the rows of a model's memory plan, its total_internal_size) from its compiler report:
+    one row per (layer, tensor), with "tensor", "user", "start", "end", "size" and
+    "producer_layer_id" (0 for the model's input)."""
+    from .. import models
+    report = models.load_report(model, soc)
+    keys = ("layer_id", "user", "tensor", "orig_shape", "start", "end", "size", "producer_layer_id")
+    return [{k: row[k] for k in keys} for row in report.data["feature_tensors"]], report.total_internal_size
+
+
+def _measured_hits(rt: Any, model: str, hold_pages: int) -> Tuple[int, List[int]]:
+    """(free SRAM before the context, the SramHit column of the runtime's own table) for
+    ``model`` initialised with RKNN_FLAG_ENABLE_SRAM while a TRY_ALLOC_SRAM mem of
+    ``hold_pages`` pages holds part of the SRAM (the simulator: its bitmap and its
+    RKNN_LOG_LEVEL=3 table)."""
+    from ..allocation import parse_sram_bitmap, sram_hits as parse_table
+    holder = rt.init(_model_file("digits_cnn", "rk3588"))
+    held = rt.create_mem2(holder, hold_pages * _cases.SRAM_PAGE, abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM) \
+        if hold_pages else None
+    try:
+        free = parse_sram_bitmap(rt.sram_bitmap())["free_bytes"]
+        ctx = rt.init(_model_file(model, "rk3588"), abi.RKNN_FLAG_ENABLE_SRAM)
+        try:
+            text = rt.sram_log(ctx)
+            rows, _ = plan_of(model)
+            if not text:
+                return free, [0] * len(rows)
+            return free, [int(h) for h in parse_table(text)["sram_hit_bytes"].fillna(0)]
+        finally:
+            rt.destroy(ctx)
+    finally:
+        if held is not None:
+            rt.destroy_mem(holder, held)
+        rt.destroy(holder)
+
+
+def _sram_cases(rng: np.random.Generator, rt: Any = None) -> List[Tuple[str, List[Dict[str, Any]], int, int, List[int]]]:
+    """(name, rows, total_internal_size, free SRAM, truth) for the shipped plans (each with all
+    of the SRAM free and with part of it held) and eight made-up plans.  The shipped plans'
+    truth is the runtime's own SRAM table where it prints one (the simulator of an RK3588),
+    else the rule; the made-up plans' truth is the rule."""
+    cases = []
+    measured = rt is not None and hasattr(rt, "sram_log") and _soc_of(rt) == "rk3588"
+    for model in SRAM_MODELS:
+        rows, total = plan_of(model)
+        for hold in (0, int(rng.integers(20, 220))):
+            if measured:
+                free, truth = _measured_hits(rt, model, hold)
+            else:
+                free = _cases.RK3588_SRAM - hold * _cases.SRAM_PAGE
+                truth = _cases.sram_hits(rows, total, free)
+            cases.append((f"{model} (free SRAM {free:,} B)", rows, total, free, truth))
+    for k in range(8):
+        rows, total, free = _cases.made_up_plan(rng)
+        cases.append((f"made-up plan {k + 1} ({len(rows)} rows, free SRAM {free:,} B)", rows, total, free,
+                      _cases.sram_hits(rows, total, free)))
+    order = rng.permutation(len(cases))
+    return [cases[int(i)] for i in order]
+
+
+def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequence[int]]) -> CheckResult:
+    """Exercise 1: ``sram_hits(rows, total_internal_size, free_sram) -> [bytes per row]``: the
+    SramHit the runtime's RKNN_LOG_LEVEL=3 table gives every row of a model's memory plan when
+    the context is made with RKNN_FLAG_ENABLE_SRAM and ``free_sram`` bytes of the NPU's SRAM
+    are free.
+
+    Cases: the shipped RK3588 plans of SRAM_MODELS, each with all 978,944 B free and with
+    part of the SRAM held by a TRY_ALLOC_SRAM mem (on the simulator their truth is the
+    runtime's own SRAM table; elsewhere the rule), and eight made-up plans, new at every call
+    (reused offsets, sizes that are not multiples of 4 KiB, free SRAM larger or smaller than
+    the plan).  Every row must be exact.  A failure shows how many rows are wrong and how
+    the wrong total compares, never the expected values."""
+    def body() -> CheckResult:
+        _require_function(sram_hits, "check_sram_hits(sram_hits)")
+        rng = np.random.default_rng(_fresh_seed())
+        wrong: List[str] = []
+        rt = _open_runtime()
+        try:
+            cases = _sram_cases(rng, rt)
+        finally:
+            rt.close()
+        for n, (name, rows, total, free, truth) in enumerate(cases):
+            what = f"sram_hits(<{name}>, {total}, {free})"
+            try:
+                got = sram_hits([dict(r) for r in rows], total, free)
+            except Exception as exc:
+                raise _student_error(exc, what, "compare each row's [start, end) with the part of the internal "
+                                     "buffer that lives in SRAM.")
+            if got is None:
+                raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
+                                                       "return a list with one number of bytes per row.")
+            try:
+                values = [_whole_number(v) for v in got]
+            except TypeError:
+                raise _Fail(f"{what} returned {got!r}, not a list.", "return a list with one int per row.")
+            if len(values) != len(rows) or any(v is None for v in values):
+                raise _Fail(f"{what} returned {len(values)} values for {len(rows)} rows (or one is not a whole "
+                            "number).", "return one int per row, in the order of the rows (0 for no hit).")
+            bad = sum(v != t for v, t in zip(values, truth))
+            if bad:
+                side = "more" if sum(values) > sum(truth) else "less"
+                wrong.append(f"{name}: {bad} of {len(rows)} rows wrong; your total is {side} than the runtime's")
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {len(cases)} plans have wrong rows:",
+                        "ENABLE_SRAM places the first part of the internal buffer in SRAM, in whole 4 KiB pages, "
+                        "as much as is free. A row's hit is the part of [start, end) inside it, even a part of a "
+                        "tensor. The model's input and output rows get none. Use the free SRAM you are given, "
+                        "not the SoC's total.", wrong[:6])
+        return CheckResult(EX_SRAM, "passed", f"Every row of {len(cases)} plans right, shipped and made-up: "
+                           "you placed the SRAM part by the plan's offsets and the free pages.",
+                           [f"{len(cases)} plans, {sum(len(c[1]) for c in cases)} rows"])
+
+    return _LAB.run(EX_SRAM, body)
+
+
 # =========================================================================== exercise 2
 _OUTSIDE_HINT = ("RKNN_FLAG_MEM_ALLOC_OUTSIDE means the runtime allocates none of the model's memory: "
                  "query RKNN_QUERY_MEM_SIZE, then give the context every part it needs before the first "
@@ -215,80 +331,6 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                            "outside, and its outputs equal a plain context's.", details)
 
     return _LAB.run(EX_OUTSIDE, body)
-
-
-# =========================================================================== exercise 4
-def practice_pattern(seed: int = 7) -> "_cases.Pattern":
-    """An access pattern to try ``choose_cacheable`` on (a fixed seed; the check draws its own)."""
-    return _cases.made_up_patterns(np.random.default_rng(seed))[0]
-
-
-_FLAGS = {abi.RKNN_FLAG_MEMORY_CACHEABLE: "RKNN_FLAG_MEMORY_CACHEABLE",
-          abi.RKNN_FLAG_MEMORY_NON_CACHEABLE: "RKNN_FLAG_MEMORY_NON_CACHEABLE"}
-
-
-def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
-    """Exercise 4: ``choose_cacheable(pattern) -> abi.RKNN_FLAG_MEMORY_CACHEABLE or
-    abi.RKNN_FLAG_MEMORY_NON_CACHEABLE``: the cheaper allocation for a buffer the CPU uses as
-    ``pattern.cpu(buf)`` does once per frame (``pattern.nbytes``; ``pattern.syncs``: the
-    rknn_mem_sync modes a cacheable buffer needs per frame).
-
-    The check draws ten made-up patterns, new at every call: scans and fills of large and
-    small buffers, a small region or a few scattered bytes of a large buffer, a top-k.  After
-    your answer it measures each pattern's CPU time on a cached buffer itself (median of 9)
-    and models the rest as rknnlab.profile.cpu does: cacheable adds the modeled
-    rknn_mem_sync of every sync; non-cacheable multiplies the CPU time by UNCACHED_SLOWDOWN.
-    It judges the patterns where one choice costs at least twice the other.  A failure
-    shows its measured and modeled numbers for that pattern."""
-    def body() -> CheckResult:
-        _require_function(choose_cacheable, "check_cache_choice(choose_cacheable)")
-        rng = np.random.default_rng(_fresh_seed())
-        details: List[str] = []
-        judged = 0
-        for n, pattern in enumerate(_cases.made_up_patterns(rng), 1):
-            what = f"choose_cacheable(<pattern {n}: {pattern!r}>)"
-            try:
-                got = choose_cacheable(pattern)
-            except Exception as exc:
-                raise _student_error(exc, what, "time pattern.cpu(buf) on a buffer of pattern.nbytes, then "
-                                     "compare the two modeled costs per frame.")
-            if got is None:
-                raise (_not_done if n == 1 else _Fail)(f"{what} returned None.",
-                                                       "return abi.RKNN_FLAG_MEMORY_CACHEABLE or "
-                                                       "abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
-            value = _whole_number(got)
-            if value not in _FLAGS:
-                raise _Fail(f"{what} returned {got!r}, not an alloc flag of rknn_create_mem2.",
-                            "return abi.RKNN_FLAG_MEMORY_CACHEABLE or abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
-            cached = _cases.cached_us(pattern)
-            cost = _cases.costs_us(pattern, cached)
-            cheap, dear = sorted(cost, key=cost.get)
-            shown = (f"CPU time on a cached buffer {cached:,.1f} us (measured); cacheable: + mem_sync = "
-                     f"{cost[abi.RKNN_FLAG_MEMORY_CACHEABLE]:,.1f} us; non-cacheable: "
-                     f"{cost[abi.RKNN_FLAG_MEMORY_NON_CACHEABLE]:,.1f} us (both modeled)")
-            if cost[dear] < CACHE_MARGIN * cost[cheap]:
-                details.append(f"pattern {n}: not judged (the two costs are too close: {shown})")
-                continue
-            judged += 1
-            if value != cheap:
-                if value == abi.RKNN_FLAG_MEMORY_CACHEABLE:
-                    why = ("A cacheable buffer pays for a cache sync over the whole buffer, once per mode in "
-                           "pattern.syncs, each frame: cpu.sync_cost prices it. A large buffer may be touched "
-                           "in a few bytes only.")
-                else:
-                    why = ("An uncached buffer pays on every access: the CPU's time x cpu.UNCACHED_SLOWDOWN. A "
-                           "buffer the CPU reads or writes in full costs far more than its sync.")
-                raise _Fail(f"pattern {n}: you chose {_FLAGS[value]}, but the check's costs per frame are: "
-                            f"{shown}.", "Time what the CPU does on the buffer (pattern.cpu), not its size. "
-                            + why, details)
-            details.append(f"pattern {n}: {_FLAGS[value]} — right ({shown})")
-        if judged < 5:
-            raise _Fail(f"only {judged} patterns had a clear answer on this machine.",
-                        "run the check again when the machine is less busy.", details)
-        return CheckResult(EX_CACHE, "passed", f"All {judged} judged patterns right: you measured what the CPU "
-                           "does and priced both choices with the same model.", details)
-
-    return _LAB.run(EX_CACHE, body)
 
 
 # =========================================================================== exercise 3
@@ -414,120 +456,78 @@ def check_shared_internal(share_internal: Callable[[Any, List[str]], List[int]])
     return _LAB.run(EX_SHARED, body)
 
 
-# =========================================================================== exercise 1
-def plan_of(model: str, soc: str = "rk3588") -> Tuple[List[Dict[str, Any]], int]:
-    """(the rows of a model's memory plan, its total_internal_size) from its compiler report:
-    one row per (layer, tensor), with "tensor", "user", "start", "end", "size" and
-    "producer_layer_id" (0 for the model's input)."""
-    from .. import models
-    report = models.load_report(model, soc)
-    keys = ("layer_id", "user", "tensor", "orig_shape", "start", "end", "size", "producer_layer_id")
-    return [{k: row[k] for k in keys} for row in report.data["feature_tensors"]], report.total_internal_size
+# =========================================================================== exercise 4
+def practice_pattern(seed: int = 7) -> "_cases.Pattern":
+    """An access pattern to try ``choose_cacheable`` on (a fixed seed; the check draws its own)."""
+    return _cases.made_up_patterns(np.random.default_rng(seed))[0]
 
 
-def _measured_hits(rt: Any, model: str, hold_pages: int) -> Tuple[int, List[int]]:
-    """(free SRAM before the context, the SramHit column of the runtime's own table) for
-    ``model`` initialised with RKNN_FLAG_ENABLE_SRAM while a TRY_ALLOC_SRAM mem of
-    ``hold_pages`` pages holds part of the SRAM (the simulator: its bitmap and its
-    RKNN_LOG_LEVEL=3 table)."""
-    from ..allocation import parse_sram_bitmap, sram_hits as parse_table
-    holder = rt.init(_model_file("digits_cnn", "rk3588"))
-    held = rt.create_mem2(holder, hold_pages * _cases.SRAM_PAGE, abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM) \
-        if hold_pages else None
-    try:
-        free = parse_sram_bitmap(rt.sram_bitmap())["free_bytes"]
-        ctx = rt.init(_model_file(model, "rk3588"), abi.RKNN_FLAG_ENABLE_SRAM)
-        try:
-            text = rt.sram_log(ctx)
-            rows, _ = plan_of(model)
-            if not text:
-                return free, [0] * len(rows)
-            return free, [int(h) for h in parse_table(text)["sram_hit_bytes"].fillna(0)]
-        finally:
-            rt.destroy(ctx)
-    finally:
-        if held is not None:
-            rt.destroy_mem(holder, held)
-        rt.destroy(holder)
+_FLAGS = {abi.RKNN_FLAG_MEMORY_CACHEABLE: "RKNN_FLAG_MEMORY_CACHEABLE",
+          abi.RKNN_FLAG_MEMORY_NON_CACHEABLE: "RKNN_FLAG_MEMORY_NON_CACHEABLE"}
 
 
-def _sram_cases(rng: np.random.Generator, rt: Any = None) -> List[Tuple[str, List[Dict[str, Any]], int, int, List[int]]]:
-    """(name, rows, total_internal_size, free SRAM, truth) for the shipped plans (each with all
-    of the SRAM free and with part of it held) and eight made-up plans.  The shipped plans'
-    truth is the runtime's own SRAM table where it prints one (the simulator of an RK3588),
-    else the rule; the made-up plans' truth is the rule."""
-    cases = []
-    measured = rt is not None and hasattr(rt, "sram_log") and _soc_of(rt) == "rk3588"
-    for model in SRAM_MODELS:
-        rows, total = plan_of(model)
-        for hold in (0, int(rng.integers(20, 220))):
-            if measured:
-                free, truth = _measured_hits(rt, model, hold)
-            else:
-                free = _cases.RK3588_SRAM - hold * _cases.SRAM_PAGE
-                truth = _cases.sram_hits(rows, total, free)
-            cases.append((f"{model} (free SRAM {free:,} B)", rows, total, free, truth))
-    for k in range(8):
-        rows, total, free = _cases.made_up_plan(rng)
-        cases.append((f"made-up plan {k + 1} ({len(rows)} rows, free SRAM {free:,} B)", rows, total, free,
-                      _cases.sram_hits(rows, total, free)))
-    order = rng.permutation(len(cases))
-    return [cases[int(i)] for i in order]
+def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
+    """Exercise 4: ``choose_cacheable(pattern) -> abi.RKNN_FLAG_MEMORY_CACHEABLE or
+    abi.RKNN_FLAG_MEMORY_NON_CACHEABLE``: the cheaper allocation for a buffer the CPU uses as
+    ``pattern.cpu(buf)`` does once per frame (``pattern.nbytes``; ``pattern.syncs``: the
+    rknn_mem_sync modes a cacheable buffer needs per frame).
 
-
-def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequence[int]]) -> CheckResult:
-    """Exercise 1: ``sram_hits(rows, total_internal_size, free_sram) -> [bytes per row]``: the
-    SramHit the runtime's RKNN_LOG_LEVEL=3 table gives every row of a model's memory plan when
-    the context is made with RKNN_FLAG_ENABLE_SRAM and ``free_sram`` bytes of the NPU's SRAM
-    are free.
-
-    Cases: the shipped RK3588 plans of SRAM_MODELS, each with all 978,944 B free and with
-    part of the SRAM held by a TRY_ALLOC_SRAM mem (on the simulator their truth is the
-    runtime's own SRAM table; elsewhere the rule), and eight made-up plans, new at every call
-    (reused offsets, sizes that are not multiples of 4 KiB, free SRAM larger or smaller than
-    the plan).  Every row must be exact.  A failure shows how many rows are wrong and how
-    the wrong total compares, never the expected values."""
+    The check draws ten made-up patterns, new at every call: scans and fills of large and
+    small buffers, a small region or a few scattered bytes of a large buffer, a top-k.  After
+    your answer it measures each pattern's CPU time on a cached buffer itself (median of 9)
+    and models the rest as rknnlab.profile.cpu does: cacheable adds the modeled
+    rknn_mem_sync of every sync; non-cacheable multiplies the CPU time by UNCACHED_SLOWDOWN.
+    It judges the patterns where one choice costs at least twice the other.  A failure
+    shows its measured and modeled numbers for that pattern."""
     def body() -> CheckResult:
-        _require_function(sram_hits, "check_sram_hits(sram_hits)")
+        _require_function(choose_cacheable, "check_cache_choice(choose_cacheable)")
         rng = np.random.default_rng(_fresh_seed())
-        wrong: List[str] = []
-        rt = _open_runtime()
-        try:
-            cases = _sram_cases(rng, rt)
-        finally:
-            rt.close()
-        for n, (name, rows, total, free, truth) in enumerate(cases):
-            what = f"sram_hits(<{name}>, {total}, {free})"
+        details: List[str] = []
+        judged = 0
+        for n, pattern in enumerate(_cases.made_up_patterns(rng), 1):
+            what = f"choose_cacheable(<pattern {n}: {pattern!r}>)"
             try:
-                got = sram_hits([dict(r) for r in rows], total, free)
+                got = choose_cacheable(pattern)
             except Exception as exc:
-                raise _student_error(exc, what, "compare each row's [start, end) with the part of the internal "
-                                     "buffer that lives in SRAM.")
+                raise _student_error(exc, what, "time pattern.cpu(buf) on a buffer of pattern.nbytes, then "
+                                     "compare the two modeled costs per frame.")
             if got is None:
-                raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
-                                                       "return a list with one number of bytes per row.")
-            try:
-                values = [_whole_number(v) for v in got]
-            except TypeError:
-                raise _Fail(f"{what} returned {got!r}, not a list.", "return a list with one int per row.")
-            if len(values) != len(rows) or any(v is None for v in values):
-                raise _Fail(f"{what} returned {len(values)} values for {len(rows)} rows (or one is not a whole "
-                            "number).", "return one int per row, in the order of the rows (0 for no hit).")
-            bad = sum(v != t for v, t in zip(values, truth))
-            if bad:
-                side = "more" if sum(values) > sum(truth) else "less"
-                wrong.append(f"{name}: {bad} of {len(rows)} rows wrong; your total is {side} than the runtime's")
-        if wrong:
-            raise _Fail(f"{len(wrong)} of {len(cases)} plans have wrong rows:",
-                        "ENABLE_SRAM places the first part of the internal buffer in SRAM, in whole 4 KiB pages, "
-                        "as much as is free. A row's hit is the part of [start, end) inside it, even a part of a "
-                        "tensor. The model's input and output rows get none. Use the free SRAM you are given, "
-                        "not the SoC's total.", wrong[:6])
-        return CheckResult(EX_SRAM, "passed", f"Every row of {len(cases)} plans right, shipped and made-up: "
-                           "you placed the SRAM part by the plan's offsets and the free pages.",
-                           [f"{len(cases)} plans, {sum(len(c[1]) for c in cases)} rows"])
+                raise (_not_done if n == 1 else _Fail)(f"{what} returned None.",
+                                                       "return abi.RKNN_FLAG_MEMORY_CACHEABLE or "
+                                                       "abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
+            value = _whole_number(got)
+            if value not in _FLAGS:
+                raise _Fail(f"{what} returned {got!r}, not an alloc flag of rknn_create_mem2.",
+                            "return abi.RKNN_FLAG_MEMORY_CACHEABLE or abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.")
+            cached = _cases.cached_us(pattern)
+            cost = _cases.costs_us(pattern, cached)
+            cheap, dear = sorted(cost, key=cost.get)
+            shown = (f"CPU time on a cached buffer {cached:,.1f} us (measured); cacheable: + mem_sync = "
+                     f"{cost[abi.RKNN_FLAG_MEMORY_CACHEABLE]:,.1f} us; non-cacheable: "
+                     f"{cost[abi.RKNN_FLAG_MEMORY_NON_CACHEABLE]:,.1f} us (both modeled)")
+            if cost[dear] < CACHE_MARGIN * cost[cheap]:
+                details.append(f"pattern {n}: not judged (the two costs are too close: {shown})")
+                continue
+            judged += 1
+            if value != cheap:
+                if value == abi.RKNN_FLAG_MEMORY_CACHEABLE:
+                    why = ("A cacheable buffer pays for a cache sync over the whole buffer, once per mode in "
+                           "pattern.syncs, each frame: cpu.sync_cost prices it. A large buffer may be touched "
+                           "in a few bytes only.")
+                else:
+                    why = ("An uncached buffer pays on every access: the CPU's time x cpu.UNCACHED_SLOWDOWN. A "
+                           "buffer the CPU reads or writes in full costs far more than its sync.")
+                raise _Fail(f"pattern {n}: you chose {_FLAGS[value]}, but the check's costs per frame are: "
+                            f"{shown}.", "Time what the CPU does on the buffer (pattern.cpu), not its size. "
+                            + why, details)
+            details.append(f"pattern {n}: {_FLAGS[value]} — right ({shown})")
+        if judged < 5:
+            raise _Fail(f"only {judged} patterns had a clear answer on this machine.",
+                        "run the check again when the machine is less busy.", details)
+        return CheckResult(EX_CACHE, "passed", f"All {judged} judged patterns right: you measured what the CPU "
+                           "does and priced both choices with the same model.", details)
 
-    return _LAB.run(EX_SRAM, body)
+    return _LAB.run(EX_CACHE, body)
 
 
 # =========================================================================== exercise 5 ★
