@@ -479,6 +479,27 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "formula found that gives them).",
      "run mobilenet_v2 with ENABLE_SRAM and RKNN_LOG_LEVEL=3 on an RK3588 with SRAM: compare "
      "the table's rows and SramHit column with SimRuntime.sram_log, and the footer's lines."),
+    ("A56", "Dynamic shapes (a model built with rknn-toolkit2's dynamic_input): "
+            "RKNN_QUERY_INPUT_DYNAMIC_RANGE lists the shapes in the order the .rknn stores them "
+            "(smallest first here), each in its INPUT_ATTR's fmt (NHWC: Rockchip's demo copies "
+            "them into an INPUT_ATTR's dims). rknn_set_input_shapes reads each attr's dims in its "
+            "fmt and takes only a listed shape (else RKNN_ERR_PARAM_INVALID listing them). Before "
+            "the first rknn_set_input_shapes, rknn_inputs_set and rknn_run fail "
+            "(RKNN_ERR_PARAM_INVALID) and INPUT_ATTR, OUTPUT_ATTR and the CURRENT_* queries answer "
+            "the largest shape (the report's top level, the toolkit's MaxShape: the models' "
+            "assumption R6); after it the CURRENT_* queries answer the shape set. rknn_init "
+            "allocates the io buffers and the internal buffer once, for the largest shape: "
+            "MEM_SIZE does not change with the shape. A mem bound with set_io_mem holds for the "
+            "shape it was bound with: after a change, rknn_run fails until it is bound again with "
+            "the CURRENT_* attr (the User Guide V2.3.0 section 5.4.4.2 says to call set_io_mem "
+            "again). Each shape runs the compiler's own plan for it (its layers and times). Values "
+            "come from mobilenet_v2's ONNX twin run at that size (one quantization for all "
+            "shapes, as compiled).",
+     "with Rockchip's dynamic-shape demo model: print RKNN_QUERY_INPUT_DYNAMIC_RANGE; call "
+     "rknn_run before rknn_set_input_shapes; query INPUT_ATTR, CURRENT_INPUT_ATTR and MEM_SIZE "
+     "before and after setting each shape; switch the shape and run with the old io mems "
+     "bound (return code, outputs); compare the median rknn_run time per shape with static "
+     "builds of each size."),
 ]
 
 

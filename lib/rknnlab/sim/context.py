@@ -63,6 +63,9 @@ class Binding:
     mem: TensorMem
     layout: Layout
     zero_copy: bool
+    #: the tensor's logical (NCHW) shape when it was bound: a dynamic-shape model's
+    #: binding holds only for that shape
+    logical: Tuple[int, ...] = ()
 
 
 @dataclass(eq=False)
@@ -87,9 +90,13 @@ class Context:
     input_bindings: Dict[int, Binding] = field(default_factory=dict)
     output_bindings: Dict[int, Binding] = field(default_factory=dict)
     core_mask: int = abi.RKNN_NPU_CORE_AUTO
+    # a dynamic-shape model: the shape rknn_set_input_shapes chose (index into model.shapes)
+    shape_index: Optional[int] = None
     # outputs_get buffers (is_prealloc = 0) not yet released: address -> bytes
     heap_outputs: Dict[int, int] = field(default_factory=dict)
     runs: int = 0
+    # the model (the shape, for a dynamic-shape model) of the last run: its outputs and profile
+    last_run_model: Optional[SimModel] = None
     last_run_us: int = 0
     last_run_cores: Tuple[int, ...] = ()
     # the last RKNN_QUERY_PERF_DETAIL text: malloc'd (address, bytes incl. NUL), or None
@@ -104,6 +111,14 @@ class Context:
 
     def has(self, flag: int) -> bool:
         return bool(self.flags & flag)
+
+    @property
+    def current(self) -> SimModel:
+        """The model as it runs now: the shape set last for a dynamic-shape model (the
+        model itself, largest shape first, before any rknn_set_input_shapes), else the model."""
+        if self.shape_index is None:
+            return self.model
+        return self.model.shapes[self.shape_index]
 
     @property
     def info_only(self) -> bool:

@@ -70,10 +70,20 @@ def address_of(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
+class _Bytes:
+    """Raw memory described through numpy's array interface: no ctypes array type is
+    made per size (each such type is a cyclic object of a few KiB that only the garbage
+    collector frees, at a moment that would show up in heap measurements)."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+
+
 def array_at(address: int, nbytes: int, dtype: "np.dtype | type" = np.uint8) -> np.ndarray:
     """A writable numpy view of ``nbytes`` bytes at ``address`` (no copy)."""
-    raw = (ctypes.c_ubyte * nbytes).from_address(address)
-    return np.frombuffer(raw, dtype=dtype)
+    raw = np.asarray(_Bytes(address, nbytes))
+    return raw if np.dtype(dtype) == raw.dtype else raw.view(dtype)
 
 
 class DmaBuffer:

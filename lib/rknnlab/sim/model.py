@@ -116,6 +116,20 @@ class SimModel:
         self._layer_times: Dict[Tuple[Tuple[int, ...], int], Tuple[List[LayerTime], float]] = {}
         self._values: Any = None
         self._values_lock = threading.Lock()
+        #: a dynamic-shape model: one model per input shape, in RKNN_QUERY_INPUT_DYNAMIC_RANGE
+        #: order (rknnlab.models.CompilerReport.dynamic_shapes); empty for a static model
+        self.shapes: List[SimModel] = [SimModel(report.for_shape(entry["input_dims"]), sha256)
+                                       for entry in report.dynamic_shapes]
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.shapes)
+
+    @property
+    def input_dims(self) -> List[List[int]]:
+        """The NCHW dims of each input (the shape this model, or this shape of a dynamic
+        model, was compiled for)."""
+        return [list(spec.logical) for spec in self.inputs]
 
     def layer_times(self, cores: Tuple[int, ...], sram_bytes: int = 0) -> List[LayerTime]:
         """Modeled time of each layer in a run on ``cores`` (rknnlab.sim.npu), with the

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import threading
 import zlib
-from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
+from .. import models
 from .layout import dequantize, quantize
 from .memory import address_of, same_bytes
 
@@ -100,19 +102,38 @@ class TwinValues:
     def _get_session(self):  # -> onnxruntime.InferenceSession
         with self._session_lock:
             if self._session is None:
-                try:
-                    import onnxruntime
-                except ImportError as exc:
-                    raise ImportError(
-                        f"the simulator computes {self.model.name}'s outputs with onnxruntime, "
-                        "which is not installed: pip install 'rknnlab[sim]' (or onnxruntime)") from exc
-                options = onnxruntime.SessionOptions()
-                options.intra_op_num_threads = ONNX_THREADS
-                options.inter_op_num_threads = 1
-                options.log_severity_level = 3
-                self._session = onnxruntime.InferenceSession(
-                    str(self.model.report.onnx_path), options, providers=["CPUExecutionProvider"])
+                report = self.model.report
+                own = report.onnx_path is not None and report.onnx_path.exists()
+                # a model without a twin of its own (a dynamic-shape model) runs the twin
+                # model.json names, with the input's height and width left free
+                path = report.onnx_path if own else report.values_twin_path
+                self._session = _session_for(path, free_hw=not own, name=self.model.name)
             return self._session
+
+
+_sessions: Dict[Tuple[str, bool], Any] = {}
+_sessions_lock = threading.Lock()
+
+
+def _session_for(path: Path, free_hw: bool, name: str):  # -> onnxruntime.InferenceSession
+    """One onnxruntime session per twin file (and free_hw) for the whole process: the
+    shapes of a dynamic model share it."""
+    key = (str(path), free_hw)
+    with _sessions_lock:
+        if key not in _sessions:
+            try:
+                import onnxruntime
+            except ImportError as exc:
+                raise ImportError(
+                    f"the simulator computes {name}'s outputs with onnxruntime, "
+                    "which is not installed: pip install 'rknnlab[sim]' (or onnxruntime)") from exc
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = ONNX_THREADS
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            source = models.onnx_free_hw(Path(path).read_bytes()) if free_hw else str(path)
+            _sessions[key] = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        return _sessions[key]
 
 
 def _matched(specs, onnx_names: List[str]) -> List[str]:
@@ -145,8 +166,12 @@ class StandInValues:
 
 
 def values_for(model: "SimModel") -> Union[TwinValues, StandInValues]:
-    """The output source of ``model``: its ONNX twin if shipped, else the stand-in."""
+    """The output source of ``model``: its ONNX twin if shipped (or the twin its model.json
+    names, for a dynamic-shape model), else the stand-in."""
     onnx_path = model.report.onnx_path
     if onnx_path is not None and onnx_path.exists():
+        return TwinValues(model)
+    twin = model.report.values_twin_path
+    if twin is not None and twin.exists():
         return TwinValues(model)
     return StandInValues(model)

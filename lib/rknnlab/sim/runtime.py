@@ -39,6 +39,7 @@ from .model import SimModel, TensorSpec, UnknownModelError, identify
 from .internal import InternalState
 from .npu import SOC_ALIASES, npu_for, soc_npu, wait_until
 from .perf import perf_detail_text
+from .shapes import dims_text, nchw
 from .sram import SRAM_PAGE, sram_for, sram_log_text
 
 API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
@@ -442,7 +443,7 @@ class SimRuntime(Runtime):
         with self._using(ctx, "sram_log", info_only_ok=True, exclusive=False) as context:
             if context.sram is None:
                 return ""
-            model = context.model
+            model = context.current
             with self._lock:
                 if context.log_addresses is None:
                     addresses = {"": take_iova(model.report.total_internal_size)}
@@ -525,6 +526,8 @@ class SimRuntime(Runtime):
         model = context.model
         if cmd in _ATTR_QUERIES or cmd in _CURRENT_QUERIES:
             kind, outputs = _ATTR_QUERIES.get(cmd) or _CURRENT_QUERIES[cmd]
+            if cmd in _CURRENT_QUERIES:  # the shape set last (ASSUMPTIONS A52, A56)
+                model = context.current
             specs = model.outputs if outputs else model.inputs
             if info.index >= len(specs):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
@@ -533,9 +536,7 @@ class SimRuntime(Runtime):
             ctypes.memmove(ctypes.addressof(info), ctypes.addressof(specs[info.index].attrs[kind]),
                            ctypes.sizeof(info))
         elif cmd == abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE:
-            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                         f"RKNN_QUERY_INPUT_DYNAMIC_RANGE: {model.name} was built with one input shape "
-                         "(no dynamic_input); its INPUT_ATTR gives that shape (ASSUMPTIONS A52)")
+            self._answer_dynamic_range(model, info, fn)
         elif cmd == abi.RKNN_QUERY_IN_OUT_NUM:
             info.n_input, info.n_output = len(model.inputs), len(model.outputs)
         elif cmd == abi.RKNN_QUERY_MEM_SIZE:
@@ -555,6 +556,29 @@ class SimRuntime(Runtime):
         elif cmd == abi.RKNN_QUERY_PERF_DETAIL:
             self._answer_perf_detail(context, info, fn)
 
+    @staticmethod
+    def _answer_dynamic_range(model: SimModel, info: abi.rknn_input_range, fn: str) -> None:
+        """The shapes one input accepts, in the order the model stores them, each in the
+        layout of its INPUT_ATTR (NHWC for an image: ASSUMPTIONS A56)."""
+        name = abi.QUERY_NAMES[abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE]
+        if not model.dynamic:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{name}: {model.name} was built with one input shape (no dynamic_input); its "
+                         "INPUT_ATTR gives that shape (ASSUMPTIONS A52)")
+        if info.index >= len(model.inputs):
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{name}: index {info.index} is out of range, {model.name} has {len(model.inputs)} input(s)")
+        plain = model.inputs[info.index].plain
+        info.shape_number = len(model.shapes)
+        info.fmt = plain.fmt
+        info.name = plain.name
+        info.n_dims = plain.n_dims
+        for k, shape in enumerate(model.shapes):
+            attr = shape.inputs[info.index].plain
+            dims = list(attr.dims[:attr.n_dims])
+            for j, dim in enumerate(dims):
+                info.dyn_range[k][j] = dim
+
     def _answer_perf_detail(self, context: Context, info: abi.rknn_perf_detail, fn: str) -> None:
         """The per-layer profile of the last run, in the runtime's text form
         (rknnlab.sim.perf).  perf_data points to a NUL-terminated text the
@@ -571,7 +595,7 @@ class SimRuntime(Runtime):
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                          "RKNN_QUERY_PERF_DETAIL: no rknn_run yet on this context: the profile "
                          "describes the last run")
-        model = context.model
+        model = context.last_run_model or context.model
         times = model.layer_times(cores, context.sram_bytes)
         text = perf_detail_text(model.report.layers, times, self.soc).encode("ascii")
         with self._lock:
@@ -595,7 +619,7 @@ class SimRuntime(Runtime):
         copies bytes already in the native layout."""
         fn = "rknn_inputs_set"
         with self._using(ctx, fn) as context:
-            model = context.model
+            model = self._shape_set(context, fn)
             if not 0 < len(inputs) <= len(model.inputs):
                 raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
                              f"{len(inputs)} inputs given, {model.name} has {len(model.inputs)}")
@@ -618,7 +642,7 @@ class SimRuntime(Runtime):
     def _input_plan(self, context: Context, tensor_input: abi.rknn_input, fn: str
                     ) -> Tuple[TensorSpec, Optional[Layout], Optional[Binding]]:
         """(spec, layout of the caller's bytes or None for pass_through, zero-copy binding)."""
-        model = context.model
+        model = context.current
         index = tensor_input.index
         if index >= len(model.inputs):
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
@@ -627,6 +651,8 @@ class SimRuntime(Runtime):
         if not tensor_input.buf:
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn, f"input {index}: buf is NULL")
         binding = context.input_bindings.get(index)
+        if binding is not None:
+            self._check_binding_shape(binding, spec, "input", fn)
         if binding is None and context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                          f"input {index}: with RKNN_FLAG_MEM_ALLOC_OUTSIDE the runtime has no input buffer "
@@ -667,7 +693,7 @@ class SimRuntime(Runtime):
         fn = "rknn_run"
         with self._using(ctx, fn) as context:
             called_at = time.perf_counter()
-            model = context.model
+            model = self._shape_set(context, fn)
             if not context.weights.present:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "the context has no weight memory: with RKNN_FLAG_MEM_ALLOC_OUTSIDE call "
@@ -677,11 +703,18 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "the context has no internal memory: with RKNN_FLAG_MEM_ALLOC_OUTSIDE or "
                              "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE call rknn_set_internal_mem before rknn_run "
-                             f"(a mem of at least total_internal_size = {model.report.total_internal_size} B)")
+                             "(a mem of at least total_internal_size = "
+                             f"{context.model.report.total_internal_size} B)")
             with self._lock:
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
                 internal_mem = context.internal_mem if model.report.total_internal_size else None
+            if context.model.dynamic:  # bindings made for another shape do not serve this one
+                for specs, bindings, what in ((model.inputs, in_bindings, "input"),
+                                              (model.outputs, out_bindings, "output")):
+                    for spec in specs:
+                        if spec.index in bindings:
+                            self._check_binding_shape(bindings[spec.index], spec, what, fn)
             if context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
                 unbound = _unbound(model, in_bindings, out_bindings)
                 if unbound:
@@ -697,7 +730,7 @@ class SimRuntime(Runtime):
                 return model.run_seconds(cores, sram_bytes)
 
             with self._pinned(mems, fn), self.npu.occupy(context.core_mask, seconds_on, called_at) as slot:
-                native_inputs = [self._native_input(context, spec, in_bindings.get(spec.index))
+                native_inputs = [self._native_input(context, model, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
                 state = None
                 if internal_mem is not None:  # a caller's buffer, maybe shared: ASSUMPTIONS A28
@@ -710,11 +743,13 @@ class SimRuntime(Runtime):
                 for spec, native in zip(model.outputs, results):
                     self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
+            context.last_run_model = model
             context.last_run_us = round(slot.seconds * 1e6)
             context.last_run_cores = slot.cores
         return 0
 
-    def _native_input(self, context: Context, spec: TensorSpec, binding: Optional[Binding]) -> np.ndarray:
+    def _native_input(self, context: Context, model: SimModel, spec: TensorSpec,
+                      binding: Optional[Binding]) -> np.ndarray:
         """The native bytes the NPU reads for one input."""
         nbytes = spec.native.nbytes
         if binding is not None and binding.zero_copy:
@@ -725,7 +760,7 @@ class SimRuntime(Runtime):
             if binding.layout.rknn_type == abi.RKNN_TENSOR_INT8:  # already quantized: layout only
                 spec.native.write(raw, staging)
             else:
-                spec.native.write(context.model.quantizers[spec.index](raw), staging)
+                spec.native.write(model.quantizers[spec.index](raw), staging)
         return staging
 
     def _store_output(self, context: Context, spec: TensorSpec, native: np.ndarray,
@@ -751,7 +786,7 @@ class SimRuntime(Runtime):
         output twice; read the bound mem instead."""
         fn = "rknn_outputs_get"
         with self._using(ctx, fn) as context:
-            model = context.model
+            model = context.last_run_model or context.model  # the outputs of the last run's shape
             if not context.runs:
                 raise _error(abi.RKNN_ERR_OUTPUT_INVALID, fn, "no rknn_run yet: there are no outputs to get")
             if not 0 < len(outputs) <= len(model.outputs):
@@ -837,13 +872,62 @@ class SimRuntime(Runtime):
         return 0
 
     def set_input_shapes(self, ctx: int, attrs: Sequence[abi.rknn_tensor_attr]) -> int:
-        """rknn_set_input_shapes: only a model built with several input shapes
-        (rknn-toolkit2's dynamic_input) accepts it (ASSUMPTIONS A52)."""
+        """rknn_set_input_shapes: choose one of the input shapes a dynamic-shape model was
+        built with (rknn-toolkit2's dynamic_input).  One attr per input with index, name,
+        n_dims, dims and fmt filled (API reference V2.3.2 p.37); the dims are read in that
+        fmt (NHWC or NCHW).  Buffers stay as rknn_init sized them, for the largest shape;
+        io mems bound for another shape must be bound again (ASSUMPTIONS A56).  A model
+        built with one shape refuses the call (ASSUMPTIONS A52)."""
         fn = "rknn_set_input_shapes"
         with self._using(ctx, fn) as context:
+            model = context.model
+            if not model.dynamic:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{model.name} was built with one input shape (no dynamic_input): it has "
+                             "no shapes to choose from; query its INPUT_ATTR instead (ASSUMPTIONS A52)")
+            if len(attrs) != len(model.inputs):
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{len(attrs)} attrs given; n_inputs must be {len(model.inputs)}, one attr "
+                             "per input of the model")
+            wanted: List[Optional[List[int]]] = [None] * len(model.inputs)
+            for attr in attrs:
+                spec = model.inputs[attr.index] if attr.index < len(model.inputs) else None
+                name = attr.name.decode("utf-8", "replace")
+                if spec is None or name != spec.name:
+                    raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                                 f"attr index {attr.index}, name {name!r}: the inputs are "
+                                 f"{[(s.index, s.name) for s in model.inputs]}; fill index and name "
+                                 "from RKNN_QUERY_INPUT_ATTR")
+                wanted[attr.index] = nchw(attr)
+            for k, shape in enumerate(model.shapes):
+                if shape.input_dims == wanted:
+                    context.shape_index = k
+                    return 0
+            allowed = "; ".join(
+                " + ".join(dims_text(dims, attrs[0].fmt) for dims in shape.input_dims) for shape in model.shapes)
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                         f"{context.model.name} was built with one input shape (no dynamic_input): "
-                         "it has no shapes to choose from; query its INPUT_ATTR instead (ASSUMPTIONS A52)")
+                         f"{dims_text(wanted[0], attrs[0].fmt) if wanted[0] else '?'} is not one of the "
+                         f"shapes {model.name} was built with: {allowed} (RKNN_QUERY_INPUT_DYNAMIC_RANGE "
+                         "lists them)")
+
+    def _shape_set(self, context: Context, fn: str) -> SimModel:
+        """The model as it runs now; a dynamic-shape model needs rknn_set_input_shapes first."""
+        if context.model.dynamic and context.shape_index is None:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{context.model.name} is a dynamic-shape model: call rknn_set_input_shapes "
+                         "with one of its shapes (RKNN_QUERY_INPUT_DYNAMIC_RANGE) before the first "
+                         "rknn_inputs_set and rknn_run")
+        return context.current
+
+    @staticmethod
+    def _check_binding_shape(binding: Binding, spec: TensorSpec, what: str, fn: str) -> None:
+        """A mem bound for one shape of a dynamic model does not serve another (A56)."""
+        if binding.logical and binding.logical != tuple(spec.logical):
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{what} {spec.index} ({spec.name!r}) is bound with an attr of shape "
+                         f"{list(binding.logical)}, the current shape is {list(spec.logical)}: after "
+                         "rknn_set_input_shapes, query the RKNN_QUERY_CURRENT_* attr and call "
+                         "rknn_set_io_mem again with the CURRENT_* attr (ASSUMPTIONS A56)")
 
     # ------------------------------------------------------------------ memory
     def create_mem(self, ctx: int, size: int) -> MemPtr:
@@ -969,7 +1053,7 @@ class SimRuntime(Runtime):
         fn = "rknn_set_io_mem"
         with self._using(ctx, fn, exclusive=False) as context:
             record = self._mem(mem, fn)
-            model = context.model
+            model = context.current
             name = attr.name.decode("utf-8", "replace")
             found = [(False, s) for s in model.inputs if s.name == name] + \
                     [(True, s) for s in model.outputs if s.name == name]
@@ -996,7 +1080,7 @@ class SimRuntime(Runtime):
                              f"{name}: the mem has size - offset = {record.available} B, the tensor needs "
                              f"{layout.nbytes} B in {_type_name(attr.type)} {_fmt_name(attr.fmt)} "
                              "(size zero-copy mems from the NATIVE attr's size_with_stride)")
-            binding = Binding(record, layout, zero_copy=layout == spec.native)
+            binding = Binding(record, layout, zero_copy=layout == spec.native, logical=tuple(spec.logical))
             with self._lock:
                 self._check_alive(context, fn)
                 if record.dead:
@@ -1092,7 +1176,7 @@ def _copy_weights(source: np.ndarray, target: np.ndarray) -> None:
 
 def _view_at(address: int, size: int) -> memoryview:
     """The ``size`` bytes at ``address``, seen in place (no copy)."""
-    return memoryview((ctypes.c_ubyte * size).from_address(address)).cast("B")
+    return memoryview(array_at(address, size))
 
 
 class _ModelSource:
