@@ -20,20 +20,39 @@ Rule: everything on the CPU side is real, only the NPU is modeled.
   but means nothing (yolov5s, yolov5s_relu, yolov5m, resnet50): see
   rknnlab.sim.outputs.
 
+Modeled as well (each a listed assumption below where the documents are silent):
+- Memory from outside: RKNN_FLAG_MEM_ALLOC_OUTSIDE (weights, internal and every
+  io tensor set by the caller before rknn_run) and INTERNAL_ALLOC_OUTSIDE;
+  rknn_create_mem_from_phys inside a mem's made-up NPU address range.
+- Shared internal memory: a run keeps its state in a caller's internal mem
+  from start to end (rknnlab.sim.internal), so two contexts sharing one whose
+  runs overlap on different cores get wrong outputs; one after another, right.
+- RK3588 NPU SRAM (rknnlab.sim.sram): RKNN_FLAG_ENABLE_SRAM and
+  RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM against a 956 KiB budget in 4 KiB pages, the
+  /sys/kernel/debug/rknpu/mm bitmap (SimRuntime.sram_bitmap), the
+  RKNN_LOG_LEVEL=3 SramHit table (SimRuntime.sram_log) and the DDR time hits save.
+- Dynamic shapes (a model built with dynamic_input): RKNN_QUERY_INPUT_DYNAMIC_RANGE,
+  rknn_set_input_shapes, the CURRENT_* attrs, each shape's own plan and time.
+- Mems remember CACHEABLE / NON_CACHEABLE; memory stays coherent (A11) and the
+  CPU cost of uncached memory is modeled in rknnlab.profile.cpu.
+
 What the simulator does not reproduce (limitations, not claims about a board):
 the onnxruntime session and the small output cache add to the process's RSS
 at the first run of a model (take memory baselines after one run); a run
 whose values take longer to compute than the modeled time (an uncached input
-of a twin model) lasts as long as computing; CUSTOM_STRING, dynamic shapes,
-asynchronous runs, fences and SRAM are not modeled (their flags and queries
-are refused with an error saying so, never ignored).  RKNN_QUERY_PERF_DETAIL
-(with RKNN_FLAG_COLLECT_PERF_MASK) answers the runtime's per-layer text from
-the compiler report and the modeled layer times (rknnlab.sim.perf).
+of a twin model) lasts as long as computing; CUSTOM_STRING, asynchronous runs,
+fences and GPU fallback are not modeled (their flags and queries are refused
+with an error saying so, never ignored), nor are weights in SRAM (the older
+SRAM note's environment variables).
+RKNN_QUERY_PERF_DETAIL (with RKNN_FLAG_COLLECT_PERF_MASK) answers the runtime's
+per-layer text from the compiler report and the modeled layer times
+(rknnlab.sim.perf).
 
 Modules: memory (libc heap, memfd DMA buffers), layout (formats, quantization,
 normalisation), npu (timing per layer, cores), perf (the PERF_DETAIL text),
 outputs (values), model (course models by sha256), mems (rknn_tensor_mem),
-context (per-context state), runtime (the API).
+internal (a run's state in a caller's internal mem), sram (NPU SRAM), shapes
+(dynamic-shape dims), context (per-context state), runtime (the API).
 
 ``modeled_run_ms(model, soc, core_mask)`` gives a run's modeled time from the
 report alone: the time rknn_run blocks for (and RKNN_QUERY_PERF_RUN reports).
