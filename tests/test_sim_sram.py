@@ -20,7 +20,9 @@ PAGE = 4096
 @pytest.fixture
 def rt():
     runtime = SimRuntime("rk3588")
-    assert sram_for("rk3588").free_bytes == TOTAL  # nothing left over from another test
+    assert sram_for("rk3588").free_bytes == TOTAL, \
+        "SRAM is held before this test: an earlier test left an ENABLE_SRAM context or a " \
+        "TRY_ALLOC_SRAM mem alive (SRAM is one allocator for the whole process)"
     yield runtime
     runtime.close()
 

@@ -511,7 +511,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "MEM_SIZE does not change with the shape. A mem bound with set_io_mem holds for the "
             "shape it was bound with: after a change, rknn_run fails until it is bound again with "
             "the CURRENT_* attr (the User Guide V2.3.0 section 5.4.4.2 says to call set_io_mem "
-            "again). Each shape runs the compiler's own plan for it (its layers and times). Values "
+            "again); rknn_dup_context starts with no shape set. Each shape runs the compiler's own "
+            "plan for it (its layers and times). Values "
             "come from mobilenet_v2's ONNX twin run at that size (one quantization for all "
             "shapes, as compiled).",
      "with Rockchip's dynamic-shape demo model: print RKNN_QUERY_INPUT_DYNAMIC_RANGE; call "
