@@ -737,11 +737,13 @@ class SimRuntime(Runtime):
                     plan = internal_mem.data(model.report.total_internal_size)
                     state = InternalState.enter(plan, model.internal_inputs, native_inputs)
                 results = model.values.compute(native_inputs)
-                if state is not None:  # the outputs come from what the plan holds at the end
-                    wait_until(slot.start + slot.seconds)
-                    results, _ = state.leave(results, model.values.compute)
                 for spec, native in zip(model.outputs, results):
                     self._store_output(context, spec, native, out_bindings.get(spec.index))
+                if state is not None:  # the outputs come from what the plan holds at the end
+                    wait_until(slot.start + slot.seconds)
+                    results, corrupted = state.leave(results, model.values.compute)
+                    for spec, native in zip(model.outputs, results if corrupted else ()):
+                        self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
             context.last_run_model = model
             context.last_run_us = round(slot.seconds * 1e6)
