@@ -339,6 +339,18 @@ def test_models_sharing_internal_memory_at_the_same_time_corrupt_outputs(rt, sha
     np.testing.assert_array_equal(_output(rt, mobilenet), expected["mobilenet_v2"])
 
 
+def test_auto_puts_overlapping_runs_on_idle_cores_so_they_corrupt_too(rt, shared_pair):
+    contexts, expected, shared = shared_pair
+    mobilenet, digits = contexts["mobilenet_v2"], contexts["digits_cnn"]
+    for ctx in (mobilenet, digits):
+        rt.set_core_mask(ctx, abi.RKNN_NPU_CORE_AUTO)
+    for _ in range(5):
+        _overlapping_runs(rt, mobilenet, digits, shared)
+        if not np.array_equal(_output(rt, mobilenet), expected["mobilenet_v2"]):
+            break
+    assert not np.array_equal(_output(rt, mobilenet), expected["mobilenet_v2"])
+
+
 def test_the_same_core_queues_runs_so_sharing_is_safe(rt, shared_pair):
     contexts, expected, shared = shared_pair
     for ctx in contexts.values():
