@@ -136,6 +136,13 @@ class Recorder:
         self.core_masks: Dict[int, int] = {}
         self.functions: List[str] = []
         self._function_code: Dict[str, int] = {}
+        # Size the name table now: a dict that grows inside a measured step shows up as
+        # heap growth of that step (Python 3.9 resizes at different sizes than 3.11).
+        # Deleted keys leave the table at its grown size.
+        for placeholder in range(128):
+            self._function_code[str(placeholder)] = 0
+        for placeholder in range(128):
+            del self._function_code[str(placeholder)]
         #: where iteration, stage_code and dma_bytes are mirrored (see share_state)
         self._shared: Any = None
         self._iteration: Optional[int] = None

@@ -16,6 +16,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from ..rknn.buffers import raw_bytes
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 _malloc = _libc.malloc
@@ -70,19 +72,9 @@ def address_of(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
-class _Bytes:
-    """Raw memory described through numpy's array interface: no ctypes array type is
-    made per size (each such type is a cyclic object of a few KiB that only the garbage
-    collector frees, at a moment that would show up in heap measurements)."""
-
-    def __init__(self, address: int, nbytes: int) -> None:
-        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,),
-                                    "typestr": "|u1", "version": 3}
-
-
 def array_at(address: int, nbytes: int, dtype: "np.dtype | type" = np.uint8) -> np.ndarray:
     """A writable numpy view of ``nbytes`` bytes at ``address`` (no copy)."""
-    raw = np.asarray(_Bytes(address, nbytes))
+    raw = raw_bytes(address, nbytes)
     return raw if np.dtype(dtype) == raw.dtype else raw.view(dtype)
 
 
