@@ -265,12 +265,14 @@ def test_the_alloc_outside_demo_steps(rt, report):
     np.testing.assert_allclose(scores, _float_output(rt, reference), atol=1e-6)
 
 
-def test_a_duplicate_starts_without_a_shape(rt):
+def test_a_dynamic_shape_context_is_not_duplicated(rt):
     ctx = rt.init(str(models.model_path(MODEL)))
     _set_shape(rt, ctx, 160)
-    dup = rt.dup_context(ctx)
-    with pytest.raises(errors.RknnParamInvalidError, match="rknn_set_input_shapes"):
-        rt.run(dup)
-    assert _attr(rt, dup, abi.RKNN_QUERY_CURRENT_INPUT_ATTR).size == 320 * 320 * 3
-    _set_shape(rt, dup, 224)
-    assert _attr(rt, ctx, abi.RKNN_QUERY_CURRENT_INPUT_ATTR).size == 160 * 160 * 3  # each its own
+    handles = set(rt._contexts)
+    with pytest.raises(errors.RknnParamInvalidError, match="5.4.4.1"):
+        rt.dup_context(ctx)
+    assert set(rt._contexts) == handles  # nothing was made
+    rt.inputs_set(ctx, [buffers.input_from_array(0, _image(160), abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)  # the original is untouched
+    static = rt.init(str(models.model_path("mobilenet_v2")))
+    rt.destroy(rt.dup_context(static))  # static models still duplicate

@@ -14,6 +14,7 @@ import pytest
 from rknnlab import models
 from rknnlab.rknn import abi, buffers, errors
 from rknnlab.sim import SimRuntime
+from rknnlab.sim.sram import sram_for
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 
@@ -53,7 +54,8 @@ def test_init_allocates_weights_internal_and_io(rt):
     assert size.total_weight_size == report.total_weight_size
     assert size.total_internal_size == report.total_internal_size
     assert size.total_dma_allocated_size == report.total_weight_size + report.total_internal_size + io
-    assert size.total_sram_size == 0 and size.free_sram_size == 0
+    # the NPU's SRAM reservation and what is free of it, for a flag-0 context too (A53)
+    assert (size.total_sram_size, size.free_sram_size) == (978_944, sram_for("rk3588").free_bytes)
 
 
 def test_dma_total_rises_and_falls_with_create_mem(rt):

@@ -103,11 +103,12 @@ def test_enable_sram_puts_the_first_part_of_internal_in_sram(rt):
     report = models.load_report("mobilenet_v2")
     plain = rt.init(_path("mobilenet_v2"))
     size = _mem_size(rt, plain)
-    assert (size.total_sram_size, size.free_sram_size) == (0, 0)  # not asked for (A53)
+    assert (size.total_sram_size, size.free_sram_size) == (TOTAL, TOTAL)  # flag 0 answers too (A53)
     ctx = rt.init(_path("mobilenet_v2"), abi.RKNN_FLAG_ENABLE_SRAM)
     size = _mem_size(rt, ctx)
     assert report.total_internal_size > TOTAL  # so every page goes to it
     assert (size.total_sram_size, size.free_sram_size) == (TOTAL, 0)
+    assert (_mem_size(rt, plain).total_sram_size, _mem_size(rt, plain).free_sram_size) == (TOTAL, 0)
     assert size.total_internal_size == report.total_internal_size
     assert size.total_dma_allocated_size == (report.total_weight_size + report.total_internal_size - TOTAL
                                              + _io_bytes(report))

@@ -79,7 +79,7 @@ class Context:
     internal: Optional[DmaBuffer] = None         # allocated by the runtime
     internal_mem: Optional[TensorMem] = None     # set_internal_mem
     # RKNN_FLAG_ENABLE_SRAM: the first bytes of the runtime's internal buffer in NPU SRAM
-    # (``internal`` then holds only the rest, in DRAM), and the allocator they came from
+    # (``internal`` then holds only the rest, in DDR), and the allocator they came from
     sram: Optional[SramBlock] = None
     sram_allocator: Optional[SramAllocator] = None
     # made-up NPU addresses for the SRAM log: the internal buffer, then each io tensor

@@ -1,13 +1,15 @@
 """What a run keeps in a caller's internal memory while the NPU works (ASSUMPTIONS A28).
 
 The compiler's plan (the report's feature_tensors) places every intermediate
-tensor of a run in the internal buffer, the model's input tensor included (at
-its start in every course model).  A run needs those bytes from its first
+tensor of a run in the internal buffer and reserves a slot for the model's
+input tensor too (at its start in every course model).  A run needs those bytes from its first
 layer to its last, so two contexts sharing one internal buffer must not run at
 the same time: the documented pattern is for models that run one after
 another (API reference V2.3.2 p.18-19; User Guide V1.5.2).
 
-The simulator does not compute activations, so it models that state coarsely:
+The simulator does not compute activations, so it carries that state in a
+stand-in (on a board the input stays in its own io buffer, and what collides is
+the intermediate tensors):
 
 - at the start of the modeled NPU time, the run writes its intermediate
   tensors (the whole plan, [0, total_internal_size), with one byte derived

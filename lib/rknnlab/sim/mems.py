@@ -90,7 +90,7 @@ class TensorMem:
 
     @property
     def sram_bytes(self) -> int:
-        """Bytes of this mem in the NPU's SRAM (from its start); the rest is DRAM."""
+        """Bytes of this mem in the NPU's SRAM (from its start); the rest is DDR."""
         return self.sram.nbytes if self.sram is not None else 0
 
     @property

@@ -417,6 +417,11 @@ class SimRuntime(Runtime):
         core mask AUTO, no io mems bound."""
         fn = "rknn_dup_context"
         with self._using(ctx, fn, exclusive=False) as source:
+            if source.model.dynamic:  # the return code is not documented: ASSUMPTIONS A56
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"{source.model.name} is a dynamic-shape model: the User Guide V2.3.0 "
+                             "(section 5.4.4.1) says such a context may not be duplicated; rknn_init "
+                             "the model again for a second context (ASSUMPTIONS A56)")
             context = Context(next(_handles), source.model, source.flags)
             with self._lock:
                 self._check_alive(source, fn)
@@ -543,11 +548,10 @@ class SimRuntime(Runtime):
             info.total_weight_size = model.report.total_weight_size
             info.total_internal_size = model.report.total_internal_size
             info.total_dma_allocated_size = self._dma_total(context)
-            if context.has(abi.RKNN_FLAG_ENABLE_SRAM):  # 0/0 otherwise: ASSUMPTIONS A53
-                sram = sram_for(self.soc)
-                info.total_sram_size, info.free_sram_size = sram.total_bytes, sram.free_bytes
-            else:
-                info.total_sram_size = info.free_sram_size = 0
+            # the SRAM reserved for the NPU and what is free of it now, for every context
+            # (rknn_api.h: "total system sram size reserved for rknn"; ASSUMPTIONS A53)
+            sram = sram_for(self.soc)
+            info.total_sram_size, info.free_sram_size = sram.total_bytes, sram.free_bytes
         elif cmd == abi.RKNN_QUERY_SDK_VERSION:
             info.api_version = API_VERSION.encode()
             info.drv_version = DRIVER_VERSION.encode()
@@ -941,7 +945,7 @@ class SimRuntime(Runtime):
         (TensorMem.cacheable; memory stays coherent here, ASSUMPTIONS A11, and
         the CPU cost of uncached memory is modeled in rknnlab.profile.cpu);
         TRY_ALLOC_SRAM puts as much of the mem as the free NPU SRAM holds in it
-        (its first pages), the rest in DRAM (ASSUMPTIONS A29);
+        (its first pages), the rest in DDR (ASSUMPTIONS A29);
         RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0 (then no context counts it)."""
         return self._create_mem("rknn_create_mem2", ctx, size, alloc_flags)
 
@@ -970,7 +974,7 @@ class SimRuntime(Runtime):
         cacheable = not alloc_flags & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
         mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False,
                         alloc_flags=alloc_flags & ~abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT, cacheable=cacheable)
-        if alloc_flags & abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM:  # the rest stays in DRAM (rknn_api.h)
+        if alloc_flags & abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM:  # the rest stays in DDR (rknn_api.h)
             allocator = sram_for(self.soc)
             block = allocator.take(size)
             if block is not None:

@@ -10,7 +10,7 @@ rockchip-linux/rknpu2; User Guide V2.3.0 section 5.7; API reference V2.3.2 p.19)
   "SRAM total size: 978944, used: ..., free: ..." (978,944 B = 239 pages);
 - RKNN_FLAG_ENABLE_SRAM places "the intermediate tensor memory ... on SRAM as much
   as possible"; rknn_create_mem2's RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM tries SRAM and
-  takes DRAM for what does not fit (rknn_api.h);
+  takes DDR memory for what does not fit (rknn_api.h);
 - with RKNN_LOG_LEVEL=3 the runtime prints a table of the internal tensors: its
   header gives the SRAM part of the internal buffer as an address range starting
   where the internal buffer starts; each row's SramHit is the bytes of that tensor
