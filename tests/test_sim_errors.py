@@ -265,6 +265,27 @@ def test_set_io_mem_errors(rt, digits):
         rt.set_io_mem(digits, big, out_attr)
 
 
+def test_a_too_small_io_mem_is_told_the_rule_of_the_attr_it_was_bound_with(rt, digits):
+    """The advice follows the attr passed: native -> its size_with_stride; a plain output
+    set to FLOAT32 -> n_elems x 4; a plain input -> that attr's size_with_stride."""
+    native = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    with pytest.raises(errors.RknnParamInvalidError) as native_error:
+        rt.set_io_mem(digits, rt.create_mem(digits, 1), native)
+    assert f"size_with_stride of the attr you bind ({native.size_with_stride} B" in str(native_error.value)
+    out_attr = rt.query(digits, abi.RKNN_QUERY_OUTPUT_ATTR)
+    out_attr.type = abi.RKNN_TENSOR_FLOAT32
+    with pytest.raises(errors.RknnParamInvalidError) as float_error:
+        rt.set_io_mem(digits, rt.create_mem(digits, out_attr.size), out_attr)
+    message = str(float_error.value)
+    assert f"n_elems x 4 bytes ({out_attr.n_elems} x 4 = {out_attr.n_elems * 4} B)" in message
+    assert "NATIVE" not in message and "native" not in message and "size_with_stride" not in message
+    plain_in = rt.query(digits, abi.RKNN_QUERY_INPUT_ATTR)
+    plain_in.type = abi.RKNN_TENSOR_UINT8
+    with pytest.raises(errors.RknnParamInvalidError) as plain_error:
+        rt.set_io_mem(digits, rt.create_mem(digits, 1), plain_in)
+    assert f"use size_with_stride of that attr ({plain_in.size_with_stride} B" in str(plain_error.value)
+
+
 def test_inputs_set_into_a_converting_binding_is_refused(rt, digits):
     attr = rt.query(digits, abi.RKNN_QUERY_INPUT_ATTR)
     attr.type = abi.RKNN_TENSOR_UINT8
@@ -287,6 +308,13 @@ def test_weight_and_internal_mem_errors(rt, digits):
         rt.set_weight_mem(outside, small)
     with pytest.raises(errors.RknnParamInvalidError, match=f"total_internal_size is {size.total_internal_size}"):
         rt.set_internal_mem(outside, small)
+    # one byte short is refused too (A57), and the refused mem is not kept as the internal memory
+    short = rt.create_mem(outside, size.total_internal_size - 1)
+    with pytest.raises(errors.RknnParamInvalidError, match="A57"):
+        rt.set_internal_mem(outside, short)
+    rt.set_weight_mem(outside, rt.create_mem(outside, size.total_weight_size))
+    with pytest.raises(errors.RknnParamInvalidError, match="no internal memory"):
+        rt.run(outside)
 
 
 def test_mem_sync_errors(rt, digits):

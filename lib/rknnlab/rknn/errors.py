@@ -61,8 +61,8 @@ class RknnMallocError(RknnError):
 class RknnParamInvalidError(RknnError):
     code_value = abi.RKNN_ERR_PARAM_INVALID
     hint = ("an argument is wrong: a buffer too small for the tensor (an is_prealloc "
-            "output needs n_elems x 4 bytes with want_float, a mem needs the native "
-            "size_with_stride), an index past n_input/n_output, a NULL pointer, a query size "
+            "output needs n_elems x 4 bytes with want_float; a bound mem needs the size of "
+            "the attr you bind it with), an index past n_input/n_output, a NULL pointer, a query size "
             "that is not sizeof() of the struct the command fills, or a flag or command this "
             "runtime does not support (the message says which).")
 

@@ -134,8 +134,9 @@ class Runtime(ABC):
     def set_io_mem(self, ctx: int, mem: MemPtr, attr: abi.rknn_tensor_attr) -> int:
         """rknn_set_io_mem: bind ``mem`` to the input or output that ``attr``
         describes (pass the attr you queried for that tensor).  Size the mem
-        from the NATIVE attr's size_with_stride unless you pass a plain attr
-        on purpose."""
+        from the attr you bind: its size_with_stride (native, or a plain input
+        attr), or n_elems x 4 bytes for a plain output attr set to FLOAT32.  The
+        mem must be this context's (or made with RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)."""
 
     @abstractmethod
     def set_weight_mem(self, ctx: int, mem: MemPtr) -> int:

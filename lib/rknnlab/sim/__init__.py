@@ -526,6 +526,15 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "bound (return code, outputs); call rknn_dup_context on the context (return code); "
      "compare the median rknn_run time per shape with static "
      "builds of each size."),
+    ("A57", "rknn_set_internal_mem refuses (RKNN_ERR_PARAM_INVALID) a mem whose size - offset is "
+            "smaller than the context's total_internal_size, and the context keeps no internal "
+            "memory. The API reference V2.3.2 (p.18-19) and Rockchip's internal-memory reuse demo "
+            "size the mem from total_internal_size (the largest of the models that share it); no "
+            "Rockchip document says what the runtime does with a smaller one: a board may accept it "
+            "and let the NPU write past its end.",
+     "rknn_set_internal_mem with a mem of total_internal_size - 4096 bytes (a create_mem_from_fd "
+     "view of a larger buffer, so that the bytes after it are mapped): read the return code; if "
+     "it is 0, run, compare the outputs with a flag-0 context's and check dmesg for IOMMU faults."),
 ]
 
 

@@ -1084,8 +1084,8 @@ class SimRuntime(Runtime):
             if record.available < layout.nbytes:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"{name}: the mem has size - offset = {record.available} B, the tensor needs "
-                             f"{layout.nbytes} B in {_type_name(attr.type)} {_fmt_name(attr.fmt)} "
-                             "(size zero-copy mems from the NATIVE attr's size_with_stride)")
+                             f"{layout.nbytes} B in {_type_name(attr.type)} {_fmt_name(attr.fmt)}. "
+                             + _bound_size_rule(layout, layout == spec.native, is_output))
             binding = Binding(record, layout, zero_copy=layout == spec.native, logical=tuple(spec.logical))
             with self._lock:
                 self._check_alive(context, fn)
@@ -1137,7 +1137,9 @@ class SimRuntime(Runtime):
             needed = context.model.report.total_internal_size
             if record.available < needed:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"the mem has size - offset = {record.available} B, total_internal_size is {needed} B")
+                             f"the mem has size - offset = {record.available} B, total_internal_size is "
+                             f"{needed} B: give this context a mem (or a view) of at least its own "
+                             "total_internal_size (ASSUMPTIONS A57)")
             with self._lock:
                 self._check_alive(context, fn)
                 if record.dead:
@@ -1163,6 +1165,19 @@ def _log_level() -> int:
         return int(os.environ.get("RKNN_LOG_LEVEL", "0"))
     except ValueError:
         return 0
+
+
+def _bound_size_rule(layout: Layout, native: bool, is_output: bool) -> str:
+    """How to size a mem for the attr it is bound with (the course's rule for bound
+    buffers), worded for the attr the caller passed to rknn_set_io_mem."""
+    rule = "Size a buffer you bind from the attr you bind it with: "
+    if native:
+        return rule + f"use the size_with_stride of the attr you bind ({layout.nbytes} B, the native layout)"
+    if layout.dtype.kind == "f":
+        plain = "output" if is_output else "input"
+        return (rule + f"for a plain {plain} attr you set to {_type_name(layout.rknn_type)}, use n_elems x "
+                f"{layout.dtype.itemsize} bytes ({layout.n_elems} x {layout.dtype.itemsize} = {layout.nbytes} B)")
+    return rule + f"use size_with_stride of that attr ({layout.nbytes} B; its rows may be padded)"
 
 
 def _unbound(model: SimModel, in_bindings: Dict[int, Binding], out_bindings: Dict[int, Binding]) -> List[str]:
