@@ -128,6 +128,116 @@ def test_internal_alloc_outside_needs_only_the_internal_mem(rt):
     rt.run(ctx)  # weights and io stay the runtime's
 
 
+# ----------------------------------------------------------------- weights read from the weight mem (A58)
+def _outside_context(rt: SimRuntime, name: str = "digits_cnn"):
+    """A MEM_ALLOC_OUTSIDE context with its io bound (native), its input set; (ctx, MEM_SIZE)."""
+    ctx = rt.init(_path(name), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    _bind_native_io(rt, ctx)
+    return ctx, rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+
+
+def _outputs_of_runs(rt: SimRuntime, ctx: int, image: np.ndarray, runs: int = 3):
+    rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+    got = []
+    for _ in range(runs):
+        rt.run(ctx)
+        got.append(_output(rt, ctx))
+    return got
+
+
+def test_one_mem_as_weights_and_internal_gives_wrong_outputs(rt):
+    """Every run writes its intermediate tensors over the weights the NPU reads."""
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx, size = _outside_context(rt)
+    both = rt.create_mem(ctx, max(size.total_weight_size, size.total_internal_size))
+    rt.set_weight_mem(ctx, both)
+    rt.set_internal_mem(ctx, both)
+    got = _outputs_of_runs(rt, ctx, image)
+    for run, values in enumerate(got[1:], 2):
+        assert not np.array_equal(values, expected), f"run {run} read overwritten weights and was right"
+    assert not np.array_equal(got[0], expected)  # the first run writes over them too (A28, A58)
+    assert np.array_equal(got[1], got[2])  # deterministic for the same damage
+
+
+def test_overlapping_views_of_one_buffer_give_wrong_outputs(rt):
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx, size = _outside_context(rt)
+    weights, internal = size.total_weight_size, size.total_internal_size
+    assert weights > 4096
+    big = rt.create_mem(ctx, weights + internal)
+    fd, virt = big.contents.fd, big.contents.virt_addr
+    rt.set_weight_mem(ctx, rt.create_mem_from_fd(ctx, fd, virt, weights, 0))
+    rt.set_internal_mem(ctx, rt.create_mem_from_fd(ctx, fd, virt, 4096 + internal, 4096))  # inside the weights
+    for values in _outputs_of_runs(rt, ctx, image):
+        assert not np.array_equal(values, expected)
+
+
+def test_non_overlapping_views_of_one_buffer_give_right_outputs(rt):
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx, size = _outside_context(rt)
+    weights, internal = size.total_weight_size, size.total_internal_size
+    start = -(-weights // 4096) * 4096  # the internal part starts on the page after the weights
+    big = rt.create_mem(ctx, start + internal)
+    fd, virt = big.contents.fd, big.contents.virt_addr
+    rt.set_weight_mem(ctx, rt.create_mem_from_fd(ctx, fd, virt, weights, 0))
+    rt.set_internal_mem(ctx, rt.create_mem_from_fd(ctx, fd, virt, start + internal, start))
+    for values in _outputs_of_runs(rt, ctx, image):
+        np.testing.assert_array_equal(values, expected)
+
+
+def test_weights_overwritten_between_runs_stay_wrong_until_set_again(rt):
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx, size = _outside_context(rt)
+    weight_mem = rt.create_mem(ctx, size.total_weight_size)
+    rt.set_weight_mem(ctx, weight_mem)
+    rt.set_internal_mem(ctx, rt.create_mem(ctx, size.total_internal_size))
+    np.testing.assert_array_equal(_outputs_of_runs(rt, ctx, image, runs=1)[0], expected)
+    view = buffers.mem_view(weight_mem)
+    view[1000:9000] ^= 0x5A  # the CPU writes into the weights (8,000 bytes)
+    for values in _outputs_of_runs(rt, ctx, image, runs=2):
+        assert not np.array_equal(values, expected)
+    rt.set_weight_mem(ctx, weight_mem)  # the runtime loads them again
+    np.testing.assert_array_equal(_outputs_of_runs(rt, ctx, image, runs=1)[0], expected)
+
+
+@pytest.mark.parametrize("cmd", [abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR])
+def test_an_internal_mem_that_is_also_an_io_mem_gives_wrong_outputs(rt, cmd):
+    """The run's intermediate tensors land on the bound input (or output) bytes (A28)."""
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    attr = _attr(rt, ctx, cmd)
+    both = rt.create_mem(ctx, max(rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_internal_size,
+                                  attr.size_with_stride))
+    rt.set_io_mem(ctx, both, attr)
+    rt.set_internal_mem(ctx, both)
+    for values in _outputs_of_runs(rt, ctx, image):
+        assert not np.array_equal(values, expected)
+
+
+def test_the_weight_sample_catches_any_overwritten_run_it_promises(rt):
+    """Any overwritten run of more than nbytes / SAMPLES bytes changes the sample, however
+    large the weights (40 MB here), and checking costs well under a millisecond."""
+    import time
+    from rknnlab.sim.weightprint import SAMPLES, WeightPrint
+    weights = np.random.default_rng(1).integers(0, 256, size=40 << 20, dtype=np.uint8)
+    written = WeightPrint(weights)
+    span = -(-weights.size // (SAMPLES - 1)) + 1
+    for start in (0, 12_345_677, weights.size - span):
+        damaged = weights.copy()
+        damaged[start:start + span] ^= 0xFF
+        assert written.changed(damaged), start
+    assert not written.changed(weights)
+    started = time.perf_counter()
+    for _ in range(100):
+        written.changed(weights)
+    assert (time.perf_counter() - started) / 100 < 1e-3
+
+
 # ----------------------------------------------------------------- create_mem_from_phys (item 2)
 def test_create_mem_from_phys_views_the_same_pages(rt):
     ctx = rt.init(_path("digits_cnn"))
@@ -252,7 +362,7 @@ def test_new_assumptions_are_listed_once_with_a_board_check():
     assert len(ids) == len(set(ids))
     assert ids == [f"A{i}" for i in range(1, len(ids) + 1)]
     by_id = {key: (text, check) for key, text, check in ASSUMPTIONS}
-    for key in ("A50", "A51", "A52"):
+    for key in ("A50", "A51", "A52", "A57", "A58"):
         text, check = by_id[key]
         assert text and check
 

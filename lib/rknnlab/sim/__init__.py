@@ -535,6 +535,23 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "rknn_set_internal_mem with a mem of total_internal_size - 4096 bytes (a create_mem_from_fd "
      "view of a larger buffer, so that the bytes after it are mapped): read the return code; if "
      "it is 0, run, compare the outputs with a flag-0 context's and check dmesg for IOMMU faults."),
+    ("A58", "With RKNN_FLAG_MEM_ALLOC_OUTSIDE the NPU reads the weights from the caller's weight "
+            "mem at every run, so a weight mem that something else writes into gives wrong outputs: "
+            "the same mem given to rknn_set_internal_mem too, an internal view overlapping it (every "
+            "run writes its intermediate tensors there: A28), or the CPU writing into it. The "
+            "simulator computes nothing with the weight bytes: rknn_set_weight_mem keeps a sample "
+            "of 16,384 evenly spaced bytes of what it wrote (rknnlab.sim.weightprint) and each run "
+            "compares it at its start and its end; a changed sample makes that run's outputs "
+            "meaningless bytes (the same for the same damage) until rknn_set_weight_mem is called "
+            "again. Views of one buffer that do not overlap are right. The API reference V2.3.2 "
+            "(p.18-19) says the caller allocates the weight memory with this flag; no Rockchip "
+            "document says the runtime copies the weights elsewhere, nor what a board does when "
+            "the weight and internal memory overlap.",
+     "rknn_init with RKNN_FLAG_MEM_ALLOC_OUTSIDE, one mem of max(total_weight_size, "
+     "total_internal_size) given to both rknn_set_weight_mem and rknn_set_internal_mem: run "
+     "three times and compare the outputs with a flag-0 context's; then weights and internal "
+     "as non-overlapping create_mem_from_fd views of one buffer (right outputs expected); "
+     "then write zeros over part of a correct weight mem between two runs."),
 ]
 
 

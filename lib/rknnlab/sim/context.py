@@ -12,6 +12,7 @@ from .memory import DmaBuffer, heap_alloc, heap_free
 from .mems import TensorMem
 from .model import SimModel
 from .sram import SramAllocator, SramBlock
+from .weightprint import WeightPrint
 
 
 @dataclass(eq=False)
@@ -44,6 +45,8 @@ class Weights:
     buffer: Optional[DmaBuffer] = None
     mem: Optional[TensorMem] = None
     refs: int = 1
+    #: a sample of what set_weight_mem wrote into ``mem``, checked around every run (A58)
+    written: Optional[WeightPrint] = None
 
     @property
     def present(self) -> bool:

@@ -41,6 +41,7 @@ from .npu import SOC_ALIASES, npu_for, soc_npu, wait_until
 from .perf import perf_detail_text
 from .shapes import dims_text, nchw
 from .sram import SRAM_PAGE, sram_for, sram_log_text
+from .weightprint import WeightPrint
 
 API_VERSION = "2.3.2 (rknnlab simulator, no NPU)"
 DRIVER_VERSION = "none (simulated)"
@@ -713,6 +714,8 @@ class SimRuntime(Runtime):
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
                 internal_mem = context.internal_mem if model.report.total_internal_size else None
+                written = context.weights.written
+                weight_mem = context.weights.mem if written is not None else None
             if context.model.dynamic:  # bindings made for another shape do not serve this one
                 for specs, bindings, what in ((model.inputs, in_bindings, "input"),
                                               (model.outputs, out_bindings, "output")):
@@ -728,12 +731,15 @@ class SimRuntime(Runtime):
                                  "(ASSUMPTIONS A51)")
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
             mems += [internal_mem] if internal_mem is not None else []
+            mems += [weight_mem] if weight_mem is not None else []
             sram_bytes = context.sram_bytes
 
             def seconds_on(cores: Tuple[int, ...]) -> float:
                 return model.run_seconds(cores, sram_bytes)
 
             with self._pinned(mems, fn), self.npu.occupy(context.core_mask, seconds_on, called_at) as slot:
+                weight_bytes = weight_mem.data(written.nbytes) if weight_mem is not None else None
+                damaged_before = weight_mem is not None and written.changed(weight_bytes)
                 native_inputs = [self._native_input(context, model, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
                 state = None
@@ -747,6 +753,11 @@ class SimRuntime(Runtime):
                     wait_until(slot.start + slot.seconds)
                     results, corrupted = state.leave(results, model.values.compute)
                     for spec, native in zip(model.outputs, results if corrupted else ()):
+                        self._store_output(context, spec, native, out_bindings.get(spec.index))
+                if weight_mem is not None and (damaged_before or written.changed(weight_bytes)):
+                    # the NPU read weights something else had written over: ASSUMPTIONS A58
+                    sizes = [spec.native.nbytes for spec in model.outputs]
+                    for spec, native in zip(model.outputs, written.damaged_outputs(weight_bytes, sizes)):
                         self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
             context.last_run_model = model
@@ -1117,9 +1128,11 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "the zero-copy model buffer was destroyed: the weights cannot be loaded")
             with self._pinned([record] + ([source.mem] if source.mem is not None else []), fn):
-                _copy_weights(array_at(source.address, source.size), record.data(needed))
+                weights = record.data(needed)
+                _copy_weights(array_at(source.address, source.size), weights)
+                written = WeightPrint(weights)  # checked around every run: ASSUMPTIONS A58
             with self._lock:
-                context.weights.mem = record
+                context.weights.mem, context.weights.written = record, written
         return 0
 
     def set_internal_mem(self, ctx: int, mem: MemPtr) -> int:
