@@ -168,23 +168,47 @@ def test_pipelines_sharing_internal_memory_cannot_run_at_once(pipelines):
 
 
 # --------------------------------------------------------------------------- parallel runs
+PAIR = ("mobilenet_v2", "resnet50")    # resnet50 runs longer: it starts first
+
+
 @pytest.fixture(scope="module")
 def corruption(rt):
-    return allocation.parallel_corruption(("mobilenet_v2", "resnet50"), repeats=2, rt=rt)
+    return allocation.parallel_corruption(PAIR, repeats=2, rt=rt)
+
+
+def _at_once(table):
+    return table[table["mode"] == "at the same time"].set_index("model")
 
 
 def test_sequential_runs_on_a_shared_internal_mem_are_correct(corruption):
     seq = corruption[corruption["mode"] == "one after another"]
-    assert len(seq) == 2 and (seq["correct_runs"] == seq["runs"]).all()
+    assert len(seq) == 2 and (seq["runs"] == 2).all() and (seq["correct_runs"] == seq["runs"]).all()
     assert (seq["overlap_ms"] == 0).all() and (seq["mismatch_share"] == 0).all()
 
 
-def test_runs_at_the_same_time_really_overlap(corruption):
-    both = corruption[corruption["mode"] == "at the same time"]
-    assert (both["overlap_ms"] > 0).all()
+def test_runs_at_the_same_time_really_overlap(corruption, rt):
+    both = _at_once(corruption)
+    assert (both["runs"] == 2).all(), f"{corruption.attrs['attempts']} attempts made only {both['runs'].min()} overlaps"
+    assert corruption.attrs["attempts"] == 2 + corruption.attrs["retried"]
+    assert both.loc["resnet50", "started"] == "first, core 0"
+    assert both.loc["mobilenet_v2", "started"] == "second, core 1"
+    shorter = _perf_run_us(rt, "mobilenet_v2")
+    assert (both["overlap_ms"] * 1e3 >= 0.9 * shorter).all()   # the shorter run lies inside the longer one
     wrong = int((both["runs"] - both["correct_runs"]).sum())
     verdict = corruption.attrs["verdict"]
     assert verdict.startswith("corrupted") if wrong else verdict.startswith("no wrong output")
+
+
+def _perf_run_us(rt, model):
+    ctx = rt.init(_common.model_file(rt, model))
+    try:
+        io = _common.BoundIo.bind(rt, ctx)
+        io.write_inputs(1)
+        rt.run(ctx)
+        io.destroy()
+        return int(rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration)
+    finally:
+        rt.destroy(ctx)
 
 
 def _models_overlapping_runs() -> bool:
@@ -196,10 +220,36 @@ def _models_overlapping_runs() -> bool:
 def test_runs_at_the_same_time_on_a_shared_internal_mem_go_wrong(corruption):
     if not _models_overlapping_runs():
         pytest.skip("the simulator does not model overlapping runs on a shared internal mem yet")
-    both = corruption[corruption["mode"] == "at the same time"]
-    assert (both["correct_runs"] < both["runs"]).any()
-    assert both["mismatch_share"].max() > 0.5       # not a stray byte: the outputs are garbage
-    assert corruption.attrs["verdict"].startswith("corrupted")
+    both = _at_once(corruption)
+    # the shorter run wrote over the buffer while the longer one was using it: the longer one
+    # is wrong every time, the shorter one (done before the longer one touched it again) right
+    assert both.loc["resnet50", "correct_runs"] == 0
+    assert both.loc["mobilenet_v2", "correct_runs"] == both.loc["mobilenet_v2", "runs"]
+    # not a stray byte: the wrong outputs differ from the right ones in at least half as many
+    # bytes as the outputs of another real input do
+    wrong = both.loc["resnet50"]
+    assert 0 < wrong["other_input_share"] <= 1
+    assert wrong["mismatch_share"] >= 0.5 * wrong["other_input_share"]
+    assert corruption.attrs["verdict"].startswith("corrupted: 2 of 4 outputs")
+
+
+def test_parallel_corruption_gives_the_same_table_every_time(corruption, rt):
+    again = allocation.parallel_corruption(PAIR, repeats=2, rt=rt)
+    columns = ["mode", "model", "started", "runs", "correct_runs", "mismatch_share", "other_input_share"]
+    assert again[columns].equals(corruption[columns])
+    assert again.attrs["verdict"] == corruption.attrs["verdict"]
+
+
+def test_parallel_corruption_cannot_tell_on_one_npu_core():
+    one_core = SimRuntime("rk3568")     # runs queue on its single core: they never overlap
+    try:
+        table = allocation.parallel_corruption(("mobilenet_v2", "yolov5s"), repeats=1, rt=one_core)
+    finally:
+        one_core.close()
+    both = _at_once(table)
+    assert (both["runs"] == 0).all() and both["mismatch_share"].isna().all()
+    assert table.attrs["attempts"] == table.attrs["retried"] == allocation.ATTEMPTS_PER_RUN
+    assert table.attrs["verdict"].startswith("cannot tell: the runs at the same time never overlapped")
 
 
 def test_corruption_verdict_says_when_it_cannot_tell(corruption):

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ..rknn import abi
-from ._common import (MEASURED, BoundIo, dma_total, frame, mem_size, mismatch_share, model_file,
+from ..rknn.buffers import mem_view
+from ._common import (MEASURED, PAGE, BoundIo, dma_total, frame, mem_size, mismatch_share, model_file,
                       run_label, runtime, same_outputs)
 
 #: the setups shared_internal compares, in its column order
@@ -72,17 +76,18 @@ class Ledger:
         self.mems, self.contexts = [], []
 
 
-def _share_internal(ledger: Ledger, contexts: Sequence[int]) -> int:
+def _share_internal(ledger: Ledger, contexts: Sequence[int]) -> List[Any]:
     """The demo's steps 3 and 4: one mem of the largest total_internal_size, made with the
-    first context; a create_mem_from_fd view of it per context, set with
-    rknn_set_internal_mem.  Returns the mem's size."""
+    first context; a create_mem_from_fd view of it per context (made with that context,
+    of that context's total_internal_size), set with rknn_set_internal_mem.  Returns the
+    views, in the order of ``contexts``."""
     rt = ledger.rt
     sizes = [int(mem_size(rt, c).total_internal_size) for c in contexts]
-    biggest = max(sizes)
-    big = ledger.create(contexts[0], biggest)
-    for ctx, size in zip(contexts, sizes):
-        rt.set_internal_mem(ctx, ledger.view(ctx, big, size))
-    return biggest
+    big = ledger.create(contexts[0], max(sizes))
+    views = [ledger.view(ctx, big, size) for ctx, size in zip(contexts, sizes)]
+    for ctx, view in zip(contexts, views):
+        rt.set_internal_mem(ctx, view)
+    return views
 
 
 def _weights_outside(ledger: Ledger, ctx: int) -> None:
@@ -271,53 +276,121 @@ def pipelines_memory(model: str = "mobilenet_v2", n_values: Sequence[int] = (1, 
     return table
 
 
-def _timed_run(rt: Any, io: BoundIo, seed: int, log: List[Dict[str, Any]], errors: List[BaseException],
-               go: Optional[threading.Event] = None, started: Optional[threading.Event] = None,
-               delay: float = 0.0) -> None:
-    """Write the seeded input, (wait for ``go``, then ``delay`` s,) run, and log when the
-    run started and ended with its outputs; ``started`` is set just before rknn_run."""
+#: overlapping attempts per run asked for, at most: an attempt whose runs did not overlap as
+#: planned (the machine was busy) is retried, and reported in attrs["retried"]
+ATTEMPTS_PER_RUN = 5
+#: how often the wait for the first run polls the shared buffer (seconds)
+_POLL_S = 50e-6
+
+
+@dataclass
+class _Run:
+    """One rknn_run of one context: when it was called and returned (perf_counter),
+    its native outputs, and its run time as RKNN_QUERY_PERF_RUN reports it."""
+    ctx: int
+    start: float = 0.0
+    end: float = 0.0
+    run_us: int = 0
+    outputs: List[Any] = field(default_factory=list)
+    error: Optional[BaseException] = None
+
+
+def _run(rt: Any, io: BoundIo, seed: int) -> _Run:
+    """The seeded input written, one rknn_run, its outputs read: times and outputs."""
+    r = _Run(io.ctx)
     try:
         io.write_inputs(seed)
-        if go is not None:
-            go.wait(timeout=10)
-            time.sleep(delay)
-        if started is not None:
-            started.set()
-        start = time.perf_counter()
+        r.start = time.perf_counter()
         rt.run(io.ctx)
-        end = time.perf_counter()
-        log.append({"ctx": io.ctx, "start": start, "end": end, "outputs": io.read_outputs()})
-    except BaseException as exc:   # reported in the main thread
-        errors.append(exc)
+        r.end = time.perf_counter()
+        r.run_us = int(rt.query(io.ctx, abi.RKNN_QUERY_PERF_RUN).run_duration)
+        r.outputs = io.read_outputs()
+    except BaseException as exc:   # reported in the calling thread
+        r.error = exc
+    return r
 
 
-def _run_at_once(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int], delay: float,
-                 log: List[Dict[str, Any]], errors: List[BaseException]) -> None:
-    """Two threads: ``first`` runs, ``second`` starts ``delay`` s after it did."""
-    started = threading.Event()
-    threads = [threading.Thread(target=_timed_run, args=(rt, first, seeds[0], log, errors, None, started)),
-               threading.Thread(target=_timed_run, args=(rt, second, seeds[1], log, errors, started, None, delay))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+def _zero(rt: Any, ctx: int, view: Any) -> None:
+    mem_view(view, np.uint8)[:] = 0
+    rt.mem_sync(ctx, view, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+
+
+def _sample(rt: Any, ctx: int, view: Any) -> np.ndarray:
+    """One byte per 4 KiB page of ``view``, as the CPU sees it after rknn_mem_sync."""
+    rt.mem_sync(ctx, view, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    return mem_view(view, np.uint8)[::PAGE].copy()
+
+
+def _attempt(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int],
+             second_view: Any) -> Tuple[_Run, _Run, bool]:
+    """One try at overlapping runs: ``first`` runs in a thread; once its tensors are in the
+    shared buffer (zeroed before, watched through ``second``'s view of it: more than one
+    value, the same in two polls) the first run is on the NPU, and ``second`` runs at
+    once in this thread.  The try counts when
+    the second run was called after those tensors appeared and returned before the first run's
+    own run time (PERF_RUN) had passed since it was called: then the second run used the
+    buffer entirely inside the first one's use of it, whatever the machine's load did to
+    the threads."""
+    _zero(rt, second.ctx, second_view)
+    box: List[_Run] = []
+    thread = threading.Thread(target=lambda: box.append(_run(rt, first, seeds[0])))
+    thread.start()
+    seen, last = None, None
+    while thread.is_alive():   # tensors written (more than one value) and no longer being written
+        sample = _sample(rt, second.ctx, second_view)
+        if last is not None and np.any(sample != sample[0]) and np.array_equal(sample, last):
+            seen = time.perf_counter()
+            break
+        last = sample
+        time.sleep(_POLL_S)
+    later = _run(rt, second, seeds[1])
+    thread.join()
+    earlier = box[0]
+    for r in (earlier, later):
+        if r.error is not None:
+            raise r.error
+    nested = seen is not None and seen <= later.start and later.end <= earlier.start + earlier.run_us / 1e6
+    return earlier, later, nested
+
+
+def _reference(rt: Any, path: str, seeds: Sequence[int]) -> Tuple[List[List[Any]], int]:
+    """The model alone (its own internal memory) on each seeded input: outputs, PERF_RUN us."""
+    ledger = Ledger(rt)
+    try:
+        io = BoundIo.bind(rt, ledger.init(path))
+        outputs = [_run_all(rt, [io], seed=s)[0] for s in seeds]
+        run_us = int(rt.query(io.ctx, abi.RKNN_QUERY_PERF_RUN).run_duration)
+        io.destroy()
+    finally:
+        ledger.close()
+    return outputs, run_us
 
 
 def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), repeats: int = 3,
                         rt: Optional[Any] = None) -> Any:
-    """Two contexts sharing one internal mem (RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE, the demo's
-    steps), run ``repeats`` times one after another and ``repeats`` times at the same
-    time, on ``rt`` (default: the simulated RK3588).  At the same time: two threads,
-    the contexts pinned to NPU cores 0 and 1 where the SoC has two; the model with the
-    longer run starts first and the other a quarter of that run later, so the runs
-    overlap even on a busy machine.  Each model gets its own seeded input, and its
-    outputs are compared byte for byte with a context of its own (plain rknn_init)
-    on the same input.
+    """Two contexts sharing one internal mem (RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE, a
+    create_mem_from_fd view per context, the demo's steps), run ``repeats`` times one
+    after another and ``repeats`` times at the same time, on ``rt`` (default: the
+    simulated RK3588).  Each model gets its own seeded input; its outputs are compared
+    byte for byte with a context of its own (plain rknn_init) on the same input.
 
-    Rows: mode ("one after another" / "at the same time"), model, runs, correct_runs
-    (outputs equal to the reference), mismatch_share (mean share of output bytes that
-    differ), overlap_ms (mean time both runs were in rknn_run together: 0 for the
-    sequential mode), kind.  ``attrs["verdict"]``: :func:`corruption_verdict`.  Both
+    At the same time: the model with the longer run (PERF_RUN) starts first, pinned to
+    NPU core 0; the other, pinned to core 1, starts as soon as the first run has written
+    into the shared buffer, and must return before the first run's own run time has
+    passed since it was called.  An attempt where it did not (a busy machine delays a
+    thread) is not counted and is tried again, at most ATTEMPTS_PER_RUN x ``repeats``
+    attempts; attrs["retried"] says how many were dropped.  So the shorter run always
+    uses the buffer inside the longer one's use of it, and the table is the same on
+    every build, or says it could not make the runs overlap.
+
+    Rows: mode ("one after another" / "at the same time"), model, started ("in turn";
+    "first, core 0" / "second, core 1"), runs (counted runs), correct_runs (outputs equal
+    to the reference), mismatch_share (the share of output bytes that differ from the
+    reference, mean over the runs; NaN with no run), other_input_share (the share of
+    output bytes that differ between the model's outputs on its input and on another
+    seeded input: what a different real input changes, for scale), overlap_ms (mean
+    time both were inside rknn_run together: 0 one after another), kind.
+    ``attrs``: verdict (:func:`corruption_verdict`), retried, attempts, models.  Both
     models need a total_internal_size above 0.  ~0.3 s on the simulator."""
     if len(models) != 2:
         raise ValueError(f"models={list(models)}: two models")
@@ -326,60 +399,67 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
     rt = runtime(rt)
     paths = [model_file(rt, m) for m in models]
     seeds = (1, 2)
-    reference, run_us = [], []
-    for path, seed in zip(paths, seeds):      # each model alone, its own internal memory
-        ledger = Ledger(rt)
-        try:
-            io = BoundIo.bind(rt, ledger.init(path))
-            reference.append(_run_all(rt, [io], seed=seed)[0])
-            run_us.append(int(rt.query(io.ctx, abi.RKNN_QUERY_PERF_RUN).run_duration))
-            io.destroy()
-        finally:
-            ledger.close()
+    other_seeds = (11, 12)
+    reference, other, run_us = [], [], []
+    for path, seed, other_seed in zip(paths, seeds, other_seeds):   # each model alone
+        outs, us = _reference(rt, path, (seed, other_seed))
+        reference.append(outs[0])
+        other.append(mismatch_share(outs[1], outs[0]))
+        run_us.append(us)
     longer = 0 if run_us[0] >= run_us[1] else 1
-    delay = max(run_us) / 4 / 1e6
+    order = (longer, 1 - longer)
+    masks = _core_masks(rt)
     ledger = Ledger(rt)
-    rows = []
+    runs: Dict[str, List[List[_Run]]] = {"one after another": [[], []], "at the same time": [[], []]}
+    attempts = 0
     try:
         contexts = [ledger.init(p, abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE) for p in paths]
         if min(int(mem_size(rt, c).total_internal_size) for c in contexts) == 0:
             raise ValueError(f"{', '.join(models)}: a model with no internal memory shares nothing")
-        _share_internal(ledger, contexts)
+        views = _share_internal(ledger, contexts)
         ios = [BoundIo.bind(rt, c) for c in contexts]
-        two_cores = _core_masks(rt)
-        if two_cores:
-            for ctx, mask in zip(contexts, two_cores):
-                rt.set_core_mask(ctx, mask)
-        for mode in ("one after another", "at the same time"):
-            logs: List[List[Dict[str, Any]]] = []
-            for _ in range(repeats):
-                log: List[Dict[str, Any]] = []
-                errors: List[BaseException] = []
-                if mode == "one after another":
-                    for io, seed in zip(ios, seeds):
-                        _timed_run(rt, io, seed, log, errors)
-                else:
-                    order = (longer, 1 - longer)
-                    _run_at_once(rt, ios[order[0]], ios[order[1]], [seeds[i] for i in order], delay, log, errors)
-                if errors:
-                    raise errors[0]
-                logs.append(log)
-            for i, (name, ctx) in enumerate(zip(models, contexts)):
-                mine = [next(r for r in log if r["ctx"] == ctx) for log in logs]
-                overlaps = [_overlap(log) for log in logs]
-                rows.append({"mode": mode, "model": name, "runs": len(mine),
-                             "correct_runs": sum(same_outputs(r["outputs"], reference[i]) for r in mine),
-                             "mismatch_share": sum(mismatch_share(r["outputs"], reference[i]) for r in mine)
-                             / len(mine),
-                             "overlap_ms": 1e3 * sum(overlaps) / len(overlaps), "kind": MEASURED})
+        if masks:
+            for i, mask in zip(order, masks):
+                rt.set_core_mask(contexts[i], mask)
+        for _ in range(repeats):
+            for i in order:
+                r = _run(rt, ios[i], seeds[i])
+                if r.error is not None:
+                    raise r.error
+                runs["one after another"][i].append(r)
+        at_once = runs["at the same time"]
+        while len(at_once[0]) < repeats and attempts < ATTEMPTS_PER_RUN * repeats:
+            attempts += 1
+            earlier, later, nested = _attempt(rt, ios[order[0]], ios[order[1]], [seeds[i] for i in order],
+                                              views[order[1]])
+            if nested:
+                at_once[order[0]].append(earlier)
+                at_once[order[1]].append(later)
         for io in ios:
             io.destroy()
     finally:
         ledger.close()
-    cores = "NPU cores 0 and 1" if _core_masks(rt) else "one NPU core (AUTO)"
+    rows = []
+    for mode, per_model in runs.items():
+        for i, name in enumerate(models):
+            mine = per_model[i]
+            partner = per_model[1 - i]
+            started = "in turn" if mode == "one after another" else \
+                ("first" if i == longer else "second") + (f", core {0 if i == longer else 1}" if masks else "")
+            overlaps = [max(0.0, min(a.end, b.end) - max(a.start, b.start)) for a, b in zip(mine, partner)]
+            rows.append({"mode": mode, "model": name, "started": started, "runs": len(mine),
+                         "correct_runs": sum(same_outputs(r.outputs, reference[i]) for r in mine),
+                         "mismatch_share": (sum(mismatch_share(r.outputs, reference[i]) for r in mine) / len(mine)
+                                            if mine else float("nan")),
+                         "other_input_share": other[i],
+                         "overlap_ms": 1e3 * sum(overlaps) / len(overlaps) if overlaps else 0.0,
+                         "kind": MEASURED})
+    cores = "pinned to NPU cores 0 and 1" if masks else "one NPU core"
     table = frame(rows, run_label(rt, f"two contexts sharing one internal mem, {cores}, outputs compared "
                                       "with a context of each model's own"))
-    table.attrs.update(models=list(models), verdict=corruption_verdict(table))
+    table.attrs.update(models=list(models), retried=attempts - len(runs["at the same time"][0]),
+                       attempts=attempts)
+    table.attrs["verdict"] = corruption_verdict(table)
     return table
 
 
@@ -391,8 +471,10 @@ def corruption_verdict(table: Any) -> str:
     if (seq["correct_runs"] < seq["runs"]).any():
         return ("cannot tell: runs one after another were wrong too, so something other than "
                 "the sharing is broken")
-    if not len(both) or (both["overlap_ms"] <= 0).all():
-        return "cannot tell: the runs at the same time never overlapped in time"
+    if not len(both) or (both["runs"] == 0).all() or (both["overlap_ms"] <= 0).all():
+        tried = table.attrs.get("attempts")
+        return ("cannot tell: the runs at the same time never overlapped in time"
+                + (f" ({tried} attempts)" if tried else ""))
     wrong, runs = int((both["runs"] - both["correct_runs"]).sum()), int(both["runs"].sum())
     if wrong:
         return (f"corrupted: {wrong} of {runs} outputs of runs at the same time were wrong; all "
@@ -409,11 +491,3 @@ def _core_masks(rt: Any) -> Optional[Sequence[int]]:
     except ValueError:
         return None
     return (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1) if cores >= 2 else None
-
-
-def _overlap(log: Sequence[Dict[str, Any]]) -> float:
-    """Seconds both runs of a repeat were inside rknn_run together."""
-    if len(log) < 2:
-        return 0.0
-    a, b = log[0], log[1]
-    return max(0.0, min(a["end"], b["end"]) - max(a["start"], b["start"]))
