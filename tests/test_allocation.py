@@ -72,6 +72,19 @@ def test_recipe_get_allocates_the_float_output_every_frame(prealloc, rt):
     assert np.isnan(prealloc.loc[allocation.STRATEGIES[2], "heap_per_get_bytes"])
 
 
+def test_prealloc_same_output_tells_the_recipe_apart(prealloc):
+    # uint8 pixels in a mem bound with the plain INT8 attr are read as int8 (A13): another output
+    assert not prealloc.loc[allocation.STRATEGIES[0], "same_output"]
+    assert prealloc.loc[allocation.STRATEGIES[1], "same_output"]
+    assert prealloc.loc[allocation.STRATEGIES[2], "same_output"]       # the reference itself
+
+
+def test_prealloc_table_fits_a_notebook_width(prealloc):
+    text = show(prealloc.reset_index(), ["strategy", "median_us", "calls_per_frame", "dma_rise_bytes",
+                                         "heap_per_get_bytes", "same_output"])
+    assert max(len(line) for line in text.splitlines()[:-1]) <= 100
+
+
 def test_prealloc_refuses_too_few_frames():
     with pytest.raises(ValueError, match="at least 3"):
         allocation.prealloc_vs_per_frame(frames=2)
