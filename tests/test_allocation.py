@@ -101,7 +101,7 @@ def test_shared_internal_saves_all_but_the_largest_internal(shared, rt):
     assert shared.attrs["max_internal_bytes"] == max(internals)
     assert shared.attrs["saving_bytes"] == sum(internals) - max(internals)
     total = shared.loc["total"]
-    assert total["separate_bytes"] - total["internal_outside_bytes"] == sum(internals) - max(internals)
+    assert total["separate_bytes"] - total["shared_internal_bytes"] == sum(internals) - max(internals)
 
 
 def test_shared_internal_columns_match_the_runtime(shared, rt):
@@ -523,7 +523,7 @@ def test_tables_come_from_a_native_runtime_too(native):
     shared = allocation.shared_internal([path, path], rt=rt).set_index("model")
     internal = int(shared["internal_bytes"].iloc[0])
     # the double does not count create_mem buffers in its DMA total: the ledger adds them
-    assert shared.loc["total", "separate_bytes"] - shared.loc["total", "internal_outside_bytes"] == internal
+    assert shared.loc["total", "separate_bytes"] - shared.loc["total", "shared_internal_bytes"] == internal
     assert shared.loc["total", "all_outside_bytes"] >= shared.loc["total", "weights_bytes"]
 
 

@@ -74,7 +74,7 @@ def test_alloc_sharing_stacks_each_model_and_labels_the_totals(rt):
     ax = fig.axes[0]
     heights = np.array([p.get_height() for p in ax.patches]).reshape(2, 3)   # models x setups
     total = df[df["model"] == "total"].iloc[0]
-    for j, col in enumerate(("separate_bytes", "internal_outside_bytes", "all_outside_bytes")):
+    for j, col in enumerate(("separate_bytes", "shared_internal_bytes", "all_outside_bytes")):
         assert heights[:, j].sum() == pytest.approx(total[col] / 2 ** 20)
     assert any(f"{total['separate_bytes'] / 2 ** 20:.1f} MiB" in t.get_text() for t in ax.texts)
     assert "simulated RK3588" in _titles(fig)

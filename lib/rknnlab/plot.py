@@ -1177,7 +1177,7 @@ def alloc_sharing(df, ax=None):
     saving against "separate" under it."""
     fig, ax = _new(ax, figsize=(8.0, 4.6))
     setups = (("separate_bytes", "separate\n(plain rknn_init)"),
-              ("internal_outside_bytes", "one internal buffer\n(INTERNAL_ALLOC_OUTSIDE)"),
+              ("shared_internal_bytes", "one internal buffer\n(INTERNAL_ALLOC_OUTSIDE)"),
               ("all_outside_bytes", "one internal buffer\n(MEM_ALLOC_OUTSIDE, demo)"))
     models = df[df["model"] != "total"]
     totals = df[df["model"] == "total"]

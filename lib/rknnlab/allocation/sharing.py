@@ -16,7 +16,7 @@ from ._common import (MEASURED, PAGE, BoundIo, dma_total, frame, mem_size, misma
                       run_label, runtime, same_outputs)
 
 #: the setups shared_internal compares, in its column order
-SETUPS = ("separate", "internal_outside", "all_outside")
+SETUPS = ("separate", "shared_internal", "all_outside")
 
 
 class Ledger:
@@ -110,7 +110,7 @@ def _run_all(rt: Any, ios: Sequence[BoundIo], seed: int = 0) -> List[List[Any]]:
 def _setup(rt: Any, paths: Sequence[str], setup: str) -> Dict[str, Any]:
     """Init every model in ``setup``, bind io, share internal memory where asked, run each
     once; returns the ledger's total, per-context totals and the outputs."""
-    flag = {"separate": 0, "internal_outside": abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE,
+    flag = {"separate": 0, "shared_internal": abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE,
             "all_outside": abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE}[setup]
     ledger = Ledger(rt)
     try:
@@ -155,7 +155,7 @@ def shared_internal(models: Sequence[str] = ("mobilenet_v2", "resnet50", "yolov5
     measured on ``rt`` (default: the simulated RK3588) in three setups:
 
     - ``separate``: a plain rknn_init per model (the runtime allocates everything);
-    - ``internal_outside``: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE per model, one mem of the
+    - ``shared_internal``: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE per model, one mem of the
       largest total_internal_size, a create_mem_from_fd view of it per context,
       rknn_set_internal_mem;
     - ``all_outside``: the official reuse demo's steps, RKNN_FLAG_MEM_ALLOC_OUTSIDE: the
@@ -166,15 +166,16 @@ def shared_internal(models: Sequence[str] = ("mobilenet_v2", "resnet50", "yolov5
     attrs, and each model runs once, one after another, on the same seeded input.
 
     Rows: one per model, then "total".  Columns: model, weights_bytes, internal_bytes
-    (RKNN_QUERY_MEM_SIZE), io_bytes (size_with_stride of the native io),
-    separate_bytes, internal_outside_bytes, all_outside_bytes (the DMA memory of that
-    model's context: its total_dma_allocated_size, corrected for mems the runtime does
-    not count there (see Ledger); the shared mem is counted once, on the first model,
-    which allocates it as the demo does; the total row is the sum over the contexts),
-    same_outputs (the outputs of the shared setups equal the separate ones, byte for
-    byte).  ``attrs``: max_internal_bytes, saving_bytes (separate total minus
-    internal_outside total), source.  ~0.5 s on the simulator for the default
-    models."""
+    (RKNN_QUERY_MEM_SIZE), io_bytes (size_with_stride of the native io), and the DMA
+    memory of that model's context in each setup: separate_bytes, shared_internal_bytes,
+    all_outside_bytes (its total_dma_allocated_size, corrected for mems the runtime does
+    not count there: see Ledger).  In the two shared setups the shared buffer is counted
+    once, in the FIRST model's row (the first context allocates it, as the demo does; the
+    others hold only views of it), so the first row grows by the largest internal size
+    and the others lose theirs; the "total" row is the sum over the contexts.
+    same_outputs: the outputs of both shared setups equal the separate ones, byte for
+    byte.  ``attrs``: max_internal_bytes, saving_bytes (separate total minus
+    shared_internal total), source.  ~0.5 s on the simulator for the default models."""
     if len(models) < 2:
         raise ValueError(f"models={list(models)}: sharing needs at least two models")
     rt = runtime(rt)
@@ -202,7 +203,7 @@ def shared_internal(models: Sequence[str] = ("mobilenet_v2", "resnet50", "yolov5
                  "same_outputs": all(r["same_outputs"] for r in rows)})
     table = frame(rows, run_label(rt, "RKNN_QUERY_MEM_SIZE after one run of each model, one after another"))
     table.attrs.update(max_internal_bytes=max(sizes),
-                       saving_bytes=results["separate"]["total"] - results["internal_outside"]["total"],
+                       saving_bytes=results["separate"]["total"] - results["shared_internal"]["total"],
                        models=list(models))
     return table
 
