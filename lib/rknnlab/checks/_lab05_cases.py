@@ -1,13 +1,13 @@
 """What Lab 5's checks hand to the student, with the truth kept here (import it from nowhere).
 
-- exercise 1: the SRAM rule (which rows of a memory plan overlap the part of the internal
-  buffer that lives in SRAM), and made-up memory plans no model has;
-- exercises 2, 3 and 5: :class:`Ledger`, a runtime that passes every call through and keeps
+- exercises 1, 4 and 5: :class:`Ledger`, a runtime that passes every call through and keeps
   what the checks measure (the mems each context got, the contexts left alive, the io mems
   bound, the order of allocations and runs), :class:`CheckIo`, the check's own zero-copy io
   mems for a context, and whether the runtime counts a caller's mems in its DMA total;
-- exercise 4: made-up CPU access patterns on a buffer (each a callable with the buffer's
-  size and the syncs a cacheable buffer would need), and the modeled cost of each choice.
+- exercise 2: made-up CPU access patterns on a buffer (each a callable with the buffer's
+  size and the syncs a cacheable buffer would need), and the modeled cost of each choice;
+- exercise 3: the SRAM rule (which rows of a memory plan overlap the part of the internal
+  buffer that lives in SRAM), and made-up memory plans no model has.
 
 The patterns carry neutral names and no docstrings: help() and __name__ must not give the
 answer away.
@@ -216,7 +216,7 @@ def _soc(rt: Any) -> str:
     return _soc_of(rt)
 
 
-# =========================================================================== exercise 4: access patterns
+# =========================================================================== exercise 2: access patterns
 def _scan(passes: int) -> Callable[[np.ndarray], Any]:
     def cpu(buf: np.ndarray) -> Any:
         s = 0
@@ -329,7 +329,7 @@ def costs_us(pattern: Pattern, cached: float) -> Dict[int, float]:
             abi.RKNN_FLAG_MEMORY_NON_CACHEABLE: cached * cpu.UNCACHED_SLOWDOWN}
 
 
-# =========================================================================== exercise 1: SRAM
+# =========================================================================== exercise 3: SRAM
 #: one bit of the SRAM bitmap (/sys/kernel/debug/rknpu/mm) and the DTS alignment
 SRAM_PAGE = 4096
 #: RK3588: 956 KiB of the SoC's 1 MiB SRAM can be given to the NPU (RK3588_NPU_SRAM_usage.md)
