@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import time
 
@@ -49,10 +50,13 @@ def test_rss_follows_touched_memory():
     pm = probe.ProcessMemory()
     try:
         before = pm.rss_kb()
-        buf = ctypes.create_string_buffer(64 << 20)  # zeroed by ctypes: the pages are touched
+        # a fresh anonymous mapping, not malloc: after earlier tests raised glibc's mmap
+        # threshold, malloc may hand back heap pages that are already resident
+        buf = mmap.mmap(-1, 64 << 20)
+        buf.write(b"\x01" * (64 << 20))  # touch every page
         after = pm.rss_kb()
         assert after - before > 48 * 1024, (before, after)
-        del buf
+        buf.close()
         pss = pm.pss_kb()
         if os.path.exists("/proc/self/smaps_rollup"):
             assert pss is not None and pss > 0
