@@ -333,6 +333,34 @@ def test_cache_choice_verdict_agrees_with_its_rows():
     assert allocation.cache_choice(16 * 2 ** 20, repeats=5).attrs["verdict"].startswith("CACHEABLE")
 
 
+def test_cache_choice_never_read_has_no_cpu_cost_and_no_ratio():
+    verdict = allocation.cache_choice(64 * 1024, reads_per_frame=0, repeats=3).attrs["verdict"]
+    assert verdict.startswith("NON_CACHEABLE is cheaper: 0.0 us") and verdict.endswith("(no CPU cost)")
+    assert "x)" not in verdict
+
+
+def test_cache_choices_is_one_table_with_each_pattern_verdict():
+    patterns = {"big, read twice": dict(nbytes=4 * 2 ** 20, reads_per_frame=2),
+                "small, never read": dict(nbytes=4096, reads_per_frame=0)}
+    table = allocation.cache_choices(patterns, repeats=3)
+    assert table["pattern"].tolist() == [p for p in patterns for _ in range(2)]
+    assert table["memory"].tolist() == ["CACHEABLE", "NON_CACHEABLE"] * 2
+    for label, rows in table.groupby("pattern", sort=False):
+        verdict = table.attrs["verdicts"][label]
+        cheaper = rows["cheaper"].unique()
+        assert len(cheaper) == 1                                   # the pattern's verdict on both rows
+        if verdict.startswith("cannot tell"):
+            assert cheaper[0] == "cannot tell"
+        else:
+            best = rows.loc[rows["total_us"].idxmin(), "memory"]
+            assert verdict.startswith(best) and cheaper[0].startswith(f"{best} (")
+    assert table.attrs["verdicts"]["small, never read"].endswith("(no CPU cost)")
+    assert table[table["pattern"] == "small, never read"]["cheaper"].iloc[0] == "NON_CACHEABLE (no CPU cost)"
+    assert table.attrs["source"] == allocation.cache_choice(4096, repeats=3).attrs["source"]
+    with pytest.raises(ValueError, match="at least one"):
+        allocation.cache_choices({})
+
+
 def test_cache_choice_refuses_bad_patterns():
     with pytest.raises(ValueError):
         allocation.cache_choice(1000, read_share=0)
@@ -546,3 +574,16 @@ def test_show_sram_prints_a_few_rows_and_the_totals():
     assert "saved per frame: 16.0 KiB" in lines[4]
     assert lines[-1] == "source: RKNN_LOG_LEVEL=3 log"
     assert "out3" not in text                       # long tensor names stay out
+
+
+# --------------------------------------------------------------------------- printed tables
+def test_show_wraps_the_source_line_between_words():
+    import pandas as pd
+    words = [f"word{i}" for i in range(60)] + ["rknn-toolkit2", "q1-q3", "https://example.org/" + "x" * 120]
+    table = pd.DataFrame({"n": [1]})
+    table.attrs["source"] = " ".join(words)
+    lines = show(table).splitlines()[2:]            # after the header and the one row
+    assert lines[0].startswith("source: word0 ")
+    assert all(len(line) <= 100 for line in lines if not line.startswith("https://"))
+    assert " ".join(lines) == "source: " + " ".join(words)     # no word split, none lost
+    assert len(lines) >= 5

@@ -32,13 +32,15 @@ RK3588's NPU SRAM               :func:`sram_fit` (measured from the runtime's ta
                                 as a few lines)
 the 4 GiB IOMMU domain          :func:`iommu_budget` (compiler reports, no run)
 cacheable or not                :func:`cache_choice` (cached read measured; uncached
-                                read and rknn_mem_sync MODELED, measured on a board)
+                                read and rknn_mem_sync MODELED, measured on a board),
+                                :func:`cache_choices` (several access patterns, one
+                                table)
 ==============================  =====================================================
 
 Figures: rknnlab.plot.alloc_loops, alloc_sharing, alloc_pipelines, alloc_shapes,
 alloc_sram, alloc_iommu, alloc_cache_choice.
 """
-from .budget import IOMMU_DOMAIN_BYTES, cache_choice, iommu_budget
+from .budget import IOMMU_DOMAIN_BYTES, cache_choice, cache_choices, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
 from .sharing import (ATTEMPTS_PER_RUN, PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory,
@@ -53,5 +55,5 @@ __all__ = [
     "shape_sweep", "input_shapes", "set_shape",
     "sram_fit", "sram_hits", "sram_log", "sram_effect", "try_alloc_sram", "sram_usage", "free_sram",
     "parse_sram_bitmap", "show_sram", "RK3588_SRAM_BYTES",
-    "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice",
+    "iommu_budget", "IOMMU_DOMAIN_BYTES", "cache_choice", "cache_choices",
 ]

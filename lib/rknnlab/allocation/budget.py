@@ -158,4 +158,44 @@ def _verdict(rows: List[Dict[str, Any]]) -> str:
                 "per frame lie within each other's q1-q3 range")
     cheap, dear = (a, b) if a["total_us"] < b["total_us"] else (b, a)
     return (f"{cheap['memory']} is cheaper: {cheap['total_us']:,.1f} us vs {dear['total_us']:,.1f} us per frame "
-            f"({dear['total_us'] / max(cheap['total_us'], 1e-9):.1f}x)")
+            f"({_how_much(cheap, dear)})")
+
+
+def _how_much(cheap: Dict[str, Any], dear: Dict[str, Any]) -> str:
+    """How much cheaper: a ratio, or "no CPU cost" when the cheaper one costs nothing."""
+    if cheap["total_us"] <= 0:
+        return "no CPU cost"
+    return f"{dear['total_us'] / cheap['total_us']:.1f}x"
+
+
+def _cheaper(rows: List[Dict[str, Any]]) -> str:
+    """The verdict in a table cell: "CACHEABLE (2.3x)", "NON_CACHEABLE (no CPU cost)", or
+    "cannot tell"."""
+    if _verdict(rows).startswith("cannot tell"):
+        return "cannot tell"
+    cheap, dear = (rows[0], rows[1]) if rows[0]["total_us"] < rows[1]["total_us"] else (rows[1], rows[0])
+    return f"{cheap['memory']} ({_how_much(cheap, dear)})"
+
+
+def cache_choices(patterns: Dict[str, Dict[str, Any]], repeats: int = 15, rt: Optional[Any] = None) -> Any:
+    """:func:`cache_choice` for several access patterns, as one table: ``patterns`` maps a
+    label to cache_choice's keyword arguments (nbytes, read_share, reads_per_frame), e.g.
+    ``{"1,000 scores, read once": dict(nbytes=1000)}``.
+
+    Rows: two per pattern (CACHEABLE, NON_CACHEABLE), in the order given: pattern, then
+    cache_choice's columns, then cheaper (the pattern's verdict in short, on both of its
+    rows: "CACHEABLE (2.3x)", "NON_CACHEABLE (no CPU cost)" or "cannot tell").
+    ``attrs``: verdicts (label -> cache_choice's verdict sentence), source (that of
+    cache_choice).  ~0.1 s per pattern."""
+    import pandas as pd
+    if not patterns:
+        raise ValueError("patterns: at least one {label: dict(nbytes=..., ...)}")
+    tables, verdicts = [], {}
+    for label, pattern in patterns.items():
+        table = cache_choice(**pattern, repeats=repeats, rt=rt)
+        verdicts[label] = table.attrs["verdict"]
+        tables.append(table.assign(pattern=label, cheaper=_cheaper(table.to_dict("records"))))
+    joined = pd.concat(tables, ignore_index=True)
+    joined = joined[["pattern"] + [c for c in joined.columns if c != "pattern"]]
+    joined.attrs.update(source=tables[0].attrs["source"], verdicts=verdicts)
+    return joined

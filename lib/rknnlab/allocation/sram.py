@@ -310,7 +310,7 @@ def show_sram(table: Any, rows: int = 8) -> str:
     ID, op, size, SramHit; the long tensor names left out), then the totals: SRAM size,
     the SramHit sum over all rows (one SRAM page serves many tensors in turn, so it
     may exceed the SRAM), and the read + write traffic saved per frame."""
-    from ..profile.show import _bytes, show
+    from ..profile.show import _bytes, show, source_line
     if rows < 0:
         raise ValueError(f"rows={rows}: 0 or more")
     head = show(table.head(rows), ["id", "user", "size_bytes", "sram_hit_bytes"]).rsplit("\nsource:", 1)[0]
@@ -323,5 +323,5 @@ def show_sram(table: Any, rows: int = 8) -> str:
     lines.append(f"SRAM {_bytes(a.get('sram_bytes', 0))}; SramHit summed over {inside} row{'s' if inside != 1 else ''}: "
                  f"{_bytes(a.get('hit_bytes', 0))}; DDR read + write saved per frame: "
                  + (_bytes(saved) if saved is not None else "not printed"))
-    lines.append(f"source: {a.get('source', 'not recorded')}")
+    lines.append(source_line(str(a.get("source", "not recorded"))))
     return "\n".join(lines)

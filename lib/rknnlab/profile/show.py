@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any, Optional, Sequence
 
 #: columns that are fractions, shown as percentages
@@ -11,6 +12,8 @@ _SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycl
 _RATIOS = ("speedup", "speedup_low", "speedup_high", "law")
 #: columns that hold every repeat (a tuple): left out of the text
 _RAW = ("ms",)
+#: the source line wraps here: JupyterLab at 1366 px shows about 100 columns of output
+SOURCE_WIDTH = 100
 
 
 def _bytes(v: float) -> str:
@@ -43,15 +46,21 @@ def _cell(column: str, v: Any) -> str:
     return f"{v:,}"
 
 
+def source_line(source: str, width: int = SOURCE_WIDTH) -> str:
+    """"source: <source>", wrapped at ``width`` columns between words (a word longer
+    than the line, such as a URL, stays whole on a line of its own)."""
+    return textwrap.fill(f"source: {source}", width, break_long_words=False, break_on_hyphens=False)
+
+
 def show(table: Any, columns: Optional[Sequence[str]] = None) -> str:
     """``table`` (any DataFrame rknnlab.profile returns) as aligned text: bytes in
     B/KiB/MiB, times with their unit, shares as percentages, the per-repeat column
-    left out, and its source on the last line, so a printed table never loses where
-    its numbers came from."""
+    left out, and its source under it (wrapped at SOURCE_WIDTH columns between words),
+    so a printed table never loses where its numbers came from."""
     shown = table.reset_index() if table.index.name else table
     cols = [c for c in (columns or shown.columns) if c not in _RAW]
     missing = [c for c in cols if c not in shown.columns]
     if missing:
         raise KeyError(f"no column {', '.join(missing)} in this table; it has {', '.join(map(str, shown.columns))}")
     text = shown[cols].apply(lambda col: col.map(lambda v: _cell(str(col.name), v))).to_string(index=False)
-    return f"{text}\nsource: {table.attrs.get('source', 'not recorded')}"
+    return f"{text}\n{source_line(str(table.attrs.get('source', 'not recorded')))}"
