@@ -301,6 +301,18 @@ def test_iommu_budget_with_dup_context_shares_the_weights():
     assert dup["more_bytes"] == alone["more_bytes"] - alone["weights_bytes"]
 
 
+@pytest.mark.parametrize("share_weights", [False, True])
+def test_iommu_budget_sums_a_mix_and_counts_the_copies_that_fit(share_weights):
+    mix, counts = ["yolov5m", "resnet50"], [2, 3]
+    table = allocation.iommu_budget(mix, counts, share_weights=share_weights)
+    assert table.attrs["total_bytes"] == table["cumulative_bytes"].iloc[-1] == table["total_bytes"].sum()
+    assert table.attrs["domain_share"] == table.attrs["total_bytes"] / 2 ** 32
+    n = table.attrs["max_mixes"]
+    assert n >= 1
+    fits = lambda k: allocation.iommu_budget(mix, [k * c for c in counts], share_weights=share_weights)["fits"].iloc[-1]
+    assert fits(n) and not fits(n + 1)
+
+
 def test_iommu_budget_refuses_mismatched_counts():
     with pytest.raises(ValueError, match="one count"):
         allocation.iommu_budget(["yolov5s", "resnet50"], [1])

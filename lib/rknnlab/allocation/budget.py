@@ -36,8 +36,13 @@ def iommu_budget(models: Sequence[str], counts: Union[int, Sequence[int]] = 1, s
 
     Rows in the order given: model, count, weights_bytes, internal_bytes, io_bytes,
     first_bytes (the first context), more_bytes (each further one), total_bytes,
-    cumulative_bytes, domain_share (cumulative over 4 GiB), fits (cumulative within
-    4 GiB), max_count (how many contexts of this model alone fit in a domain).  Instant."""
+    cumulative_bytes (this model and all above it: the last row is the whole mix),
+    domain_share (cumulative over 4 GiB), fits (cumulative within 4 GiB), max_count
+    (how many contexts of this model alone fit in a domain).  ``attrs``: domain_bytes,
+    share_weights, total_bytes (the whole mix), domain_share (of the whole mix),
+    max_mixes (how many copies of the whole mix, every count multiplied, fit in one
+    domain).  Print a mix with e.g. ``profile.show(table, ["model", "count",
+    "total_bytes", "cumulative_bytes", "domain_share", "fits"])``.  Instant."""
     from .. import models as course_models
     names = list(models)
     numbers = [counts] * len(names) if isinstance(counts, int) else list(counts)
@@ -65,8 +70,20 @@ def iommu_budget(models: Sequence[str], counts: Union[int, Sequence[int]] = 1, s
     table = frame(rows, f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(sorted(toolkit))}), no run; "
                         f"{how}; buffers rounded up to 4 KiB; a lower bound (a board adds command "
                         f"buffers); the 4 GiB domain: {IOMMU_SOURCE}")
-    table.attrs.update(domain_bytes=IOMMU_DOMAIN_BYTES, share_weights=share_weights)
+    table.attrs.update(domain_bytes=IOMMU_DOMAIN_BYTES, share_weights=share_weights, total_bytes=cumulative,
+                       domain_share=cumulative / IOMMU_DOMAIN_BYTES, max_mixes=_max_mixes(rows))
     return table
+
+
+def _max_mixes(rows: List[Dict[str, Any]]) -> int:
+    """How many copies of the mix fit in one domain: n copies hold, per model with a count
+    c > 0, first + (n c - 1) more bytes."""
+    loaded = [r for r in rows if r["count"]]
+    if not loaded:
+        return 0
+    fixed = sum(r["first_bytes"] - r["more_bytes"] for r in loaded)
+    per_mix = sum(r["count"] * r["more_bytes"] for r in loaded)
+    return max(0, (IOMMU_DOMAIN_BYTES - fixed) // per_mix)
 
 
 def _sync_us(rt: Optional[Any], nbytes: int, repeats: int) -> Dict[str, Any]:
