@@ -516,7 +516,7 @@ def test_shape_sweep_allocates_the_largest_once(rt):
     assert np.all(np.diff(t["npu_us"].to_numpy()[order]) > 0)
 
 
-def test_try_alloc_sram_spills_the_rest_to_dram(rt):
+def test_try_alloc_sram_spills_the_rest_to_ddr(rt):
     if not _has_sram(rt):
         pytest.skip("the simulator does not model SRAM yet")
     total = allocation.sram_usage(rt)["free_bytes"].iloc[0]

@@ -1257,7 +1257,7 @@ def alloc_shapes(df, ax=None):
 
 def alloc_sram(df, ax=None):
     """rknnlab.allocation.sram_fit, one bar per row of the SRAM table (a tensor at a layer),
-    in layer order: the bytes in SRAM (SramHit, solid) and the rest in DRAM (hatched);
+    in layer order: the bytes in SRAM (SramHit, solid) and the rest in DDR (hatched);
     tensors outside the internal memory (the log's "\\") are left out.  The title gives
     the SRAM size and the read + write traffic saved per frame."""
     fig, ax = _new(ax, figsize=(9.5, 4.2))
@@ -1266,7 +1266,7 @@ def alloc_sram(df, ax=None):
     hit = rows["sram_hit_bytes"].to_numpy(float) / 1024
     rest = rows["size_bytes"].to_numpy(float) / 1024 - hit
     ax.bar(x, hit, color="C2", edgecolor="none", label="in SRAM (SramHit)")
-    ax.bar(x, rest, bottom=hit, color="0.8", hatch="//", edgecolor="0.5", linewidth=0.3, label="in DRAM")
+    ax.bar(x, rest, bottom=hit, color="0.8", hatch="//", edgecolor="0.5", linewidth=0.3, label="in DDR")
     step = max(1, len(rows) // 16)
     ax.set_xticks(x[::step], [str(i) for i in rows["id"].to_numpy()[::step]], fontsize=8)
     ax.set_xlabel("layer ID (rows of the SRAM table)")

@@ -26,7 +26,7 @@ RK3588's NPU SRAM               :func:`sram_fit` (measured from the runtime's ta
                                 RKNN_LOG_LEVEL=3 table), :func:`sram_log`,
                                 :func:`sram_effect` (run time without / with
                                 ENABLE_SRAM), :func:`try_alloc_sram` (create_mem2
-                                spills to DRAM), :func:`sram_usage`
+                                spills to DDR), :func:`sram_usage`
                                 (/sys/kernel/debug/rknpu/mm), :func:`free_sram`,
                                 :func:`parse_sram_bitmap`, :func:`show_sram` (a table
                                 as a few lines)

@@ -218,11 +218,11 @@ def free_sram(rt: Any, ctx: int = 0) -> Optional[int]:
 def try_alloc_sram(sizes: Sequence[int] = (256 * 1024, 512 * 1024, 512 * 1024), rt: Optional[Any] = None) -> Any:
     """rknn_create_mem2 with RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM, one mem per size in turn,
     all kept until the end, on ``rt`` (default: the simulated RK3588): how much of each
-    landed in SRAM and how much spilled to DRAM as the SRAM fills.
+    landed in SRAM and how much spilled to DDR as the SRAM fills.
 
     Rows: requested_bytes, sram_bytes (free SRAM before minus after: see
     :func:`free_sram`; NaN where it cannot be seen), dma_rise_bytes (the context's
-    total_dma_allocated_size before and after: the DRAM part where the runtime counts
+    total_dma_allocated_size before and after: the DDR part where the runtime counts
     create_mem buffers, A9), free_sram_bytes (after), kind.  The mems are made with a
     context of the course model digits_cnn (any context serves) and destroyed at the
     end.  Instant."""
