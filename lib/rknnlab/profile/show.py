@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 
 #: columns that are fractions, shown as percentages
 _SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles", "error",
-           "domain_share", "mismatch_share")
+           "domain_share", "mismatch_share", "other_input_share")
 #: columns that are ratios of two times, shown as "1.25x"
 _RATIOS = ("speedup", "speedup_low", "speedup_high", "law")
 #: columns that hold every repeat (a tuple): left out of the text
