@@ -327,11 +327,11 @@ def _attempt(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int],
     """One try at overlapping runs: ``first`` runs in a thread; once its tensors are in the
     shared buffer (zeroed before, watched through ``second``'s view of it: more than one
     value, the same in two polls) the first run is on the NPU, and ``second`` runs at
-    once in this thread.  The try counts when
-    the second run was called after those tensors appeared and returned before the first run's
-    own run time (PERF_RUN) had passed since it was called: then the second run used the
-    buffer entirely inside the first one's use of it, whatever the machine's load did to
-    the threads."""
+    once in this thread.  The try counts (``nested``) when the second run was called
+    after those tensors appeared and returned before the first run's own run time
+    (PERF_RUN) had passed since it was called: then the second run used the buffer
+    entirely inside the first one's use of it, whatever the machine's load did to the
+    threads."""
     _zero(rt, second.ctx, second_view)
     box: List[_Run] = []
     thread = threading.Thread(target=lambda: box.append(_run(rt, first, seeds[0])))
@@ -376,8 +376,8 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
     byte for byte with a context of its own (plain rknn_init) on the same input.
 
     At the same time: the model with the longer run (PERF_RUN) starts first, pinned to
-    NPU core 0; the other, pinned to core 1, starts as soon as the first run has written
-    into the shared buffer, and must return before the first run's own run time has
+    NPU core 0; the other, pinned to core 1, starts as soon as the first run's tensors are
+    in the shared buffer, and must return before the first run's own run time has
     passed since it was called.  An attempt where it did not (a busy machine delays a
     thread) is not counted and is tried again, at most ATTEMPTS_PER_RUN x ``repeats``
     attempts; attrs["retried"] says how many were dropped.  So the shorter run always
