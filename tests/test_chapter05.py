@@ -52,25 +52,26 @@ RULES = {
          "`rknn_set_weight_mem` and the internal memory with `rknn_set_internal_mem` before the first "
          "`rknn_run`. `RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE` hands you the internal memory only.",
     "4": "Models that run one after another may share one internal buffer, as large as the largest "
-         "`total_internal_size`. Give each context a view of its own size. Models whose runs can overlap "
-         "must not share it.",
+         "`total_internal_size`. Give each context its own view of it, at least as large as that context's "
+         "`total_internal_size`. Models whose runs can overlap must not share it.",
     "5": "For pipelines that run at the same time, `rknn_dup_context` shares the weights. Only pipelines "
          "that never run at the same time may also share the internal memory.",
     "6": "Allocate the io mems for the largest shape once. After each `rknn_set_input_shapes`, query the "
          "`CURRENT_*` attrs and bind the mems again with `rknn_set_io_mem`.",
-    "7": "Only what fits in the free SRAM goes there: at most 956 KB on RK3588, in 4 KiB pages, shared by "
-         "every context. The rest stays in DRAM. Check where it landed; never assume it.",
-    "8": "All the models a board runs share one 4 GB NPU address space: add up their DMA totals before you "
-         "load them.",
+    "7": "Only what fits in the free SRAM goes there: at most 956 KiB on RK3588, in 4 KiB pages, shared by "
+         "every context. The rest stays in DDR. Check where it landed; never assume it.",
+    "8": "All the models a board runs share one 4 GiB NPU address space. Add up their memory (compiler "
+         "reports, or DMA totals measured one model at a time) before you load them all.",
 }
 
 TITLES = {"1": "A widely copied recipe, and what the API offers", "2": "Cacheable or non-cacheable",
           "3": "Allocating outside the runtime", "4": "One internal buffer for models that run in turn",
           "5": "N pipelines: init, dup or share", "6": "Dynamic shapes", "7": "SRAM on RK3588",
-          "8": "The 4 GB address space of the NPU"}
+          "8": "The 4 GiB address space of the NPU"}
 
-#: the objectives, one verb each, with the Lab 5 exercises that assess them (CH5 plan)
-OBJECTIVES = {"Compute": [1, 3], "Find": [2], "Choose": [4], "Handle": [5]}
+#: the objectives, one verb each, with the Lab 5 exercises that assess them (lab order by difficulty:
+#: find the bug, choose the cache flag, compute SRAM, share one internal buffer, ★ shape change)
+OBJECTIVES = {"Find": [1], "Choose": [2], "Compute": [3, 4], "Handle": [5]}
 
 #: the wrong claims, each after its prompt: the recipe's (two boxes) and the reuse demo README's typo
 WRONG_CLAIMS = ("a memory strategy api", "bind the mems in every frame", "each view is sized from model a")
@@ -109,8 +110,11 @@ SOURCES = ("airockchip/rknn-toolkit2#287", "airockchip/rknn_model_zoo#156", "air
 
 #: names that look like API names but are files, demos, repositories or environment variables
 NOT_API = {"rknn_model_zoo", "rknn_benchmark", "rknn_api", "rknn_internal_mem_reuse_demo", "rknn_create_mem_demo",
-           "rknn_dynamic_shape_input_demo", "rknn_dynshape_inference_zero_copy_alloc_outside",
-           "RKNN_LOG_LEVEL", "RKNN_INTERNAL_MEM_TYPE"}
+           "rknn_dynamic_shape_input_demo", "rknn_dynshape_inference_zero_copy_alloc_outside", "rknn_with_mmz_demo",
+           "RKNN_LOG_LEVEL", "RKNN_INTERNAL_MEM_TYPE", "RKNN_SEPARATE_WEIGHT_MEM", "RKNN_WEIGHT_MEM_TYPE"}
+
+#: Rockchip's SRAM figure, quoted once in Rockchip's unit beside ours; everywhere else KiB/MiB/GiB and DDR
+ROCKCHIP_KB = "956 KB in Rockchip's note (978,944 B = 956 KiB"
 
 MAX_CODE_LINES = 25
 MAX_OUTPUT_LINES = 15
@@ -143,9 +147,12 @@ def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> No
     header = _source(_cells()[0])
     questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
     assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
-    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 5, )?exercises? ([\d, and]+)\)\.$", header, flags=re.M)
-    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers in objectives}
+    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 5, )?exercises? ([\d, and]+)(, the optional ★ one)?\)\.$",
+                            header, flags=re.M)
+    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers, _ in objectives}
     assert found == OBJECTIVES, f"the objectives and their Lab 5 exercises: {found}"
+    starred = [verb for verb, _, star in objectives if star]
+    assert starred == ["Handle"], f"exercise 5 (Handle) is the one optional ★ exercise: {starred}"
     assert 2 <= len(found) <= 4 and sorted(n for ns in found.values() for n in ns) == [1, 2, 3, 4, 5]
     for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**", "(glossary.ipynb)"):
         assert label in header
@@ -244,8 +251,9 @@ def test_sources_are_cited_and_disagreements_taught() -> None:
         assert source in text, f"{source} is not cited"
     sram = _flat(_numbered_sections(_markdown())["7"])
     for fact in ("driver 0.9.2", "runtime 1.6.0", "driver 0.8.0 and runtime 1.3.4b14", "RKNN_INTERNAL_MEM_TYPE=sram",
-                 '"not yet implemented"', "Whether those still work in 2.3 is not documented",
-                 "/sys/kernel/debug/rknpu/mm", "RKNN_LOG_LEVEL=3", "956 KB"):
+                 "RKNN_SEPARATE_WEIGHT_MEM=1", "RKNN_WEIGHT_MEM_TYPE=sram", '"not yet implemented"',
+                 "Whether those still work in 2.3 is not documented", "/sys/kernel/debug/rknpu/mm",
+                 "RKNN_LOG_LEVEL=3", ROCKCHIP_KB):
         assert fact in sram, f"§7 lacks {fact!r}"
     assert "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM" in sram and "the API reference omits it" in sram
     dyn = _flat(_numbered_sections(_markdown())["6"])
@@ -283,6 +291,27 @@ def test_no_placeholder_text_and_no_seed_names() -> None:
 
 def test_the_prose_stays_within_its_budget() -> None:
     ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
+
+
+def test_units_are_binary_and_the_external_memory_is_ddr() -> None:
+    """Our own text says KiB/MiB/GiB and DDR; Rockchip's "956 KB" appears once, beside its value in bytes
+    and KiB. Quoted lines (```text fences) keep their own units."""
+    text = _flat(re.sub(r"```text\n.*?```", "", _markdown(), flags=re.S))
+    assert text.count(ROCKCHIP_KB) == 1, f"quote Rockchip's figure once as {ROCKCHIP_KB!r}"
+    decimal = re.findall(r"\b\d[\d.,]* ?[KMG]B\b", text.replace(ROCKCHIP_KB, ""))
+    assert not decimal, f"decimal units in our own text: {decimal}"
+    assert "DRAM" not in text, "the external memory is DDR"
+
+
+def test_the_worked_example_forgets_the_internal_memory_not_the_weights() -> None:
+    """Lab 5 exercise 1 diagnoses a MEM_ALLOC_OUTSIDE setup that forgets the weights: the chapter's
+    worked example must not be that bug (it forgets rknn_set_internal_mem with INTERNAL_ALLOC_OUTSIDE)."""
+    section = _numbered_sections(_markdown())["3"]
+    predict = _flat(section[section.index("**Predict.**"):].split("\n\n")[0])
+    assert "`RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE`" in predict and "forget `rknn_set_internal_mem`" in predict, predict
+    cell = next(_source(c) for c in _cells() if c["cell_type"] == "code" and "rt.set_internal_mem(ctx, internal)" in
+                _source(c))
+    assert "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE" in cell and "set_weight_mem" not in cell
 
 
 def test_the_iommu_answer_gives_the_librarys_counts() -> None:
@@ -353,31 +382,45 @@ def test_every_measurement_names_its_backend(run) -> None:
 
 
 def test_the_recipes_loop_allocates_per_get_and_the_corrected_one_nothing(run) -> None:
+    """§1's answer: the recipe's get allocates per frame and its output differs (same_output, A13); the
+    "new io mems" loop allocates DMA per frame; "create once, bind once" allocates nothing."""
     text = _printed_by(run, "allocation.prealloc_vs_per_frame(")
-    recipe = re.search(r"^recipe.*?(\d[\d,.]*) (B|KiB)\s*$", text, flags=re.M)
-    assert recipe, text
-    once = re.search(r"^\s*create once, bind once, run many\s+[\d,.]+ us\s+(\d+)\s+0 B\s+-\s*$", text, flags=re.M)
+    recipe = re.search(r"^\s*recipe: rebind \+ get\s+[\d,.]+ us\s+\d+\s+0 B\s+([\d.]+) (B|KiB)\s+False\s*$", text,
+                       flags=re.M)
+    assert recipe and float(recipe.group(1)) > 0, f"the recipe's get allocates and its output differs:\n{text}"
+    once = re.search(r"^\s*create once, bind once\s+[\d,.]+ us\s+\d+\s+0 B\s+-\s+True\s*$", text, flags=re.M)
     assert once, f"the corrected loop allocates in a frame:\n{text}"
-    per_frame = re.search(r"^\s*create, bind and destroy.*?us\s+\d+\s+([\d.]+) KiB", text, flags=re.M)
-    assert per_frame and float(per_frame.group(1)) > 0
+    per_frame = re.search(r"^\s*new io mems every frame\s+[\d,.]+ us\s+\d+\s+([\d.]+) KiB\s+-\s+True\s*$", text,
+                          flags=re.M)
+    assert per_frame and float(per_frame.group(1)) > 0, text
+    answer = _flat(_markdown())
+    assert "the recipe's output differs from the corrected loop's (`same_output`)" in answer
 
 
-def test_the_forgotten_weights_stop_the_run_and_setting_them_fixes_it(run) -> None:
-    text = _printed_by(run, "rt.set_weight_mem(ctx, mems")
-    assert "rknn_run without weights" in text and "RKNN_ERR_PARAM_INVALID" in text
-    assert "rknn_set_weight_mem" in text.split("\n", 1)[1], "the message names the missing call"
-    assert "after rknn_set_weight_mem: rknn_run returned 0" in text
+def test_a_forgotten_internal_mem_stops_the_run_and_setting_it_fixes_it(run) -> None:
+    text = _printed_by(run, "rt.set_internal_mem(ctx, internal)")
+    assert "rknn_run without internal memory" in text and "RKNN_ERR_PARAM_INVALID" in text
+    assert "rknn_set_internal_mem" in text.split("RKNN_ERR_PARAM_INVALID", 1)[1], "the message names the missing call"
+    assert "after rknn_set_internal_mem: rknn_run returned 0" in text
 
 
 def test_the_cache_answer_holds_for_the_run(run) -> None:
-    text = _printed_by(run, "allocation.cache_choice(")
+    """§2's answer commits to a flag for each pattern: (a) non-cacheable, (b) cacheable, (c) non-cacheable;
+    and the head of (b) is 1.6 MiB."""
+    text = _printed_by(run, "allocation.cache_choice")
     costs = {m.group(1): (float(m.group(2).replace(",", "")), float(m.group(3).replace(",", "")))
              for m in re.finditer(r"^\s*\((\w)\).*?cacheable\s+([\d,.]+) us, non-cacheable\s+([\d,.]+) us",
                                   text, flags=re.M)}
     assert set(costs) == {"a", "b", "c"}, text
+    assert costs["a"][1] < costs["a"][0], "(a) one read of 1,000 bytes: the answer says non-cacheable is cheaper"
     assert costs["b"][0] < costs["b"][1], "(b) read three times: cacheable must be cheaper"
     assert costs["c"][1] < costs["c"][0], "(c) never read: non-cacheable must be cheaper"
-    assert abs(costs["a"][0] - costs["a"][1]) < 50, "(a) is 'a few microseconds either way'"
+    answer = _flat(_markdown())
+    assert "(a): non-cacheable, by a few microseconds" in answer and answer.index("(a): non") < \
+        answer.index("(b): cacheable") < answer.index("(c): non-cacheable"), "answer in the order (a), (b), (c)"
+    from rknnlab import models
+    head = models.load_report("yolov5s", "rk3588").attrs("outputs", "native")[0]["size_with_stride"]
+    assert f"{head / 2**20:.1f} MiB" == "1.6 MiB" and "80×80 head (1.6 MiB)" in answer
 
 
 def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> None:
@@ -386,20 +429,24 @@ def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> No
     assert saving and saving.group(1) == saving.group(2) and saving.group(1) != "0", text
     assert re.search(r"^\s*total .* True\s*$", text, flags=re.M), "the outputs must be the same in turn"
     overlap = _printed_by(run, "allocation.parallel_corruption(")
-    rows = re.findall(r"^\s*(one after another|at the same time)\s+(\w+)\s+(\d+)\s+(\d+)", overlap, flags=re.M)
+    rows = re.findall(r"^\s*(one after another|at the same time)\s+(\w+)\s+(in turn|first, core 0|second, core 1)"
+                      r"\s+(\d+)\s+(\d+)\s", overlap, flags=re.M)
     assert len(rows) == 4, overlap
-    assert all(runs == ok for mode, _, runs, ok in rows if mode == "one after another")
-    assert any(int(ok) < int(runs) for mode, _, runs, ok in rows if mode == "at the same time"), \
-        "the overlapping runs must show the corruption"
+    assert all(runs == ok and runs != "0" for mode, _, _, runs, ok in rows if mode == "one after another")
+    started = {start: (int(runs), int(ok)) for mode, _, start, runs, ok in rows if mode == "at the same time"}
+    assert started["first, core 0"][0] > 0 and started["first, core 0"][1] < started["first, core 0"][0], \
+        "the answer says the first run is the one damaged"
+    assert started["second, core 1"][1] == started["second, core 1"][0] > 0, overlap
+    assert "The first run is the one damaged" in _flat(_markdown())
 
 
 def test_the_pipelines_answer_holds_for_the_run(run) -> None:
     """§5's answer: dup with one shared internal buffer needs the least (one at a time); of the ways
     whose pipelines may run at once, dup alone."""
     text = _printed_by(run, "allocation.pipelines_memory(")
-    least = re.search(r"N = 4 .*: the least memory: (.+?) \(([\d.]+) MiB\)", text)
+    least = re.search(r"^\s*the least memory: (.+?) \(([\d.]+) MiB\)", text, flags=re.M)
     parallel = re.search(r"the least of the ways that may run at once: (.+?) \(([\d.]+) MiB\)", text)
-    assert least and parallel, text
+    assert least and parallel and "N = 4 (" in text, text
     assert least.group(1) == "rknn_dup_context + one internal mem" and parallel.group(1) == "rknn_dup_context"
     assert float(least.group(2)) < float(parallel.group(2))
     answer = _flat(_markdown())
@@ -424,11 +471,11 @@ def test_a_shape_change_allocates_nothing_and_needs_a_new_binding(run) -> None:
 
 def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> None:
     fit = _printed_by(run, "allocation.sram_fit(")
-    sizes = re.search(r"([\d,]+) B of ([\d,]+) B internal memory in SRAM; (\d+) of (\d+) tensors have a hit", fit)
+    sizes = re.search(r"([\d,]+) B of ([\d,]+) B internal memory in SRAM\n\s+(\d+) of (\d+) tensors have a hit", fit)
     assert sizes, fit
     sram, internal = (int(g.replace(",", "")) for g in sizes.group(1, 2))
-    assert sram == 978_944 < internal, "mobilenet_v2's internal memory is larger than the 956 KB: all of SRAM is used"
-    hits = re.search(r"SramHit adds up to ([\d,]+) B; Predict SRAM Hit RW Amount ([\d,]+) B", fit)
+    assert sram == 978_944 < internal, "mobilenet_v2's internal memory is larger than the 956 KiB: all of SRAM is used"
+    hits = re.search(r"adding up to ([\d,]+) B; Predict SRAM Hit RW Amount ([\d,]+) B", fit)
     assert int(hits.group(1).replace(",", "")) > sram, "the hits add up to more than the SRAM (addresses reused)"
     assert int(hits.group(2).replace(",", "")) == 2 * int(hits.group(1).replace(",", ""))
     saved = re.search(r"saves \d+ us per run \(([\d.]+)%\)", fit)
@@ -437,17 +484,32 @@ def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> 
     totals = dict(re.findall(r"^\s*(flag 0|ENABLE_SRAM, first|ENABLE_SRAM, second)\s.*DMA total\s+([\d,]+) B",
                              three, flags=re.M))
     dma = {k: int(v.replace(",", "")) for k, v in totals.items()}
-    assert dma["ENABLE_SRAM, first"] == dma["flag 0"] - sram, "the DMA total counts only the DRAM part"
+    assert dma["ENABLE_SRAM, first"] == dma["flag 0"] - sram, "the DMA total counts only the DDR part"
+    reserved = re.findall(r"total_sram_size\s+([\d,]+) B", three)
+    assert reserved == ["978,944"] * 3, "total_sram_size is the NPU's reservation, the same for every context (A53)"
     assert dma["ENABLE_SRAM, second"] == dma["flag 0"], "the second context gets no SRAM"
     assert "used: 978944, free: 0" in three
     spill = _printed_by(run, "allocation.try_alloc_sram(")
-    last = spill.strip().splitlines()[-2]
-    assert re.search(r"512\.0 KiB\s+188\.0 KiB\s+324\.0 KiB\s+0 B", last), spill
+    assert re.search(r"^\s*512\.0 KiB\s+188\.0 KiB\s+324\.0 KiB\s+0 B\s*$", spill, flags=re.M), spill
     worked = _printed_by(run, "by_hand = ")
     pair = re.search(r"hit by hand ([\d,]+) B; the runtime's table .*: ([\d,]+) B", worked)
     assert pair and pair.group(1) == pair.group(2) and pair.group(1) != "0"
     text = _flat(_markdown())
-    assert "956 KB of the 1.6 MB here" in text and internal / 1e6 == pytest.approx(1.6, abs=0.05)
+    assert "956 KiB of the 1.5 MiB here" in text and f"{internal / 2**20:.1f}" == "1.5"
+    assert f"{sram / 1024:.0f} KiB" == "956 KiB" and "internal buffer is 1.5 MiB" in text
+
+
+def test_a_mix_of_models_can_overflow_the_domain_that_each_count_alone_fits(run) -> None:
+    """§8's answer: 100 YOLOv5m and 60 ResNet50 contexts do not fit in one 4 GiB domain together, though
+    each count alone would (the table's max_count)."""
+    text = _printed_by(run, "allocation.iommu_budget(")
+    counts = dict(re.findall(r"^\s*(yolov5m|resnet50)\s+[\d.]+ MiB\s+[\d.]+ MiB\s+[\d.]+ MiB\s+([\d,]+)\s", text,
+                             flags=re.M))
+    assert int(counts["yolov5m"].replace(",", "")) > 100 and int(counts["resnet50"].replace(",", "")) > 60, text
+    assert re.search(r"^100 yolov5m \+ 60 resnet50 contexts: [\d.]+ GiB, over one 4 GiB domain$", text, flags=re.M), text
+    text = _flat(_markdown())
+    assert "Do 100 YOLOv5m and 60 ResNet50 contexts fit together?" in text
+    assert "The mix does not fit, although each count alone would" in text
 
 
 def test_the_chapter_runs_on_a_soc_without_the_rk3588_only_models() -> None:
