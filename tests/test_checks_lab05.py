@@ -114,6 +114,12 @@ def sram_whole_tensor_if_it_starts_in_sram(rows, total_internal_size, free_sram)
     return [0 if _is_io(r) else (r["size"] if r["start"] < end else 0) for r in rows]
 
 
+def sram_plan_floored_to_pages(rows, total_internal_size, free_sram):
+    """The plan's size rounded down to pages: the tail of a plan that fits in SRAM is lost."""
+    end = min(free_sram // PAGE, total_internal_size // PAGE) * PAGE
+    return [0 if _is_io(r) else max(0, min(r["end"], end) - r["start"]) for r in rows]
+
+
 def sram_bytes_no_cap(rows, total_internal_size, free_sram):
     """Legitimately different (the review's shortcut, right because no row ends after the
     buffer): the free SRAM in bytes, not capped by the buffer's size, no page arithmetic."""
@@ -138,7 +144,8 @@ def test_ex3_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("rule", [sram_whole_tensors_only, sram_one_mib, sram_counts_io, sram_whole_budget,
-                                  sram_cumulative, sram_counts_output, sram_whole_tensor_if_it_starts_in_sram])
+                                  sram_cumulative, sram_counts_output, sram_whole_tensor_if_it_starts_in_sram,
+                                  sram_plan_floored_to_pages])
 def test_ex3_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     _seeded(monkeypatch, 1)
     text = _failed(checks.check_sram_hits(rule), "rows wrong", "4 KiB pages", "than the expected total")
@@ -177,6 +184,16 @@ def test_ex3_made_up_plans_have_partial_hits_and_both_budgets() -> None:
         smaller += total <= free
         assert rows[0]["start"] == 0 and hits[0] == 0 and hits[-1] == 0
     assert partial > 10 and larger > 10 and smaller > 3
+
+
+def test_ex3_plans_that_fit_lose_their_tail_when_floored() -> None:
+    """made_up_plan(fits=True): the plan fits in the free SRAM, is not whole pages, and an
+    internal tensor ends at its last byte."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        rows, total, free = cases.made_up_plan(rng, fits=True)
+        assert total < free and total % PAGE and free % PAGE == 0
+        assert cases.sram_hits(rows, total, free) != sram_plan_floored_to_pages(rows, total, free)
 
 
 def test_ex3_the_rule_matches_rockchips_own_table() -> None:

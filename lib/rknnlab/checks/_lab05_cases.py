@@ -357,10 +357,18 @@ def sram_hits(rows: Sequence[Dict[str, Any]], total_internal: int, free_sram: in
     return [0 if io else max(0, min(int(r["end"]), part) - int(r["start"])) for r, io in zip(rows, io_rows)]
 
 
-def made_up_plan(rng: np.random.Generator) -> Tuple[List[Dict[str, Any]], int, int]:
+def made_up_plan(rng: np.random.Generator, fits: bool = False) -> Tuple[List[Dict[str, Any]], int, int]:
     """A memory plan no model has (rows as in a report's feature_tensors, the input first and
     the output last) and a free SRAM size; the plan's tensors are reused at low offsets as a
-    compiler does, and sizes are not multiples of 4 KiB."""
+    compiler does, and sizes are not multiples of 4 KiB.  ``fits``: the whole plan fits in the
+    free SRAM, its size is not whole pages and an internal tensor ends at its last byte (a
+    rule that rounds the plan's size down to pages loses that tensor's tail)."""
+    while fits:
+        rows, total, _ = made_up_plan(rng)
+        last = max(rows, key=lambda r: r["end"])
+        pages = -(-total // SRAM_PAGE)
+        if total % SRAM_PAGE and not is_io_row(last) and pages < RK3588_SRAM // SRAM_PAGE:
+            return rows, total, int(rng.integers(pages, RK3588_SRAM // SRAM_PAGE + 1)) * SRAM_PAGE
     n = int(rng.integers(8, 20))
     rows: List[Dict[str, Any]] = []
     c, h = int(rng.choice([16, 32, 48])), int(rng.choice([56, 80, 112, 160]))
