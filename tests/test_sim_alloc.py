@@ -238,6 +238,40 @@ def test_the_weight_sample_catches_any_overwritten_run_it_promises(rt):
     assert (time.perf_counter() - started) / 100 < 1e-3
 
 
+# ----------------------------------------------------------------- another context's mem (A59)
+def test_another_live_contexts_mem_is_refused_by_every_setter(rt):
+    a = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    b = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
+    size = rt.query(b, abi.RKNN_QUERY_MEM_SIZE)
+    big = rt.create_mem(a, max(size.total_weight_size, size.total_internal_size, 4096))
+    native_in = _attr(rt, b, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    calls = {"rknn_set_internal_mem": lambda mem: rt.set_internal_mem(b, mem),
+             "rknn_set_weight_mem": lambda mem: rt.set_weight_mem(b, mem),
+             "rknn_set_io_mem": lambda mem: rt.set_io_mem(b, mem, native_in)}
+    for name, call in calls.items():
+        with pytest.raises(errors.RknnParamInvalidError, match=f"0x{a:x}.*rknn_create_mem_from_fd") as refused:
+            call(big)
+        assert name in str(refused.value) and "A59" in str(refused.value)
+    with pytest.raises(errors.RknnParamInvalidError, match="no weight memory"):
+        rt.run(b)  # nothing was kept
+    # the same pages through B's own view are fine (the documented way)
+    for call in calls.values():
+        call(rt.create_mem_from_fd(b, big.contents.fd, big.contents.virt_addr, big.contents.size, 0))
+
+
+def test_a_mem_of_no_context_is_accepted_by_any_context(rt):
+    image = _digits_image()
+    expected = _reference_output(rt, image)
+    ctx = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    other = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)
+    size = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE).total_internal_size
+    shared = rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    for handle in (ctx, other):
+        rt.set_internal_mem(handle, shared)
+        assert _outputs_of_runs(rt, handle, image, runs=1)[0].tolist() == expected.tolist()
+    rt.destroy_mem(0, shared)
+
+
 # ----------------------------------------------------------------- create_mem_from_phys (item 2)
 def test_create_mem_from_phys_views_the_same_pages(rt):
     ctx = rt.init(_path("digits_cnn"))

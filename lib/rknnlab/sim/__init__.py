@@ -23,7 +23,9 @@ Rule: everything on the CPU side is real, only the NPU is modeled.
 Modeled as well (each a listed assumption below where the documents are silent):
 - Memory from outside: RKNN_FLAG_MEM_ALLOC_OUTSIDE (weights, internal and every
   io tensor set by the caller before rknn_run) and INTERNAL_ALLOC_OUTSIDE;
-  rknn_create_mem_from_phys inside a mem's made-up NPU address range.
+  the NPU reads the weights from the caller's weight mem (overwritten weights,
+  wrong outputs); a context takes only its own mems or views (or ALLOC_NO_CONTEXT
+  ones); rknn_create_mem_from_phys inside a mem's made-up NPU address range.
 - Shared internal memory: a run keeps its state in a caller's internal mem
   from start to end (rknnlab.sim.internal), so two contexts sharing one whose
   runs overlap on different cores get wrong outputs; one after another, right.
@@ -51,7 +53,8 @@ per-layer text from the compiler report and the modeled layer times
 Modules: memory (libc heap, memfd DMA buffers), layout (formats, quantization,
 normalisation), npu (timing per layer, cores), perf (the PERF_DETAIL text),
 outputs (values), model (course models by sha256), mems (rknn_tensor_mem),
-internal (a run's state in a caller's internal mem), sram (NPU SRAM), shapes
+internal (a run's state in a caller's internal mem), weightprint (whether a
+caller's weight mem still holds the weights), sram (NPU SRAM), shapes
 (dynamic-shape dims), context (per-context state), runtime (the API).
 
 ``modeled_run_ms(model, soc, core_mask)`` gives a run's modeled time from the
@@ -552,6 +555,16 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "three times and compare the outputs with a flag-0 context's; then weights and internal "
      "as non-overlapping create_mem_from_fd views of one buffer (right outputs expected); "
      "then write zeros over part of a correct weight mem between two runs."),
+    ("A59", "rknn_set_io_mem, rknn_set_weight_mem and rknn_set_internal_mem refuse "
+            "(RKNN_ERR_PARAM_INVALID) a mem created with another live context: each context gets "
+            "its own mem or its own view of a shared buffer (rknn_create_mem_from_fd with its own "
+            "ctx), as Rockchip's internal-memory reuse demo does for every context. A mem made with "
+            "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT (ctx 0) belongs to no context and is accepted by any. "
+            "No Rockchip document says what a board does with another context's mem; its "
+            "rknn_destroy may free that mem (A7) while this context still uses it.",
+     "create a mem with context A (rknn_create_mem(ctx_a, size)) and pass it to "
+     "rknn_set_internal_mem, rknn_set_weight_mem and rknn_set_io_mem of a context B: read the "
+     "return codes; if they are 0, run B, then rknn_destroy(A) and run B again (outputs, dmesg)."),
 ]
 
 

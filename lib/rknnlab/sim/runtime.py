@@ -189,6 +189,21 @@ class SimRuntime(Runtime):
                          "or was already destroyed")
         return record
 
+    def _own_mem(self, mem: MemPtr, context: Context, function: str) -> TensorMem:
+        """The live TensorMem behind ``mem``, which ``context`` may use: one created with
+        it or with RKNN_MEM_FLAG_ALLOC_NO_CONTEXT, not another live context's (A59)."""
+        record = self._mem(mem, function)
+        if record.ctx and record.ctx != context.handle:
+            with self._lock:
+                live = record.ctx in self._contexts
+            if live:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, function,
+                             f"the mem belongs to context 0x{record.ctx:x} (created with it): give "
+                             f"this context (0x{context.handle:x}) a view made with "
+                             "rknn_create_mem_from_fd(this ctx, mem->fd, mem->virt_addr, size, offset) "
+                             "(ASSUMPTIONS A59)")
+        return record
+
     @contextmanager
     def _pinned(self, mems: Sequence[TensorMem], function: str) -> Iterator[None]:
         """Keep the mems' pages mapped while a call reads or writes them, even if
@@ -730,8 +745,7 @@ class SimRuntime(Runtime):
                                  f"buffers: bind {', '.join(unbound)} with rknn_set_io_mem before rknn_run "
                                  "(ASSUMPTIONS A51)")
             mems = [b.mem for b in list(in_bindings.values()) + list(out_bindings.values())]
-            mems += [internal_mem] if internal_mem is not None else []
-            mems += [weight_mem] if weight_mem is not None else []
+            mems += [mem for mem in (internal_mem, weight_mem) if mem is not None]
             sram_bytes = context.sram_bytes
 
             def seconds_on(cores: Tuple[int, ...]) -> float:
@@ -1069,7 +1083,7 @@ class SimRuntime(Runtime):
         mem.size - mem.offset >= the bytes of that layout."""
         fn = "rknn_set_io_mem"
         with self._using(ctx, fn, exclusive=False) as context:
-            record = self._mem(mem, fn)
+            record = self._own_mem(mem, context, fn)
             model = context.current
             name = attr.name.decode("utf-8", "replace")
             found = [(False, s) for s in model.inputs if s.name == name] + \
@@ -1110,7 +1124,7 @@ class SimRuntime(Runtime):
         the weights from the model into the mem (real writes)."""
         fn = "rknn_set_weight_mem"
         with self._using(ctx, fn) as context:
-            record = self._mem(mem, fn)
+            record = self._own_mem(mem, context, fn)
             if not context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "the context was not made with RKNN_FLAG_MEM_ALLOC_OUTSIDE: the runtime "
@@ -1142,7 +1156,7 @@ class SimRuntime(Runtime):
         create_mem_from_fd per context); the pages are really shared."""
         fn = "rknn_set_internal_mem"
         with self._using(ctx, fn, exclusive=False) as context:
-            record = self._mem(mem, fn)
+            record = self._own_mem(mem, context, fn)
             if not (context.has(abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE) or context.has(abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE)):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              "the context was made without RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE (or "
