@@ -267,7 +267,7 @@ def test_inline_assumptions_match_the_generated_list() -> None:
 def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
     code = _code()
     assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
-    for call in ("allocation.prealloc_vs_per_frame(", "allocation.cache_choice(", "allocation.shared_internal(",
+    for call in ("allocation.prealloc_vs_per_frame(", "allocation.cache_choices(", "allocation.shared_internal(",
                  "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
                  "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
                  "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd("):
@@ -407,14 +407,11 @@ def test_a_forgotten_internal_mem_stops_the_run_and_setting_it_fixes_it(run) -> 
 def test_the_cache_answer_holds_for_the_run(run) -> None:
     """§2's answer commits to a flag for each pattern: (a) non-cacheable, (b) cacheable, (c) non-cacheable;
     and the head of (b) is 1.6 MiB."""
-    text = _printed_by(run, "allocation.cache_choice")
-    costs = {m.group(1): (float(m.group(2).replace(",", "")), float(m.group(3).replace(",", "")))
-             for m in re.finditer(r"^\s*\((\w)\).*?cacheable\s+([\d,.]+) us, non-cacheable\s+([\d,.]+) us",
-                                  text, flags=re.M)}
-    assert set(costs) == {"a", "b", "c"}, text
-    assert costs["a"][1] < costs["a"][0], "(a) one read of 1,000 bytes: the answer says non-cacheable is cheaper"
-    assert costs["b"][0] < costs["b"][1], "(b) read three times: cacheable must be cheaper"
-    assert costs["c"][1] < costs["c"][0], "(c) never read: non-cacheable must be cheaper"
+    text = _printed_by(run, "allocation.cache_choices(")
+    cheaper = dict(re.findall(r"^\s*\(([abc])\) .*? (CACHEABLE|NON_CACHEABLE|cannot tell)(?: \(.*\))?\s*$", text,
+                              flags=re.M))
+    assert cheaper == {"a": "NON_CACHEABLE", "b": "CACHEABLE", "c": "NON_CACHEABLE"}, \
+        f"the answer commits to (a) non-cacheable, (b) cacheable, (c) non-cacheable; the run says {cheaper}:\n{text}"
     answer = _flat(_markdown())
     assert "(a): non-cacheable, by a few microseconds" in answer and answer.index("(a): non") < \
         answer.index("(b): cacheable") < answer.index("(c): non-cacheable"), "answer in the order (a), (b), (c)"
