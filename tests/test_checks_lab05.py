@@ -322,16 +322,23 @@ def test_ex1_right_setups_pass(setup) -> None:
 
 
 @pytest.mark.parametrize("setup, words", [
-    (outside_as_given, ("the runtime refused", "rknn_set_weight_mem")),
+    (outside_as_given, ("rknn_run on your context returned -5 RKNN_ERR_PARAM_INVALID", "every part it needs")),
     (outside_weights_sized_as_internal, ("the runtime refused", "the size it expected")),
     (outside_flag_dropped, ("still allocates memory of its own", "RKNN_FLAG_MEM_ALLOC_OUTSIDE")),
     (outside_internal_only, ("still allocates memory of its own", "INTERNAL_ALLOC_OUTSIDE moves the internal")),
-    (outside_weights_freed, ("the runtime refused",)),
+    (outside_weights_freed, ("returned -", "Keep every mem alive")),
     (outside_one_mem_for_both, ("outputs differ", "bytes of their own")),
     (outside_overlapping_views, ("outputs differ", "bytes of their own")),
 ])
 def test_ex1_wrong_setups_fail(setup, words) -> None:
     _failed(checks.check_outside_setup(setup), *words)
+
+
+def test_ex1_the_check_does_not_name_the_missing_call() -> None:
+    """The setup as given fails with the return code only, not the runtime's sentence that
+    names rknn_set_weight_mem (decision D6: the student reasons from the rule)."""
+    text = _failed(checks.check_outside_setup(outside_as_given), "returned -5")
+    assert "set_weight_mem" not in text and "weight" not in text.split("Hint:")[0]
 
 
 def test_ex1_returns_a_context_it_made() -> None:

@@ -326,7 +326,10 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                         try:
                             got_out = [io.run(f) for f in frames]
                         except RknnError as exc:
-                            raise _run_error(exc, f"{model}: rknn_run on your context", _OUTSIDE_HINT)
+                            # the code and its name only, as the notebook shows them: the runtime's
+                            # sentence would name the missing call (the student reasons from the rule)
+                            raise _Fail(f"{model}: rknn_run on your context returned {exc.code} {exc.name}.",
+                                        _OUTSIDE_HINT + " Keep every mem alive until the context is destroyed.")
                     finally:
                         io.close()
                     ref_out, ref_total = _reference(rt, path, frames)
