@@ -350,9 +350,9 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                                     "destroy, reuse or overwrite a mem you gave it, and give the weights and the "
                                     "internal memory bytes of their own (the runtime writes the internal memory "
                                     "at every run).", details)
-                    details.append(f"{model}: runs, outputs equal to a flag-0 context's; the runtime holds "
-                                   f"{_kib(saved)} less DMA memory than for it (weights + internal: {_kib(need)}; "
-                                   "a flag-0 context also holds its io)")
+                    details.append(f"{model}: runs, outputs equal to a flag-0 context's; its DMA total less your "
+                                   f"mems is {_kib(saved)} below a flag-0 context's (weights + internal: "
+                                   f"{_kib(need)}; a flag-0 context also holds its io)")
                 finally:
                     ledger.cleanup()
         finally:
