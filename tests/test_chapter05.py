@@ -434,7 +434,7 @@ def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> No
     assert started["first, core 0"][0] > 0 and started["first, core 0"][1] < started["first, core 0"][0], \
         "the answer says the first run is the one damaged"
     assert started["second, core 1"][1] == started["second, core 1"][0] > 0, overlap
-    assert "The first run is the one damaged" in _flat(_markdown())
+    assert "Here the first run is the one damaged (A28)" in _flat(_markdown())
 
 
 def test_the_pipelines_answer_holds_for_the_run(run) -> None:
