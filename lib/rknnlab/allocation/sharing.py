@@ -279,7 +279,7 @@ def pipelines_memory(model: str = "mobilenet_v2", n_values: Sequence[int] = (1, 
 
 #: overlapping attempts per run asked for, at most: an attempt whose runs did not overlap as
 #: planned (the machine was busy) is retried, and reported in attrs["retried"]
-ATTEMPTS_PER_RUN = 5
+ATTEMPTS_PER_RUN = 10
 #: how often the wait for the first run polls the shared buffer (seconds)
 _POLL_S = 50e-6
 
@@ -316,17 +316,26 @@ def _zero(rt: Any, ctx: int, view: Any) -> None:
     rt.mem_sync(ctx, view, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
 
 
-def _sample(rt: Any, ctx: int, view: Any) -> np.ndarray:
-    """One byte per 4 KiB page of ``view``, as the CPU sees it after rknn_mem_sync."""
+def _sample(rt: Any, ctx: int, view: Any, nbytes: int) -> np.ndarray:
+    """One byte per 4 KiB page of the first ``nbytes`` of ``view`` and its last byte, as the
+    CPU sees them after rknn_mem_sync."""
     rt.mem_sync(ctx, view, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
-    return mem_view(view, np.uint8)[::PAGE].copy()
+    data = mem_view(view, np.uint8, nbytes)
+    return np.append(data[::PAGE], data[-1])
 
 
-def _attempt(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int],
-             second_view: Any) -> Tuple[_Run, _Run, bool]:
+def _written(sample: np.ndarray) -> bool:
+    """Tensors written over the whole sampled range of a zeroed buffer: its last byte is
+    no longer zero, and it holds more than one value (not a fill still under way)."""
+    return bool(sample[-1]) and bool(np.any(sample != sample[0]))
+
+
+def _attempt(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int], second_view: Any,
+             watched: int) -> Tuple[_Run, _Run, bool]:
     """One try at overlapping runs: ``first`` runs in a thread; once its tensors are in the
-    shared buffer (zeroed before, watched through ``second``'s view of it: more than one
-    value, the same in two polls) the first run is on the NPU, and ``second`` runs at
+    shared buffer (zeroed before, its first ``watched`` bytes watched through ``second``'s
+    view of it: written up to the last byte, more than one value, the same in two polls)
+    the first run is on the NPU, and ``second`` runs at
     once in this thread.  The try counts (``nested``) when the second run was called
     after those tensors appeared and returned before the first run's own run time
     (PERF_RUN) had passed since it was called: then the second run used the buffer
@@ -337,9 +346,9 @@ def _attempt(rt: Any, first: BoundIo, second: BoundIo, seeds: Sequence[int],
     thread = threading.Thread(target=lambda: box.append(_run(rt, first, seeds[0])))
     thread.start()
     seen, last = None, None
-    while thread.is_alive():   # tensors written (more than one value) and no longer being written
-        sample = _sample(rt, second.ctx, second_view)
-        if last is not None and np.any(sample != sample[0]) and np.array_equal(sample, last):
+    while thread.is_alive():
+        sample = _sample(rt, second.ctx, second_view, watched)
+        if last is not None and _written(sample) and np.array_equal(sample, last):
             seen = time.perf_counter()
             break
         last = sample
@@ -418,6 +427,7 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
         if min(int(mem_size(rt, c).total_internal_size) for c in contexts) == 0:
             raise ValueError(f"{', '.join(models)}: a model with no internal memory shares nothing")
         views = _share_internal(ledger, contexts)
+        watched = min(int(mem_size(rt, c).total_internal_size) for c in contexts)   # both runs' plans
         ios = [BoundIo.bind(rt, c) for c in contexts]
         if masks:
             for i, mask in zip(order, masks):
@@ -432,7 +442,7 @@ def parallel_corruption(models: Sequence[str] = ("mobilenet_v2", "resnet50"), re
         while len(at_once[0]) < repeats and attempts < ATTEMPTS_PER_RUN * repeats:
             attempts += 1
             earlier, later, nested = _attempt(rt, ios[order[0]], ios[order[1]], [seeds[i] for i in order],
-                                              views[order[1]])
+                                              views[order[1]], watched)
             if nested:
                 at_once[order[0]].append(earlier)
                 at_once[order[1]].append(later)
