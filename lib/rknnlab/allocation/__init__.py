@@ -43,8 +43,8 @@ alloc_sram, alloc_iommu, alloc_cache_choice.
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, cache_choices, iommu_budget
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
-from .sharing import (ATTEMPTS_PER_RUN, PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption, pipelines_memory,
-                      shared_internal)
+from .sharing import (ATTEMPTS_PER_RUN, PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption,
+                      pipelines_memory, shared_internal)
 from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, show_sram, sram_effect, sram_fit, sram_hits,
                    sram_log, sram_usage, try_alloc_sram)
 
