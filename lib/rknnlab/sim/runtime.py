@@ -729,8 +729,7 @@ class SimRuntime(Runtime):
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
                 internal_mem = context.internal_mem if model.report.total_internal_size else None
-                written = context.weights.written
-                weight_mem = context.weights.mem if written is not None else None
+                weight_mem = context.weights.mem if context.weights.written is not None else None
             if context.model.dynamic:  # bindings made for another shape do not serve this one
                 for specs, bindings, what in ((model.inputs, in_bindings, "input"),
                                               (model.outputs, out_bindings, "output")):
@@ -752,8 +751,8 @@ class SimRuntime(Runtime):
                 return model.run_seconds(cores, sram_bytes)
 
             with self._pinned(mems, fn), self.npu.occupy(context.core_mask, seconds_on, called_at) as slot:
-                weight_bytes = weight_mem.data(written.nbytes) if weight_mem is not None else None
-                damaged_before = weight_mem is not None and written.changed(weight_bytes)
+                weight_check = (context.weights.written.check(weight_mem.data(context.weights.written.nbytes))
+                                if weight_mem is not None else None)
                 native_inputs = [self._native_input(context, model, spec, in_bindings.get(spec.index))
                                  for spec in model.inputs]
                 state = None
@@ -768,10 +767,10 @@ class SimRuntime(Runtime):
                     results, corrupted = state.leave(results, model.values.compute)
                     for spec, native in zip(model.outputs, results if corrupted else ()):
                         self._store_output(context, spec, native, out_bindings.get(spec.index))
-                if weight_mem is not None and (damaged_before or written.changed(weight_bytes)):
+                if weight_check is not None and weight_check.damaged():
                     # the NPU read weights something else had written over: ASSUMPTIONS A58
-                    sizes = [spec.native.nbytes for spec in model.outputs]
-                    for spec, native in zip(model.outputs, written.damaged_outputs(weight_bytes, sizes)):
+                    damaged = weight_check.outputs([spec.native.nbytes for spec in model.outputs])
+                    for spec, native in zip(model.outputs, damaged):
                         self._store_output(context, spec, native, out_bindings.get(spec.index))
             context.runs += 1
             context.last_run_model = model

@@ -40,9 +40,27 @@ class WeightPrint:
         """Whether any sampled byte differs from what set_weight_mem wrote."""
         return not np.array_equal(self.sample(weights), self._values)
 
+    def check(self, weights: np.ndarray) -> "WeightCheck":
+        """Start of a run: the weights as they are now, checked again at its end."""
+        return WeightCheck(self, weights, self.changed(weights))
+
     def damaged_outputs(self, weights: np.ndarray, sizes: Sequence[int]) -> List[np.ndarray]:
         """Native output bytes of a run on damaged weights: deterministic for the same
         damage (seeded from the sampled bytes as they are now) and meaningless."""
         seed = zlib.crc32(self.sample(weights).tobytes())
         rng = np.random.default_rng(seed)
         return [rng.integers(0, 256, size=size, dtype=np.uint8) for size in sizes]
+
+
+class WeightCheck:
+    """One run's check of the weight mem: damaged at its start, or by its end."""
+
+    def __init__(self, written: WeightPrint, weights: np.ndarray, damaged_before: bool) -> None:
+        self.written, self.weights, self.damaged_before = written, weights, damaged_before
+
+    def damaged(self) -> bool:
+        return self.damaged_before or self.written.changed(self.weights)
+
+    def outputs(self, sizes: Sequence[int]) -> List[np.ndarray]:
+        """What the run's outputs become on damaged weights."""
+        return self.written.damaged_outputs(self.weights, sizes)
