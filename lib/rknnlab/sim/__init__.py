@@ -469,7 +469,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "query RKNN_QUERY_CURRENT_INPUT_ATTR."),
     ("A53", "NPU SRAM: the simulated RK3588's device tree reserves all 978,944 B (956 KiB, 239 "
             "pages of 4 KiB) for the NPU, the most the SRAM note allows (the note says the device "
-            "tree must reserve it; a board without that reservation has none); the other SoCs have "
+            "tree must reserve it; a board without that reservation has none and answers 0); the "
+            "other SoCs have "
             "none. One allocator serves the whole process (on a board the driver's serves every "
             "process). RKNN_QUERY_MEM_SIZE answers every context (flag 0 too) total_sram_size = that "
             "reservation (rknn_api.h: 'total system sram size reserved for rknn') and free_sram_size "
