@@ -8,8 +8,8 @@ outputs mean nothing.
 
 The simulator does not compute with the weight bytes, so it keeps a sample of
 them when rknn_set_weight_mem writes them and compares it at the start and the
-end of each run. The sample is cheap (a fixed number of evenly spaced bytes, a
-few microseconds per run even for 40 MB of weights) and dense enough that any
+end of each run. The sample is cheap (a fixed number of evenly spaced bytes, some
+tens of microseconds per check even for 40 MB of weights) and dense enough that any
 overwritten run of more than ``nbytes / SAMPLES`` bytes changes it.
 """
 from __future__ import annotations
