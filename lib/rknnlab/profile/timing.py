@@ -83,6 +83,6 @@ def timing_check(published: Optional[Dict[Tuple[str, str], float]] = None) -> An
                      "modeled_as": name, "modeled_ms": modeled, "ratio": ratio, "error": ratio - 1,
                      "calibration_point": soc == "rk3588" and model in fitted})
     table = pd.DataFrame(rows)
-    table.attrs["source"] = ("modeled: sim timing law; published, not measured here: "
+    table.attrs["source"] = ("modeled: sim timing law; published: "
                              + (ZOO_SOURCE if published is None else "figures as given"))
     return table

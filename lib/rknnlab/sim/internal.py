@@ -29,6 +29,7 @@ see or disturb it.
 """
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -57,6 +58,11 @@ def _fill_byte(native_inputs: Sequence[np.ndarray]) -> int:
     return (checksum % 255) + 1
 
 
+#: one run writes or reads a plan at a time: on a board the NPU writes a tensor in one go, so
+#: a CPU thread stalled half-way through the simulator's write must not let another run in
+_PLAN_WRITES = threading.Lock()
+
+
 @dataclass
 class InternalState:
     """One run's hold on a caller's internal buffer (``plan``: its first
@@ -72,16 +78,17 @@ class InternalState:
               native_inputs: Sequence[np.ndarray]) -> "InternalState":
         """Start of the modeled NPU time: write the intermediate tensors, then the inputs."""
         fill = _fill_byte(native_inputs)
-        plan[:] = fill
         written: List[Optional[np.ndarray]] = []
-        for region, data in zip(regions, native_inputs):
-            if region is None:
-                written.append(None)
-                continue
-            start, size = region
-            n = min(size, data.size, plan.size - start)
-            plan[start:start + n] = data[:n]
-            written.append(np.array(data[:n], copy=True))
+        with _PLAN_WRITES:
+            plan[:] = fill
+            for region, data in zip(regions, native_inputs):
+                if region is None:
+                    written.append(None)
+                    continue
+                start, size = region
+                n = min(size, data.size, plan.size - start)
+                plan[start:start + n] = data[:n]
+                written.append(np.array(data[:n], copy=True))
         return cls(plan, list(regions), list(native_inputs), written, fill)
 
     def leave(self, results: List[np.ndarray],
@@ -91,22 +98,24 @@ class InternalState:
         inputs' places in the plan."""
         found: List[np.ndarray] = []
         corrupted = False
-        for region, data, written in zip(self.regions, self.native_inputs, self.written):
-            if region is None or written is None:
-                found.append(data)
-                continue
-            start = region[0]
-            there = self.plan[start:start + written.size]
-            if same_bytes(address_of(there), address_of(written), written.size):
-                found.append(data)
-                continue
-            corrupted = True
-            changed = np.array(data, copy=True)
-            changed[:written.size] = there
-            found.append(changed)
+        with _PLAN_WRITES:
+            for region, data, written in zip(self.regions, self.native_inputs, self.written):
+                if region is None or written is None:
+                    found.append(data)
+                    continue
+                start = region[0]
+                there = self.plan[start:start + written.size]
+                if same_bytes(address_of(there), address_of(written), written.size):
+                    found.append(data)
+                    continue
+                corrupted = True
+                changed = np.array(data, copy=True)
+                changed[:written.size] = there
+                found.append(changed)
         if corrupted:
             results = compute(found)
-        for region, written in zip(self.regions, self.written):
-            if region is not None and written is not None:
-                self.plan[region[0]:region[0] + written.size] = self.fill
+        with _PLAN_WRITES:
+            for region, written in zip(self.regions, self.written):
+                if region is not None and written is not None:
+                    self.plan[region[0]:region[0] + written.size] = self.fill
         return results, corrupted
