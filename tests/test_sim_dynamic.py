@@ -124,7 +124,7 @@ def test_set_input_shapes_refuses_what_was_not_compiled(rt):
 def test_inputs_set_takes_the_current_shapes_size(rt):
     ctx = rt.init(str(models.model_path(MODEL)))
     _set_shape(rt, ctx, 160)
-    with pytest.raises(errors.RknnInputInvalidError, match="76800"):
+    with pytest.raises(errors.RknnInputInvalidError, match="76,800"):
         rt.inputs_set(ctx, [buffers.input_from_array(0, _image(224), abi.RKNN_TENSOR_NHWC)])
     rt.inputs_set(ctx, [buffers.input_from_array(0, _image(160), abi.RKNN_TENSOR_NHWC)])
     rt.run(ctx)
@@ -276,3 +276,18 @@ def test_a_dynamic_shape_context_is_not_duplicated(rt):
     rt.run(ctx)  # the original is untouched
     static = rt.init(str(models.model_path("mobilenet_v2")))
     rt.destroy(rt.dup_context(static))  # static models still duplicate
+
+
+def test_a_dynamic_shape_model_does_not_share_weights(rt):
+    """RKNN_FLAG_SHARE_WEIGHT_MEM on a dynamic-shape model is refused as librknnrt 1.5.2's
+    log line says (A56), and nothing is made; a second plain init still works."""
+    first = rt.init(str(models.model_path(MODEL)))
+    handles = set(rt._contexts)
+    with pytest.raises(errors.RknnParamInvalidError, match="dynamic shape rknn model is not supported") as refused:
+        rt.init(str(models.model_path(MODEL)), abi.RKNN_FLAG_SHARE_WEIGHT_MEM, abi.rknn_init_extend(ctx=first))
+    assert "A56" in refused.value.detail
+    assert set(rt._contexts) == handles
+    second = rt.init(str(models.model_path(MODEL)))
+    _set_shape(rt, second, 160)
+    rt.inputs_set(second, [buffers.input_from_array(0, _image(160), abi.RKNN_TENSOR_NHWC)])
+    rt.run(second)

@@ -223,10 +223,32 @@ def test_create_mem_from_fd_errors(rt, digits):
     with pytest.raises(errors.RknnParamInvalidError, match="fd"):
         rt.create_mem_from_fd(digits, 987654, None, 4096, 0)
     mem = rt.create_mem(digits, 4096)
-    with pytest.raises(errors.RknnParamInvalidError, match="holds 4096 bytes"):
+    with pytest.raises(errors.RknnParamInvalidError, match="holds 4,096 bytes") as past_end:
         rt.create_mem_from_fd(digits, mem.contents.fd, None, 8192, 0)
-    with pytest.raises(errors.RknnParamInvalidError, match="offset"):
+    with pytest.raises(errors.RknnParamInvalidError, match="offset") as offset_past_size:
         rt.create_mem_from_fd(digits, mem.contents.fd, None, 4096, 4096)
+    # both refusals rest on the simulator's reading of size (from the buffer's start), and say so
+    for refusal in (past_end, offset_past_size):
+        assert refusal.value.detail.endswith("(ASSUMPTIONS A8)"), refusal.value.detail
+
+
+def test_a_too_small_view_says_its_size_counts_from_the_start_of_the_buffer(rt, digits):
+    """A caller who reads create_mem_from_fd's size as the tensor's own bytes (size = the
+    tensor, offset > 0) gets a view too small: the refusal names A8."""
+    attr = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    offset = attr.size_with_stride // 2
+    buffer = rt.create_mem(digits, offset + attr.size_with_stride)
+    view = rt.create_mem_from_fd(digits, buffer.contents.fd, None, attr.size_with_stride, offset)
+    with pytest.raises(errors.RknnParamInvalidError) as refused:
+        rt.set_io_mem(digits, view, attr)
+    assert f"create_mem_from_fd view with offset {offset}:" in refused.value.detail
+    assert "ASSUMPTIONS A8" in refused.value.detail
+    plain = rt.create_mem(digits, attr.size_with_stride - 1)  # not a view: no A8 in the message
+    with pytest.raises(errors.RknnParamInvalidError) as plain_refused:
+        rt.set_io_mem(digits, plain, attr)
+    assert "A8" not in plain_refused.value.detail
+    rt.set_io_mem(digits, rt.create_mem_from_fd(digits, buffer.contents.fd, None,
+                                                offset + attr.size_with_stride, offset), attr)
 
 
 def test_destroy_mem_twice_is_an_error_not_a_crash(rt, digits):
@@ -247,7 +269,7 @@ def test_destroy_mem_twice_is_an_error_not_a_crash(rt, digits):
 def test_set_io_mem_errors(rt, digits):
     attr = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
     small = rt.create_mem(digits, attr.size_with_stride - 1)
-    with pytest.raises(errors.RknnParamInvalidError, match=f"needs {attr.size_with_stride} B"):
+    with pytest.raises(errors.RknnParamInvalidError, match=f"needs {attr.size_with_stride:,} B"):
         rt.set_io_mem(digits, small, attr)
     offset = rt.create_mem_from_fd(digits, small.contents.fd, None, attr.size_with_stride - 1, 1)
     with pytest.raises(errors.RknnParamInvalidError, match="size - offset"):
@@ -271,7 +293,7 @@ def test_a_too_small_io_mem_is_told_the_rule_of_the_attr_it_was_bound_with(rt, d
     native = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
     with pytest.raises(errors.RknnParamInvalidError) as native_error:
         rt.set_io_mem(digits, rt.create_mem(digits, 1), native)
-    assert f"size_with_stride of the attr you bind ({native.size_with_stride} B" in str(native_error.value)
+    assert f"size_with_stride of the attr you bind ({native.size_with_stride:,} B" in str(native_error.value)
     out_attr = rt.query(digits, abi.RKNN_QUERY_OUTPUT_ATTR)
     out_attr.type = abi.RKNN_TENSOR_FLOAT32
     with pytest.raises(errors.RknnParamInvalidError) as float_error:
@@ -283,7 +305,26 @@ def test_a_too_small_io_mem_is_told_the_rule_of_the_attr_it_was_bound_with(rt, d
     plain_in.type = abi.RKNN_TENSOR_UINT8
     with pytest.raises(errors.RknnParamInvalidError) as plain_error:
         rt.set_io_mem(digits, rt.create_mem(digits, 1), plain_in)
-    assert f"use size_with_stride of that attr ({plain_in.size_with_stride} B" in str(plain_error.value)
+    assert f"use size_with_stride of that attr ({plain_in.size_with_stride:,} B" in str(plain_error.value)
+
+
+def test_a_too_small_output_mem_names_a_2d_tensors_fmt_without_alarm(rt):
+    """RKNN_TENSOR_UNDEFINED is the fmt of a tensor that is not an image, not an error:
+    the message says 'fmt UNDEFINED: a 2-D tensor', with the bytes in thousands."""
+    ctx = rt.init(_path("mobilenet_v2"))
+    out_attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR)
+    assert out_attr.fmt == abi.RKNN_TENSOR_UNDEFINED and out_attr.n_dims == 2
+    out_attr.type = abi.RKNN_TENSOR_FLOAT32
+    with pytest.raises(errors.RknnParamInvalidError) as refused:
+        rt.set_io_mem(ctx, rt.create_mem(ctx, out_attr.size), out_attr)
+    detail = refused.value.detail
+    assert "size - offset = 1,000 B, the tensor needs 4,000 B (type FLOAT32, fmt UNDEFINED: a 2-D tensor)" \
+        in detail, detail
+    assert "RKNN_TENSOR_UNDEFINED" not in detail
+    native = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)  # an image: no "-D tensor" note
+    with pytest.raises(errors.RknnParamInvalidError) as image_refused:
+        rt.set_io_mem(ctx, rt.create_mem(ctx, 16), native)
+    assert "fmt NHWC)" in image_refused.value.detail and "-D tensor" not in image_refused.value.detail
 
 
 def test_inputs_set_into_a_converting_binding_is_refused(rt, digits):
@@ -304,9 +345,9 @@ def test_weight_and_internal_mem_errors(rt, digits):
     outside = rt.init(_path("digits_cnn"), abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
     size = rt.query(outside, abi.RKNN_QUERY_MEM_SIZE)
     small = rt.create_mem(outside, 16)
-    with pytest.raises(errors.RknnParamInvalidError, match=f"total_weight_size is {size.total_weight_size}"):
+    with pytest.raises(errors.RknnParamInvalidError, match=f"total_weight_size is {size.total_weight_size:,} B"):
         rt.set_weight_mem(outside, small)
-    with pytest.raises(errors.RknnParamInvalidError, match=f"total_internal_size is {size.total_internal_size}"):
+    with pytest.raises(errors.RknnParamInvalidError, match=f"total_internal_size is {size.total_internal_size:,} B"):
         rt.set_internal_mem(outside, small)
     # one byte short is refused too (A57), and the refused mem is not kept as the internal memory
     short = rt.create_mem(outside, size.total_internal_size - 1)

@@ -104,9 +104,16 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "come back?"),
     ("A8", "rknn_create_mem_from_fd maps the fd again (a new virt_addr, the same pages); size "
            "counts from the start of the fd's buffer and the tensor starts offset bytes in, so "
-           "size - offset bytes are usable; the virt argument is not used.",
+           "size - offset bytes are usable; the virt argument is not used. The API reference "
+           "V2.3.2 defines size only as the buffer's size, and a Rockchip call with an offset "
+           "reads the other way: rknn_model_zoo's lite_transformer demo (examples/lite_transformer/"
+           "cpp/rknpu2/lite_transformer.cc, commented out in init_lite_transformer_model) passes "
+           "size = the tensor's own bytes (n_elems x sizeof(half)) with offset = EMBEDDING_DIM x "
+           "sizeof(half).",
      "compare mem->virt_addr with the virt you passed; write through one mapping, read through "
-     "the other; bind a from_fd mem with offset > 0 and see which size set_io_mem accepts."),
+     "the other; bind a from_fd mem with offset > 0 and see which size set_io_mem accepts: "
+     "repeat lite_transformer's call (size = the tensor's own size, offset > 0) on a buffer of "
+     "exactly offset + size bytes and on one of size bytes, and read each return code."),
     ("A9", "RKNN_QUERY_MEM_SIZE total_dma_allocated_size = this context's DMA buffers at their "
            "requested sizes: weights it allocated (not shared ones), internal (unless given from "
            "outside), io buffers, and create_mem/create_mem2 buffers made with this ctx; "
@@ -521,15 +528,20 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "MEM_SIZE does not change with the shape. A mem bound with set_io_mem holds for the "
             "shape it was bound with: after a change, rknn_run fails until it is bound again with "
             "the CURRENT_* attr (the User Guide V2.3.0 section 5.4.4.2 says to call set_io_mem "
-            "again). rknn_dup_context of a dynamic-shape context fails with RKNN_ERR_PARAM_INVALID "
-            "(the User Guide V2.3.0 section 5.4.4.1 forbids the call; the code is assumed). Each shape runs the compiler's own "
+            "again). rknn_dup_context of a dynamic-shape context, and rknn_init of a dynamic-shape "
+            "model with RKNN_FLAG_SHARE_WEIGHT_MEM, fail with RKNN_ERR_PARAM_INVALID (the codes are "
+            "assumed): the User Guide V2.3.0 section 5.4.4.1 forbids the dup, and librknnrt 1.5.2 "
+            "(its RK3588 binary in rockchip-linux/rknpu2) holds the log line 'RKNN_FLAG_SHARE_WEIGHT_MEM "
+            "is invalid, dynamic shape rknn model is not supported!'; a dup shares the weights the "
+            "same way. Each shape runs the compiler's own "
             "plan for it (its layers and times). Values "
             "come from mobilenet_v2's ONNX twin run at that size (one quantization for all "
             "shapes, as compiled).",
      "with Rockchip's dynamic-shape demo model: print RKNN_QUERY_INPUT_DYNAMIC_RANGE; call "
      "rknn_run before rknn_set_input_shapes; query INPUT_ATTR, CURRENT_INPUT_ATTR and MEM_SIZE "
      "before and after setting each shape; switch the shape and run with the old io mems "
-     "bound (return code, outputs); call rknn_dup_context on the context (return code); "
+     "bound (return code, outputs); call rknn_dup_context on the context, and rknn_init the "
+     "model with RKNN_FLAG_SHARE_WEIGHT_MEM and extend.ctx = that context (return codes, log); "
      "compare the median rknn_run time per shape with static "
      "builds of each size."),
     ("A57", "rknn_set_internal_mem refuses (RKNN_ERR_PARAM_INVALID) a mem whose size - offset is "
@@ -563,8 +575,11 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "its own mem or its own view of a shared buffer (rknn_create_mem_from_fd with its own "
             "ctx), as Rockchip's internal-memory reuse demo does for every context. A mem made with "
             "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT (ctx 0) belongs to no context and is accepted by any. "
-            "No Rockchip document says what a board does with another context's mem; its "
-            "rknn_destroy may free that mem (A7) while this context still uses it.",
+            "No Rockchip document says what a board does with another context's mem, and "
+            "librknnrt 1.5.2's log strings name no check of a mem's context: a board most likely "
+            "accepts it. The simulator refuses it to keep to the one pattern Rockchip's code uses "
+            "(a view per context); on a board the owner's rknn_destroy may free that mem (A7) "
+            "while this context still uses it.",
      "create a mem with context A (rknn_create_mem(ctx_a, size)) and pass it to "
      "rknn_set_internal_mem, rknn_set_weight_mem and rknn_set_io_mem of a context B: read the "
      "return codes; if they are 0, run B, then rknn_destroy(A) and run B again (outputs, dmesg)."),

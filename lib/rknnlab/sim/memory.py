@@ -121,7 +121,7 @@ class DmaBuffer:
         """A second mapping of bytes [0, size) of an existing fd: the same pages."""
         available = os.fstat(fd).st_size
         if size > available:
-            raise ValueError(f"fd {fd} holds {available} bytes, {size} asked for")
+            raise ValueError(f"fd {fd} holds {available:,} bytes, {size:,} asked for")
         return cls(_map(fd, size), size, fd, owns_fd=False)
 
     @classmethod

@@ -96,6 +96,37 @@ def _fmt_name(fmt: int) -> str:
     return abi.FMT_NAMES.get(fmt, str(fmt))
 
 
+# librknnrt 1.5.2's log line (a string in the RK3588 binary of rockchip-linux/rknpu2) when
+# rknn_init gets RKNN_FLAG_SHARE_WEIGHT_MEM for a dynamic-shape model: the evidence for
+# refusing both that flag and rknn_dup_context on such a model (ASSUMPTIONS A56)
+_DYNAMIC_SHARE_REFUSAL = ("RKNN_FLAG_SHARE_WEIGHT_MEM is invalid, dynamic shape rknn model is "
+                          "not supported!")
+
+# What size means in rknn_create_mem_from_fd: the simulator's reading (ASSUMPTIONS A8)
+_FD_SIZE_RULE = "size counts from the start of the fd's buffer (ASSUMPTIONS A8)"
+
+
+def _available_text(record: TensorMem) -> str:
+    """'size - offset = N B', saying for a create_mem_from_fd view with an offset
+    that its size counts from the buffer's start (A8): a caller reading size as
+    the tensor's own bytes sees why the view falls short."""
+    text = f"size - offset = {record.available:,} B"
+    if record.imported and record.offset:
+        text += (f" (a create_mem_from_fd view with offset {record.offset:,}: its size "
+                 "counts from the start of the fd's buffer, ASSUMPTIONS A8)")
+    return text
+
+
+def _tensor_kind(rknn_type: int, fmt: int, n_dims: int) -> str:
+    """'type FLOAT32, fmt UNDEFINED: a 2-D tensor': the short names, so that the fmt
+    of a tensor that is not an image (UNDEFINED) does not read as an error."""
+    prefix = "RKNN_TENSOR_"
+    kind = f"type {_type_name(rknn_type).replace(prefix, '')}, fmt {_fmt_name(fmt).replace(prefix, '')}"
+    if fmt == abi.RKNN_TENSOR_UNDEFINED:
+        kind += f": a {n_dims}-D tensor"
+    return kind
+
+
 def _flag_names(bits: int) -> str:
     names = []
     for bit in range(32):
@@ -365,6 +396,11 @@ class SimRuntime(Runtime):
 
     def _share_weights(self, extend: Optional[abi.rknn_init_extend], model: SimModel, fn: str) -> Weights:
         """The weights of extend.ctx, with a reference taken for the new context."""
+        if model.dynamic:  # the return code is assumed: ASSUMPTIONS A56
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         f"{model.name} is a dynamic-shape model: librknnrt 1.5.2 says "
+                         f"'{_DYNAMIC_SHARE_REFUSAL}'; rknn_init it without the flag (its own "
+                         "weights) (ASSUMPTIONS A56)")
         if extend is None or not extend.ctx:
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                          "RKNN_FLAG_SHARE_WEIGHT_MEM needs extend.ctx = the context whose weights to share")
@@ -436,8 +472,10 @@ class SimRuntime(Runtime):
             if source.model.dynamic:  # the return code is not documented: ASSUMPTIONS A56
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"{source.model.name} is a dynamic-shape model: the User Guide V2.3.0 "
-                             "(section 5.4.4.1) says such a context may not be duplicated; rknn_init "
-                             "the model again for a second context (ASSUMPTIONS A56)")
+                             "(section 5.4.4.1) says such a context may not be duplicated, and "
+                             "librknnrt 1.5.2 refuses to share its weights "
+                             f"('{_DYNAMIC_SHARE_REFUSAL}'); rknn_init the model again for a "
+                             "second context (ASSUMPTIONS A56)")
             context = Context(next(_handles), source.model, source.flags)
             with self._lock:
                 self._check_alive(source, fn)
@@ -680,8 +718,9 @@ class SimRuntime(Runtime):
                          "rknn_inputs_set writes into it), or write into your bound mem (ASSUMPTIONS A51)")
         if binding is not None and not binding.zero_copy:
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
-                         f"input {index} is bound (set_io_mem) to a mem in {_type_name(binding.layout.rknn_type)} "
-                         f"{_fmt_name(binding.layout.fmt)}: write your data into that mem; the simulator "
+                         f"input {index} is bound (set_io_mem) to a mem of "
+                         f"{_tensor_kind(binding.layout.rknn_type, binding.layout.fmt, len(spec.logical))}: "
+                         "write your data into that mem; the simulator "
                          "does not model rknn_inputs_set into a converting binding")
         if tensor_input.pass_through:
             expected, layout = spec.native.nbytes, None
@@ -699,10 +738,10 @@ class SimRuntime(Runtime):
             layout = spec.layout(fmt if len(spec.logical) == 4 else abi.RKNN_TENSOR_UNDEFINED,
                                  tensor_input.type)
             expected = layout.nbytes
-            what = f"n_elems {layout.n_elems} x {layout.dtype.itemsize} B ({_type_name(tensor_input.type)})"
+            what = f"n_elems {layout.n_elems:,} x {layout.dtype.itemsize} B ({_type_name(tensor_input.type)})"
         if tensor_input.size != expected:
             raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
-                         f"input {index}: size {tensor_input.size} B given, expected {expected} B = {what}")
+                         f"input {index}: size {tensor_input.size:,} B given, expected {expected:,} B = {what}")
         return spec, layout, binding
 
     def run(self, ctx: int, extend: Optional[abi.rknn_run_extend] = None) -> int:
@@ -724,7 +763,7 @@ class SimRuntime(Runtime):
                              "the context has no internal memory: with RKNN_FLAG_MEM_ALLOC_OUTSIDE or "
                              "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE call rknn_set_internal_mem before rknn_run "
                              "(a mem of at least total_internal_size = "
-                             f"{context.model.report.total_internal_size} B)")
+                             f"{context.model.report.total_internal_size:,} B)")
             with self._lock:
                 in_bindings = dict(context.input_bindings)
                 out_bindings = dict(context.output_bindings)
@@ -859,8 +898,8 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"output {output.index}: is_prealloc=1 with buf NULL")
             if output.size < layout.nbytes:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"output {output.index}: is_prealloc=1 buffer of {output.size} B given, "
-                             f"{layout.nbytes} B needed ({layout.n_elems} x "
+                             f"output {output.index}: is_prealloc=1 buffer of {output.size:,} B given, "
+                             f"{layout.nbytes:,} B needed ({layout.n_elems:,} x "
                              f"{'float32' if output.want_float else 'int8'})")
         return spec, layout
 
@@ -1022,11 +1061,13 @@ class SimRuntime(Runtime):
         with self._using(ctx, fn, exclusive=False) as context:
             if size <= 0 or not 0 <= offset < size:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"size {size}, offset {offset}: need size > 0 and 0 <= offset < size "
-                             "(size counts from the start of the fd's buffer)")
+                             f"size {size:,}, offset {offset:,}: need size > 0 and 0 <= offset < size; "
+                             f"{_FD_SIZE_RULE}")
             try:
                 buffer = DmaBuffer.map_fd(fd, size)
-            except (OSError, ValueError) as exc:
+            except ValueError as exc:  # size is past the end of the fd's buffer
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"{exc}; {_FD_SIZE_RULE}") from None
+            except OSError as exc:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"fd {fd}: {exc}") from None
             mem = TensorMem(buffer, size, offset, ctx, imported=True, cacheable=self._cacheable_of_fd(fd))
             return self._register_mem(mem, context, fn)
@@ -1107,8 +1148,8 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, f"{name}: {exc}") from None
             if record.available < layout.nbytes:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"{name}: the mem has size - offset = {record.available} B, the tensor needs "
-                             f"{layout.nbytes} B in {_type_name(attr.type)} {_fmt_name(attr.fmt)}. "
+                             f"{name}: the mem has {_available_text(record)}, the tensor needs "
+                             f"{layout.nbytes:,} B ({_tensor_kind(attr.type, attr.fmt, len(spec.logical))}). "
                              + _bound_size_rule(layout, layout == spec.native, is_output))
             binding = Binding(record, layout, zero_copy=layout == spec.native, logical=tuple(spec.logical))
             with self._lock:
@@ -1135,7 +1176,8 @@ class SimRuntime(Runtime):
             needed = context.model.report.total_weight_size
             if record.available < needed:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"the mem has size - offset = {record.available} B, total_weight_size is {needed} B")
+                             f"the mem has {_available_text(record)}, total_weight_size is "
+                             f"{needed:,} B")
             source = context.model_bytes
             if source.mem is not None and source.mem.dead:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
@@ -1163,8 +1205,8 @@ class SimRuntime(Runtime):
             needed = context.model.report.total_internal_size
             if record.available < needed:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                             f"the mem has size - offset = {record.available} B, total_internal_size is "
-                             f"{needed} B: give this context a mem (or a view) of at least its own "
+                             f"the mem has {_available_text(record)}, total_internal_size is "
+                             f"{needed:,} B: give this context a mem (or a view) of at least its own "
                              "total_internal_size (ASSUMPTIONS A57)")
             with self._lock:
                 self._check_alive(context, fn)
@@ -1198,12 +1240,12 @@ def _bound_size_rule(layout: Layout, native: bool, is_output: bool) -> str:
     buffers), worded for the attr the caller passed to rknn_set_io_mem."""
     rule = "Size a buffer you bind from the attr you bind it with: "
     if native:
-        return rule + f"use the size_with_stride of the attr you bind ({layout.nbytes} B, the native layout)"
+        return rule + f"use the size_with_stride of the attr you bind ({layout.nbytes:,} B, the native layout)"
     if layout.dtype.kind == "f":
         plain = "output" if is_output else "input"
         return (rule + f"for a plain {plain} attr you set to {_type_name(layout.rknn_type)}, use n_elems x "
-                f"{layout.dtype.itemsize} bytes ({layout.n_elems} x {layout.dtype.itemsize} = {layout.nbytes} B)")
-    return rule + f"use size_with_stride of that attr ({layout.nbytes} B; its rows may be padded)"
+                f"{layout.dtype.itemsize} bytes ({layout.n_elems:,} x {layout.dtype.itemsize} = {layout.nbytes:,} B)")
+    return rule + f"use size_with_stride of that attr ({layout.nbytes:,} B; its rows may be padded)"
 
 
 def _unbound(model: SimModel, in_bindings: Dict[int, Binding], out_bindings: Dict[int, Binding]) -> List[str]:
