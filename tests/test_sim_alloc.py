@@ -252,6 +252,7 @@ def test_another_live_contexts_mem_is_refused_by_every_setter(rt):
         with pytest.raises(errors.RknnParamInvalidError, match=f"0x{a:x}.*rknn_create_mem_from_fd") as refused:
             call(big)
         assert name in str(refused.value) and "A59" in str(refused.value)
+        assert "the simulator's rule" in refused.value.detail  # not a documented refusal
     with pytest.raises(errors.RknnParamInvalidError, match="no weight memory"):
         rt.run(b)  # nothing was kept
     # the same pages through B's own view are fine (the documented way)

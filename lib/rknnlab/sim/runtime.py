@@ -231,8 +231,9 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, function,
                              f"the mem belongs to context 0x{record.ctx:x} (created with it): give "
                              f"this context (0x{context.handle:x}) a view made with "
-                             "rknn_create_mem_from_fd(this ctx, mem->fd, mem->virt_addr, size, offset) "
-                             "(ASSUMPTIONS A59)")
+                             "rknn_create_mem_from_fd(this ctx, mem->fd, mem->virt_addr, size, offset), "
+                             "as Rockchip's demos do. This refusal is the simulator's rule: a board "
+                             "most likely accepts the mem (ASSUMPTIONS A59)")
         return record
 
     @contextmanager
