@@ -1,15 +1,29 @@
-"""What the static chapter tests share: reading a chapter's cells and markdown, finding its
-sections, and the checks every chapter passes (each section's Predict with a folded answer,
-the assumptions named inline against the generated USED list, C gets paired with releases,
-no seed names, short code cells saved without outputs) and the prose measures (unfolded words,
-sentences).  Each tests/test_chapterNN.py keeps its own data (rules, names, budgets)."""
+"""What the chapter tests share: reading a chapter's cells and markdown, finding its
+sections, and the checks every chapter passes (its rules in their section and the key points,
+the header's questions and objectives, each section's arc with a Predict and a folded answer,
+wrong claims shown as published after a prompt, RKNN names the course's header declares, the
+assumptions named inline against the generated USED list, C gets paired with releases, the
+board's calls, a lab quoting the chapter's rules, no seed names, short code cells saved without
+outputs, short labelled outputs of the executed chapter) and the prose measures (unfolded words,
+sentences) against the course's budgets.  Each tests/test_chapterNN.py keeps its own data
+(rules, titles, objectives, names)."""
 from __future__ import annotations
 
 import ast
 import json
 import re
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, Iterable, List, Mapping, Sequence
+
+import pytest
+
+#: the course's budgets (course style 2, 5, 6 and 10): lines of a code cell, lines a cell prints,
+#: unfolded words of a chapter and of a section, words of a sentence
+MAX_CODE_LINES, MAX_OUTPUT_LINES = 25, 15
+MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
+
+#: the course's own declarations of the RKNN C API (written from facts)
+C_API_HEADER = Path(__file__).resolve().parent / "c_api" / "rknn_api.h"
 
 
 def cells(chapter: Path) -> List[dict]:
@@ -23,6 +37,10 @@ def source(cell: dict) -> str:
 
 def markdown(chapter: Path) -> str:
     return "\n".join(source(c) for c in cells(chapter) if c["cell_type"] == "markdown")
+
+
+def code(chapter: Path) -> str:
+    return "\n".join(source(c) for c in cells(chapter) if c["cell_type"] == "code")
 
 
 def flat(text: str) -> str:
@@ -99,8 +117,9 @@ def sentences(markdown: str) -> List[str]:
     return out
 
 
-def assert_prose_within_budget(markdown: str, max_words: int, max_section_words: int,
-                               max_sentence_words: int) -> None:
+def assert_prose_within_budget(markdown: str, max_words: int = MAX_WORDS,
+                               max_section_words: int = MAX_SECTION_WORDS,
+                               max_sentence_words: int = MAX_SENTENCE_WORDS) -> None:
     """Unfolded prose at most ``max_words`` in all and ``max_section_words`` per ``## `` section;
     no sentence (boxes included) over ``max_sentence_words``."""
     text = unfolded_prose(markdown)
@@ -168,7 +187,7 @@ def assert_no_placeholder_text(chapter: Path) -> None:
             f"cell {index} has placeholder text"
 
 
-def assert_code_cells_short_and_without_outputs(chapter: Path, max_lines: int) -> None:
+def assert_code_cells_short_and_without_outputs(chapter: Path, max_lines: int = MAX_CODE_LINES) -> None:
     for index, cell in enumerate(cells(chapter)):
         if cell["cell_type"] != "code":
             continue
@@ -176,3 +195,156 @@ def assert_code_cells_short_and_without_outputs(chapter: Path, max_lines: int) -
         assert len(lines) <= max_lines, f"cell {index} has {len(lines)} lines (at most {max_lines})"
         assert not cell.get("outputs") and cell.get("execution_count") is None, \
             f"cell {index} was saved with outputs"
+
+
+def assert_notebook_keeps_the_course_rules(chapter: Path) -> None:
+    """No function defined in a code cell, code cells short and saved without outputs, no seed
+    names, no placeholder text."""
+    assert_no_functions_defined(chapter)
+    assert_code_cells_short_and_without_outputs(chapter)
+    assert_no_seed_names(chapter)
+    assert_no_placeholder_text(chapter)
+
+
+# --------------------------------------------------------------------------- rules and header
+def assert_rule_stated_in_its_section_and_the_key_points(markdown: str, number: str, rule: str) -> None:
+    """Section ``number`` states ``**The rule.** <rule>`` word for word, and the key points hold it."""
+    body = flat(numbered_sections(markdown)[number])
+    assert f"**The rule.** {rule}" in body, f"§{number} does not state its rule word for word: {rule!r}"
+    assert rule in flat(section(markdown, "Key points")), f"the key points lack: {rule!r}"
+
+
+def assert_key_points_are_the_rules(markdown: str, rules: Mapping[str, str]) -> None:
+    points = re.findall(r"^- (.*(?:\n  .*)*)", section(markdown, "Key points"), flags=re.M)
+    assert [flat(p) for p in points] == [rules[n] for n in sorted(rules)]
+
+
+def assert_header_ties_each_objective_to_a_lab_exercise(header: str, lab: int,
+                                                         objectives: Mapping[str, List[int]],
+                                                         starred: Sequence[str] = ()) -> None:
+    """The header asks 2-4 questions and gives ``objectives`` (bold verb -> the Lab ``lab``
+    exercises that assess it); ``starred`` are the verbs whose exercise is the optional ★ one.
+    It shows the time, the prerequisites and the glossary."""
+    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
+    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
+    rows = re.findall(rf"^- \*\*(\w+)\*\* .*\((?:Lab {lab}, )?exercises? ([\d, and]+)(, the optional ★ one)?\)\.$",
+                      header, flags=re.M)
+    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers, _ in rows}
+    assert found == objectives, f"the objectives and their Lab {lab} exercises: {found}"
+    marked = [verb for verb, _, star in rows if star]
+    assert marked == list(starred), f"the objectives whose exercise is the optional ★ one: {marked}"
+    assert 2 <= len(found) <= 4
+    for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**", "(glossary.ipynb)"):
+        assert label in header
+
+
+# --------------------------------------------------------------------------- section arc
+def assert_sections_follow_the_arc(markdown: str, titles: Mapping[str, str], expected: str) -> None:
+    """The numbered sections are ``titles``, each opening with its **Question:**, with a
+    **Predict.** and its folded answer, and a **What this shows.**"""
+    sections = assert_sections_predict_with_folded_answers(markdown, len(titles), expected)
+    assert sorted(sections) == sorted(titles)
+    for number, body in sections.items():
+        assert body.startswith(f"\n## {number}. {titles[number]}\n"), f"section {number} is not {titles[number]!r}"
+        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
+        assert "**Question:**" in body, f"section {number} does not open with its question"
+
+
+def assert_wrong_claims_shown_as_published_after_a_prompt(markdown: str, claims: Iterable[str],
+                                                          boxes_may_share_a_prompt: bool = False) -> None:
+    """Course style 8: a Wrong claim box for each of ``claims`` (words of its title, lower case),
+    each after the claim as published (a ```text fence) and a **Predict.** after that, in the
+    format "A widely copied recipe says / What the runtime does / Evidence". With
+    ``boxes_may_share_a_prompt``, a box right after another box may share that box's prompt."""
+    assert "Errata:" not in markdown
+    starts = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
+    titles = [markdown[s:markdown.index("\n", s)].lower() for s in starts]
+    for claim in claims:
+        assert any(claim in t for t in titles), f"no Wrong claim box for {claim!r}: {titles}"
+    previous = 0
+    for start in starts:
+        section_start = markdown.rfind("\n## ", 0, start)
+        before = markdown[max(previous, section_start):start]
+        if boxes_may_share_a_prompt and "```text\n" not in before:
+            before = markdown[section_start:start]
+        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
+        assert "**Predict.**" in before[before.index("```text\n"):], "a wrong claim with no prompt after the claim"
+        box = markdown[start:markdown.index("\n```", start + 3)]
+        assert ":class: warning" in box and "**A widely copied recipe says**" in box, box
+        for part in ("**What the runtime does:**", "**Evidence:**"):
+            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
+        previous = markdown.index("\n```", start + 3)
+
+
+# --------------------------------------------------------------------------- names and calls
+def assert_rknn_names_outside_wrong_claims_are_declared(chapter: Path, not_api: Iterable[str],
+                                                        invented: Iterable[str]) -> None:
+    """Every rknn_/RKNN_ name in the prose outside wrong claims and in the code is declared by the
+    course's header (``not_api``: files, demos, repositories that look like API names); the
+    ``invented`` names appear only inside wrong claims, and the header declares none of them."""
+    declared_text = C_API_HEADER.read_text(encoding="utf-8")
+    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", declared_text))
+    text = without_wrong_claims(markdown(chapter)) + "\n" + code(chapter)
+    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
+    unknown = {n for n in used - declared - set(not_api) if not n.endswith("_")}
+    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
+    for name in invented:
+        assert name not in text, f"{name} appears outside a wrong claim"
+        assert name not in declared_text
+
+
+def assert_the_calls_are_the_boards(chapter: Path, calls: Iterable[str]) -> None:
+    """The chapter opens the runtime the board uses too, labels its results with ``rt.source``,
+    still makes each of ``calls`` and never asks for the simulator by name."""
+    text = code(chapter)
+    assert "rknnlab.open_runtime()" in text and "SOURCE = rt.source" in text
+    for call in calls:
+        assert call in text, f"the chapter no longer calls {call}"
+    assert 'backend="sim"' not in text and "SimRuntime" not in text, "a board user runs the same calls"
+
+
+def assert_lab_states_the_chapters_rules(lab: Path, number: int, chapter: Path, rules: Mapping[str, str],
+                                         shared_rules: Iterable[str]) -> None:
+    """Lab ``number`` lists the rules it uses; each is one of the chapter's ``rules``, a sentence
+    the chapter states, or a course-wide canonical sentence (``shared_rules``), word for word."""
+    if not lab.exists():
+        pytest.skip(f"Lab {number} is not written yet")
+    block = re.search(r"\*\*The rules this lab uses\*\*.*?:(.*?)(?:\*\*|## )", flat(markdown(lab)))
+    assert block, f"Lab {number} no longer lists the rules it uses"
+    quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
+    assert quoted, f"Lab {number} lists no rule"
+    chapter_text, shared = flat(markdown(chapter)), set(shared_rules)
+    for rule in quoted:
+        assert rule in rules.values() or rule in shared or rule in chapter_text, \
+            f"Lab {number} states a rule that chapter {number} does not state in these words: {rule!r}"
+
+
+# --------------------------------------------------------------------------- the executed chapter
+def printed_run(notebook: str) -> Callable[[], Dict[int, str]]:
+    """A module-scoped pytest fixture named ``run``: ``notebook`` executed on the simulator
+    (once per session, tests/notebook_runs.py), cell index -> its printed text."""
+    @pytest.fixture(scope="module", name="run")
+    def run() -> Dict[int, str]:
+        from notebook_runs import printed
+        return printed(notebook)
+    return run
+
+
+def assert_outputs_short(run: Mapping[int, str], max_lines: int = MAX_OUTPUT_LINES) -> None:
+    """At most ``max_lines`` printed per cell, and no bare return value. The generated list of
+    assumptions at the chapter's end is exempt: it must name every one the text relies on
+    (course style 7), one line each, folded in JupyterLab."""
+    for index, text in run.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        assert len(text.splitlines()) <= max_lines, f"cell {index} prints {len(text.splitlines())} lines"
+        assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
+
+
+def assert_outputs_name_their_backend(run: Mapping[int, str], sources: str) -> None:
+    """Every cell after the setup that prints results (the assumptions table aside) says where
+    they come from: ``sources`` is the pattern of the chapter's labels."""
+    assert "simulated RK3588" in "\n".join(run.values())
+    for index, text in run.items():
+        if text.strip() and index > 2 and "assumption" not in text.lower():
+            assert re.search(sources, text), f"cell {index} prints results without saying where they come from:\n{text}"

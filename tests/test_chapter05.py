@@ -31,14 +31,11 @@ import pytest
 import chapterhelpers as ch
 from chapterhelpers import flat as _flat
 from chapterhelpers import numbered_sections as _numbered_sections
-from chapterhelpers import section as _section
 from chapterhelpers import source as _source
-from chapterhelpers import without_wrong_claims as _without_wrong_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "chapters/05_allocation.ipynb"
 CHAPTER = ROOT / NOTEBOOK
-HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 
 #: the chapter's rules, stated in their section ("**The rule.**") and in the key points (and in
 #: /tmp/team/CH5_RULES.md, which Lab 5 quotes)
@@ -116,78 +113,34 @@ NOT_API = {"rknn_model_zoo", "rknn_benchmark", "rknn_api", "rknn_internal_mem_re
 #: Rockchip's SRAM figure, quoted once in Rockchip's unit beside ours; everywhere else KiB/MiB/GiB and DDR
 ROCKCHIP_KB = "956 KB in Rockchip's note (978,944 B = 956 KiB"
 
-MAX_CODE_LINES = 25
-MAX_OUTPUT_LINES = 15
-MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
-
 _cells = partial(ch.cells, CHAPTER)
 _markdown = partial(ch.markdown, CHAPTER)
-
-
-def _code() -> str:
-    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+_code = partial(ch.code, CHAPTER)
 
 
 # --------------------------------------------------------------------------- rules and header
 @pytest.mark.parametrize("number", sorted(RULES))
 def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
-    markdown = _markdown()
-    rule = RULES[number]
-    section = _flat(_numbered_sections(markdown)[number])
-    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
-    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
+    ch.assert_rule_stated_in_its_section_and_the_key_points(_markdown(), number, RULES[number])
 
 
 def test_the_key_points_are_the_rules_and_nothing_else() -> None:
-    points = re.findall(r"^- (.*(?:\n  .*)*)", _section(_markdown(), "Key points"), flags=re.M)
-    assert [_flat(p) for p in points] == [RULES[n] for n in sorted(RULES)]
+    ch.assert_key_points_are_the_rules(_markdown(), RULES)
 
 
 def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
-    header = _source(_cells()[0])
-    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
-    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
-    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 5, )?exercises? ([\d, and]+)(, the optional ★ one)?\)\.$",
-                            header, flags=re.M)
-    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers, _ in objectives}
-    assert found == OBJECTIVES, f"the objectives and their Lab 5 exercises: {found}"
-    starred = [verb for verb, _, star in objectives if star]
-    assert starred == ["Handle"], f"exercise 5 (Handle) is the one optional ★ exercise: {starred}"
-    assert 2 <= len(found) <= 4 and sorted(n for ns in found.values() for n in ns) == [1, 2, 3, 4, 5]
-    for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**", "(glossary.ipynb)"):
-        assert label in header
+    ch.assert_header_ties_each_objective_to_a_lab_exercise(_source(_cells()[0]), 5, OBJECTIVES, starred=["Handle"])
+    assert sorted(n for ns in OBJECTIVES.values() for n in ns) == [1, 2, 3, 4, 5], "every Lab 5 exercise assesses one"
 
 
 # --------------------------------------------------------------------------- section arc
 def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 8, "expected the chapter's eight sections")
-    assert sorted(sections) == sorted(TITLES)
-    for number, body in sections.items():
-        assert body.startswith(f"\n## {number}. {TITLES[number]}\n"), f"section {number} is not {TITLES[number]!r}"
-        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
-        assert "**Question:**" in body, f"section {number} does not open with its question"
+    ch.assert_sections_follow_the_arc(_markdown(), TITLES, "expected the chapter's eight sections")
 
 
 def test_wrong_claims_are_shown_as_published_after_a_prompt() -> None:
-    markdown = _markdown()
-    assert "Errata:" not in markdown
-    starts = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
-    titles = [markdown[s:markdown.index("\n", s)].lower() for s in starts]
-    for claim in WRONG_CLAIMS:
-        assert any(claim in t for t in titles), f"no Wrong claim box for {claim!r}: {titles}"
-    previous = 0
-    for start in starts:
-        section_start = markdown.rfind("\n## ", 0, start)
-        before = markdown[max(previous, section_start):start]
-        if "```text\n" not in before:               # a second box right after the first: same prompt
-            before = markdown[section_start:start]
-        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
-        assert "**Predict.**" in before[before.index("```text\n"):], "a wrong claim with no prompt after the claim"
-        box = markdown[start:markdown.index("\n```", start + 3)]
-        assert ":class: warning" in box and "**A widely copied recipe says**" in box, box
-        for part in ("**What the runtime does:**", "**Evidence:**"):
-            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
-        previous = markdown.index("\n```", start + 3)
+    """§1 shows two boxes after one prompt: the second shares the first's."""
+    ch.assert_wrong_claims_shown_as_published_after_a_prompt(_markdown(), WRONG_CLAIMS, boxes_may_share_a_prompt=True)
 
 
 def test_the_quoted_lines_are_as_published() -> None:
@@ -209,14 +162,8 @@ def test_every_table_is_followed_by_its_takeaway() -> None:
 
 # --------------------------------------------------------------------------- names, C, sources
 def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
-    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
-    text = _without_wrong_claims(_markdown()) + "\n" + _code()
-    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
-    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
-    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
-    for invented in ("rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem"):
-        assert invented not in text, f"{invented} appears outside a wrong claim"
-        assert invented not in HEADER.read_text(encoding="utf-8")
+    ch.assert_rknn_names_outside_wrong_claims_are_declared(
+        CHAPTER, NOT_API, invented=("rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem"))
 
 
 def test_c_blocks_allocate_outside_bind_once_and_change_shapes() -> None:
@@ -265,32 +212,21 @@ def test_inline_assumptions_match_the_generated_list() -> None:
 
 
 def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
-    code = _code()
-    assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
-    for call in ("allocation.prealloc_vs_per_frame(", "allocation.cache_choices(", "allocation.shared_internal(",
-                 "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
-                 "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
-                 "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd("):
-        assert call in code, f"the chapter no longer calls {call}"
-    assert 'backend="sim"' not in code and "SimRuntime" not in code, "a board user runs the same calls"
+    ch.assert_the_calls_are_the_boards(CHAPTER, (
+        "allocation.prealloc_vs_per_frame(", "allocation.cache_choices(", "allocation.shared_internal(",
+        "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
+        "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
+        "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd("))
 
 
 # --------------------------------------------------------------------------- the notebook itself
-def test_no_functions_are_defined_in_the_notebook() -> None:
-    ch.assert_no_functions_defined(CHAPTER)
-
-
-def test_code_cells_are_short_and_saved_without_outputs() -> None:
-    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
-
-
-def test_no_placeholder_text_and_no_seed_names() -> None:
-    ch.assert_no_seed_names(CHAPTER)
-    ch.assert_no_placeholder_text(CHAPTER)
+def test_the_notebook_keeps_the_course_rules() -> None:
+    """No functions, short code cells saved without outputs, no placeholder text, no seed names."""
+    ch.assert_notebook_keeps_the_course_rules(CHAPTER)
 
 
 def test_the_prose_stays_within_its_budget() -> None:
-    ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
+    ch.assert_prose_within_budget(_markdown())
 
 
 def test_units_are_binary_and_the_external_memory_is_ddr() -> None:
@@ -337,27 +273,11 @@ def test_the_shared_models_need_a_buffer_of_the_largest() -> None:
         assert len(names) == 3 and sum(sizes) - max(sizes) > 0 and sizes[0] < max(sizes), (soc, names)
 
 def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
-    """Lab 5 quotes the rules it uses; each must be one of this chapter's rules, a sentence the chapter
-    states, or a canonical sentence, word for word."""
-    lab = ROOT / "labs" / "lab05_allocation.ipynb"
-    if not lab.exists():
-        pytest.skip("Lab 5 is not written yet")
-    text = _flat("\n".join(_source(c) for c in ch.cells(lab) if c["cell_type"] == "markdown"))
-    block = re.search(r"\*\*The rules this lab uses\*\*.*?:(.*?)(?:\*\*|## )", text)
-    if block is None:
-        pytest.skip("Lab 5 lists no rules block yet")
-    quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
-    for rule in quoted:
-        assert rule in RULES.values() or rule in SHARED_RULES or rule in _flat(_markdown()), \
-            f"Lab 5 states a rule that chapter 5 does not state in these words: {rule!r}"
+    ch.assert_lab_states_the_chapters_rules(ROOT / "labs" / "lab05_allocation.ipynb", 5, CHAPTER, RULES, SHARED_RULES)
 
 
 # --------------------------------------------------------------------------- the run
-@pytest.fixture(scope="module")
-def run() -> Dict[int, str]:
-    """The chapter executed on the simulator (once per session): cell index -> its printed text."""
-    from notebook_runs import printed
-    return printed(NOTEBOOK)
+run = ch.printed_run(NOTEBOOK)
 
 
 def _printed_by(run: Dict[int, str], needle: str) -> str:
@@ -367,18 +287,11 @@ def _printed_by(run: Dict[int, str], needle: str) -> str:
 
 
 def test_every_output_is_short_and_no_stray_value(run) -> None:
-    for index, text in run.items():
-        assert len(text.splitlines()) <= MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
-        assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
+    ch.assert_outputs_short(run)
 
 
 def test_every_measurement_names_its_backend(run) -> None:
-    everything = "\n".join(run.values())
-    assert "simulated RK3588" in everything
-    for index, text in run.items():
-        if text.strip() and index > 2 and "assumption" not in text.lower():
-            assert re.search(r"simulated|source: |compiler reports", text), \
-                f"cell {index} prints results without saying where they come from:\n{text}"
+    ch.assert_outputs_name_their_backend(run, r"simulated|source: |compiler reports")
 
 
 def test_the_recipes_loop_allocates_per_get_and_the_corrected_one_nothing(run) -> None:
@@ -432,9 +345,11 @@ def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> No
     assert all(runs == ok and runs != "0" for mode, _, _, runs, ok in rows if mode == "one after another")
     started = {start: (int(runs), int(ok)) for mode, _, start, runs, ok in rows if mode == "at the same time"}
     assert started["first, core 0"][0] > 0 and started["first, core 0"][1] < started["first, core 0"][0], \
-        "the answer says the first run is the one damaged"
+        "the text says the second run damages the first here"
     assert started["second, core 1"][1] == started["second, core 1"][0] > 0, overlap
-    assert "Here the first run is the one damaged (A28)" in _flat(_markdown())
+    text = _flat(_markdown())
+    assert "Here (A28's stand-in) the second run damages the first; on a board either run, or both, can be damaged" \
+        in text, "which run is damaged is the stand-in's (A28), not a board's"
 
 
 def test_the_pipelines_answer_holds_for_the_run(run) -> None:
@@ -484,6 +399,9 @@ def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> 
     assert dma["ENABLE_SRAM, first"] == dma["flag 0"] - sram, "the DMA total counts only the DDR part"
     reserved = re.findall(r"total_sram_size\s+([\d,]+) B", three)
     assert reserved == ["978,944"] * 3, "total_sram_size is the NPU's reservation, the same for every context (A53)"
+    free = re.findall(r"free_sram_size\s+([\d,]+) B", three)
+    assert free == ["0"] * 3 and "`free_sram_size` is what is free at the query, with all three alive: 0 even for " \
+        "the flag-0 context" in _flat(_markdown()), "queried with all three alive, free_sram_size is 0 for each"
     assert dma["ENABLE_SRAM, second"] == dma["flag 0"], "the second context gets no SRAM"
     assert "used: 978944, free: 0" in three
     spill = _printed_by(run, "allocation.try_alloc_sram(")
