@@ -1,7 +1,8 @@
 """What the lab notebook tests share: the check cells of a lab, the rule that a solution cell
-overrides its stub, and the two editions run with nbclient (instructor: every check PASSED in
+overrides its stub, the two editions run with nbclient (instructor: every check PASSED in
 under 60 s; student: solution cells removed, runs to the end, every check NOT PASSED with a
-hint and no traceback).  Each tests/test_checks*.py keeps its own lab's particulars."""
+hint and no traceback), and the summary that cannot be forged.  Each tests/test_checks*.py
+keeps its own lab's particulars."""
 from __future__ import annotations
 
 import ast
@@ -129,3 +130,37 @@ def assert_student_edition_is_not_done(execute_notebook: Callable[..., float], l
         assert text.startswith("NOT PASSED") and (not says_not_done_yet or "not done yet" in text), \
             f"{source}\n{text}"
         assert "Hint:" in text and "Traceback" not in text, text
+
+
+def edition_tests(lab: Path, n_checks: int) -> Tuple[Callable[..., None], Callable[..., None]]:
+    """The two edition tests of a lab with ``n_checks`` checks, for a test module to bind to
+    the names pytest collects::
+
+        test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done = \
+            lh.edition_tests(LAB, n_checks=5)
+    """
+    @pytest.mark.timeout(300)
+    def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
+        assert_instructor_edition_passes(execute_notebook, lab, n_checks=n_checks)
+
+    @pytest.mark.timeout(300)
+    def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
+        assert_student_edition_is_not_done(execute_notebook, lab, n_checks=n_checks)
+
+    return test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done
+
+
+def assert_summary_cannot_be_forged(checks: Any, exercise: str, check_name: str) -> None:
+    """A result built by hand and put into ``checks.results()`` does not reach the store, and
+    while the lab module's ``check_name`` is replaced by a function that returns one, the
+    summary says the check was replaced (and stops saying so once the real check is back)."""
+    forged = checks.CheckResult(exercise, "passed", "trust me")
+    checks.results()[exercise] = forged
+    assert checks.results().get(exercise) is not forged
+    real = getattr(checks, check_name)
+    try:
+        setattr(checks, check_name, lambda *a, **k: forged)
+        assert "was replaced" in repr(checks.summary())
+    finally:
+        setattr(checks, check_name, real)
+    assert "was replaced" not in repr(checks.summary())

@@ -879,14 +879,8 @@ def test_lab_notebook_structure() -> None:
     assert sum("solution" in (c.metadata.get("tags") or []) for c in code) == 6     # ex 2: prediction + function
 
 
-@pytest.mark.timeout(300)
-def test_lab_instructor_edition_passes_every_check(execute_notebook) -> None:
-    lh.assert_instructor_edition_passes(execute_notebook, LAB, n_checks=5)
-
-
-@pytest.mark.timeout(300)
-def test_lab_student_edition_runs_and_reports_not_done(execute_notebook) -> None:
-    lh.assert_student_edition_is_not_done(execute_notebook, LAB, n_checks=5)
+test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done = \
+    lh.edition_tests(LAB, n_checks=5)
 
 
 # =========================================================================== the shortcut through rknnlab.layers

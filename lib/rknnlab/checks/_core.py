@@ -289,6 +289,22 @@ def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
 
 
 # =========================================================================== helpers for measuring
+def _fresh_seed() -> int:
+    """A seed no student can know in advance."""
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _destroy_contexts(rt: Any, contexts: List[int]) -> None:
+    """Destroy every context of ``contexts`` the student's code left alive, whatever state it is
+    in (one that refuses does not stop the others), and empty the list."""
+    for ctx in list(contexts):
+        try:
+            rt.destroy(ctx)
+        except Exception:
+            pass
+    contexts.clear()
+
+
 def _soc_of(rt: Any) -> str:
     soc = getattr(rt, "soc", None)
     if not soc:
@@ -535,12 +551,7 @@ class _Spy:
 
     def cleanup(self) -> None:
         """Destroy the contexts the student's code left behind."""
-        for ctx in list(self.contexts):
-            try:
-                self._rt.destroy(ctx)
-            except Exception:
-                pass
-        self.contexts.clear()
+        _destroy_contexts(self._rt, self.contexts)
 
 
 #: environment variable naming the file a :func:`recording_runtime` writes its records to

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..rknn import abi, buffers
+from ._core import _destroy_contexts
 
 # =========================================================================== the runtime ledger
 #: the calls that allocate a mem, and where the size argument sits
@@ -30,7 +31,8 @@ _MEM_MAKERS = ("create_mem", "create_mem2", "create_mem_from_fd", "create_mem_fr
 
 class Ledger:
     """A runtime wrapper: every call passes through; mems made, contexts alive, set_io_mem
-    and set_input_shapes calls are kept for the checks (ctx -> list)."""
+    and set_input_shapes calls, and the bytes of the weight and internal mems set are kept
+    for the checks."""
 
     def __init__(self, rt: Any) -> None:
         self._rt = rt
@@ -42,6 +44,7 @@ class Ledger:
         self.destroyed: List[Any] = []
         self.bound: Dict[int, List[Tuple[int, int, bytes]]] = {}  # ctx -> [(mem addr, size, attr name)]
         self.shapes: Dict[int, int] = {}                          # ctx -> set_input_shapes calls
+        self.parts: Dict[Tuple[int, str], int] = {}               # (ctx, "weight" | "internal") -> bytes
         self.events: List[Tuple[str, int]] = []                   # ("mem" | "bind" | "shape" | "run", ctx)
 
     def __getattr__(self, name: str) -> Any:
@@ -92,6 +95,22 @@ class Ledger:
         self.events.append(("bind", ctx))
         return ret
 
+    def _part(self, ctx: int, part: str, mem: Any) -> None:
+        """The bytes the mem set as ``part`` offers the tensor: size - offset (a view from
+        rknn_create_mem_from_fd counts its size from the fd's start, ASSUMPTIONS A8)."""
+        m = mem.contents if isinstance(mem, ctypes._Pointer) else mem
+        self.parts[(ctx, part)] = int(m.size) - int(m.offset)
+
+    def set_weight_mem(self, ctx: int, mem: Any) -> int:
+        ret = self._rt.set_weight_mem(ctx, mem)
+        self._part(ctx, "weight", mem)
+        return ret
+
+    def set_internal_mem(self, ctx: int, mem: Any) -> int:
+        ret = self._rt.set_internal_mem(ctx, mem)
+        self._part(ctx, "internal", mem)
+        return ret
+
     def set_input_shapes(self, ctx: int, *args: Any, **kwargs: Any) -> int:
         ret = self._rt.set_input_shapes(ctx, *args, **kwargs)
         self.shapes[ctx] = self.shapes.get(ctx, 0) + 1
@@ -127,12 +146,7 @@ class Ledger:
             except Exception:
                 pass
             self.destroyed.append(mem)
-        for ctx in list(self.contexts):
-            try:
-                self._rt.destroy(ctx)
-            except Exception:
-                pass
-        self.contexts.clear()
+        _destroy_contexts(self._rt, self.contexts)
 
 
 class CheckIo:

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import copy
 import ctypes
-import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..rknn import abi
 from . import _lab03_cases as _cases
-from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _require_function,
-                    _soc_of, _student_error, _whole_number)
+from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _model_file, _not_done, _open_runtime,
+                    _require_function, _soc_of, _student_error, _whole_number)
 
 __all__ = ["CheckResult", "check_bottleneck", "check_read_bytes", "check_ddr_bound", "check_want_float",
            "check_speedup", "summary", "results", "PHASES", "PRACTICE_MODEL", "WANT_FLOAT_MODEL",
@@ -51,11 +50,6 @@ EX_READ = "Exercise 2 — predict a layer's DDR read bytes"
 EX_FLOAT = "Exercise 4 — choose want_float from a measured cost"
 EX_DDR = "Exercise 3 — spot the DDR-bound layers in a profile"
 EX_SPEEDUP = "Exercise 5 ★ — predict the multi-core speedup"
-
-
-def _fresh_seed() -> int:
-    """A seed no student can know in advance."""
-    return int.from_bytes(os.urandom(8), "little")
 
 
 def _ms(seconds: float) -> str:

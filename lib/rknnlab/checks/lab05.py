@@ -27,8 +27,8 @@ import numpy as np
 from ..rknn import abi
 from ..rknn.errors import RknnError
 from . import _lab05_cases as _cases
-from ._core import (CheckResult, Lab, _Fail, _model_file, _not_done, _open_runtime, _require_function,
-                    _soc_of, _student_error, _whole_number)
+from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _model_file, _not_done, _open_runtime,
+                    _require_function, _soc_of, _student_error, _whole_number)
 
 __all__ = ["CheckResult", "check_outside_setup", "check_cache_choice", "check_shared_internal",
            "check_sram_hits", "check_shape_change", "summary", "results", "OUTSIDE_MODELS",
@@ -54,11 +54,6 @@ EX_CACHE = "Exercise 2 — choose cacheable or non-cacheable from a measurement"
 EX_SRAM = "Exercise 3 — compute what fits in SRAM"
 EX_SHARED = "Exercise 4 — share one internal buffer between three models"
 EX_SHAPES = "Exercise 5 ★ — handle a shape change"
-
-
-def _fresh_seed() -> int:
-    """A seed no student can know in advance."""
-    return int.from_bytes(os.urandom(8), "little")
 
 
 def _kib(n: float) -> str:
@@ -277,6 +272,26 @@ def try_setup(rt: Any, setup: Callable[[Any, str], int], model: str = "mobilenet
         ledger.cleanup()
 
 
+#: exercise 1: a weight or internal mem may hold this much more than its field of RKNN_QUERY_MEM_SIZE
+#: (one page: a size rounded up to 4 KiB, or to 128 B as Rockchip's dynamic-shape demo does)
+_PART_SLACK = 4096
+
+
+def _require_sized_parts(model: str, ledger: "_cases.Ledger", ctx: int, size: abi.rknn_mem_size,
+                         details: List[str]) -> None:
+    """A weight or internal mem far larger than its field (one fixed size for every model)
+    runs right and moves everything outside, yet wastes the memory the flag is for."""
+    fields = (("weight", "total_weight_size", int(size.total_weight_size)),
+              ("internal", "total_internal_size", int(size.total_internal_size)))
+    for part, field, need in fields:
+        held = ledger.parts.get((ctx, part))
+        if held is not None and held > need + _PART_SLACK:
+            raise _Fail(f"{model}: your {part} mem holds {_kib(held)}; the context's {field} is "
+                        f"{_kib(need)}, so {_kib(held - need)} of it is never used.",
+                        f"Size each mem from its own field of RKNN_QUERY_MEM_SIZE, queried for this context: "
+                        f"the {part} mem from {field} (up to one 4 KiB page more is fine).", details)
+
+
 def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult:
     """Exercise 1: ``setup_outside(rt, model_path) -> ctx``: a context made with
     RKNN_FLAG_MEM_ALLOC_OUTSIDE and given every memory it needs before its first run.
@@ -290,7 +305,9 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
       must hold at least weights + internal less (90% of it: a board's extras largely
       cancel in a comparison of the same model);
     - binds its own io mems, runs 3 seeded frames, and compares every output byte with the
-      flag-0 context's outputs for the same frames.
+      flag-0 context's outputs for the same frames;
+    - compares the bytes your weight and internal mems offer (size - offset) with
+      total_weight_size and total_internal_size: at most one 4 KiB page more each.
 
     It destroys your mems and your context afterwards."""
     def body() -> CheckResult:
@@ -350,6 +367,7 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                                     "destroy, reuse or overwrite a mem you gave it, and give the weights and the "
                                     "internal memory bytes of their own (the runtime writes the internal memory "
                                     "at every run).", details)
+                    _require_sized_parts(model, ledger, ctx, size, details)
                     details.append(f"{model}: runs, outputs equal to a flag-0 context's; its DMA total less your "
                                    f"mems is {_kib(saved)} below a flag-0 context's (weights + internal: "
                                    f"{_kib(need)}; a flag-0 context also holds its io)")
