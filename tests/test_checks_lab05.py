@@ -700,6 +700,11 @@ def test_lab_notebook_structure() -> None:
     titles = [h.split(": ", 1)[1] for h in headings]
     assert [t.split(" — ", 1)[1] for t in (checks.EX_OUTSIDE, checks.EX_CACHE, checks.EX_SRAM, checks.EX_SHARED,
                                              checks.EX_SHAPES)] == titles
+    # exercise 1 names the missing call only below its check cell (the student reasons from the rules first)
+    start = next(k for k, c in enumerate(nb.cells) if c.source.startswith("## Exercise 1"))
+    check = next(k for k, c in enumerate(nb.cells) if c.source.strip() == "checks.check_outside_setup(setup_outside)")
+    assert not any("set_weight_mem" in c.source for c in nb.cells[start:check] if c.cell_type == "markdown")
+    assert any("set_weight_mem" in c.source for c in nb.cells[check:check + 2])
     # the cell that runs the broken setup prints no runtime sentence (the student reasons from the rule)
     assert "Wrong claim: the second view" not in text and "mem_size_a.total_internal_size" not in text
     for cell in nb.cells:
