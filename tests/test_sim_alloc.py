@@ -522,3 +522,27 @@ def test_contexts_with_their_own_internal_memory_run_at_once_correctly(rt):
     thread.join()
     for name, ctx in contexts.items():
         np.testing.assert_array_equal(_output(rt, ctx), expected[name])
+
+
+def test_phys_addrs_stay_in_one_4_gib_domain_and_freed_ranges_come_back(rt):
+    """A30: made-up IOVAs are the first free pages of one 4 GiB domain, so a long session
+    (the whole test suite, a notebook kernel that runs for hours) never leaves 32 bits."""
+    ctx = rt.init(str(models.model_path("digits_cnn", "rk3588")))
+    first = rt.create_mem(ctx, 64 << 20)
+    base = first.contents.phys_addr
+    rt.destroy_mem(ctx, first)
+    for _ in range(100):                      # 6.25 GiB of address space, one mem at a time
+        mem = rt.create_mem(ctx, 64 << 20)
+        assert mem.contents.phys_addr == base  # the freed range is used again
+        rt.destroy_mem(ctx, mem)
+    small = rt.create_mem(ctx, 100)
+    held = rt.create_mem(ctx, 5000)            # two pages
+    assert held.contents.phys_addr == small.contents.phys_addr + 4096
+    assert held.contents.phys_addr + 8192 <= 1 << 32
+    rt.destroy_mem(ctx, small)
+    again = rt.create_mem(ctx, 4096)           # fits in the page the small mem gave back
+    assert again.contents.phys_addr == held.contents.phys_addr - 4096
+    for mem in (held, again):
+        rt.destroy_mem(ctx, mem)
+    rt.destroy(ctx)
+

@@ -274,7 +274,8 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "create_mem2(ctx, 512 KiB, TRY_ALLOC_SRAM) on an RK3588 whose device tree gives the NPU "
      "SRAM: read /sys/kernel/debug/rknpu/mm (root) before, after and after rknn_destroy_mem; "
      "repeat with 2 MiB and compare total_dma_allocated_size with a plain create_mem."),
-    ("A30", "phys_addr of a mem is a made-up NPU (IOMMU) address, page-aligned and increasing; on "
+    ("A30", "phys_addr of a mem is a made-up NPU (IOMMU) address: the first free page-aligned "
+            "range of one 4 GiB domain from 0x10000000, used again once its mem is freed; on "
             "a board it is the IOVA the NPU uses. rknn_create_mem_from_phys accepts only addresses "
             "inside such a range (A50).",
      "print mem->phys_addr of a few create_mem calls on a board."),

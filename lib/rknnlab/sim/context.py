@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 from ..rknn import abi
 from .layout import Layout
 from .memory import DmaBuffer, heap_alloc, heap_free
-from .mems import TensorMem
+from .mems import TensorMem, give_iova
 from .model import SimModel
 from .sram import SramAllocator, SramBlock
 from .weightprint import WeightPrint
@@ -172,6 +172,9 @@ class Context:
     def release_buffers(self) -> None:
         """Free everything the runtime allocated for this context (rknn_destroy)."""
         self.free_perf_text()
+        for iova in (self.log_addresses or {}).values():
+            give_iova(iova)
+        self.log_addresses = None
         for address in self.heap_outputs:
             heap_free(address)
         self.heap_outputs.clear()

@@ -7,9 +7,10 @@ same pointer twice is recognised even after malloc has reused the address.
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import threading
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
@@ -22,18 +23,34 @@ MEM_POINTER = ctypes.POINTER(abi.rknn_tensor_mem)
 ID_ATTRIBUTE = "_rknnlab_mem_id"
 
 _ids = itertools.count(1)
-# Made-up NPU (IOMMU) addresses for phys_addr: the NPU sees buffers at IOVAs, not at
-# CPU physical addresses; each buffer gets the next page-aligned range.
+# Made-up NPU (IOMMU) addresses for phys_addr: the NPU sees buffers at IOVAs, not at CPU
+# physical addresses, all in one 4 GiB domain (airockchip/rknn-toolkit2#287). Each buffer gets
+# the first free page-aligned range from IOVA_BASE; a freed range is used again.
+IOVA_BASE, IOVA_END = 0x1000_0000, 0x1_0000_0000
 _iova_lock = threading.Lock()
-_next_iova = 0x1000_0000
+_live_iovas: Dict[int, int] = {}   # start -> bytes (whole pages)
 
 
 def take_iova(size: int) -> int:
-    global _next_iova
+    """The first free range of the domain that holds ``size`` bytes (in whole pages)."""
+    span = -(-max(size, 1) // PAGE_SIZE) * PAGE_SIZE
     with _iova_lock:
-        iova = _next_iova
-        _next_iova += -(-size // PAGE_SIZE) * PAGE_SIZE
-        return iova
+        cursor = IOVA_BASE
+        for start in sorted(_live_iovas):
+            if start - cursor >= span:
+                break
+            cursor = max(cursor, start + _live_iovas[start])
+        if cursor + span > IOVA_END:
+            raise OSError(errno.ENOMEM, f"no free range of {span:,} B left in the NPU's 4 GiB IOVA "
+                                        "domain (made-up addresses: ASSUMPTIONS A30)")
+        _live_iovas[cursor] = span
+        return cursor
+
+
+def give_iova(iova: int) -> None:
+    """Make a range from :func:`take_iova` free again."""
+    with _iova_lock:
+        _live_iovas.pop(iova, None)
 
 
 class TensorMem:
@@ -70,6 +87,7 @@ class TensorMem:
         self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
         struct = self.pointer.contents
         struct.virt_addr = buffer.address
+        self._own_iova = phys_addr is None
         struct.phys_addr = take_iova(size) if phys_addr is None else phys_addr
         struct.fd = buffer.fd if phys_addr is None else -1
         struct.offset = offset
@@ -110,6 +128,8 @@ class TensorMem:
         """Unmap the buffer (closing its fd unless imported) and free the struct."""
         self.buffer.close()
         heap_free(self.struct_address)
+        if self._own_iova:
+            give_iova(self.phys_addr)
         if self.sram_release is not None:
             self.sram_release()
             self.sram, self.sram_release = None, None
