@@ -27,7 +27,7 @@ import numpy as np
 
 from ..rknn import abi, errors
 from . import _lab02_cases as _cases
-from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _model_file, _not_done,
+from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _fresh_seed, _model_file, _not_done,
                     _open_runtime, _require_function, _soc_of, _student_error, _where,
                     _whole_number)
 
@@ -67,11 +67,6 @@ MYSTERY: Dict[str, Callable[[Any], None]] = {"A": _cases.mystery_A, "B": _cases.
 
 #: where a teardown failure sends the student (the check never prints the rule's order)
 SEE_THE_RULE = "Compare what failed with the teardown rule in the lab's header."
-
-
-def _fresh_seed() -> int:
-    """A seed no student can know in advance (the traces and the sixth variant are drawn from it)."""
-    return int.from_bytes(os.urandom(8), "little")
 
 
 def _fmt(n: float) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 from ..rknn import abi, buffers
 from . import _lab04_cases as _cases
 from ._core import (_FREED, _CHANGED, _FRESH, _ZERO, CheckResult, Lab, _crc, _current_soc, _Fail,
-                    _frames, _model_file, _not_done, _open_runtime, _require_function,
+                    _frames, _fresh_seed, _model_file, _not_done, _open_runtime, _require_function,
                     _out_bytes, _recorded_run, _reference_outputs, _soc_of, _Spy, _student_error,
                     _variant_error)
 
@@ -437,7 +437,7 @@ def check_which_is_which(classify: Callable[[Callable[[Any], None]], str]) -> Ch
     def body() -> CheckResult:
         _require_function(classify, "check_which_is_which(classify)")
         cases = _cases.which_cases()
-        rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+        rng = np.random.default_rng(_fresh_seed())
         order = rng.permutation(len(cases))
         saved = os.environ.get(_cases.CASE_X_ENV)
         os.environ[_cases.CASE_X_ENV] = str(rng.choice(_cases.CASE_X_KINDS))
@@ -506,7 +506,7 @@ def check_reuse_detector(reuses_output_memory: Callable[[Callable[[Any], None]],
     def body() -> CheckResult:
         _require_function(reuses_output_memory, "check_reuse_detector(reuses_output_memory)")
         cases = _cases.reuse_cases()
-        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(cases))
+        order = np.random.default_rng(_fresh_seed()).permutation(len(cases))
         details: List[str] = []
         traps: List[str] = []
         for k in order:
@@ -621,7 +621,7 @@ def check_two_threads(classify_two_threads: Callable[[Any, str, np.ndarray], Any
         soc = _soc_of(rt)
         model_file = _model_file("digits_cnn", soc)
         images, labels = _load_digits_testset(soc)
-        order = np.random.default_rng(int.from_bytes(os.urandom(8), "little")).permutation(len(images))
+        order = np.random.default_rng(_fresh_seed()).permutation(len(images))
         images, labels = np.ascontiguousarray(images[order]), labels[order]
         try:
             try:
