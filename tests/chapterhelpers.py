@@ -13,7 +13,7 @@ import ast
 import json
 import re
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence
 
 import pytest
 
@@ -233,7 +233,9 @@ def assert_header_ties_each_objective_to_a_lab_exercise(header: str, lab: int,
     assert found == objectives, f"the objectives and their Lab {lab} exercises: {found}"
     marked = [verb for verb, _, star in rows if star]
     assert marked == list(starred), f"the objectives whose exercise is the optional ★ one: {marked}"
-    assert 2 <= len(found) <= 4
+    assessed = sorted(n for numbers in found.values() for n in numbers)
+    assert 2 <= len(found) <= 4 and assessed == list(range(1, len(assessed) + 1)), \
+        f"2-4 objectives, and every Lab {lab} exercise assesses one: {assessed}"
     for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**", "(glossary.ipynb)"):
         assert label in header
 
@@ -348,3 +350,78 @@ def assert_outputs_name_their_backend(run: Mapping[int, str], sources: str) -> N
     for index, text in run.items():
         if text.strip() and index > 2 and "assumption" not in text.lower():
             assert re.search(sources, text), f"cell {index} prints results without saying where they come from:\n{text}"
+
+
+# --------------------------------------------------------------------------- the shared tests
+class ChapterChecks:
+    """The checks every chapter passes, as pytest tests: a chapter's test module subclasses it
+    (``class TestTheCourseRules(ch.ChapterChecks)``) and sets the chapter's data below."""
+    chapter: Path
+    lab: int
+    rules: Mapping[str, str]                      # number -> its rule, word for word
+    titles: Mapping[str, str]                     # number -> the section's title
+    objectives: Mapping[str, List[int]]           # bold verb -> the lab exercises that assess it
+    starred: Sequence[str] = ()                   # verbs whose exercise is the optional ★ one
+    not_api: Iterable[str] = ()                   # files, demos, repositories named like the API
+    invented: Iterable[str] = ()                  # names that only a wrong claim may use
+
+    def pytest_generate_tests(self, metafunc: Any) -> None:
+        if "rule_number" in metafunc.fixturenames:
+            metafunc.parametrize("rule_number", sorted(self.rules))
+
+    def test_each_rule_is_stated_in_its_section_and_in_the_key_points(self, rule_number: str) -> None:
+        assert_rule_stated_in_its_section_and_the_key_points(markdown(self.chapter), rule_number,
+                                                             self.rules[rule_number])
+
+    def test_the_key_points_are_the_rules_and_nothing_else(self) -> None:
+        assert_key_points_are_the_rules(markdown(self.chapter), self.rules)
+
+    def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise(self) -> None:
+        assert_header_ties_each_objective_to_a_lab_exercise(source(cells(self.chapter)[0]), self.lab,
+                                                            self.objectives, self.starred)
+
+    def test_every_section_asks_for_a_prediction_with_a_folded_answer(self) -> None:
+        assert_sections_follow_the_arc(markdown(self.chapter), self.titles,
+                                       f"expected the chapter's {len(self.titles)} numbered sections")
+
+    def test_rknn_names_outside_wrong_claims_exist_in_the_header(self) -> None:
+        assert_rknn_names_outside_wrong_claims_are_declared(self.chapter, self.not_api, self.invented)
+
+    def test_inline_assumptions_match_the_generated_list(self) -> None:
+        assert_inline_assumptions_match_the_generated_list(self.chapter)
+
+    def test_the_notebook_keeps_the_course_rules(self) -> None:
+        """No functions, short code cells saved without outputs, no placeholder text, no seed names."""
+        assert_notebook_keeps_the_course_rules(self.chapter)
+
+    def test_the_prose_stays_within_its_budget(self) -> None:
+        assert_prose_within_budget(markdown(self.chapter))
+
+
+class ExecutedChapterChecks(ChapterChecks):
+    """:class:`ChapterChecks`, and those of a chapter that runs on the board's calls, quotes
+    wrong claims as published, has a lab that quotes its rules, and is executed by the tests
+    (the module defines the fixture ``run = printed_run(NOTEBOOK)``)."""
+    wrong_claims: Iterable[str] = ()              # words of each Wrong claim box's title
+    boxes_may_share_a_prompt = False
+    board_calls: Iterable[str] = ()               # calls the chapter must still make
+    lab_notebook: Path
+    shared_rules: Iterable[str] = ()              # canonical sentences a lab may quote too
+    sources: str                                  # the pattern of the chapter's result labels
+
+    def test_wrong_claims_are_shown_as_published_after_a_prompt(self) -> None:
+        assert_wrong_claims_shown_as_published_after_a_prompt(markdown(self.chapter), self.wrong_claims,
+                                                              self.boxes_may_share_a_prompt)
+
+    def test_simulated_results_are_labelled_and_the_calls_are_the_boards(self) -> None:
+        assert_the_calls_are_the_boards(self.chapter, self.board_calls)
+
+    def test_the_lab_states_the_chapters_rules_in_the_same_words(self) -> None:
+        assert_lab_states_the_chapters_rules(self.lab_notebook, self.lab, self.chapter, self.rules,
+                                             self.shared_rules)
+
+    def test_every_output_is_short_and_no_stray_value(self, run: Dict[int, str]) -> None:
+        assert_outputs_short(run)
+
+    def test_every_measurement_names_its_backend(self, run: Dict[int, str]) -> None:
+        assert_outputs_name_their_backend(run, self.sources)

@@ -16,25 +16,19 @@ tests/test_notebooks.py once listed there, its C by tests/test_notebook_c.py):
 """
 from __future__ import annotations
 
-import ast
 import re
 from functools import partial
 from pathlib import Path
 
-import pytest
-
 import chapterhelpers as ch
 from chapterhelpers import flat as _flat
-from chapterhelpers import numbered_sections as _numbered_sections
 from chapterhelpers import section as _section
 from chapterhelpers import sentences as _sentences
 from chapterhelpers import source as _source
 from chapterhelpers import unfolded_prose as _unfolded_prose
-from chapterhelpers import without_wrong_claims as _without_wrong_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "02_lifecycle.ipynb"
-HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 
 #: the chapter's rules, stated in their section ("**The rule.**") and in the key points
 RULES = {
@@ -63,36 +57,24 @@ NOT_API = {"rknn_model_zoo", "rknn_lite", "rknn_benchmark", "rknn_data",
 #: the four objectives, one verb each, in the words of Lab 2 (exercise numbers of Round 2)
 OBJECTIVES = {"Predict": [1], "Order": [2], "Load": [3], "Find": [4, 5]}
 
-MAX_CODE_LINES = 25
-MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
-
+TITLES = {"1": "The phases of a context's life", "2": "Loading a model: path, buffer or zero-copy",
+          "3": "Asking for sizes without allocating", "4": "More contexts: init or dup", "5": "Teardown",
+          "6": "Four classic leaks, and their fixes", "7": "How many frames a verdict needs"}
 
 _cells = partial(ch.cells, CHAPTER)
 _markdown = partial(ch.markdown, CHAPTER)
+_code = partial(ch.code, CHAPTER)
 
 
-# --------------------------------------------------------------------------- rules and header
-@pytest.mark.parametrize("number", sorted(RULES))
-def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
-    markdown = _markdown()
-    rule = RULES[number]
-    section = _flat(_numbered_sections(markdown)[number.strip()])
-    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
-    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
+class TestTheCourseRules(ch.ChapterChecks):
+    """Rules and key points, header, section arc, RKNN names, assumptions, the notebook's hygiene
+    and budgets: the checks every chapter passes (tests/chapterhelpers.py)."""
+    chapter, lab = CHAPTER, 2
+    rules, titles, objectives, not_api = RULES, TITLES, OBJECTIVES, NOT_API
+    invented = ("rknn_init_with_mem", "rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem", "rknn_deinit")
 
 
-def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
-    header = _source(_cells()[0])
-    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
-    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
-    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 2, )?exercises? ([\d, and]+)\)\.$", header, flags=re.M)
-    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers in objectives}
-    assert found == OBJECTIVES, f"the objectives and their Lab 2 exercises: {found}"
-    assert "(glossary.ipynb)" in header
-    for label in ("**Time.**", "**Prerequisites:**"):
-        assert label in header
-
-
+# --------------------------------------------------------------------------- header and wrong claims
 def test_the_prerequisites_need_no_later_chapter_and_no_link_to_a_planned_one() -> None:
     header = _source(_cells()[0])
     prerequisites = header[header.index("**Prerequisites:**"):header.index("**Glossary:**")]
@@ -101,13 +83,6 @@ def test_the_prerequisites_need_no_later_chapter_and_no_link_to_a_planned_one() 
     for mention in re.finditer(r"chapter 5\b[^.]*", _markdown()):
         assert "not yet written" in _flat(mention.group(0)), f"chapter 5 is planned, not written: {mention.group(0)!r}"
     assert "05_" not in _markdown(), "no link to a chapter that does not exist yet"
-
-
-# --------------------------------------------------------------------------- section arc
-def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 7, "expected the chapter's seven numbered sections")
-    for number, body in sections.items():
-        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
 
 
 def test_wrong_claims_are_shown_as_published_before_their_boxes() -> None:
@@ -139,18 +114,6 @@ def test_the_api_references_own_sample_order_is_an_erratum_with_its_page() -> No
 
 
 # --------------------------------------------------------------------------- names and C
-def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
-    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
-    text = _without_wrong_claims(_markdown())
-    text += "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
-    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
-    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
-    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
-    for invented in ("rknn_init_with_mem", "rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem",
-                     "rknn_deinit"):
-        assert invented not in text, f"{invented} appears outside a wrong claim"
-
-
 def test_c_blocks_pair_gets_and_destroy_the_zero_copy_buffer_after_its_context() -> None:
     blocks = ch.c_blocks(_markdown())
     assert len(blocks) >= 5, "expected C for the life, buffer, zero-copy, dup and teardown"
@@ -174,13 +137,9 @@ def test_reported_leaks_are_cited_as_reports() -> None:
     assert "These are reports, not documented behaviour." in teardown
 
 
-def test_inline_assumptions_match_the_generated_list() -> None:
-    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
-
-
 # --------------------------------------------------------------------------- the notebook itself
 def test_the_lives_are_measured_with_the_library() -> None:
-    code = "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+    code = _code()
     for call in ("sample_calls=True", "lifecycle.phase_table(", "lifecycle.show_phases(", "plot.lifecycle(", "lifecycle.contexts_memory(",
                  "plot.contexts_memory(", "lifecycle.cycle(", "lifecycle.cycle_verdict("):
         assert call in code, f"the chapter no longer calls {call}"
@@ -190,25 +149,7 @@ def test_the_lives_are_measured_with_the_library() -> None:
 
 
 def test_runs_keep_the_default_progress_display() -> None:
-    code = "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
-    assert "progress=" not in code, "the default shows a bar in JupyterLab and nothing in the book"
-
-
-def test_no_functions_are_defined_in_the_notebook() -> None:
-    ch.assert_no_functions_defined(CHAPTER)
-
-
-def test_code_cells_are_short_and_saved_without_outputs() -> None:
-    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
-
-
-def test_no_placeholder_text_and_no_seed_names() -> None:
-    ch.assert_no_seed_names(CHAPTER)
-    ch.assert_no_placeholder_text(CHAPTER)
-
-
-def test_the_prose_stays_within_its_budget() -> None:
-    ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
+    assert "progress=" not in _code(), "the default shows a bar in JupyterLab and nothing in the book"
 
 
 def test_the_unfolded_prose_check_folds_dropdowns() -> None:

@@ -32,16 +32,13 @@ import pytest
 import chapterhelpers as ch
 from chapterhelpers import flat as _flat
 from chapterhelpers import numbered_sections as _numbered_sections
-from chapterhelpers import section as _section
 from chapterhelpers import sentences as _sentences
 from chapterhelpers import source as _source
 from chapterhelpers import unfolded_prose as _unfolded_prose
-from chapterhelpers import without_wrong_claims as _without_wrong_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "chapters/03_bottlenecks.ipynb"
 CHAPTER = ROOT / NOTEBOOK
-HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
 
 #: the chapter's rules, stated in their section ("**The rule.**") and in the key points
 RULES = {
@@ -110,46 +107,27 @@ SHARED_RULES = {
 #: names that look like API names but are files, repositories or modules
 NOT_API = {"rknn_model_zoo", "rknn_benchmark"}
 
-MAX_CODE_LINES = 25
-MAX_OUTPUT_LINES = 15
-MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
-
 _cells = partial(ch.cells, CHAPTER)
 _markdown = partial(ch.markdown, CHAPTER)
+_code = partial(ch.code, CHAPTER)
 
 
-def _code() -> str:
-    return "\n".join(_source(c) for c in _cells() if c["cell_type"] == "code")
+run = ch.printed_run(NOTEBOOK)
 
 
-# --------------------------------------------------------------------------- prose measures
-
-
-# --------------------------------------------------------------------------- rules and header
-@pytest.mark.parametrize("number", sorted(RULES))
-def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
-    markdown = _markdown()
-    rule = RULES[number]
-    section = _flat(_numbered_sections(markdown)[number])
-    assert f"**The rule.** {rule}" in section, f"§{number} does not state its rule word for word: {rule!r}"
-    assert rule in _flat(_section(markdown, "Key points")), f"the key points lack: {rule!r}"
-
-
-def test_the_key_points_are_the_rules_and_nothing_else() -> None:
-    points = re.findall(r"^- (.*(?:\n  .*)*)", _section(_markdown(), "Key points"), flags=re.M)
-    assert [_flat(p) for p in points] == [RULES[n] for n in sorted(RULES)]
-
-
-def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
-    header = _source(_cells()[0])
-    questions = re.search(r"\*\*Questions\*\*\n\n((?:- .*\n?)+)", header)
-    assert questions and 2 <= len(questions.group(1).strip().splitlines()) <= 4
-    objectives = re.findall(r"^- \*\*(\w+)\*\* .*\((?:Lab 3, )?exercises? ([\d, and]+)\)\.$", header, flags=re.M)
-    found = {verb: [int(n) for n in re.findall(r"\d", numbers)] for verb, numbers in objectives}
-    assert found == OBJECTIVES, f"the objectives and their Lab 3 exercises: {found}"
-    assert "(glossary.ipynb)" in header
-    for label in ("**Time.**", "**Prerequisites:**", "**Glossary:**"):
-        assert label in header
+class TestTheCourseRules(ch.ExecutedChapterChecks):
+    """The checks every chapter passes (tests/chapterhelpers.py), with chapter 3's data."""
+    chapter = CHAPTER
+    lab = 3
+    lab_notebook = ROOT / "labs" / "lab03_bottlenecks.ipynb"
+    rules, shared_rules = RULES, SHARED_RULES
+    titles, objectives, wrong_claims = TITLES, OBJECTIVES, WRONG_CLAIMS
+    not_api = NOT_API
+    invented = ("RKNN_FLAG_ZERO_COPY", "rknn_set_mem_strategy", "RKNN_TENSOR_NV12")
+    sources = r"simulated|published|on this machine|compiler report"
+    board_calls = ("abi.RKNN_FLAG_COLLECT_PERF_MASK", "abi.RKNN_QUERY_PERF_RUN", "profile.perf_detail(rt, ctx)",
+                   "profile.perf_table(rt, ctx)", "profile.phases(", "profile.multicore(",
+                   "profile.fragmentation(", "modeled_run_ms")
 
 
 def test_the_prerequisites_give_the_later_chapters_fact() -> None:
@@ -159,35 +137,7 @@ def test_the_prerequisites_give_the_later_chapters_fact() -> None:
     assert "chapter 4 §" not in prerequisites
 
 
-# --------------------------------------------------------------------------- section arc
-def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    sections = ch.assert_sections_predict_with_folded_answers(_markdown(), 7, "expected the chapter's seven sections")
-    assert sorted(sections) == sorted(TITLES)
-    for number, body in sections.items():
-        assert body.startswith(f"\n## {number}. {TITLES[number]}\n"), f"section {number} is not {TITLES[number]!r}"
-        assert "**What this shows.**" in body, f"section {number} has no **What this shows.**"
-        assert "**Question:**" in body, f"section {number} does not open with its question"
-
-
-def test_wrong_claims_are_shown_as_published_after_a_prompt() -> None:
-    markdown = _markdown()
-    assert "Errata:" not in markdown
-    starts = [m.start() for m in re.finditer(r"```\{admonition\} Wrong claim:", markdown)]
-    titles = [markdown[s:markdown.index("\n", s)].lower() for s in starts]
-    for claim in WRONG_CLAIMS:
-        assert any(claim in t for t in titles), f"no Wrong claim box for {claim!r}: {titles}"
-    previous = 0
-    for start in starts:
-        before = markdown[max(previous, markdown.rfind("\n## ", 0, start)):start]
-        assert "```text\n" in before, "a wrong claim without its 'as published' text before it"
-        assert "**Predict.**" in before[before.index("```text\n"):], "a wrong claim with no prompt after the claim"
-        box = markdown[start:markdown.index("\n```", start + 3)]
-        assert ":class: warning" in box and "**A widely copied recipe says**" in box, box
-        for part in ("**What the runtime does:**", "**Evidence:**"):
-            assert part in box, f"a wrong claim box lacks {part!r}:\n{box}"
-        previous = markdown.index("\n```", start + 3)
-
-
+# --------------------------------------------------------------------------- sources and figures
 def test_published_board_figures_come_with_their_source() -> None:
     text = _flat(_markdown())
     for source, figures in PUBLISHED.items():
@@ -252,16 +202,6 @@ def test_the_published_fps_are_the_facts_sheets_and_none_is_left_out() -> None:
 
 
 # --------------------------------------------------------------------------- names and C
-def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
-    declared = set(re.findall(r"\b(?:rknn|RKNN)_\w+", HEADER.read_text(encoding="utf-8")))
-    text = _without_wrong_claims(_markdown()) + "\n" + _code()
-    used = set(re.findall(r"\b(?:rknn|RKNN)_\w+", text))
-    unknown = {n for n in used - declared - NOT_API if not n.endswith("_")}
-    assert not unknown, f"RKNN names that the runtime's header does not declare: {sorted(unknown)}"
-    for invented in ("RKNN_FLAG_ZERO_COPY", "rknn_set_mem_strategy", "RKNN_TENSOR_NV12"):
-        assert invented not in text, f"{invented} appears outside a wrong claim"
-
-
 def test_c_blocks_profile_and_time_each_phase() -> None:
     blocks = ch.c_blocks(_markdown())
     assert len(blocks) >= 3
@@ -277,38 +217,7 @@ def test_c_blocks_profile_and_time_each_phase() -> None:
         ch.assert_gets_are_released(block)
 
 
-def test_inline_assumptions_match_the_generated_list() -> None:
-    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
-
-
-def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
-    code = _code()
-    assert "rknnlab.open_runtime()" in code and "SOURCE = rt.source" in code
-    for call in ("abi.RKNN_FLAG_COLLECT_PERF_MASK", "abi.RKNN_QUERY_PERF_RUN", "profile.perf_detail(rt, ctx)",
-                 "profile.perf_table(rt, ctx)", "profile.phases(", "profile.multicore(", "profile.fragmentation(",
-                 "modeled_run_ms"):
-        assert call in code, f"the chapter no longer calls {call}"
-    assert 'backend="sim"' not in code and "SimRuntime" not in code, "a board user runs the same calls"
-
-
-# --------------------------------------------------------------------------- the notebook itself
-def test_no_functions_are_defined_in_the_notebook() -> None:
-    ch.assert_no_functions_defined(CHAPTER)
-
-
-def test_code_cells_are_short_and_saved_without_outputs() -> None:
-    ch.assert_code_cells_short_and_without_outputs(CHAPTER, MAX_CODE_LINES)
-
-
-def test_no_placeholder_text_and_no_seed_names() -> None:
-    ch.assert_no_seed_names(CHAPTER)
-    ch.assert_no_placeholder_text(CHAPTER)
-
-
-def test_the_prose_stays_within_its_budget() -> None:
-    ch.assert_prose_within_budget(_markdown(), MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS)
-
-
+# --------------------------------------------------------------------------- the prose measures
 def test_the_prose_measures_can_fail() -> None:
     long = " ".join(["word"] * 31) + "."
     text = (f"Seen one. {long}\n```{{admonition}} Answer\n:class: dropdown\nhidden words here\n```\n"
@@ -380,28 +289,6 @@ def test_the_chapter_runs_on_a_one_core_soc_and_says_what_it_finds() -> None:
 
 
 # --------------------------------------------------------------------------- the run
-@pytest.fixture(scope="module")
-def run() -> Dict[int, str]:
-    """The chapter executed on the simulator (once per session): cell index -> its printed text."""
-    from notebook_runs import printed
-    return printed(NOTEBOOK)
-
-
-def test_every_output_is_short_and_no_stray_value(run) -> None:
-    for index, text in run.items():
-        assert len(text.splitlines()) <= MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
-        assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
-
-
-def test_every_measurement_names_its_backend(run) -> None:
-    everything = "\n".join(run.values())
-    assert "simulated RK3588" in everything
-    for index, text in run.items():
-        if text.strip() and index > 2 and "assumption" not in text.lower():
-            assert re.search(r"simulated|published|on this machine|compiler report", text), \
-                f"cell {index} prints results without saying where they come from:\n{text}"
-
-
 def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
     text, everything = _flat(_markdown()), "\n".join(run.values())
     rows = re.findall(r"^\s*(\w+) (rk\d+)\s+[\d.]+ ms\s+\w+\s+[\d.]+ ms\s+([+-][\d.]+)%\s+(True|False)$",
@@ -472,22 +359,6 @@ def test_the_worked_examples_show_what_they_claim(run) -> None:
     with_them, without, report = (float(g) for g in kb.groups())
     assert abs(with_them - report) / report < 0.01 < abs(without - report) / report, kb.groups()
     assert re.search(r"rknn_run, simulated timing law \(A20\) x 3\.\d\d", everything)
-
-
-def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
-    """Lab 3 quotes the rules it uses; each must be one of this chapter's rules, a sentence the
-    chapter states, or a course-wide canonical sentence, word for word."""
-    lab = ROOT / "labs" / "lab03_bottlenecks.ipynb"
-    if not lab.exists():
-        pytest.skip("Lab 3 is not written yet")
-    text = _flat("\n".join(_source(c) for c in ch.cells(lab) if c["cell_type"] == "markdown"))
-    block = re.search(r"\*\*The rules this lab uses\*\*.*?:(.*?)(?:\*\*|## )", text)
-    assert block, "Lab 3 no longer lists the rules it uses"
-    quoted = [q.strip() for q in re.split(r"\s- ", " " + block.group(1)) if q.strip()]
-    assert quoted, "Lab 3 lists no rule"
-    for rule in quoted:
-        assert rule in RULES.values() or rule in SHARED_RULES or rule in _flat(_markdown()), \
-            f"Lab 3 states a rule that chapter 3 does not state in these words: {rule!r}"
 
 
 def test_the_sizes_the_text_gives_are_the_librarys_defaults() -> None:

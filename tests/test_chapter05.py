@@ -29,16 +29,12 @@ from typing import Dict
 import pytest
 
 import chapterhelpers as ch
-from chapterhelpers import flat as _flat
-from chapterhelpers import numbered_sections as _numbered_sections
-from chapterhelpers import source as _source
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "chapters/05_allocation.ipynb"
 CHAPTER = ROOT / NOTEBOOK
 
-#: the chapter's rules, stated in their section ("**The rule.**") and in the key points (and in
-#: /tmp/team/CH5_RULES.md, which Lab 5 quotes)
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points; Lab 5 quotes them
 RULES = {
     "1": "Create and bind every mem once, before the first frame. A frame then only writes the input, runs "
          "and reads the output: nothing is allocated per frame.",
@@ -118,31 +114,24 @@ _markdown = partial(ch.markdown, CHAPTER)
 _code = partial(ch.code, CHAPTER)
 
 
-# --------------------------------------------------------------------------- rules and header
-@pytest.mark.parametrize("number", sorted(RULES))
-def test_each_rule_is_stated_in_its_section_and_in_the_key_points(number: str) -> None:
-    ch.assert_rule_stated_in_its_section_and_the_key_points(_markdown(), number, RULES[number])
+run = ch.printed_run(NOTEBOOK)
 
 
-def test_the_key_points_are_the_rules_and_nothing_else() -> None:
-    ch.assert_key_points_are_the_rules(_markdown(), RULES)
+class TestTheCourseRules(ch.ExecutedChapterChecks):
+    """Rules, header, section arc, wrong claims, RKNN names, assumptions, the board's calls, the
+    lab's rules, the notebook's hygiene and budgets, and the run's outputs (tests/chapterhelpers.py)."""
+    chapter, lab, lab_notebook = CHAPTER, 5, ROOT / "labs" / "lab05_allocation.ipynb"
+    rules, titles, objectives, starred = RULES, TITLES, OBJECTIVES, ("Handle",)
+    wrong_claims, boxes_may_share_a_prompt = WRONG_CLAIMS, True      # §1: two boxes after one prompt
+    not_api, invented = NOT_API, ("rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem")
+    shared_rules, sources = SHARED_RULES, r"simulated|source: |compiler reports"
+    board_calls = ("allocation.prealloc_vs_per_frame(", "allocation.cache_choices(", "allocation.shared_internal(",
+                   "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
+                   "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
+                   "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd(")
 
 
-def test_header_asks_questions_and_ties_each_objective_to_a_lab_exercise() -> None:
-    ch.assert_header_ties_each_objective_to_a_lab_exercise(_source(_cells()[0]), 5, OBJECTIVES, starred=["Handle"])
-    assert sorted(n for ns in OBJECTIVES.values() for n in ns) == [1, 2, 3, 4, 5], "every Lab 5 exercise assesses one"
-
-
-# --------------------------------------------------------------------------- section arc
-def test_every_section_asks_for_a_prediction_with_a_folded_answer() -> None:
-    ch.assert_sections_follow_the_arc(_markdown(), TITLES, "expected the chapter's eight sections")
-
-
-def test_wrong_claims_are_shown_as_published_after_a_prompt() -> None:
-    """§1 shows two boxes after one prompt: the second shares the first's."""
-    ch.assert_wrong_claims_shown_as_published_after_a_prompt(_markdown(), WRONG_CLAIMS, boxes_may_share_a_prompt=True)
-
-
+# --------------------------------------------------------------------------- quoted lines and takeaways
 def test_the_quoted_lines_are_as_published() -> None:
     """The ```text fences hold the recipe's and the README's own lines (API names as they print them)."""
     published = "\n".join(re.findall(r"```text\n(.*?)```", _markdown(), flags=re.S))
@@ -154,18 +143,13 @@ def test_the_quoted_lines_are_as_published() -> None:
 def test_every_table_is_followed_by_its_takeaway() -> None:
     cells = _cells()
     for index, cell in enumerate(cells):
-        if cell["cell_type"] != "code" or not re.search(r"profile\.show\(|plt\.show\(\)", _source(cell)):
+        if cell["cell_type"] != "code" or not re.search(r"profile\.show\(|plt\.show\(\)", ch.source(cell)):
             continue
-        after = next(_source(c) for c in cells[index + 1:] if c["cell_type"] == "markdown")
+        after = next(ch.source(c) for c in cells[index + 1:] if c["cell_type"] == "markdown")
         assert re.match(r"What the (figure|table) shows: ", after), f"cell {index} has no takeaway after it"
 
 
 # --------------------------------------------------------------------------- names, C, sources
-def test_rknn_names_outside_wrong_claims_exist_in_the_header() -> None:
-    ch.assert_rknn_names_outside_wrong_claims_are_declared(
-        CHAPTER, NOT_API, invented=("rknn_set_mem_strategy", "RKNN_MEM_STRATEGY", "rknn_free_mem"))
-
-
 def test_c_blocks_allocate_outside_bind_once_and_change_shapes() -> None:
     blocks = ch.c_blocks(_markdown())
     calls = " ".join(blocks)
@@ -185,7 +169,7 @@ def test_c_blocks_allocate_outside_bind_once_and_change_shapes() -> None:
 
 
 def test_the_canonical_sentences_are_quoted_word_for_word() -> None:
-    text = _flat(_markdown())
+    text = ch.flat(_markdown())
     for sentence in CANONICAL:
         assert sentence in text, f"not quoted word for word: {sentence[:60]!r}"
     assert "as Rockchip's demos do" not in re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S) \
@@ -193,46 +177,25 @@ def test_the_canonical_sentences_are_quoted_word_for_word() -> None:
 
 
 def test_sources_are_cited_and_disagreements_taught() -> None:
-    text = _flat(_markdown())
+    text = ch.flat(_markdown())
     for source in SOURCES:
         assert source in text, f"{source} is not cited"
-    sram = _flat(_numbered_sections(_markdown())["7"])
+    sram = ch.flat(ch.numbered_sections(_markdown())["7"])
     for fact in ("driver 0.9.2", "runtime 1.6.0", "driver 0.8.0 and runtime 1.3.4b14", "RKNN_INTERNAL_MEM_TYPE=sram",
                  "RKNN_SEPARATE_WEIGHT_MEM=1", "RKNN_WEIGHT_MEM_TYPE=sram", '"not yet implemented"',
                  "Whether those still work in 2.3 is not documented", "/sys/kernel/debug/rknpu/mm",
                  "RKNN_LOG_LEVEL=3", ROCKCHIP_KB):
         assert fact in sram, f"§7 lacks {fact!r}"
     assert "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM" in sram and "the API reference omits it" in sram
-    dyn = _flat(_numbered_sections(_markdown())["6"])
+    dyn = ch.flat(ch.numbered_sections(_markdown())["6"])
     assert "from runtime 1.6.0" in dyn and "may not be duplicated" in dyn
 
 
-def test_inline_assumptions_match_the_generated_list() -> None:
-    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
-
-
-def test_simulated_results_are_labelled_and_the_calls_are_the_boards() -> None:
-    ch.assert_the_calls_are_the_boards(CHAPTER, (
-        "allocation.prealloc_vs_per_frame(", "allocation.cache_choices(", "allocation.shared_internal(",
-        "allocation.parallel_corruption(", "allocation.pipelines_memory(", "allocation.shape_sweep(",
-        "allocation.sram_fit(", "allocation.sram_usage(", "allocation.iommu_budget(",
-        "rt.set_weight_mem(", "rt.set_internal_mem(", "rt.create_mem_from_fd("))
-
-
-# --------------------------------------------------------------------------- the notebook itself
-def test_the_notebook_keeps_the_course_rules() -> None:
-    """No functions, short code cells saved without outputs, no placeholder text, no seed names."""
-    ch.assert_notebook_keeps_the_course_rules(CHAPTER)
-
-
-def test_the_prose_stays_within_its_budget() -> None:
-    ch.assert_prose_within_budget(_markdown())
-
-
+# --------------------------------------------------------------------------- units, the worked example, the counts
 def test_units_are_binary_and_the_external_memory_is_ddr() -> None:
     """Our own text says KiB/MiB/GiB and DDR; Rockchip's "956 KB" appears once, beside its value in bytes
     and KiB. Quoted lines (```text fences) keep their own units."""
-    text = _flat(re.sub(r"```text\n.*?```", "", _markdown(), flags=re.S))
+    text = ch.flat(re.sub(r"```text\n.*?```", "", _markdown(), flags=re.S))
     assert text.count(ROCKCHIP_KB) == 1, f"quote Rockchip's figure once as {ROCKCHIP_KB!r}"
     decimal = re.findall(r"\b\d[\d.,]* ?[KMG]B\b", text.replace(ROCKCHIP_KB, ""))
     assert not decimal, f"decimal units in our own text: {decimal}"
@@ -242,11 +205,11 @@ def test_units_are_binary_and_the_external_memory_is_ddr() -> None:
 def test_the_worked_example_forgets_the_internal_memory_not_the_weights() -> None:
     """Lab 5 exercise 1 diagnoses a MEM_ALLOC_OUTSIDE setup that forgets the weights: the chapter's
     worked example must not be that bug (it forgets rknn_set_internal_mem with INTERNAL_ALLOC_OUTSIDE)."""
-    section = _numbered_sections(_markdown())["3"]
-    predict = _flat(section[section.index("**Predict.**"):].split("\n\n")[0])
+    section = ch.numbered_sections(_markdown())["3"]
+    predict = ch.flat(section[section.index("**Predict.**"):].split("\n\n")[0])
     assert "`RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE`" in predict and "forget `rknn_set_internal_mem`" in predict, predict
-    cell = next(_source(c) for c in _cells() if c["cell_type"] == "code" and "rt.set_internal_mem(ctx, internal)" in
-                _source(c))
+    cell = next(ch.source(c) for c in _cells() if c["cell_type"] == "code" and "rt.set_internal_mem(ctx, internal)" in
+                ch.source(c))
     assert "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE" in cell and "set_weight_mem" not in cell
 
 
@@ -257,7 +220,7 @@ def test_the_iommu_answer_gives_the_librarys_counts() -> None:
     init = int(allocation.iommu_budget(["yolov5m"], soc="rk3588")["max_count"].iloc[0])
     dup = int(allocation.iommu_budget(["yolov5m"], soc="rk3588", share_weights=True)["max_count"].iloc[0])
     assert dup > init
-    assert f"{init} YOLOv5m contexts by `rknn_init`, {dup} by dup, on RK3588's compiler reports" in _flat(_markdown())
+    assert f"{init} YOLOv5m contexts by `rknn_init`, {dup} by dup, on RK3588's compiler reports" in ch.flat(_markdown())
 
 
 def test_the_shared_models_need_a_buffer_of_the_largest() -> None:
@@ -272,26 +235,11 @@ def test_the_shared_models_need_a_buffer_of_the_largest() -> None:
         sizes = [models.load_report(m, soc).total_internal_size for m in names]
         assert len(names) == 3 and sum(sizes) - max(sizes) > 0 and sizes[0] < max(sizes), (soc, names)
 
-def test_the_lab_states_the_chapters_rules_in_the_same_words() -> None:
-    ch.assert_lab_states_the_chapters_rules(ROOT / "labs" / "lab05_allocation.ipynb", 5, CHAPTER, RULES, SHARED_RULES)
-
-
 # --------------------------------------------------------------------------- the run
-run = ch.printed_run(NOTEBOOK)
-
-
 def _printed_by(run: Dict[int, str], needle: str) -> str:
-    found = [text for index, text in run.items() if needle in _source(_cells()[index])]
+    found = [text for index, text in run.items() if needle in ch.source(_cells()[index])]
     assert found, f"no code cell calls {needle}"
     return found[0]
-
-
-def test_every_output_is_short_and_no_stray_value(run) -> None:
-    ch.assert_outputs_short(run)
-
-
-def test_every_measurement_names_its_backend(run) -> None:
-    ch.assert_outputs_name_their_backend(run, r"simulated|source: |compiler reports")
 
 
 def test_the_recipes_loop_allocates_per_get_and_the_corrected_one_nothing(run) -> None:
@@ -306,7 +254,7 @@ def test_the_recipes_loop_allocates_per_get_and_the_corrected_one_nothing(run) -
     per_frame = re.search(r"^\s*new io mems every frame\s+[\d,.]+ us\s+\d+\s+([\d.]+) KiB\s+-\s+True\s*$", text,
                           flags=re.M)
     assert per_frame and float(per_frame.group(1)) > 0, text
-    answer = _flat(_markdown())
+    answer = ch.flat(_markdown())
     assert "the recipe's output differs from the corrected loop's (`same_output`)" in answer
 
 
@@ -325,7 +273,7 @@ def test_the_cache_answer_holds_for_the_run(run) -> None:
                               flags=re.M))
     assert cheaper == {"a": "NON_CACHEABLE", "b": "CACHEABLE", "c": "NON_CACHEABLE"}, \
         f"the answer commits to (a) non-cacheable, (b) cacheable, (c) non-cacheable; the run says {cheaper}:\n{text}"
-    answer = _flat(_markdown())
+    answer = ch.flat(_markdown())
     assert "(a): non-cacheable, by a few microseconds" in answer and answer.index("(a): non") < \
         answer.index("(b): cacheable") < answer.index("(c): non-cacheable"), "answer in the order (a), (b), (c)"
     from rknnlab import models
@@ -347,7 +295,7 @@ def test_sharing_saves_the_sum_minus_the_largest_and_overlap_corrupts(run) -> No
     assert started["first, core 0"][0] > 0 and started["first, core 0"][1] < started["first, core 0"][0], \
         "the text says the second run damages the first here"
     assert started["second, core 1"][1] == started["second, core 1"][0] > 0, overlap
-    text = _flat(_markdown())
+    text = ch.flat(_markdown())
     assert "Here (A28's stand-in) the second run damages the first; on a board either run, or both, can be damaged" \
         in text, "which run is damaged is the stand-in's (A28), not a board's"
 
@@ -361,7 +309,7 @@ def test_the_pipelines_answer_holds_for_the_run(run) -> None:
     assert least and parallel and "N = 4 (" in text, text
     assert least.group(1) == "rknn_dup_context + one internal mem" and parallel.group(1) == "rknn_dup_context"
     assert float(least.group(2)) < float(parallel.group(2))
-    answer = _flat(_markdown())
+    answer = ch.flat(_markdown())
     assert "Dup with one shared internal buffer needs the least, but its pipelines run one at a time" in answer
     assert "For parallel streams, dup alone" in answer
 
@@ -401,7 +349,7 @@ def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> 
     assert reserved == ["978,944"] * 3, "total_sram_size is the NPU's reservation, the same for every context (A53)"
     free = re.findall(r"free_sram_size\s+([\d,]+) B", three)
     assert free == ["0"] * 3 and "`free_sram_size` is what is free at the query, with all three alive: 0 even for " \
-        "the flag-0 context" in _flat(_markdown()), "queried with all three alive, free_sram_size is 0 for each"
+        "the flag-0 context" in ch.flat(_markdown()), "queried with all three alive, free_sram_size is 0 for each"
     assert dma["ENABLE_SRAM, second"] == dma["flag 0"], "the second context gets no SRAM"
     assert "used: 978944, free: 0" in three
     spill = _printed_by(run, "allocation.try_alloc_sram(")
@@ -409,7 +357,7 @@ def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> 
     worked = _printed_by(run, "by_hand = ")
     pair = re.search(r"hit by hand ([\d,]+) B; the runtime's table .*: ([\d,]+) B", worked)
     assert pair and pair.group(1) == pair.group(2) and pair.group(1) != "0"
-    text = _flat(_markdown())
+    text = ch.flat(_markdown())
     assert "956 KiB of the 1.5 MiB here" in text and f"{internal / 2**20:.1f}" == "1.5"
     assert f"{sram / 1024:.0f} KiB" == "956 KiB" and "internal buffer is 1.5 MiB" in text
 
@@ -423,7 +371,7 @@ def test_a_mix_of_models_can_overflow_the_domain_that_each_count_alone_fits(run)
     assert int(counts["yolov5m"].replace(",", "")) > 100 and int(counts["resnet50"].replace(",", "")) > 60, text
     share = re.search(r"^100 yolov5m \+ 60 resnet50 contexts: [\d.]+ GiB, (\d+)% of one 4 GiB domain$", text, flags=re.M)
     assert share and int(share.group(1)) > 100, f"the answer says the mix does not fit:\n{text}"
-    text = _flat(_markdown())
+    text = ch.flat(_markdown())
     assert "Do 100 YOLOv5m and 60 ResNet50 contexts fit together?" in text
     assert "The mix does not fit, although each count alone would" in text
 
