@@ -105,6 +105,10 @@ def _sync_us(rt: Optional[Any], nbytes: int, repeats: int) -> Dict[str, Any]:
     return {"median_us": us, "q1_us": us, "q3_us": us, "kind": MODELED}
 
 
+#: reads of fewer bytes are timed on this many and scaled (per byte)
+SCALED_BELOW = 1 << 20
+
+
 def _read_times(rt: Optional[Any], nbytes: int, repeats: int) -> Dict[str, Dict[str, Any]]:
     """CPU read of ``nbytes`` from cached and uncached memory: on a board both measured on
     create_mem2 buffers (rknnlab.profile.uncached_read), else the cached read measured
@@ -114,10 +118,13 @@ def _read_times(rt: Optional[Any], nbytes: int, repeats: int) -> Dict[str, Dict[
         table = uncached_read(nbytes, repeats, rt=rt)
         return {r["what"]: {"median_us": r["median_us"], "q1_us": r["q1_us"], "q3_us": r["q3_us"],
                             "kind": r["kind"]} for _, r in table.iterrows()}
-    src = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+    # Timed on at least 1 MiB and scaled to nbytes: a copy of a few hundred bytes takes less
+    # time than the Python call around it, and x UNCACHED_SLOWDOWN would multiply the call.
+    timed = max(nbytes, SCALED_BELOW)
+    src = np.random.default_rng(0).integers(0, 256, timed, dtype=np.uint8)
     out = np.empty_like(src)
     cached = spread(time_repeats(lambda: np.copyto(out, src), repeats))
-    cached = {k: cached[k] for k in ("median_us", "q1_us", "q3_us")}
+    cached = {k: cached[k] * nbytes / timed for k in ("median_us", "q1_us", "q3_us")}
     return {"cached": {**cached, "kind": MEASURED},
             "uncached": {**{k: v * UNCACHED_SLOWDOWN for k, v in cached.items()}, "kind": MODELED}}
 
@@ -132,7 +139,8 @@ def cache_choice(nbytes: int = FRAME_BYTES, read_share: float = 1.0, reads_per_f
       whole mem per frame (the course syncs: the safe choice);
     - NON_CACHEABLE: the reads at uncached speed, no sync.
 
-    On this machine the cached read is measured and the rest MODELED (sync:
+    On this machine the cached read is measured (per byte, on at least 1 MiB, so that the
+    Python call around a small copy does not count) and the rest MODELED (sync:
     rknnlab.profile.cpu's model; uncached read: cached x 20 from librga#69); with
     ``rt`` a board runtime, all three are measured on create_mem2 buffers.
 
@@ -158,7 +166,7 @@ def cache_choice(nbytes: int = FRAME_BYTES, read_share: float = 1.0, reads_per_f
     if rt is not None and getattr(rt, "backend", "") == "native":
         source = f"{rt.source}: create_mem2 buffers, reads and rknn_mem_sync measured"
     else:
-        source = (f"cached read: {measured_here()}; uncached read: {UNCACHED_MODEL}; "
+        source = (f"cached read: {measured_here()}, per byte on >= 1 MiB; uncached read: {UNCACHED_MODEL}; "
                   f"rknn_mem_sync FROM_DEVICE: {SYNC_MODEL}")
     table = frame(rows, source)
     table.attrs.update(verdict=_verdict(rows), nbytes=nbytes, read_share=read_share,
