@@ -38,7 +38,7 @@ def _cell(column: str, v: Any) -> str:
     if column in _SHARES:
         return f"{v:.1%}"
     if column.endswith("_us") or "_us_" in column:
-        return f"{v:,.1f} us"
+        return f"{v:,.2f} us" if 0 < abs(v) < 1 else f"{v:,.1f} us"   # a sub-microsecond read stays visible
     if column.endswith("_ms") or "_ms_" in column:
         return f"{v:,.2f} ms"
     if isinstance(v, float):
