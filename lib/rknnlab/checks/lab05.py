@@ -84,9 +84,12 @@ def _refusal(exc: RknnError) -> str:
     return f"{exc.function} returned {exc.code} ({exc.name}): {exc.detail}"
 
 
-def _student_failure(exc: BaseException, what: str, hint: str) -> _Fail:
-    """_student_error, with a runtime refusal shown as the runtime's answer only (no generic
-    advice of the error class: the exercise's hint follows)."""
+def _student_failure(exc: BaseException, what: str, name: str, hint: str) -> _Fail:
+    """What an exception from the student's function ``name`` means: not started yet (the stub's
+    NotImplementedError), a runtime refusal shown as the runtime's answer only (no generic advice
+    of the error class: the exercise's hint follows), or any other error."""
+    if isinstance(exc, NotImplementedError):
+        return _student_error(exc, what, _todo(name))
     if isinstance(exc, RknnError):
         return _Fail(f"{what}: the runtime refused: {_refusal(exc)}", hint)
     return _student_error(exc, what, hint)
@@ -206,10 +209,8 @@ def check_sram_hits(sram_hits: Callable[[List[Dict[str, Any]], int, int], Sequen
             try:
                 got = sram_hits([dict(r) for r in rows], total, free)
             except Exception as exc:
-                if isinstance(exc, NotImplementedError):
-                    raise _student_error(exc, what, _todo("sram_hits"))
-                raise _student_failure(exc, what, "compare each row's [start, end) with the part of the internal "
-                                       "buffer that lives in SRAM.")
+                raise _student_failure(exc, what, "sram_hits", "compare each row's [start, end) with the "
+                                       "part of the internal buffer that lives in SRAM.")
             if got is None:
                 raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
                                                        "return a list with one number of bytes per row.")
@@ -326,10 +327,8 @@ def check_outside_setup(setup_outside: Callable[[Any, str], int]) -> CheckResult
                     try:
                         got = setup_outside(ledger, path)
                     except Exception as exc:
-                        if n == 0 and isinstance(exc, NotImplementedError):
-                            raise _student_error(exc, what, _todo("setup_outside"))
-                        raise _student_failure(exc, what, "read the runtime's message: it names the call and "
-                                               "the size it expected. " + _OUTSIDE_HINT)
+                        raise _student_failure(exc, what, "setup_outside", "read the runtime's message: it "
+                                               "names the call and the size it expected. " + _OUTSIDE_HINT)
                     if got is None:
                         raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
                                                                 "return the context you made.")
@@ -431,10 +430,8 @@ def _shared_round(share_internal: Callable[[Any, List[str]], List[int]], rt: Any
         try:
             got = share_internal(ledger, list(paths))
         except Exception as exc:
-            if isinstance(exc, NotImplementedError):
-                raise _student_error(exc, what, _todo("share_internal"))
-            raise _student_failure(exc, what, "read the runtime's message: it names what it needed. "
-                                   + _SHARED_HINT)
+            raise _student_failure(exc, what, "share_internal", "read the runtime's message: it names what "
+                                   "it needed. " + _SHARED_HINT)
         if got is None:
             raise (_not_done if first else _Fail)(f"{what} returned None.",
                                                   "return the list of your contexts, one per model.")
@@ -551,10 +548,8 @@ def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
             try:
                 got = choose_cacheable(pattern)
             except Exception as exc:
-                if isinstance(exc, NotImplementedError):
-                    raise _student_error(exc, what, _todo("choose_cacheable"))
-                raise _student_failure(exc, what, "time pattern.cpu(buf) on a buffer of pattern.nbytes, then "
-                                       "compare the two modeled costs per frame.")
+                raise _student_failure(exc, what, "choose_cacheable", "time pattern.cpu(buf) on a buffer of "
+                                       "pattern.nbytes, then compare the two modeled costs per frame.")
             if got is None:
                 raise (_not_done if n == 1 else _Fail)(f"{what} returned None.",
                                                        "return abi.RKNN_FLAG_MEMORY_CACHEABLE or "
