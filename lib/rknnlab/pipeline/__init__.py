@@ -1,0 +1,50 @@
+"""A video pipeline on the NPU (Chapter 6, Case study): NV12 frames from a seeded camera,
+colour conversion and letterbox into the model's input, the run, int8 post-processing into
+text boxes, and the measurements of the whole loop (time per stage, workers and NPU cores,
+memory over many frames).
+
+==============================  =====================================================
+frames                          :class:`Nv12Frame`, :func:`nv12_size`, :func:`rgb_size`,
+                                :func:`to_nv12`, :func:`nv12_to_rgb`, :class:`Camera`
+pre-processing                  :func:`letterbox`, :class:`Letterbox`,
+                                :func:`rga_problems` (RGA's documented alignment rules)
+post-processing                 :func:`int8_threshold`, :func:`find_boxes`, :class:`Box`
+accuracy                        :func:`box_agreement`, :func:`reference_boxes`
+the loop                        :func:`run`, :class:`PipelineRun`, :func:`compare_modes`,
+                                :func:`scaling`, :func:`steady_state`
+==============================  =====================================================
+
+Figures: rknnlab.plot.pipeline_frames, pipeline_gantt, pipeline_scaling, pipeline_steady,
+model_balance.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> submodule: imported on first use, so `import rknnlab.pipeline` stays cheap
+_NAMES = {
+    "Nv12Frame": "frames", "nv12_size": "frames", "rgb_size": "frames", "to_nv12": "frames",
+    "nv12_to_rgb": "frames", "Camera": "frames", "Shot": "frames",
+    "letterbox": "preprocess", "Letterbox": "preprocess", "rga_problems": "preprocess",
+    "int8_threshold": "postprocess", "find_boxes": "postprocess", "Box": "postprocess",
+    "box_agreement": "accuracy", "Agreement": "accuracy", "reference_boxes": "accuracy",
+    "run": "run", "PipelineRun": "run", "compare_modes": "run",
+    "scaling": "workers",
+    "steady_state": "steady",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rknnlab.pipeline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_NAMES))
