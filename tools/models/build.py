@@ -946,13 +946,19 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
     if spec.dynamic_input and not reports_only:
         shutil.copyfile(workdir / "toolkit_simulator.npz", outdir / "toolkit_simulator.npz")
         meta.update(_dynamic_meta(spec, workdir))
-    if spec.calibration == "frames" and "rk3588" in done:
-        meta["toolkit_int8"] = _int8_evidence(spec, workdir, outdir)
     if spec.calibration == "frames":
+        if "rk3588" in done and not reports_only:
+            meta["toolkit_int8"] = _int8_evidence(spec, workdir, outdir)
+        elif (outdir / "model.json").exists():   # rk3588 not rebuilt: its evidence stands
+            previous = json.loads((outdir / "model.json").read_text())
+            meta["toolkit_int8"] = previous.get("toolkit_int8")
         # the board's file only where a notebook runs it (size budget); reports stay for every SoC
         for soc in done:
             if soc != "rk3588":
                 (outdir / f"{soc}.rknn").unlink()
+        meta["rknn_files"] = sorted(p.name for p in outdir.glob("*.rknn"))
+        meta["rknn_files_note"] = ("only rk3588's compiled file is kept (the course's notebooks run it); the other "
+                                   "SoCs' reports name the file the compiler wrote (path, sha256, bytes), not shipped")
     meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
     meta["onnx_twin"] = spec.keep_onnx
     write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")
