@@ -1,0 +1,265 @@
+"""From an NV12 frame to the model's RGB input: colour conversion and letterbox in one pass.
+
+:func:`letterbox` is the CPU's version of what RGA does on a board. It converts NV12
+(BT.601, limited range) to RGB888 and resizes the frame to fit the model's input while
+keeping its aspect ratio. The rest of the input is padding, and the result is written
+straight into the destination buffer, whose rows may be padded to ``w_stride`` pixels.
+That buffer is typically the input mem made with rknn_create_mem and sized from the
+native attr's ``size_with_stride``.
+
+The resize is **nearest neighbour**: each output pixel copies one frame pixel. That is
+the cheapest resize (one gather per plane) and keeps a 1280 x 720 frame under a few
+milliseconds in numpy; bilinear would read four pixels and cost about four times as much.
+Text strokes survive it at the scales used here (0.375 for 1280 x 720 into 480 x 480).
+
+What Rockchip's model zoo does for this model: its PP-OCR detection demo (examples/PPOCR/
+PPOCR-Det, v2.3.2) does not letterbox. It stretches the image to 480 x 480 (a separate
+scale for width and height; bilinear, via cv2.resize in Python and its convert_image in
+C). This module keeps the aspect ratio instead, so text is not squashed. That is a
+deliberate difference, not a match.
+
+:func:`rga_problems` checks a buffer against RGA's documented alignment rules, so a
+pipeline can tell beforehand whether RGA would take it.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .frames import Nv12Frame, _G_U, _G_V, _R_V, _B_U, _Y_GAIN
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """Where the frame landed in the model's input.
+
+    The frame was scaled by ``scale`` (the same factor on both axes) to ``new_w`` x
+    ``new_h`` pixels and placed at column ``pad_x``, row ``pad_y`` of the input; the rest
+    is padding. ``frame_w`` and ``frame_h`` are the frame's size (0 when unknown).
+    """
+    scale: float
+    pad_x: int
+    pad_y: int
+    new_w: int
+    new_h: int
+    frame_w: int = 0
+    frame_h: int = 0
+
+    def to_frame(self, x: float, y: float) -> Tuple[float, float]:
+        """Model-input coordinates -> frame coordinates (clipped to the frame when its
+        size is known). Pixel edges map to pixel edges: (pad_x, pad_y) -> (0, 0)."""
+        fx = (x - self.pad_x) / self.scale
+        fy = (y - self.pad_y) / self.scale
+        if self.frame_w:
+            fx = min(max(fx, 0.0), float(self.frame_w))
+        if self.frame_h:
+            fy = min(max(fy, 0.0), float(self.frame_h))
+        return fx, fy
+
+    def to_model(self, x: float, y: float) -> Tuple[float, float]:
+        """Frame coordinates -> model-input coordinates (the inverse of :meth:`to_frame`)."""
+        return x * self.scale + self.pad_x, y * self.scale + self.pad_y
+
+
+def fit(frame_w: int, frame_h: int, width: int, height: int) -> Letterbox:
+    """The letterbox geometry of a ``frame_w`` x ``frame_h`` frame in a ``width`` x
+    ``height`` input: the largest scale that fits, the image centred (pad split evenly,
+    the odd pixel going right or down)."""
+    scale = min(width / frame_w, height / frame_h)
+    new_w = min(width, max(1, int(round(frame_w * scale))))
+    new_h = min(height, max(1, int(round(frame_h * scale))))
+    return Letterbox(scale, (width - new_w) // 2, (height - new_h) // 2, new_w, new_h,
+                     frame_w, frame_h)
+
+
+# -- fixed-point BT.601 limited range as lookup tables (shared by every geometry):
+# R = (298 (Y-16) + 409 (V-128) + 128) >> 8, and so on; one table per term turns the
+# products into gathers from 256 entries.
+_LUT_Y = (_Y_GAIN * (np.arange(256, dtype=np.int32) - 16) + 128).astype(np.int32)
+_CHROMA = np.arange(256, dtype=np.int32) - 128
+_LUT_RV = (_R_V * _CHROMA).astype(np.int32)
+_LUT_GU = (_G_U * _CHROMA).astype(np.int32)
+_LUT_GV = (_G_V * _CHROMA).astype(np.int32)
+_LUT_BU = (_B_U * _CHROMA).astype(np.int32)
+
+_Geometry = Tuple[int, int, int, int, int, int]
+# index tables per geometry (read-only, shared by threads); a few geometries at most
+_tables: Dict[_Geometry, Tuple[Letterbox, np.ndarray, np.ndarray]] = {}
+_tables_lock = threading.Lock()
+_TABLES_KEPT = 8
+# scratch arrays per thread and geometry: the workers of a pipeline letterbox in parallel
+_scratch = threading.local()
+
+
+def _index_tables(frame: Nv12Frame, width: int, height: int) -> Tuple[Letterbox, np.ndarray, np.ndarray]:
+    key = (frame.width, frame.height, frame.stride, frame.height_stride, width, height)
+    with _tables_lock:
+        found = _tables.get(key)
+    if found is not None:
+        return found
+    box = fit(frame.width, frame.height, width, height)
+    # nearest: output pixel centre (d + 0.5) comes from the frame pixel under it
+    xs = np.minimum(((np.arange(box.new_w) + 0.5) / box.scale).astype(np.intp), frame.width - 1)
+    ys = np.minimum(((np.arange(box.new_h) + 0.5) / box.scale).astype(np.intp), frame.height - 1)
+    # flat offsets into the whole NV12 buffer: Y at row*stride + col; the U of the pair
+    # covering (row, col) at the UV plane's start + (row//2)*stride + (col//2)*2, V next
+    y_index = (ys[:, None] * frame.stride + xs[None, :]).ravel()
+    uv_start = frame.stride * frame.height_stride
+    u_index = (uv_start + (ys[:, None] // 2) * frame.stride + (xs[None, :] // 2) * 2).ravel()
+    found = (box, y_index, u_index)
+    with _tables_lock:
+        if len(_tables) >= _TABLES_KEPT:
+            _tables.pop(next(iter(_tables)))
+        _tables[key] = found
+    return found
+
+
+def _scratch_for(n: int) -> Tuple[np.ndarray, ...]:
+    arrays = getattr(_scratch, "arrays", None)
+    if arrays is None or arrays[0].size != n:
+        # three uint8 planes and three int32 accumulators of the output's size (not the
+        # frame's): reallocated only when the output geometry changes
+        arrays = (np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.uint8),
+                  np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32))
+        _scratch.arrays = arrays
+    return arrays
+
+
+def _rows(dst: np.ndarray, width: int, height: int, w_stride: int) -> np.ndarray:
+    if not isinstance(dst, np.ndarray) or dst.dtype != np.uint8:
+        raise TypeError("dst must be a uint8 numpy array (e.g. a view of the input mem)")
+    if not dst.flags.c_contiguous:
+        raise ValueError("dst must be contiguous: the rows are written at a w_stride pitch")
+    need = height * w_stride * 3
+    if dst.size < need:
+        raise ValueError(f"dst holds {dst.size:,} bytes; {height} rows of w_stride {w_stride} "
+                         f"RGB888 pixels need {need:,} (size it from size_with_stride)")
+    return dst.reshape(-1)[:need].reshape(height, w_stride, 3)
+
+
+def letterbox(frame: Nv12Frame, dst: np.ndarray, width: int, height: int,
+              w_stride: Optional[int] = None, pad: int = 0) -> Letterbox:
+    """Convert an NV12 frame to RGB888 and letterbox it into ``dst``, in one pass.
+
+    ``dst`` is a contiguous uint8 buffer of at least ``height * w_stride * 3`` bytes,
+    read as ``height`` rows of ``w_stride`` RGB pixels (``w_stride`` defaults to
+    ``width``; pass the native attr's w_stride when it pads rows). Only the first
+    ``width`` pixels of each row are written; bytes past them, and past the last row, are
+    left alone. The area around the image is set to ``pad`` (0, black: the value the
+    course's calibration images were padded with).
+
+    Colour: BT.601 limited range, chroma shared by each 2 x 2 block. Resize: nearest
+    neighbour (see the module's help). The index tables are computed once per geometry
+    and scratch arrays are kept per thread, so a call allocates nothing that grows with
+    the frame. Returns the :class:`Letterbox` that maps boxes back to the frame.
+    """
+    if not isinstance(frame, Nv12Frame):
+        raise TypeError(f"letterbox takes an Nv12Frame, got {type(frame).__name__}")
+    w_stride = width if not w_stride else int(w_stride)
+    if width <= 0 or height <= 0 or w_stride < width:
+        raise ValueError(f"bad input geometry: {width} x {height} with w_stride {w_stride}")
+    if not 0 <= pad <= 255:
+        raise ValueError(f"pad is one byte value (0..255), got {pad}")
+    rows = _rows(dst, width, height, w_stride)
+    box, y_index, u_index = _index_tables(frame, width, height)
+    y8, u8, v8, c, acc, tmp = _scratch_for(y_index.size)
+    data = frame.data
+    np.take(data, y_index, out=y8, mode="clip")
+    np.take(data, u_index, out=u8, mode="clip")
+    np.take(data[1:], u_index, out=v8, mode="clip")  # V follows U in each pair
+    np.take(_LUT_Y, y8, out=c, mode="clip")
+
+    image = rows[box.pad_y:box.pad_y + box.new_h, box.pad_x:box.pad_x + box.new_w]
+    shape = (box.new_h, box.new_w)
+
+    def store(channel: int) -> None:
+        # >> 8 undoes the fixed point; clip because saturated colours overshoot 0..255
+        np.right_shift(acc, 8, out=acc)
+        np.clip(acc, 0, 255, out=acc)
+        np.copyto(image[..., channel], acc.reshape(shape), casting="unsafe")
+
+    np.take(_LUT_RV, v8, out=acc, mode="clip")
+    acc += c
+    store(0)
+    np.take(_LUT_GU, u8, out=acc, mode="clip")
+    np.take(_LUT_GV, v8, out=tmp, mode="clip")
+    acc += tmp
+    acc += c
+    store(1)
+    np.take(_LUT_BU, u8, out=acc, mode="clip")
+    acc += c
+    store(2)
+
+    # the padding, written every call: the buffer may hold anything from before
+    rows[:box.pad_y, :width] = pad
+    rows[box.pad_y + box.new_h:, :width] = pad
+    rows[box.pad_y:box.pad_y + box.new_h, :box.pad_x] = pad
+    rows[box.pad_y:box.pad_y + box.new_h, box.pad_x + box.new_w:width] = pad
+    return box
+
+
+# ---------------------------------------------------------------- RGA's rules
+
+_RGA_DG = "Rockchip's RGA developer guide (librga, Rockchip_Developer_Guide_RGA_EN.md)"
+_RGA_FAQ = "Rockchip's RGA FAQ (librga, Rockchip_FAQ_RGA_EN.md, Q4.5; airockchip/librga#146)"
+_FORMATS = {"RGB888": "rgb", "BGR888": "rgb", "NV12": "yuv420sp", "NV21": "yuv420sp",
+            "YUV420SP": "yuv420sp", "I420": "yuv420p", "YV12": "yuv420p", "YUV420P": "yuv420p"}
+
+
+def rga_problems(fmt: str, width: int, height: int, w_stride: Optional[int] = None,
+                 x: int = 0, y: int = 0, w: Optional[int] = None, h: Optional[int] = None,
+                 soc: str = "rk3588", phys_above_4g: bool = False,
+                 fill: bool = False) -> List[str]:
+    """The documented RGA rules this image (or its rectangle x, y, w, h) breaks.
+
+    An empty list means RGA accepts it as far as the documented rules go. Each problem
+    is one sentence that names its source. ``fmt`` is "RGB888", "NV12" (or "NV21",
+    "YUV420SP") or a planar "I420" / "YV12" / "YUV420P". ``w_stride`` is the row length
+    in pixels (default: the width). ``phys_above_4g`` says the buffer's physical pages
+    lie above 4 GiB; ``fill`` says the operation fills a rectangle (imfill, as a
+    letterbox's padding does).
+
+    The rules checked are RK3588's, from Rockchip's RGA documents: RGA3 wants the width
+    stride 16-aligned for RGB888 and for YUV420SP, plus an even x, y, width and height
+    for YUV420SP. RGA2 has a 32-bit MMU, and on RK3588 only RGA2 does imfill and YUV
+    planar formats. For another SoC this course has no checked rules: the answer then
+    says so instead of claiming RGA accepts the image.
+    """
+    kind = _FORMATS.get(str(fmt).upper())
+    if kind is None:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(_FORMATS)}")
+    w_stride = width if not w_stride else int(w_stride)
+    w = width if w is None else w
+    h = height if h is None else h
+    if min(width, height, w, h) <= 0 or w_stride < width:
+        raise ValueError(f"bad geometry: {width} x {height}, w_stride {w_stride}, rectangle {w} x {h}")
+    if x < 0 or y < 0 or x + w > width or y + h > height:
+        raise ValueError(f"the rectangle ({x}, {y}, {w} x {h}) is not inside the "
+                         f"{width} x {height} image")
+    if str(soc).lower() != "rk3588":
+        return [f"Unknown: the RGA rules this course checked ({_RGA_DG}; {_RGA_FAQ}) are "
+                f"RK3588's; {soc}'s RGA alignment rules are not among them, so this is not a "
+                f"yes."]
+    problems: List[str] = []
+    if kind == "rgb" and w_stride % 16:
+        problems.append(f"RGA3 needs an RGB888 width stride that is a multiple of 16 pixels; "
+                        f"it is {w_stride} ({_RGA_DG}).")
+    if kind == "yuv420sp":
+        if w_stride % 16:
+            problems.append(f"RGA3 needs a YUV420SP width stride that is a multiple of 16; "
+                            f"it is {w_stride} ({_RGA_DG}).")
+        odd = [f"{name} = {value}" for name, value in (("x", x), ("y", y), ("width", w),
+                                                        ("height", h)) if value % 2]
+        if odd:
+            problems.append(f"RGA3 needs an even x, y, width and height for YUV420SP; "
+                            f"odd: {', '.join(odd)} ({_RGA_DG}).")
+    needs_rga2 = kind == "yuv420p" or fill
+    if needs_rga2 and phys_above_4g:
+        why = "imfill" if fill else "YUV planar formats"
+        problems.append(f"On RK3588 only RGA2 does {why}, and RGA2's 32-bit MMU cannot reach "
+                        f"a buffer above 4 GiB: allocate it below 4 GiB, e.g. from the dma32 "
+                        f"heap ({_RGA_FAQ}).")
+    return problems
