@@ -258,6 +258,8 @@ def steady_state(n_frames: int = 300, planted: Union[None, str, Sequence[Optiona
     seconds per variant on the simulator; verdicts need enough frames to rule out a
     slow leak ("cannot tell yet" says how many more)."""
     from .. import experiment
+    # sample_calls: a full reading (the heap included) after every runtime call, three
+    # per frame; the sampler's own schedule reads the heap at only 10 Hz
     kinds = [planted] if planted is None or isinstance(planted, str) else list(planted)
     unknown = [k for k in kinds if k not in VARIANTS]
     if unknown or not kinds:
@@ -265,7 +267,7 @@ def steady_state(n_frames: int = 300, planted: Union[None, str, Sequence[Optiona
     funcs = [VARIANTS[k] for k in kinds]
     result = experiment.run(funcs, model=model, iterations=n_frames, warmup=warmup, backend=backend, soc=soc,
                             params={"values": bool(values), "width": width, "height": height},
-                            timeout=timeout, progress=progress)
+                            timeout=timeout, progress=progress, sample_calls=True)
     names = {f.__name__: f.__name__ for f in funcs}
     cmd = command or (f"rknnlab.pipeline.steady_state(n_frames={n_frames}, planted={planted!r}, "
                       f"values={values}, width={width}, height={height})")
