@@ -1,0 +1,223 @@
+"""What Lab 6's checks hand to the student, with the truth kept here (import it from nowhere).
+
+- exercise 1: the sizes of an NV12 frame (with its decoder's strides) and of its RGB888
+  input (rows padded to the SoC's zero-copy alignment), and made-up frames no camera has;
+- exercise 2: the smallest int8 value whose dequantised value reaches a threshold, and
+  made-up (zero point, scale, threshold) triples that separate ceil from round and floor;
+- exercises 3 and 4: the check's own run of the pipeline (a plain context, rknn_inputs_set
+  and rknn_outputs_get: nothing cached, nothing bound) for the truth per frame, and a
+  letterbox stage that records what the buffer it is handed held before each call;
+- exercise 5: made-up measurement tables of worker counts (repeated runs, noise, ties,
+  tables where no count meets the goal) and the rule that picks from them.
+
+Names are neutral and help() says nothing of the answers.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# =========================================================================== exercise 1: sizes
+#: the zero-copy input alignment of the width, in pixels, for a 4-D input with 1, 3 or 4
+#: channels (RKNN User Guide 2.3.0, table 5-2)
+WIDTH_ALIGN = {"rk3588": 16, "rk3566": 8, "rk3568": 8}
+
+
+def _up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def nv12_bytes(width: int, height: int, stride: Optional[int] = None,
+               height_stride: Optional[int] = None) -> int:
+    s = width if stride is None else stride
+    hs = height if height_stride is None else height_stride
+    return s * hs * 3 // 2
+
+
+def rgb_input_bytes(width: int, height: int, soc: str) -> int:
+    return _up(width, WIDTH_ALIGN[soc]) * height * 3
+
+
+def made_up_frames(rng: np.random.Generator, n: int = 36) -> List[Tuple[int, int, Optional[int], Optional[int], str]]:
+    """(width, height, stride, height_stride, soc): even sizes, widths mostly not a multiple of
+    16 or 8, strides from 1 to 256-byte alignment or a decoder's own padding, given or not."""
+    out = []
+    socs = sorted(WIDTH_ALIGN)
+    for k in range(n):
+        width = int(rng.integers(32, 1100)) * 2
+        if k % 4 == 0:
+            width = _up(width, 16) + 2 * int(rng.integers(1, 8))      # just past a multiple of 16
+        height = int(rng.integers(24, 700)) * 2
+        kind = k % 6
+        stride = height_stride = None
+        if kind in (1, 2, 3, 4):
+            a = int(rng.choice([2, 16, 64, 256]))
+            stride = _up(width, a) if kind != 4 else width + 2 * int(rng.integers(1, 40))
+            if stride == width:
+                stride += 64
+        if kind in (2, 3, 5):
+            h_extra = 2 * int(rng.integers(1, 20))
+            height_stride = height + h_extra if kind != 3 else _up(height, 16) + (16 if height % 16 == 0 else 0)
+            if height_stride % 16 == 0 and kind != 3:
+                height_stride += 2                                    # not a multiple of 16
+        out.append((width, height, stride, height_stride, socs[k % len(socs)]))
+    order = rng.permutation(len(out))
+    return [out[int(i)] for i in order]
+
+
+# =========================================================================== exercise 2: threshold
+INT8 = np.arange(-128, 128)
+
+
+def int8_threshold(value: float, zp: int, scale: float) -> Optional[int]:
+    """The smallest int8 q with (q - zp) * scale >= value; None when no int8 value reaches it."""
+    ok = (INT8 - zp) * scale >= value
+    return int(INT8[ok][0]) if ok.any() else None
+
+
+def _off_level(value: float, zp: int, scale: float) -> bool:
+    """True when ``value`` is clearly between two dequantised levels (float rounding cannot
+    decide which side of a level it is on)."""
+    x = value / scale + zp
+    return abs(x - round(x)) > 1e-4
+
+
+def made_up_thresholds(rng: np.random.Generator) -> List[Tuple[float, int, float, str]]:
+    """(value, zp, scale, kind) triples: probabilities between two levels with the fraction
+    below and above one half (round and ceil differ, floor and ceil differ), negative and
+    positive zero points, a sigmoid output's zp = -128, and values below the smallest or
+    above the largest dequantised value."""
+    cases: List[Tuple[float, int, float, str]] = []
+
+    def add(value: float, zp: int, scale: float, kind: str) -> None:
+        if _off_level(value, zp, scale):
+            cases.append((float(value), int(zp), float(scale), kind))
+
+    while len([c for c in cases if c[3] == "between"]) < 14:
+        zp = int(rng.choice([-128, int(rng.integers(-128, -20)), int(rng.integers(-20, 20)), int(rng.integers(20, 100))]))
+        scale = float(rng.uniform(1 / 300, 1 / 90))
+        lo, hi = (-128 - zp) * scale, (127 - zp) * scale
+        level = int(rng.integers(math.ceil(max(lo, 0.02) / scale), math.floor(min(hi, 0.98) / scale)))
+        frac = float(rng.uniform(0.05, 0.45) if len(cases) % 2 else rng.uniform(0.55, 0.95))
+        add((level + frac) * scale, zp, scale, "between")
+    for _ in range(3):       # above the largest value the output can hold: no int8 q reaches it
+        zp = int(rng.integers(-20, 60))
+        scale = float(rng.uniform(1 / 400, 1 / 200))
+        add((127 - zp) * scale + float(rng.uniform(0.3, 2.5)) * scale, zp, scale, "above")
+    for _ in range(3):       # below the smallest value (a logit map): every int8 value reaches it
+        zp = int(rng.integers(-20, 40))
+        scale = float(rng.uniform(0.01, 0.05))
+        add((-128 - zp) * scale - float(rng.uniform(1.5, 40.0)) * scale, zp, scale, "below")
+    order = rng.permutation(len(cases))
+    return [cases[int(i)] for i in order]
+
+
+# =========================================================================== exercise 5: workers
+COLUMNS = ("workers", "run", "fps", "mean_ms", "p95_ms")
+
+
+def choose_workers(table: Any, target_fps: float, p95_budget_ms: float, npu_cores: int) -> Optional[int]:
+    """The fewest workers (at most one per NPU core) whose every run reaches ``target_fps`` with
+    its p95 latency within the budget; None when no count does."""
+    for w in sorted({int(x) for x in table["workers"]}):
+        if w > npu_cores:
+            break
+        rows = table[table["workers"] == w]
+        if rows["fps"].min() >= target_fps and rows["p95_ms"].max() <= p95_budget_ms:
+            return w
+    return None
+
+
+def _rows(rng: np.random.Generator, counts: Sequence[int], fps: Sequence[float], p95: Sequence[float],
+          runs: int, noise: float) -> List[Dict[str, Any]]:
+    rows = []
+    for w, f, p in zip(counts, fps, p95):
+        for r in range(runs):
+            jitter = 1 + float(rng.uniform(-noise, noise))
+            p_run = p * (1 + float(rng.uniform(-noise, noise)))
+            rows.append({"workers": w, "run": r + 1, "fps": round(f * jitter, 1),
+                         "mean_ms": round(p_run * float(rng.uniform(0.55, 0.75)), 1), "p95_ms": round(p_run, 1)})
+    return rows
+
+
+def made_up_tables(rng: np.random.Generator) -> List[Tuple[str, Any, float, float, int]]:
+    """(kind, table, target fps, p95 budget ms, NPU cores): each kind is built so that one
+    plausible wrong rule gives another answer than the right one."""
+    import pandas as pd
+    out = []
+    for kind in ("ties", "max_fps", "latency", "mean", "cores", "noise", "none", "noise", "latency", "ties"):
+        # two cores (an RK3576) only where the kind does not need a third count to separate the rules
+        cores = int(rng.choice([2, 3])) if kind in ("max_fps", "mean", "none") else 3
+        one = float(rng.uniform(14, 40))                           # fps of one worker
+        counts = list(range(1, cores + 2))                         # one more than the cores: measured anyway
+        speed = [1.0, 1.9, 2.6, 2.7][:len(counts)]
+        fps = [one * s * float(rng.uniform(0.97, 1.03)) for s in speed]
+        base = 1000 / one * float(rng.uniform(1.2, 1.6))
+        p95 = [base * (1 + 0.15 * (w - 1)) for w in counts]
+        target, budget = fps[1] * 0.92, max(p95) * 1.2              # 2 workers meet it with room
+        if kind == "ties":          # 2 and more all meet it: the fewest
+            target = fps[1] * float(rng.uniform(0.8, 0.9))
+        elif kind == "max_fps":     # 2 meet it; 3 run faster
+            target = fps[1] * 0.95
+        elif kind == "latency":     # 2 reach the rate, but their p95 is over budget; 3 within it
+            p95[1] = base * 2.2
+            budget = base * 1.9
+            p95 = [p95[0], p95[1]] + [base * 1.5 for _ in counts[2:]]
+            target = fps[1] * 0.95
+        elif kind == "mean":        # 2's mean is within the budget, its p95 is not; none is then fine
+            budget = p95[1] * 0.8
+            p95 = [p95[0] * 0.7 if p95[0] * 0.7 < budget else budget * 0.9] + [p * 1.0 for p in p95[1:]]
+            target = fps[1] * 0.95
+        elif kind == "cores":       # only more workers than NPU cores reach the rate
+            fps[cores] = fps[cores - 1] * 1.15                     # a 4th worker on 3 cores, measured
+            target = fps[cores - 1] * 1.07
+        elif kind == "noise":       # 2 reach the rate in most runs, not in every one
+            target = fps[1] * 0.985
+        elif kind == "none":        # no count reaches the rate
+            target = max(fps) * 1.15
+        noise = 0.04 if kind == "noise" else 0.005
+        rows = _rows(rng, counts, fps, p95, runs=3, noise=noise)
+        if kind == "noise":         # one run of 2 workers is clearly below the target
+            bad = [r for r in rows if r["workers"] == 2]
+            bad[int(rng.integers(0, len(bad)))]["fps"] = round(target * 0.95, 1)
+            for r in rows:          # the others clearly above it
+                if r["workers"] == 2 and r["fps"] != round(target * 0.95, 1):
+                    r["fps"] = round(max(r["fps"], target * 1.03), 1)
+        table = pd.DataFrame(rows, columns=list(COLUMNS))
+        table = table.sample(frac=1, random_state=int(rng.integers(0, 2 ** 31))).reset_index(drop=True)
+        out.append((kind, table, round(target, 1), round(budget, 1), cores))
+    return out
+
+
+# =========================================================================== exercises 3 and 4: frames
+def crc(data: Any) -> int:
+    return zlib.crc32(np.ascontiguousarray(data).view(np.uint8).tobytes())
+
+
+class WatchedLetterbox:
+    """The letterbox stage the check hands to the student's loop: it calls rknnlab's
+    letterbox and keeps, per call, how large the buffer was and what it held before the
+    call: what the previous call wrote into it (reused), or anything else.  The buffer the
+    previous call wrote stays referenced here until the next call, so a buffer allocated
+    anew cannot land on the same bytes and look reused."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self._real = real
+        self._last: Any = None
+        self._last_crc: Optional[int] = None
+        self.calls: List[Tuple[int, bool]] = []        # (bytes of the buffer, held the last write?)
+
+    def __call__(self, frame: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+        arr = np.asarray(dst)
+        held = self._last_crc is not None and arr.nbytes == self._last_nbytes and crc(arr) == self._last_crc
+        self.calls.append((int(arr.nbytes), bool(held)))
+        box = self._real(frame, dst, *args, **kwargs)
+        self._last = dst
+        self._last_nbytes = int(arr.nbytes)
+        self._last_crc = crc(arr)
+        return box
+
+    _last_nbytes = 0

@@ -1,0 +1,278 @@
+"""Lab 6 (a video pipeline): one check per exercise.
+
+================================  ==============================================================
+:func:`check_frame_sizes`         1. ``nv12_bytes(w, h, stride, height_stride)`` and
+                                  ``rgb_input_bytes(w, h, soc)``: a frame's bytes, with strides
+:func:`check_int8_threshold`      2. ``int8_threshold(value, zp, scale) -> q``: in the int8 domain
+:func:`check_synced_loop`         3. ``detect(rt, frames, letterbox) -> [boxes]``: boxes one
+                                  frame late, fixed
+:func:`check_allocation_once`     4. ``detect_once(rt, frames, letterbox) -> [boxes]``: no
+                                  allocation per frame
+:func:`check_workers`             5. ★ ``choose_workers(table, target_fps, p95_budget_ms,
+                                  npu_cores) -> int | None``
+================================  ==============================================================
+
+:func:`summary` lists the lab's checks and whether each passed.  The notebook imports
+``from rknnlab.checks import lab06 as checks``.
+
+Each check measures what it judges itself: it draws made-up frames, quantisation parameters
+and measurement tables no notebook prints, runs the student's loop on frames it chooses and
+compares every frame's boxes with its own run of the same frames, and watches what the
+buffer handed to the letterbox stage held before each call.  The truth lives in private
+code; the messages give measured numbers and a hint, never the answer.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..rknn.errors import RknnError
+from . import _lab06_cases as _cases
+from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _not_done, _require_function, _student_error,
+                    _whole_number)
+
+__all__ = ["CheckResult", "check_frame_sizes", "check_int8_threshold", "check_synced_loop",
+           "check_allocation_once", "check_workers", "summary", "results", "PIPE_MODEL"]
+
+#: the model of exercises 3 and 4 (PP-OCRv4's text detector, 480 x 480)
+PIPE_MODEL = "ppocr_det"
+
+EX_SIZES = "Exercise 1 — size an NV12 frame and its RGB input"
+EX_THRESH = "Exercise 2 — threshold in the int8 domain"
+EX_SYNC = "Exercise 3 — find why the boxes come one frame late"
+EX_ALLOC = "Exercise 4 — make the per-frame allocation go away"
+EX_WORKERS = "Exercise 5 ★ — choose the number of workers"
+
+# the canonical sentences (DECISIONS 5 and 9')
+REUSE_RULE = "Reuse means no allocation per call. Flat memory only shows there is no leak."
+SYNC_RULE = ("Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the "
+             "DISABLE_FLUSH flags imply that the runtime flushes inputs and invalidates outputs by default. "
+             "The API reference says cacheable memory shared by the CPU and the NPU needs rknn_mem_sync. None "
+             "of Rockchip's demos call it. A maintainer says to add it yourself if you need it "
+             "(airockchip/rknn_model_zoo#156). The course's code syncs: the safe choice.")
+
+
+def _todo(name: str) -> str:
+    """The hint of an exercise not started: no recipe (the folded hints hold it)."""
+    return f"write {name}, then run this check again. Open a folded hint if you are stuck."
+
+
+def _call(fn: Callable[..., Any], args: Tuple[Any, ...], what: str, name: str, hint: str) -> Any:
+    try:
+        return fn(*args)
+    except NotImplementedError as exc:
+        raise _student_error(exc, what, _todo(name))
+    except Exception as exc:
+        raise _student_error(exc, what, hint)
+
+
+def _shown(wrong: List[str], limit: int = 5) -> List[str]:
+    return wrong[:limit] + ([f"... and {len(wrong) - limit} more"] if len(wrong) > limit else [])
+
+
+# =========================================================================== exercise 1: sizes
+def _args_text(w: int, h: int, s: Optional[int], hs: Optional[int]) -> str:
+    return f"{w}, {h}, stride={s}, height_stride={hs}"
+
+
+def check_frame_sizes(nv12_bytes: Callable[..., int], rgb_input_bytes: Callable[[int, int, str], int]) -> CheckResult:
+    """Exercise 1: ``nv12_bytes(width, height, stride=None, height_stride=None)``, the bytes of a
+    decoder's NV12 buffer, and ``rgb_input_bytes(width, height, soc)``, the bytes of an RGB888
+    zero-copy input of that size on ``soc`` ("rk3588", "rk3566" or "rk3568").
+
+    The check draws 36 made-up frames at every call: even sizes, widths that are and are not
+    multiples of 8 and 16, strides padded to 2 to 256 bytes or by a decoder's own amount,
+    height strides given or not (some not multiples of 16).  Every answer must be exact.  A
+    failure lists the frames whose size is wrong and whether the answer is too small or too
+    large, never the size."""
+    def body() -> CheckResult:
+        for fn, name in ((nv12_bytes, "nv12_bytes"), (rgb_input_bytes, "rgb_input_bytes")):
+            _require_function(fn, f"pass the functions themselves: check_frame_sizes(nv12_bytes, rgb_input_bytes) "
+                              f"({name} is not a function)")
+        rng = np.random.default_rng(_fresh_seed())
+        frames = _cases.made_up_frames(rng)
+        wrong_nv12: List[str] = []
+        wrong_rgb: List[str] = []
+        for n, (w, h, s, hs, soc) in enumerate(frames):
+            kwargs = {k: v for k, v in (("stride", s), ("height_stride", hs)) if v is not None}
+            what = f"nv12_bytes({_args_text(w, h, s, hs)})"
+            try:
+                got = nv12_bytes(w, h, **kwargs)
+            except NotImplementedError as exc:
+                raise _student_error(exc, what, _todo("nv12_bytes"))
+            except Exception as exc:
+                raise _student_error(exc, what, "stride and height_stride may be missing: they then equal the "
+                                     "width and the height.")
+            if got is None and n == 0:
+                raise _not_done(f"{what} returned None.", "return the number of bytes, an int.")
+            value = _whole_number(got)
+            truth = _cases.nv12_bytes(w, h, s, hs)
+            if value != truth:
+                side = "not a whole number" if value is None else ("too small" if value < truth else "too large")
+                wrong_nv12.append(f"{what}: {got!r} is {side}")
+            what = f"rgb_input_bytes({w}, {h}, {soc!r})"
+            got = _call(rgb_input_bytes, (w, h, soc), what, "rgb_input_bytes",
+                        "soc is one of 'rk3588', 'rk3566', 'rk3568'.")
+            value = _whole_number(got)
+            truth = _cases.rgb_input_bytes(w, h, soc)
+            if value != truth:
+                side = "not a whole number" if value is None else ("too small" if value < truth else "too large")
+                wrong_rgb.append(f"{what}: {got!r} is {side}")
+        if wrong_nv12:
+            raise _Fail(f"nv12_bytes is wrong for {len(wrong_nv12)} of {len(frames)} made-up frames:",
+                        "NV12 keeps a full-size Y plane and one UV plane of half the rows (each row holds U and V "
+                        "in turn). A decoder's buffer has rows of stride bytes and height_stride rows: size both "
+                        "planes from the strides, not from the picture.", _shown(wrong_nv12))
+        if wrong_rgb:
+            raise _Fail(f"rgb_input_bytes is wrong for {len(wrong_rgb)} of {len(frames)} made-up inputs:",
+                        "An RGB888 pixel is 3 bytes. A zero-copy input's rows are padded: the width goes up to "
+                        "the SoC's alignment (w_stride), the height does not. The alignment depends on the SoC: "
+                        "see this lab's table of rules.", _shown(wrong_rgb))
+        return CheckResult(EX_SIZES, "passed", f"Both sizes right for {len(frames)} made-up frames: you sized the "
+                           "NV12 planes from the decoder's strides and padded the RGB rows to the SoC's alignment.",
+                           [f"{sum(s is not None for _, _, s, _, _ in frames)} frames with a stride, "
+                            f"{sum(hs is not None for _, _, _, hs, _ in frames)} with a height_stride, 3 SoCs"])
+
+    return _LAB.run(EX_SIZES, body)
+
+
+# =========================================================================== exercise 2: threshold
+_KIND_TEXT = {"between": "between two levels", "above": "above the largest value the output can hold",
+              "below": "below the smallest value the output can hold"}
+
+
+def check_int8_threshold(int8_threshold: Callable[[float, int, float], int]) -> CheckResult:
+    """Exercise 2: ``int8_threshold(value, zp, scale) -> q``: the smallest int8 value q
+    (-128 to 127) whose dequantised value (q - zp) * scale is at least ``value``, so that
+    ``out >= q`` on the int8 map keeps exactly the pixels whose value reaches it.  When no
+    int8 value reaches it, the function raises ValueError (no pixel can pass: a setting to
+    fix, not a threshold).
+
+    The check draws 20 made-up triples at every call: values between two dequantised
+    levels with the fraction below and above one half, zero points from -128 to 100, values
+    above the largest and below the smallest value the output can hold.  None of them falls
+    on a level exactly (float rounding would decide it).  A failure lists the triples whose
+    q is wrong and what the wrong q does to the map (lets through pixels below the value, or
+    drops pixels at or above it), never the q."""
+    def body() -> CheckResult:
+        _require_function(int8_threshold, "check_int8_threshold(int8_threshold)")
+        rng = np.random.default_rng(_fresh_seed())
+        cases = _cases.made_up_thresholds(rng)
+        wrong: List[str] = []
+        kinds_wrong = set()
+        for n, (value, zp, scale, kind) in enumerate(cases):
+            what = f"int8_threshold({value:.6g}, zp={zp}, scale={scale:.6g})"
+            truth = _cases.int8_threshold(value, zp, scale)
+            try:
+                got = int8_threshold(value, zp, scale)
+            except NotImplementedError as exc:
+                raise _student_error(exc, what, _todo("int8_threshold"))
+            except ValueError:
+                if truth is not None:
+                    wrong.append(f"{what}: raised ValueError, yet some int8 values reach {value:.6g}")
+                    kinds_wrong.add(kind)
+                continue
+            except Exception as exc:
+                raise _student_error(exc, what, "return an int from -128 to 127, or raise ValueError when no "
+                                     "int8 value reaches the threshold.")
+            if got is None and n == 0:
+                raise _not_done(f"{what} returned None.", "return an int from -128 to 127.")
+            q = _whole_number(got)
+            if truth is None:
+                wrong.append(f"{what}: returned {got!r}; the value is {_KIND_TEXT[kind]}")
+                kinds_wrong.add(kind)
+            elif q is None or not -128 <= q <= 127:
+                wrong.append(f"{what}: {got!r} is not an int8 value (-128 to 127)")
+                kinds_wrong.add(kind)
+            elif q != truth:
+                effect = ("lets through pixels whose value is below the threshold" if q < truth
+                          else "drops pixels whose value reaches the threshold")
+                wrong.append(f"{what}: q = {q} {effect}")
+                kinds_wrong.add(kind)
+        if wrong:
+            hint = "A pixel passes when (q - zp) * scale >= value. Find the smallest such q; rounding to the "\
+                   "nearest level or down can pick a level below the value."
+            if kinds_wrong & {"above", "below"}:
+                hint += " A q outside -128..127 does not fit an int8_t: clamp it at the bottom, and raise " \
+                        "ValueError when even 127 is below the value (no pixel could ever pass)."
+            raise _Fail(f"{len(wrong)} of {len(cases)} made-up thresholds are wrong:", hint, _shown(wrong))
+        return CheckResult(EX_THRESH, "passed", f"All {len(cases)} made-up thresholds right: the comparison "
+                           "`out >= q` on the int8 map keeps exactly the pixels that reach the value, with no "
+                           "dequantised map.",
+                           [f"{sum(k == 'between' for *_, k in cases)} between two levels, "
+                            f"{sum(k == 'above' for *_, k in cases)} above the largest value, "
+                            f"{sum(k == 'below' for *_, k in cases)} below the smallest"])
+
+    return _LAB.run(EX_THRESH, body)
+
+
+# =========================================================================== exercise 5: workers
+_WORKERS_HINT = ("Look at the worker counts one at a time, fewest first. A count meets the goal when every "
+                 "run of it reaches the target rate and keeps its p95 latency within the budget. More workers "
+                 "than NPU cores only share a core.")
+
+
+def check_workers(choose_workers: Callable[[Any, float, float, int], Optional[int]]) -> CheckResult:
+    """Exercise 5 ★: ``choose_workers(table, target_fps, p95_budget_ms, npu_cores)``: the
+    fewest workers whose every measured run reaches ``target_fps`` with its p95 latency at most
+    ``p95_budget_ms``, never more workers than ``npu_cores``; None when no count meets both.
+
+    ``table`` has one row per run: workers, run, fps, mean_ms, p95_ms (repeated runs of each
+    count, shuffled).  The check makes ten tables at every call, never the lab's numbers,
+    each built so that one plausible wrong rule answers differently: ties (several counts
+    meet the goal), the fastest count, latency over budget, a mean within the budget but a
+    p95 over it, only more workers than cores meeting it, a count that meets the rate in most
+    runs but not all, and no count at all.  Every answer must be exact."""
+    def body() -> CheckResult:
+        _require_function(choose_workers, "check_workers(choose_workers)")
+        rng = np.random.default_rng(_fresh_seed())
+        tables = _cases.made_up_tables(rng)
+        wrong: List[str] = []
+        for n, (kind, table, target, budget, cores) in enumerate(tables):
+            what = f"table {n + 1} ({target} fps, p95 <= {budget} ms, {cores} NPU cores)"
+            truth = _cases.choose_workers(table, target, budget, cores)
+            got = _call(choose_workers, (table.copy(), target, budget, cores), f"choose_workers(<{what}>)",
+                        "choose_workers", _WORKERS_HINT)
+            value = None if got is None else _whole_number(got)
+            if got is not None and value is None:
+                wrong.append(f"{what}: returned {got!r}, not a number of workers or None")
+            elif value != truth:
+                if truth is None:
+                    wrong.append(f"{what}: you chose {value}; check that it meets both goals in every run")
+                elif value is None:
+                    wrong.append(f"{what}: you returned None; some count meets both goals")
+                else:
+                    wrong.append(f"{what}: you chose {value} ({'too many' if value > truth else 'too few'})")
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {len(tables)} made-up tables get a wrong choice:", _WORKERS_HINT +
+                        " Return None when no count meets both goals.", _shown(wrong))
+        nones = sum(_cases.choose_workers(t, f, b, c) is None for _, t, f, b, c in tables)
+        return CheckResult(EX_WORKERS, "passed", f"All {len(tables)} made-up tables right: the fewest workers that "
+                           "meet the rate and the p95 budget in every run, one per NPU core at most, and None when "
+                           "none does.", [f"{len(tables)} tables, {nones} with no count that meets both goals"])
+
+    return _LAB.run(EX_WORKERS, body)
+
+
+# =========================================================================== exercises 3 and 4 follow
+def check_synced_loop(detect: Callable[..., Any]) -> CheckResult:
+    def body() -> CheckResult:
+        _require_function(detect, "check_synced_loop(detect)")
+        raise _not_done("this check is being written.", "come back later.")
+    return _LAB.run(EX_SYNC, body)
+
+
+def check_allocation_once(detect_once: Callable[..., Any]) -> CheckResult:
+    def body() -> CheckResult:
+        _require_function(detect_once, "check_allocation_once(detect_once)")
+        raise _not_done("this check is being written.", "come back later.")
+    return _LAB.run(EX_ALLOC, body)
+
+
+_LAB = Lab("Lab 6", [EX_SIZES, EX_THRESH, EX_SYNC, EX_ALLOC, EX_WORKERS])
+summary = _LAB.summary
+results = _LAB.results
+_LAB.seal(globals(), {"check_frame_sizes": EX_SIZES, "check_int8_threshold": EX_THRESH,
+                      "check_synced_loop": EX_SYNC, "check_allocation_once": EX_ALLOC,
+                      "check_workers": EX_WORKERS})

@@ -1,0 +1,356 @@
+"""rknnlab.checks.lab06 (the Lab 6 checks) and the Lab 6 notebook, on the simulator.
+
+Every exercise: the reference solution and a legitimately different one pass; at least
+three planted wrong answers (the shortcuts a student finds) fail, each with a message that
+names the problem and a hint, never the answer; the untouched stub gives "not done".  Then
+the notebook runs twice: instructor edition (every check PASSED, in under 60 s) and student
+edition (solution cells removed: runs to the end, every check NOT PASSED, "not done yet",
+with a hint and no traceback).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pandas")
+
+import labhelpers as lh  # noqa: E402
+from rknnlab.checks import _lab06_cases as cases  # noqa: E402
+from rknnlab.checks import lab06 as checks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "labs" / "lab06_video_pipeline.ipynb"
+
+pytestmark = pytest.mark.usefixtures("simulator")
+
+_failed = lh.assert_failed_with_hint
+SEEDS = (1, 2, 3)
+
+
+def _seeded(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    monkeypatch.setattr(checks, "_fresh_seed", lambda: seed)
+
+
+def _no_answer_in(text: str, numbers) -> None:
+    for n in numbers:
+        assert f"{n:,}" not in text and f" {n} " not in text, (n, text)
+
+
+# =========================================================================== exercise 1 (sizes)
+def _up(n, a):
+    return (n + a - 1) // a * a
+
+
+ALIGN = {"rk3588": 16, "rk3566": 8, "rk3568": 8}
+
+
+def nv12_reference(width, height, stride=None, height_stride=None):
+    stride = stride or width
+    height_stride = height_stride or height
+    return stride * height_stride * 3 // 2
+
+
+def rgb_reference(width, height, soc):
+    return _up(width, ALIGN[soc]) * height * 3
+
+
+def nv12_by_planes(width, height, stride=None, height_stride=None):
+    """Legitimately different: the two planes added up, numpy ints, keyword defaults handled apart."""
+    s = np.int64(width if stride is None else stride)
+    rows = np.int64(height if height_stride is None else height_stride)
+    return s * rows + s * (rows // 2)
+
+
+def rgb_by_padding(width, height, soc):
+    """Legitimately different: the padding added, a float that is a whole number."""
+    a = 16 if soc == "rk3588" else 8
+    return float((width + (-width) % a) * height * 3)
+
+
+def nv12_luma_only(width, height, stride=None, height_stride=None):
+    """The chroma plane forgotten: w*h."""
+    return (stride or width) * (height_stride or height)
+
+
+def nv12_as_444(width, height, stride=None, height_stride=None):
+    """4:4:4 instead of 4:2:0: three bytes a pixel."""
+    return width * height * 3
+
+
+def nv12_width_not_stride(width, height, stride=None, height_stride=None):
+    """The width where the stride belongs."""
+    return width * (height_stride or height) * 3 // 2
+
+
+def nv12_height_rounded(width, height, stride=None, height_stride=None):
+    """The height stride rounded up to 16 (what a decoder often does, not what this one did)."""
+    return (stride or width) * _up(height_stride or height, 16) * 3 // 2
+
+
+def nv12_no_height_stride(width, height, stride=None, height_stride=None):
+    """The picture's rows only: the padded rows below it forgotten."""
+    return (stride or width) * height * 3 // 2
+
+
+def rgb_plain_width(width, height, soc):
+    """RGB from the plain width: no w_stride."""
+    return width * height * 3
+
+
+def rgb_always_16(width, height, soc):
+    """RK3588's alignment for every SoC."""
+    return _up(width, 16) * height * 3
+
+
+def rgb_always_8(width, height, soc):
+    """RK3568's alignment for every SoC."""
+    return _up(width, 8) * height * 3
+
+
+def rgb_height_padded_too(width, height, soc):
+    """The height padded as well as the width."""
+    return _up(width, ALIGN[soc]) * _up(height, ALIGN[soc]) * 3
+
+
+@pytest.mark.parametrize("pair", [(nv12_reference, rgb_reference), (nv12_by_planes, rgb_by_padding)])
+def test_ex1_right_answers_pass(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        result = checks.check_frame_sizes(*pair)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("nv12", [nv12_luma_only, nv12_as_444, nv12_width_not_stride, nv12_height_rounded,
+                                  nv12_no_height_stride])
+def test_ex1_wrong_nv12_fails(nv12, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        text = _failed(checks.check_frame_sizes(nv12, rgb_reference), "nv12_bytes is wrong", "stride")
+        assert "too" in text
+
+
+@pytest.mark.parametrize("rgb", [rgb_plain_width, rgb_always_16, rgb_always_8, rgb_height_padded_too])
+def test_ex1_wrong_rgb_fails(rgb, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_frame_sizes(nv12_reference, rgb), "rgb_input_bytes is wrong", "alignment")
+
+
+def test_ex1_failure_never_shows_the_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    frames = cases.made_up_frames(np.random.default_rng(1))
+    text = repr(checks.check_frame_sizes(nv12_luma_only, rgb_reference))
+    _no_answer_in(text, [nv12_reference(*f[:4]) for f in frames])
+    text = repr(checks.check_frame_sizes(nv12_reference, rgb_plain_width))
+    _no_answer_in(text, [rgb_reference(f[0], f[1], f[4]) for f in frames])
+
+
+def test_ex1_one_function_missing_is_not_done() -> None:
+    assert checks.check_frame_sizes(nv12_reference, None).status == "not done"
+    assert checks.check_frame_sizes(nv12_reference, lh.stub).status == "not done"
+
+
+# =========================================================================== exercise 2 (threshold)
+def threshold_reference(value, zp, scale):
+    q = math.ceil(value / scale + zp)
+    if q > 127:
+        raise ValueError(f"no int8 value reaches {value}")
+    return max(q, -128)
+
+
+def threshold_by_search(value, zp, scale):
+    """Legitimately different: every int8 value dequantised (256 of them, not the map), the first
+    that reaches the value."""
+    levels = (np.arange(-128, 128) - zp) * scale
+    ok = np.flatnonzero(levels >= value)
+    if ok.size == 0:
+        raise ValueError("threshold above the output's range")
+    return np.int8(ok[0] - 128)
+
+
+def threshold_round(value, zp, scale):
+    return max(-128, min(127, round(value / scale + zp)))
+
+
+def threshold_floor(value, zp, scale):
+    return max(-128, min(127, math.floor(value / scale + zp)))
+
+
+def threshold_no_zp(value, zp, scale):
+    return max(-128, min(127, math.ceil(value / scale)))
+
+
+def threshold_zp_sign(value, zp, scale):
+    return max(-128, min(127, math.ceil(value / scale - zp)))
+
+
+def threshold_no_clamp(value, zp, scale):
+    return math.ceil(value / scale + zp)
+
+
+def threshold_clamped_silently(value, zp, scale):
+    """Clamped at both ends: a threshold no pixel can reach becomes 127, and pixels at 127 pass."""
+    return max(-128, min(127, math.ceil(value / scale + zp)))
+
+
+def threshold_wraps_like_int8_t(value, zp, scale):
+    """What C's int8_t q = ceil(...) does without a clamp: it wraps."""
+    return int(np.array(math.ceil(value / scale + zp)).astype(np.int8))
+
+
+@pytest.mark.parametrize("rule", [threshold_reference, threshold_by_search])
+def test_ex2_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        result = checks.check_int8_threshold(rule)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("rule", [threshold_round, threshold_floor, threshold_no_zp, threshold_zp_sign,
+                                  threshold_no_clamp, threshold_clamped_silently, threshold_wraps_like_int8_t])
+def test_ex2_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_int8_threshold(rule), "made-up thresholds are wrong", "(q - zp) * scale")
+
+
+def test_ex2_failure_says_what_the_wrong_q_does_not_the_q(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 2)
+    text = _failed(checks.check_int8_threshold(threshold_floor), "lets through pixels")
+    for value, zp, scale, _ in cases.made_up_thresholds(np.random.default_rng(2)):
+        truth = cases.int8_threshold(value, zp, scale)
+        if truth is not None:
+            assert f"q = {truth} " not in text
+
+
+def test_ex2_the_clamp_hint_comes_only_with_range_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    assert "ValueError" in _failed(checks.check_int8_threshold(threshold_no_clamp)).split("Hint:")[1]
+
+    def round_in_range(value, zp, scale):
+        if math.ceil(value / scale + zp) > 127:
+            raise ValueError("above the range")
+        return max(-128, round(value / scale + zp))
+
+    assert "ValueError" not in _failed(checks.check_int8_threshold(round_in_range)).split("Hint:")[1]
+
+
+# =========================================================================== exercise 5 (workers)
+def workers_reference(table, target_fps, p95_budget_ms, npu_cores):
+    worst = table.groupby("workers").agg(fps=("fps", "min"), p95=("p95_ms", "max")).sort_index()
+    ok = worst[(worst.fps >= target_fps) & (worst.p95 <= p95_budget_ms) & (worst.index <= npu_cores)]
+    return int(ok.index[0]) if len(ok) else None
+
+
+def workers_by_loop(table, target_fps, p95_budget_ms, npu_cores):
+    """Legitimately different: plain loops over the rows, a numpy int returned."""
+    rows = table.to_dict("records")
+    for w in range(1, npu_cores + 1):
+        runs = [r for r in rows if r["workers"] == w]
+        if runs and all(r["fps"] >= target_fps and r["p95_ms"] <= p95_budget_ms for r in runs):
+            return np.int64(w)
+    return None
+
+
+def workers_max_fps(table, target_fps, p95_budget_ms, npu_cores):
+    return int(table.loc[table.fps.idxmax(), "workers"])
+
+
+def workers_ignore_latency(table, target_fps, p95_budget_ms, npu_cores):
+    worst = table.groupby("workers").fps.min()
+    ok = worst[(worst >= target_fps) & (worst.index <= npu_cores)]
+    return int(ok.index[0]) if len(ok) else None
+
+
+def workers_mean_latency(table, target_fps, p95_budget_ms, npu_cores):
+    worst = table.groupby("workers").agg(fps=("fps", "min"), lat=("mean_ms", "max"))
+    ok = worst[(worst.fps >= target_fps) & (worst.lat <= p95_budget_ms) & (worst.index <= npu_cores)]
+    return int(ok.index[0]) if len(ok) else None
+
+
+def workers_beyond_cores(table, target_fps, p95_budget_ms, npu_cores):
+    worst = table.groupby("workers").agg(fps=("fps", "min"), p95=("p95_ms", "max"))
+    ok = worst[(worst.fps >= target_fps) & (worst.p95 <= p95_budget_ms)]
+    return int(ok.index[0]) if len(ok) else None
+
+
+def workers_median_run(table, target_fps, p95_budget_ms, npu_cores):
+    mid = table.groupby("workers").agg(fps=("fps", "median"), p95=("p95_ms", "median"))
+    ok = mid[(mid.fps >= target_fps) & (mid.p95 <= p95_budget_ms) & (mid.index <= npu_cores)]
+    return int(ok.index[0]) if len(ok) else None
+
+
+def workers_most_that_fit(table, target_fps, p95_budget_ms, npu_cores):
+    worst = table.groupby("workers").agg(fps=("fps", "min"), p95=("p95_ms", "max"))
+    ok = worst[(worst.fps >= target_fps) & (worst.p95 <= p95_budget_ms) & (worst.index <= npu_cores)]
+    return int(ok.index[-1]) if len(ok) else None
+
+
+def workers_never_none(table, target_fps, p95_budget_ms, npu_cores):
+    """Says nothing when no count meets the goal: the cores' count instead."""
+    return workers_reference(table, target_fps, p95_budget_ms, npu_cores) or npu_cores
+
+
+@pytest.mark.parametrize("rule", [workers_reference, workers_by_loop])
+def test_ex5_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS + (4, 5):
+        _seeded(monkeypatch, seed)
+        result = checks.check_workers(rule)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("rule", [workers_max_fps, workers_ignore_latency, workers_mean_latency,
+                                  workers_beyond_cores, workers_median_run, workers_most_that_fit,
+                                  workers_never_none])
+def test_ex5_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS + (4, 5):
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_workers(rule), "made-up tables get a wrong choice", "every run")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ex5_every_table_kind_separates_its_wrong_rule(seed) -> None:
+    """Each made-up table is built against one wrong rule: that rule answers it wrongly."""
+    against = {"max_fps": workers_max_fps, "latency": workers_ignore_latency, "mean": workers_mean_latency,
+               "cores": workers_beyond_cores, "noise": workers_median_run, "none": workers_never_none,
+               "ties": workers_most_that_fit}
+    for kind, table, target, budget, cores in cases.made_up_tables(np.random.default_rng(seed)):
+        truth = cases.choose_workers(table, target, budget, cores)
+        if kind in ("max_fps", "ties", "none", "cores"):
+            assert against[kind](table, target, budget, cores) != truth, (kind, table, target, budget, cores)
+
+
+def test_ex5_table_columns_are_the_documented_ones() -> None:
+    for _, table, *_ in cases.made_up_tables(np.random.default_rng(0)):
+        assert list(table.columns) == list(cases.COLUMNS)
+
+
+# =========================================================================== every check
+ALL_CHECKS = [checks.check_int8_threshold, checks.check_synced_loop, checks.check_allocation_once,
+              checks.check_workers]
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS)
+def test_checks_never_raise_on_nothing(check) -> None:
+    result = check(None)
+    assert isinstance(result, checks.CheckResult)
+    assert result.status == "not done" and not result.passed and result.hint
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS)
+def test_stubs_are_not_done(check) -> None:
+    result = check(lh.stub)
+    assert result.status == "not done", result
+    assert "Traceback" not in repr(result)
+
+
+def test_ex1_stubs_are_not_done() -> None:
+    assert checks.check_frame_sizes(lh.stub, lh.stub).status == "not done"
+    assert checks.check_frame_sizes(None, None).status == "not done"
+
+
+def test_summary_cannot_be_forged() -> None:
+    lh.assert_summary_cannot_be_forged(checks, checks.EX_WORKERS, "check_workers")
