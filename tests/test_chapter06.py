@@ -1,0 +1,238 @@
+"""Chapter 6 keeps the course's shared rules, its sources and its own bookkeeping straight.
+
+Static checks of chapters/06_video_pipeline.ipynb (its C is compiled by tests/test_notebook_c.py):
+
+- the chapter's rules appear word for word in their section and in the key points;
+- the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 6 exercise;
+- every numbered section asks the reader to predict, with a folded answer after it;
+- the recipe's wrong claims are shown as published (a ```text fence) after a prompt, in one container;
+- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h), and the
+  recipe's invented names appear only inside wrong claims;
+- the chapter reuses the methods of chapters 2-5 and links back to where each was taught (course style 15);
+- the C binds once, syncs both directions and allocates nothing per frame; the course's canonical
+  sentences (bound-buffer size, C2, threads, cache maintenance) are quoted word for word;
+- the simulator's assumptions the text names are the ones its last cell lists, and exist;
+- the notebook defines no functions, keeps code cells short, has no placeholder text, stays within
+  the prose budget, and is saved without outputs.
+
+The executed checks run the chapter on the simulator (once per session, tests/notebook_runs.py):
+every output is short and names its backend, the run stays within its time budget, and the numbers
+the text commits to are the run's.
+"""
+from __future__ import annotations
+
+import re
+from functools import partial
+from pathlib import Path
+from typing import Dict
+
+import chapterhelpers as ch
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "chapters/06_video_pipeline.ipynb"
+CHAPTER = ROOT / NOTEBOOK
+
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points; Lab 6 quotes them
+RULES = {
+    "1": "Zero-copy is a mem made with `rknn_create_mem` and bound once with `rknn_set_io_mem`: no init flag "
+         "turns it on. `rknn_inputs_set` always copies, and no tensor format of the runtime is NV12.",
+    "2": "Size every frame buffer from its strides: NV12 takes stride × height stride × 3 / 2 bytes, RGB888 "
+         "takes w_stride × height × 3 bytes. Width × height is the picture, not the buffer.",
+    "3": "Threshold an int8 output in its own domain. Turn the threshold once into the smallest q with "
+         "(q − zp) × scale ≥ threshold, then compare the raw bytes with q.",
+    "4": "Zero-copy removes the copies into and out of the runtime, not the NPU's work. Time every stage in "
+         "both modes before you choose one.",
+    "5": "Give each worker its own context, made with `rknn_dup_context`, and its own io mems. Choose the "
+         "fewest workers whose measured frame rate meets the target with the latency in budget.",
+    "6": "Reuse means no allocation per call. Flat memory only shows there is no leak.",
+    "7": "Call `rknn_mem_sync` with `RKNN_MEMORY_SYNC_FROM_DEVICE` after each `rknn_run`, before the CPU reads "
+         "a cacheable output mem. Call it with `RKNN_MEMORY_SYNC_TO_DEVICE` after the CPU writes an input mem.",
+}
+
+TITLES = {"1": "The task and the model", "2": "Frames: NV12 and strides", "3": "One frame, stage by stage",
+          "4": "General API or zero-copy", "5": "Workers and NPU cores", "6": "Steady state over many frames",
+          "7": "What Rockchip's examples do per frame"}
+
+#: the objectives, one verb each, with the Lab 6 exercises that assess them (1 size an NV12 frame and its
+#: RGB input; 2 threshold in the int8 domain; 3 fix a pipeline that reads outputs without syncing; 4 make a
+#: per-frame allocation go away; ★5 choose the number of workers for a frame rate)
+OBJECTIVES = {"Size": [1], "Threshold": [2], "Fix": [3, 4], "Choose": [5]}
+
+#: the recipe's wrong claims (words of each box's title), each after the recipe as published and a prompt
+WRONG_CLAIMS = ("rknn_flag_zero_copy", "the npu converts nv12", "rknn_inputs_set passes the address")
+
+#: the recipe's lines, quoted as published (translated) in the ```text fence
+AS_PUBLISHED = ("NV12 frame: about 3 MB; RGB888: about 6.2 MB.",
+                "Per frame 45 ms = 12 ms conversion + 8 ms input copy + 5 ms output copy + 20 ms inference.",
+                "zero-copy mode (RKNN_FLAG_ZERO_COPY)", "it just passes the address.",
+                "rknn_set_io_mem and let the NPU convert.",
+                "Double-buffer the outputs: the CPU reads frame N-1 while the NPU runs frame N.",
+                "Zero-copy needs 64-byte aligned input.")
+
+#: the course's canonical sentences (DECISIONS 1, 3', 7 and 9') the chapter quotes word for word
+CANONICAL = (
+    "Size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr (native, or a "
+    "plain input attr whose rows may be padded). For a plain output attr you set to FLOAT32, use n_elems × 4 bytes.",
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on rk3588, "
+    "rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; never assume it.",
+    "One set of output buffers per context, and one thread per context at a time.",
+    "Rockchip's sources do not settle when rknn_mem_sync is needed. The comments of the DISABLE_FLUSH flags "
+    "imply that the runtime flushes inputs and invalidates outputs by default. The API reference says "
+    "cacheable memory shared by the CPU and the NPU needs rknn_mem_sync. None of Rockchip's demos call it. "
+    "A maintainer says to add it yourself if you need it (airockchip/rknn_model_zoo#156). The course's code "
+    "syncs: the safe choice.",
+)
+
+#: canonical sentences a lab may quote beside this chapter's rules (DECISIONS 5 and 10')
+SHARED_RULES = CANONICAL + (
+    "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
+    "rknn_set_io_mem.",
+    "On a board, total_dma_allocated_size holds more than weights + internal + io. The runtime also allocates "
+    "register-command and task buffers, and it rounds allocations to 4 KiB. User Guide §9.1.1 lists register "
+    "config, and public librknnrt logs show these buffers. The io buffers may be allocated only at the first "
+    "rknn_run. The simulator allocates exactly weights + internal + io at init (assumptions A9, A10).",
+)
+
+#: course style 15: chapter 6 reuses earlier methods and links back to the section that taught each
+LINKS_BACK = {"chapter 1 §6": "weights against activations", "chapter 2 §4": "rknn_dup_context and the DMA total",
+              "chapter 2 §7": "growth verdicts", "chapter 3 §1": "time per phase",
+              "chapter 3 §6": "core masks", "chapter 4 §1": "native layouts, C2",
+              "chapter 4 §3": "the heap inside a call", "chapter 5 §1": "create and bind once"}
+
+#: sources the text must cite
+SOURCES = ("airockchip/rknn_model_zoo#156", "Tab 4-1", "User Guide V2.3.0 §5.2.3", "User Guide V2.3.0 §8.1.2",
+           "rapidocr-onnxruntime", "Apache-2.0", "examples/c/video_pipeline.c", "main_video.cc", "PPOCR-Det")
+
+#: names that look like API names but are files, demos, repositories or environment variables
+NOT_API = {"rknn_model_zoo", "rknn_api"}
+
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
+_code = partial(ch.code, CHAPTER)
+
+
+run = ch.printed_run(NOTEBOOK)
+
+
+class TestTheCourseRules(ch.ExecutedChapterChecks):
+    """Rules, header, section arc, wrong claims, RKNN names, assumptions, the board's calls, the
+    lab's rules, the notebook's hygiene and budgets, and the run's outputs (tests/chapterhelpers.py)."""
+    chapter, lab, lab_notebook = CHAPTER, 6, ROOT / "labs" / "lab06_video_pipeline.ipynb"
+    rules, titles, objectives, starred = RULES, TITLES, OBJECTIVES, ("Choose",)
+    wrong_claims, boxes_may_share_a_prompt = WRONG_CLAIMS, True      # §1: three boxes after one prompt
+    not_api, invented = NOT_API, ("RKNN_FLAG_ZERO_COPY", "RKNN_TENSOR_NV12")
+    shared_rules, sources = SHARED_RULES, r"simulated|source: "
+    board_calls = ("pipeline.compare_modes(", "pipeline.scaling(", "pipeline.run(", "pipeline.steady_state(",
+                   "pipeline.letterbox(", "pipeline.find_boxes(", "pipeline.int8_threshold(",
+                   "rt.set_io_mem(", "rt.mem_sync(", "rt.inputs_set(", "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE")
+
+
+# --------------------------------------------------------------------------- quoted lines, takeaways, links
+def test_the_recipes_lines_are_quoted_as_published() -> None:
+    published = "\n".join(re.findall(r"```text\n(.*?)```", _markdown(), flags=re.S))
+    for line in AS_PUBLISHED:
+        assert line in ch.flat(published), f"not quoted as published: {line!r}"
+
+
+def test_every_figure_and_table_is_followed_by_its_takeaway() -> None:
+    cells = _cells()
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code" or not re.search(r"profile\.show\(|plt\.show\(\)", ch.source(cell)):
+            continue
+        after = next(ch.source(c) for c in cells[index + 1:] if c["cell_type"] == "markdown")
+        assert re.match(r"What the (figure|table) shows: ", after), f"cell {index} has no takeaway after it"
+
+
+def test_the_methods_of_earlier_chapters_are_linked_back() -> None:
+    """Course style 15: chapter 6 reuses the methods of chapters 1-5 and says where each was taught."""
+    text = ch.flat(_markdown())
+    for link, what in LINKS_BACK.items():
+        assert link in text.lower(), f"no link back to {link} ({what})"
+
+
+def test_sources_are_cited() -> None:
+    text = ch.flat(_markdown())
+    for source in SOURCES:
+        assert source in text, f"{source} is not cited"
+
+
+def test_the_canonical_sentences_are_quoted_word_for_word() -> None:
+    text = ch.flat(_markdown())
+    for sentence in CANONICAL:
+        assert sentence in text, f"not quoted word for word: {sentence[:60]!r}"
+    assert "as Rockchip's demos do" not in ch.flat(ch.numbered_sections(_markdown())["7"]), \
+        "never 'as Rockchip's demos do' about syncing"
+
+
+def test_the_c_binds_once_syncs_both_ways_and_allocates_nothing_per_frame() -> None:
+    blocks = ch.c_blocks(_markdown())
+    loop = next(b for b in blocks if "for (int k = 0; k < n_frames" in b)
+    for name in ("RKNN_QUERY_NATIVE_INPUT_ATTR", "RKNN_QUERY_NATIVE_OUTPUT_ATTR", "size_with_stride", "w_stride",
+                 "dims[4]", "RKNN_TENSOR_UINT8", "RKNN_MEMORY_SYNC_TO_DEVICE", "RKNN_MEMORY_SYNC_FROM_DEVICE",
+                 "rknn_destroy_mem("):
+        assert name in loop, f"the pipeline's C lacks {name}"
+    body = loop[loop.index("for (int k"):]
+    body = body[:body.index("\n}") + 2]
+    for per_frame in ("rknn_create_mem", "rknn_set_io_mem", "rknn_inputs_set", "rknn_outputs_get", "malloc"):
+        assert per_frame not in body, f"the pipeline's loop calls {per_frame} in every frame"
+    assert body.index("RKNN_MEMORY_SYNC_TO_DEVICE") < body.index("rknn_run(") < \
+        body.index("RKNN_MEMORY_SYNC_FROM_DEVICE") < body.index("out_mem->virt_addr"), "sync in, run, sync out, then read"
+    for block in blocks:
+        ch.assert_gets_are_released(block)
+
+
+def test_the_threshold_answer_gives_the_models_q() -> None:
+    """§3's answer commits to the int8 value of the threshold 0.3: the model file's zp and scale, the
+    same on every backend (the compiler's report)."""
+    import math
+    from rknnlab import models, pipeline
+    out = models.load_report("ppocr_det", "rk3588").attrs("outputs", "native")[0]
+    q = pipeline.int8_threshold(0.3, out["zp"], out["scale"])
+    assert q == math.ceil(out["zp"] + 0.3 / out["scale"] - 1e-9)
+    answer = ch.flat(ch.numbered_sections(_markdown())["3"])
+    assert f"q = {q}" in answer, f"§3's answer does not commit to q = {q}"
+
+
+# --------------------------------------------------------------------------- the run
+def _printed_by(run: Dict[int, str], needle: str) -> str:
+    found = [text for index, text in run.items() if needle in ch.source(_cells()[index])]
+    assert found, f"no code cell calls {needle}"
+    return found[0]
+
+
+def test_the_chapter_runs_within_its_budget(run) -> None:
+    """The course's budget is 60 s on the simulator; this shared test machine gets half as much again."""
+    from notebook_runs import executed
+    seconds = executed(NOTEBOOK).seconds
+    assert seconds < 90, f"chapter 6 took {seconds:.0f} s on the simulator (budget 60 s)"
+
+
+def test_inputs_set_copies(run) -> None:
+    """§1: the array changed after rknn_inputs_set does not reach the run, and the larger input takes longer."""
+    text = _printed_by(run, "rt.inputs_set(ctx, frame_input(image))")
+    assert "array changed after rknn_inputs_set, same output as before: True" in text, text
+    times = dict((m, float(t.replace(",", ""))) for m, t in
+                 re.findall(r"^\s+(mobilenet_v2|ppocr_det)\s+[\d,]+ B\s+([\d,]+) us$", text, flags=re.M))
+    assert times["ppocr_det"] > times["mobilenet_v2"], f"the copy grows with the bytes:\n{text}"
+
+
+def test_the_frame_sizes_are_the_answers(run) -> None:
+    text = _printed_by(run, "pipeline.nv12_size(")
+    for line in ("1280x720, height stride 720: NV12 1,382,400 B", "1920x1080, height stride 1080: NV12 3,110,400 B, "
+                 "RGB888 6,220,800 B", "1920x1080, height stride 1088: NV12 3,133,440 B"):
+        assert line in text, f"{line!r} not printed:\n{text}"
+    answer = ch.flat(ch.numbered_sections(_markdown())["2"])
+    assert "1,382,400 B" in answer and "3,110,400 B" in answer and "23,040 B" in answer
+
+
+def test_the_printed_q_is_the_threshold(run) -> None:
+    text = _printed_by(run, "pipeline.int8_threshold(")
+    printed = re.search(r"threshold 0\.3 -> q = (-?\d+): ([\d,]+) pixels pass, (\d+) boxes", text)
+    assert printed and int(printed.group(3)) > 0, f"the page frame must show text boxes:\n{text}"
+    assert f"q = {printed.group(1)}" in ch.flat(ch.numbered_sections(_markdown())["3"])
+
+
+def test_a_read_without_sync_is_stale_and_the_sync_fixes_it(run) -> None:
+    text = _printed_by(run, "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE")
+    assert "frame B read without a sync equals frame A's map: True" in text, text
+    assert "after rknn_mem_sync(FROM_DEVICE) it differs from A's: True" in text, text
