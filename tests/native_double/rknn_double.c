@@ -24,6 +24,36 @@
  *   and "internal=N" (bytes, 1 to 2^30; 4096 and 2048 by default), so that
  *   tests can give several models different sizes.
  *
+ * The fake detector (for examples/c/video_pipeline.c)
+ *   A payload with the word "detector=HxW" describes a text detector shaped
+ *   like PP-OCR's (one image in, one probability map of the same size out)
+ *   instead of the model above.  Optional words: "c2=N" (the native output's
+ *   channel block, 16 by default: rk3588's int8 C2), "w_stride=N" (the
+ *   native input's row pitch in pixels, the width by default), "zp=N" and
+ *   "scale=X" (the output's quantization, -128 and 1/255 by default).
+ *   input  0 "x":    1xHxWx3 NHWC int8 (native: rows of w_stride pixels)
+ *   output 0 "prob": 1x1xHxW NCHW int8; native NC1HWC2 1x1xHxWxC2
+ *   Its "network" is a fake ink detector, a function of each pixel alone, so
+ *   that a test can predict it: luma l = (77 R + 150 G + 29 B) >> 8 of the
+ *   uint8 pixel; probability p = (255 - l) / 255 (dark marks on light paper
+ *   are text), but p = 0 where l < 16 (the black of a letterbox border is no
+ *   text); q = round(p / scale) + zp, clamped to int8.  In an NC1HWC2 mem the
+ *   channels 1 to C2-1 of each pixel hold 127 (the most probable value): a
+ *   reader that ignores C2 sees text everywhere.  Its contexts run only from
+ *   mems bound with rknn_set_io_mem (zero-copy: rknn_run refuses,
+ *   PARAM_INVALID, until the input and the output are bound; inputs_set and
+ *   outputs_get refuse with INPUT_INVALID / OUTPUT_INVALID).  The input may be
+ *   bound as UINT8 or INT8 (q = u - 128) NHWC, the output as NC1HWC2 (with
+ *   the double's C2 in dims[4]), NCHW or NHWC.
+ *
+ * Threads: the call log, the delay counters and the tables of contexts and
+ *   mems are guarded by one mutex, so several threads may call the double at
+ *   once.  A context used by two threads at the same time is an error the
+ *   double reports: rknn_run on a context whose previous rknn_run has not
+ *   returned logs "rknn_run_overlap" and fails with CTX_INVALID (the course's
+ *   rule is one thread per context at a time; no document says whether a
+ *   context is thread-safe).
+ *
  * Its memory account (RKNN_QUERY_MEM_SIZE), as the simulator's assumptions
  *   give it: weights 4096 B, internal 2048 B (or the payload's sizes), io 74 B
  *   (the plain sizes).
@@ -93,6 +123,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -298,6 +329,9 @@ EXPORT int double_offsetof(const char *type, const char *field)
 
 /* ------------------------------------------------------------- call log */
 
+/* guards the call log, the delay counters and the tables of contexts and mems */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static char *call_log;
 static size_t log_len, log_cap;
 
@@ -316,11 +350,14 @@ static void log_line(const char *fmt, ...)
     va_end(args);
     if (need < 0)
         return;
+    pthread_mutex_lock(&table_lock);
     if (log_len + (size_t)need + 2 > log_cap) {
         size_t cap = (log_cap ? log_cap * 2 : 4096) + (size_t)need;
         char *grown = realloc(call_log, cap);
-        if (!grown)
+        if (!grown) {
+            pthread_mutex_unlock(&table_lock);
             return;
+        }
         call_log = grown;
         log_cap = cap;
     }
@@ -330,6 +367,7 @@ static void log_line(const char *fmt, ...)
     log_len += (size_t)need;
     call_log[log_len++] = '\n';
     call_log[log_len] = '\0';
+    pthread_mutex_unlock(&table_lock);
 }
 
 EXPORT const char *double_call_log(void) { return call_log ? call_log : ""; }
@@ -367,12 +405,14 @@ static void delay(const char *call)
         if (*end == '+') {
             long step = strtol(end + 1, NULL, 10);
             int k = 0;
+            pthread_mutex_lock(&table_lock);
             while (k < 8 && seen[k].call && strcmp(seen[k].call, call) != 0)
                 k++;
             if (k < 8) {
                 seen[k].call = call; /* a string literal of the caller: lives forever */
                 us += step * seen[k].count++;
             }
+            pthread_mutex_unlock(&table_lock);
         }
         struct timespec t = {us / 1000000, (us % 1000000) * 1000};
         if (us > 0)
@@ -437,6 +477,13 @@ static rknn_tensor_attr output_attr(uint32_t index, int which)
     return make_attr(1, "boxes", 4, boxes, F_NCHW, 0, 0.25f, 16, 0, 16);
 }
 
+/* The fake detector of the header comment; h == 0 means the payload describes none. */
+typedef struct {
+    uint32_t h, w, c2, w_stride;
+    int32_t zp;
+    float scale;
+} detector_model;
+
 /* ------------------------------------------------------------- contexts */
 
 #define MAX_CONTEXTS 64
@@ -465,6 +512,8 @@ typedef struct {
     const rknn_tensor_mem *internal_mem;
     char perf_text[8192];            /* the PERF_DETAIL text: the context's until its next
                                         PERF_DETAIL query or rknn_destroy */
+    detector_model det;              /* the fake detector, when the payload describes one */
+    int running;                     /* inside rknn_run (set atomically: one thread at a time) */
 } context_state;
 
 static context_state contexts[MAX_CONTEXTS];
@@ -475,9 +524,12 @@ static context_state contexts[MAX_CONTEXTS];
 static context_state *lookup_any(rknn_context ctx)
 {
     rknn_context slot = ctx - (rknn_context)HANDLE_BASE;
-    if (ctx < (rknn_context)HANDLE_BASE || slot >= MAX_CONTEXTS || !contexts[slot].live)
+    if (ctx < (rknn_context)HANDLE_BASE || slot >= MAX_CONTEXTS)
         return NULL;
-    return &contexts[slot];
+    pthread_mutex_lock(&table_lock);
+    int live = contexts[slot].live;
+    pthread_mutex_unlock(&table_lock);
+    return live ? &contexts[slot] : NULL;
 }
 
 /* A live context that can run: a COLLECT_MODEL_INFO_ONLY context cannot (A15). */
@@ -491,14 +543,17 @@ static rknn_tensor_mem *mem_holding(const void *bytes, uint32_t size);
 
 static int new_context(rknn_context *handle)
 {
+    pthread_mutex_lock(&table_lock);
     for (int slot = 0; slot < MAX_CONTEXTS; slot++) {
         if (!contexts[slot].live) {
             memset(&contexts[slot], 0, sizeof contexts[slot]);
             contexts[slot].live = 1;
             *handle = (rknn_context)HANDLE_BASE + (rknn_context)slot;
+            pthread_mutex_unlock(&table_lock);
             return slot;
         }
     }
+    pthread_mutex_unlock(&table_lock);
     return -1;
 }
 
@@ -532,6 +587,56 @@ static uint32_t payload_size(const char *payload, const char *key, uint32_t fall
     if (end == word + strlen(key) || (*end != '\0' && *end != ' ') || n == 0 || n > (1ul << 30))
         return 0;
     return (uint32_t)n;
+}
+
+/* The value after the whole word "key" (e.g. "zp=") in the payload, or NULL. */
+static const char *payload_word(const char *payload, const char *key)
+{
+    const char *word = strstr(payload, key);
+    while (word && word != payload && word[-1] != ' ')
+        word = strstr(word + 1, key);
+    return word ? word + strlen(key) : NULL;
+}
+
+static int word_ends(const char *end) { return *end == '\0' || *end == ' '; }
+
+/* The detector the payload describes ("detector=HxW" ...): 1 if none (det->h stays 0) or a valid
+   one, 0 if the words are malformed. */
+static int parse_detector(const char *payload, detector_model *det)
+{
+    memset(det, 0, sizeof *det);
+    const char *value = payload_word(payload, "detector=");
+    if (!value)
+        return 1;
+    char *end = NULL;
+    unsigned long h = strtoul(value, &end, 10), w = 0;
+    if (end == value || *end != 'x')
+        return 0;
+    value = end + 1;
+    w = strtoul(value, &end, 10);
+    if (end == value || !word_ends(end) || h == 0 || w == 0 || h > 4096 || w > 4096)
+        return 0;
+    det->h = (uint32_t)h;
+    det->w = (uint32_t)w;
+    det->c2 = payload_size(payload, "c2=", 16);
+    det->w_stride = payload_size(payload, "w_stride=", det->w);
+    if (det->c2 == 0 || det->c2 > 64 || det->w_stride < det->w)
+        return 0;
+    det->zp = -128;
+    det->scale = 1.0f / 255.0f;
+    if ((value = payload_word(payload, "zp="))) {
+        long zp = strtol(value, &end, 10);
+        if (end == value || !word_ends(end) || zp < -128 || zp > 127)
+            return 0;
+        det->zp = (int32_t)zp;
+    }
+    if ((value = payload_word(payload, "scale="))) {
+        float scale = strtof(value, &end);
+        if (end == value || !word_ends(end) || !(scale > 0.0f))
+            return 0;
+        det->scale = scale;
+    }
+    return 1;
 }
 
 EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
@@ -585,7 +690,8 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
 
     uint32_t weight_size = payload_size(custom, "weights=", WEIGHT_SIZE);
     uint32_t internal_size = payload_size(custom, "internal=", INTERNAL_SIZE);
-    if (!weight_size || !internal_size)
+    detector_model det;
+    if (!weight_size || !internal_size || !parse_detector(custom, &det))
         return RKNN_ERR_MODEL_INVALID;
 
     rknn_context handle;
@@ -595,6 +701,7 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
     contexts[slot].flag = flag;
     contexts[slot].weight_size = weight_size;
     contexts[slot].internal_size = internal_size;
+    contexts[slot].det = det;
     memcpy(contexts[slot].custom, custom, sizeof custom);
     if (zero_copy) {
         contexts[slot].zero_copy_model = model;
@@ -628,6 +735,7 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     contexts[slot].weights_shared = 1;
     contexts[slot].weight_size = source->weight_size;
     contexts[slot].internal_size = source->internal_size;
+    contexts[slot].det = source->det;
     contexts[slot].weight_mem = source->weight_mem; /* shared weights: the source's mem */
     *context_out = handle;
     return RKNN_SUCC;
@@ -677,7 +785,9 @@ EXPORT int rknn_destroy(rknn_context context)
             free(allocs[i].buf);
             allocs[i].buf = NULL;
         }
+    pthread_mutex_lock(&table_lock);
     state->live = 0;
+    pthread_mutex_unlock(&table_lock);
     return RKNN_SUCC;
 }
 
@@ -865,7 +975,29 @@ static int write_perf_text(context_state *state)
 
 /* ---------------------------------------------------------------- query */
 
-static int fill_attr(int cmd, rknn_tensor_attr *attr)
+/* which: 0 plain, 1 native, 2 native NHWC (as input_attr / output_attr) */
+static rknn_tensor_attr detector_input_attr(const detector_model *det, int which)
+{
+    const uint32_t dims[] = {1, det->h, det->w, 3};
+    uint32_t n = det->h * det->w * 3, stride = which ? det->w_stride : det->w;
+    return make_attr(0, "x", 4, dims, F_NHWC, -128, 1.0f / 255.0f, n, stride,
+                     det->h * stride * 3);
+}
+
+static rknn_tensor_attr detector_output_attr(const detector_model *det, int which)
+{
+    const uint32_t plain[] = {1, 1, det->h, det->w}, native[] = {1, 1, det->h, det->w, det->c2};
+    const uint32_t nhwc[] = {1, det->h, det->w, 1};
+    uint32_t n = det->h * det->w;
+    if (which == 1)
+        return make_attr(0, "prob", 5, native, F_NC1HWC2, det->zp, det->scale, n * det->c2, 0,
+                         n * det->c2);
+    if (which == 2)
+        return make_attr(0, "prob", 4, nhwc, F_NHWC, det->zp, det->scale, n, 0, n);
+    return make_attr(0, "prob", 4, plain, F_NCHW, det->zp, det->scale, n, 0, n);
+}
+
+static int fill_attr(const context_state *state, int cmd, rknn_tensor_attr *attr)
 {
     uint32_t index = attr->index;
     int is_input = cmd == Q_INPUT_ATTR || cmd == Q_NATIVE_INPUT_ATTR ||
@@ -874,6 +1006,13 @@ static int fill_attr(int cmd, rknn_tensor_attr *attr)
     int which = (cmd == Q_NATIVE_INPUT_ATTR || cmd == Q_NATIVE_OUTPUT_ATTR ||
                  cmd == Q_CURRENT_NATIVE_INPUT_ATTR || cmd == Q_CURRENT_NATIVE_OUTPUT_ATTR) ? 1
               : (cmd == Q_NATIVE_NHWC_INPUT_ATTR || cmd == Q_NATIVE_NHWC_OUTPUT_ATTR) ? 2 : 0;
+    if (state->det.h) {
+        if (index >= 1)
+            return RKNN_ERR_PARAM_INVALID;
+        *attr = is_input ? detector_input_attr(&state->det, which)
+                         : detector_output_attr(&state->det, which);
+        return RKNN_SUCC;
+    }
     if (is_input ? index >= 1 : index >= N_OUTPUTS)
         return RKNN_ERR_PARAM_INVALID;
     *attr = is_input ? input_attr(which) : output_attr(index, which);
@@ -896,7 +1035,7 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
             return RKNN_ERR_PARAM_INVALID;
         rknn_input_output_num *num = info;
         num->n_input = 1;
-        num->n_output = N_OUTPUTS;
+        num->n_output = state->det.h ? 1 : N_OUTPUTS;
         return RKNN_SUCC;
     }
     case Q_INPUT_ATTR: case Q_OUTPUT_ATTR: case Q_NATIVE_INPUT_ATTR: case Q_NATIVE_OUTPUT_ATTR:
@@ -904,7 +1043,7 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
     case Q_CURRENT_OUTPUT_ATTR: case Q_CURRENT_NATIVE_INPUT_ATTR: case Q_CURRENT_NATIVE_OUTPUT_ATTR:
         if (size != sizeof(rknn_tensor_attr))
             return RKNN_ERR_PARAM_INVALID;
-        return fill_attr(cmd, info);
+        return fill_attr(state, cmd, info);
     case Q_PERF_RUN:
         if (size != sizeof(rknn_perf_run))
             return RKNN_ERR_PARAM_INVALID;
@@ -932,7 +1071,7 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
         rknn_input_range *range = info;
         if (range->index >= 1)
             return RKNN_ERR_PARAM_INVALID;
-        rknn_tensor_attr attr = input_attr(0);
+        rknn_tensor_attr attr = state->det.h ? detector_input_attr(&state->det, 0) : input_attr(0);
         range->shape_number = 1;
         range->fmt = attr.fmt;
         memcpy(range->name, attr.name, sizeof range->name);
@@ -963,7 +1102,9 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
             outside || state->reads_model_in_place || state->weights_shared ? 0 : state->weight_size;
         uint64_t internal =
             outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : state->internal_size;
-        uint64_t io = outside ? 0 : IO_SIZE;
+        uint64_t io = outside ? 0
+                    : state->det.h ? (uint64_t)state->det.h * state->det.w * 4 /* x + prob */
+                    : IO_SIZE;
         mem->total_dma_allocated_size =
             (flag & FLAG_COLLECT_MODEL_INFO_ONLY) ? 0 : weights + internal + io;
         return RKNN_SUCC;
@@ -1012,7 +1153,7 @@ EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input i
     context_state *state = lookup(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
-    if (!inputs || n_inputs != 1)
+    if (!inputs || n_inputs != 1 || state->det.h) /* the detector runs from bound mems only */
         return RKNN_ERR_INPUT_INVALID;
     const rknn_input *in = &inputs[0];
     if (in->index != 0 || !in->buf)
@@ -1066,6 +1207,36 @@ static void write_output_mem(context_state *state, int index)
     }
 }
 
+/* The fake detector's run: from the bound input mem into the bound output mem (header comment). */
+static void run_detector(const context_state *state)
+{
+    const detector_model *det = &state->det;
+    const rknn_tensor_attr *in_attr = &state->io_attr_input, *out_attr = &state->io_attr_output[0];
+    const uint8_t *src = state->io_mem_input->virt_addr;
+    int8_t *dst = state->io_mem_output[0]->virt_addr;
+    size_t pitch = (size_t)(in_attr->w_stride ? in_attr->w_stride : det->w) * 3;
+    uint8_t offset = in_attr->type == T_INT8 ? 128 : 0; /* int8 q = u - 128 */
+    int blocked = out_attr->fmt == F_NC1HWC2;
+    uint32_t c2 = blocked ? det->c2 : 1;
+    if (blocked)
+        memset(dst, 127, (size_t)det->h * det->w * c2);
+    /* the output as the threshold the program applies would see it: one int8 per probability */
+    int8_t table[256];
+    for (int l = 0; l < 256; l++) {
+        float p = l < 16 ? 0.0f : (255.0f - (float)l) / 255.0f;
+        float q = p / det->scale;
+        table[l] = clamp_int8((long)(q + 0.5f) + det->zp);
+    }
+    for (uint32_t y = 0; y < det->h; y++) {
+        const uint8_t *row = src + y * pitch;
+        for (uint32_t x = 0; x < det->w; x++) {
+            unsigned r = (uint8_t)(row[3 * x] + offset), g = (uint8_t)(row[3 * x + 1] + offset);
+            unsigned b = (uint8_t)(row[3 * x + 2] + offset);
+            dst[((size_t)y * det->w + x) * c2] = table[(77 * r + 150 * g + 29 * b) >> 8];
+        }
+    }
+}
+
 EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
 {
     log_line("rknn_run ctx=%llu ext=%d non_block=%d timeout_ms=%d", ULL(context), extend != NULL,
@@ -1081,6 +1252,18 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
         return RKNN_ERR_PARAM_INVALID;
     if ((state->flag & (FLAG_MEM_ALLOC_OUTSIDE | FLAG_INTERNAL_ALLOC_OUTSIDE)) && !state->internal_mem)
         return RKNN_ERR_PARAM_INVALID;
+    if (state->det.h) {
+        if (!state->io_mem_input || !state->io_mem_output[0])
+            return RKNN_ERR_PARAM_INVALID;
+        if (__atomic_exchange_n(&state->running, 1, __ATOMIC_ACQ_REL)) {
+            log_line("rknn_run_overlap ctx=%llu", ULL(context)); /* two threads, one context */
+            return RKNN_ERR_CTX_INVALID;
+        }
+        run_detector(state);
+        __atomic_fetch_add(&state->runs, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&state->running, 0, __ATOMIC_RELEASE);
+        return RKNN_SUCC;
+    }
     if (state->io_mem_input)
         read_input_mem(state);
     long sum = 0;
@@ -1136,7 +1319,7 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
     context_state *state = lookup(context);
     if (!state)
         return RKNN_ERR_CTX_INVALID;
-    if (!outputs || n_outputs == 0 || n_outputs > N_OUTPUTS)
+    if (!outputs || n_outputs == 0 || n_outputs > N_OUTPUTS || state->det.h)
         return RKNN_ERR_OUTPUT_INVALID;
     /* check everything first, so that a failed call allocates nothing */
     for (uint32_t i = 0; i < n_outputs; i++) {
@@ -1243,8 +1426,10 @@ static rknn_tensor_mem *mems[MAX_MEMS];
 EXPORT int double_live_mems(void)
 {
     int n = 0;
+    pthread_mutex_lock(&table_lock);
     for (int i = 0; i < MAX_MEMS; i++)
         n += mems[i] != NULL;
+    pthread_mutex_unlock(&table_lock);
     return n;
 }
 
@@ -1252,28 +1437,39 @@ EXPORT int double_live_mems(void)
 static rknn_tensor_mem *mem_holding(const void *bytes, uint32_t size)
 {
     const char *start = bytes;
-    for (int i = 0; i < MAX_MEMS; i++) {
+    rknn_tensor_mem *found = NULL;
+    pthread_mutex_lock(&table_lock);
+    for (int i = 0; i < MAX_MEMS && !found; i++) {
         const char *virt = mems[i] ? mems[i]->virt_addr : NULL;
         if (virt && mems[i]->flags == MEM_ALLOC_INSIDE && start >= virt &&
             (uint64_t)(start - virt) + size <= mems[i]->size)
-            return mems[i];
+            found = mems[i];
     }
-    return NULL;
+    pthread_mutex_unlock(&table_lock);
+    return found;
 }
 
 static int mem_slot(const rknn_tensor_mem *mem)
 {
-    for (int i = 0; i < MAX_MEMS; i++)
+    int slot = -1;
+    pthread_mutex_lock(&table_lock);
+    for (int i = 0; i < MAX_MEMS && slot < 0; i++)
         if (mem && mems[i] == mem)
-            return i;
-    return -1;
+            slot = i;
+    pthread_mutex_unlock(&table_lock);
+    return slot;
 }
 
 static rknn_tensor_mem *track_mem(rknn_tensor_mem *mem)
 {
+    pthread_mutex_lock(&table_lock);
     for (int i = 0; i < MAX_MEMS; i++)
-        if (!mems[i])
-            return mems[i] = mem;
+        if (!mems[i]) {
+            mems[i] = mem;
+            pthread_mutex_unlock(&table_lock);
+            return mem;
+        }
+    pthread_mutex_unlock(&table_lock);
     free(mem);
     return NULL;
 }
@@ -1402,7 +1598,9 @@ EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
         close(mem->fd);
     }
     free(mem);
+    pthread_mutex_lock(&table_lock);
     mems[slot] = NULL;
+    pthread_mutex_unlock(&table_lock);
     return RKNN_SUCC;
 }
 
@@ -1453,6 +1651,30 @@ EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tens
         return RKNN_ERR_CTX_INVALID;
     if (!attr || mem_slot(mem) < 0)
         return RKNN_ERR_PARAM_INVALID;
+    if (state->det.h) { /* the fake detector: its layouts, sized as the bound attr says */
+        const detector_model *det = &state->det;
+        uint64_t pixels = (uint64_t)det->h * det->w;
+        if (strcmp(attr->name, "x") == 0) {
+            uint64_t stride = attr->w_stride ? attr->w_stride : det->w;
+            if ((attr->type != T_INT8 && attr->type != T_UINT8) || attr->fmt != F_NHWC ||
+                stride < det->w || mem->size < det->h * stride * 3)
+                return RKNN_ERR_PARAM_INVALID;
+            state->io_mem_input = mem;
+            state->io_attr_input = *attr;
+            return RKNN_SUCC;
+        }
+        if (strcmp(attr->name, "prob") != 0 || attr->type != T_INT8)
+            return RKNN_ERR_PARAM_INVALID;
+        int blocked = attr->fmt == F_NC1HWC2;
+        if (blocked && (attr->n_dims != 5 || attr->dims[4] != det->c2))
+            return RKNN_ERR_PARAM_INVALID;
+        if ((!blocked && attr->fmt != F_NCHW && attr->fmt != F_NHWC) ||
+            mem->size < pixels * (blocked ? det->c2 : 1))
+            return RKNN_ERR_PARAM_INVALID;
+        state->io_mem_output[0] = mem;
+        state->io_attr_output[0] = *attr;
+        return RKNN_SUCC;
+    }
     /* The tensor is found by name.  The double moves int8 (and uint8 input)
      * only, laid out as the attr says; a mem too small for that is refused
      * (the real runtime only warns, and then writes past its end). */
