@@ -16,7 +16,7 @@ Rule: everything on the CPU side is real, only the NPU is modeled.
 - Modeled NPU.  rknn_run blocks for a time computed from the compiler report
   (rknnlab.sim.npu), on a process-wide NPU with the SoC's cores.  Output values
   come from the model's ONNX twin run with onnxruntime (mobilenet_v2, yolov5n,
-  digits_cnn), or from a deterministic stand-in that changes with the input
+  digits_cnn, ppocr_det), or from a deterministic stand-in that changes with the input
   but means nothing (yolov5s, yolov5s_relu, yolov5m, resnet50): see
   rknnlab.sim.outputs.
 
@@ -36,13 +36,15 @@ Modeled as well (each a listed assumption below where the documents are silent):
 - Dynamic shapes (a model built with dynamic_input): RKNN_QUERY_INPUT_DYNAMIC_RANGE,
   rknn_set_input_shapes, the CURRENT_* attrs, each shape's own plan and time.
 - Mems remember CACHEABLE / NON_CACHEABLE; memory stays coherent (A11) and the
-  CPU cost of uncached memory is modeled in rknnlab.profile.cpu.
+  CPU cost of uncached memory is modeled in rknnlab.profile.cpu, except for a
+  context made with a DISABLE_FLUSH flag: its cacheable bound mems go stale
+  until rknn_mem_sync (rknnlab.sim.cache, A60).
 
 What the simulator does not reproduce (limitations, not claims about a board):
 the onnxruntime session and the small output cache add to the process's RSS
 at the first run of a model (take memory baselines after one run); a run
 whose values take longer to compute than the modeled time (an uncached input
-of a twin model) lasts as long as computing; CUSTOM_STRING, asynchronous runs,
+of a twin model) lasts as long as computing, unless values are replayed (below); CUSTOM_STRING, asynchronous runs,
 fences and GPU fallback are not modeled (their flags and queries are refused
 with an error saying so, never ignored), nor are weights in SRAM (the older
 SRAM note's environment variables).
@@ -54,8 +56,20 @@ Modules: memory (libc heap, memfd DMA buffers), layout (formats, quantization,
 normalisation), npu (timing per layer, cores), perf (the PERF_DETAIL text),
 outputs (values), model (course models by sha256), mems (rknn_tensor_mem),
 internal (a run's state in a caller's internal mem), weightprint (whether a
-caller's weight mem still holds the weights), sram (NPU SRAM), shapes
+caller's weight mem still holds the weights), cache (stale caches under the
+DISABLE_FLUSH flags), sram (NPU SRAM), shapes
 (dynamic-shape dims), context (per-context state), runtime (the API).
+
+Timing runs: ``with rknnlab.sim.values_replayed(): ...`` makes every twin
+model write the outputs it computed last instead of running onnxruntime
+(process-wide, every thread; blocks nest).  An onnxruntime inference on the
+PC can last longer than the modeled NPU run (ppocr_det at 480x480: about
+27 ms on two threads, against a few ms modeled), and it would then set the
+run's wall time.  Inside the block rknn_run lasts its modeled time, so a
+pipeline's frame rate measures the modeled NPU and the pipeline's own CPU
+work.  Only the output values change: timing, memory, the DMA account and
+every API call stay as they are.  This is a tool for measuring, not a claim
+about a board (no assumption): on a board the values are always real.
 
 ``modeled_run_ms(model, soc, core_mask)`` gives a run's modeled time from the
 report alone: the time rknn_run blocks for (and RKNN_QUERY_PERF_RUN reports).
@@ -72,6 +86,7 @@ from typing import List, Sequence, Tuple
 from .. import models
 from ..rknn import abi
 from . import npu
+from .outputs import values_replayed
 from .runtime import SimRuntime
 
 #: (id, what the simulator assumes, how a board owner checks it)
@@ -141,12 +156,13 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "query MEM_SIZE right after rknn_init and again after the first rknn_run: the difference "
      "against the sum of the native size_with_stride of all inputs and outputs (each rounded up "
      "to 4 KiB) says when the io buffers are allocated."),
-    ("A11", "Memory is coherent: rknn_mem_sync only validates its arguments. Rockchip's sources do "
+    ("A11", "Memory is coherent unless a context was made with a DISABLE_FLUSH flag (A60): "
+            "otherwise rknn_mem_sync only validates its arguments. Rockchip's sources do "
             "not settle when a board needs it: the comments of the init flags "
             "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE imply that the runtime "
             "flushes inputs and invalidates outputs around rknn_run by default; the API reference "
             "says cacheable memory shared by the CPU and the NPU needs rknn_mem_sync; none of "
-            "Rockchip's demos call it (the simulator refuses those two flags).",
+            "Rockchip's demos call it.",
      "init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, write an input through a cacheable mem "
      "and run with and without RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs (then the same "
      "without the flag)."),
@@ -418,8 +434,9 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "maintainer, says they move data between the CPU and the NPU)."),
     ("A47", "MacUsage = a layer's MACs on a core / (its time x MACs per cycle x NPU clock), with "
             "1024 MACs per cycle and core on rk3588 and rk3576, 512 on rk3568, rk3566 and rk3562: "
-            "the densest layers of every shipped compiler report get exactly MACs / 1024 (or / 512) "
-            "NPU cycles, and on rk3588 the formula reproduces a public board's MacUsage (a 3x3 "
+            "the densest layers of every shipped compiler report but ppocr_det's get exactly "
+            "MACs / 1024 (or / 512) NPU cycles (ppocr_det's densest, ConvHardSwish layers, get "
+            "MACs / (75/76 of it)), and on rk3588 the formula reproduces a public board's MacUsage (a 3x3 "
             "conv of 1,061,683,200 MACs in 1612 us: 64.32 %). rk3566 has no report here and is "
             "taken as rk3568. A layer split over n cores shows its share (1/n of the MACs) on each.",
      "for a Conv row of RKNN_QUERY_PERF_DETAIL, compute MACs from its shapes and compare "
@@ -584,6 +601,31 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "create a mem with context A (rknn_create_mem(ctx_a, size)) and pass it to "
      "rknn_set_internal_mem, rknn_set_weight_mem and rknn_set_io_mem of a context B: read the "
      "return codes; if they are 0, run B, then rknn_destroy(A) and run B again (outputs, dmesg)."),
+    ("A60", "A context made with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE or "
+            "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE does no cache maintenance for the cacheable "
+            "mems bound to it with rknn_set_io_mem, so the CPU and the NPU see different bytes "
+            "until rknn_mem_sync (rknnlab.sim.cache). OUTPUT flag: after rknn_run, an output mem "
+            "bound with the native attr still shows the CPU (virt_addr, every numpy view of it, "
+            "rknn_outputs_get) what it held before, until rknn_mem_sync with "
+            "RKNN_MEMORY_SYNC_FROM_DEVICE or BIDIRECTIONAL. INPUT flag: the NPU reads what a bound "
+            "input mem held at its rknn_set_io_mem or its last rknn_mem_sync with TO_DEVICE or "
+            "BIDIRECTIONAL, not the CPU's later writes (rknn_inputs_set into it included); "
+            "FROM_DEVICE alone on such a mem drops those writes, as a cache invalidate may. "
+            "NON_CACHEABLE mems, the runtime's own io buffers, an output bound in another layout "
+            "(the CPU converts it) and contexts without the flags stay coherent (A11); a mem "
+            "imported from an fd the runtime did not allocate counts as cacheable. rknn_api.h's "
+            "comments on the two flags say only that the runtime then does not flush the inputs "
+            "or invalidate the outputs, that the caller must sync, and not to combine them with "
+            "rknn_inputs_set / rknn_outputs_get. A whole buffer goes stale at once: a "
+            "simplification, since a board shows stale cache lines (some bytes old, some new, "
+            "depending on what the caches held). Views of one buffer made with "
+            "rknn_create_mem_from_fd do not share this state.",
+     "on a board, rknn_init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, bind a cacheable "
+     "input mem, write frame 1, rknn_mem_sync TO_DEVICE, run; write frame 2 without a sync, "
+     "run, and compare the outputs with those of frame 1 and frame 2; then with "
+     "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE, run frame 1 then frame 2 into a cacheable "
+     "output mem and read it before and after rknn_mem_sync FROM_DEVICE (read the whole "
+     "buffer: a board may show part old, part new)."),
 ]
 
 
@@ -663,4 +705,4 @@ def _assumptions_text() -> str:
 
 __doc__ = f"{__doc__ or ''}\n{_assumptions_text()}\n"
 
-__all__ = ["SimRuntime", "ASSUMPTIONS", "assumptions_table", "modeled_run_ms"]
+__all__ = ["SimRuntime", "ASSUMPTIONS", "assumptions_table", "modeled_run_ms", "values_replayed"]

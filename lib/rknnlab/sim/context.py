@@ -69,6 +69,9 @@ class Binding:
     #: the tensor's logical (NCHW) shape when it was bound: a dynamic-shape model's
     #: binding holds only for that shape
     logical: Tuple[int, ...] = ()
+    #: the NPU uses the mem's device side, not what virt_addr shows: a cacheable mem
+    #: bound to a DISABLE_FLUSH context (rknnlab.sim.cache; ASSUMPTIONS A60)
+    stale: bool = False
 
 
 @dataclass(eq=False)

@@ -67,7 +67,8 @@ class Layout:
         where the format allows, else a copy (NC1HWC2)."""
         if self.fmt == abi.RKNN_TENSOR_NC1HWC2:
             n, c, h, w = self.logical
-            blocks = self._typed(raw).transpose(0, 1, 4, 2, 3)  # N, C1, C2, H, W
+            used = -(-c // self.buffer_shape[4])  # blocks past the channels hold only padding
+            blocks = self._typed(raw)[:, :used].transpose(0, 1, 4, 2, 3)  # N, C1, C2, H, W
             dense = np.empty((n, blocks.shape[1] * blocks.shape[2], h, w), self.dtype)
             dense.reshape(blocks.shape)[...] = blocks
             return dense[:, :c]

@@ -10,13 +10,16 @@ import ctypes
 import errno
 import itertools
 import threading
-from typing import Callable, Dict, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional
 
 import numpy as np
 
 from ..rknn import abi
 from .memory import PAGE_SIZE, DmaBuffer, heap_alloc, heap_free
 from .sram import SramBlock
+
+if TYPE_CHECKING:
+    from .cache import DeviceSide
 
 MEM_POINTER = ctypes.POINTER(abi.rknn_tensor_mem)
 #: attribute of the returned pointer objects that holds the mem's id
@@ -64,6 +67,8 @@ class TensorMem:
     (None: an imported mem whose allocator the runtime does not know).
     ``users`` counts runtime calls touching the bytes right now: a mem
     destroyed meanwhile is unmapped when the last of them is done.
+    ``device``: what the NPU sees of the bytes when a DISABLE_FLUSH context
+    lets the CPU's view go stale (rknnlab.sim.cache), else None.
     """
 
     def __init__(self, buffer: DmaBuffer, size: int, offset: int, ctx: int, imported: bool,
@@ -83,6 +88,8 @@ class TensorMem:
         self.sram_release: Optional[Callable[[], None]] = None
         self.users = 0
         self.dead = False
+        self.device: Optional["DeviceSide"] = None
+        self.device_lock = threading.Lock()
         self.struct_address = heap_alloc(ctypes.sizeof(abi.rknn_tensor_mem))
         self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
         struct = self.pointer.contents

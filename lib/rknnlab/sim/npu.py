@@ -53,8 +53,9 @@ class SocNpu:
 
 #: NPU cores (facts sheet section 3) and clocks (RK3588 1 GHz, facts sheet; the
 #: others are assumptions, ASSUMPTIONS A19).  MACs per cycle and core: the
-#: densest layers of every shipped report get exactly MACs / 1024 (rk3588,
-#: rk3576) or MACs / 512 (rk3568, rk3562) NPU cycles from the compiler, and
+#: densest layers of every shipped report but ppocr_det's (75/76 of the peak)
+#: get exactly MACs / 1024 (rk3588, rk3576) or MACs / 512 (rk3568, rk3562) NPU
+#: cycles from the compiler, and
 #: 1024 at 1 GHz reproduces a public RK3588 board's MacUsage column (A47;
 #: rk3566, with no report here, is taken as rk3568).
 SOCS: Dict[str, SocNpu] = {
@@ -78,12 +79,15 @@ RUN_OVERHEAD_S = 0.59207e-3
 #: (a depthwise Conv is a Conv/ConvClip there; activations appear fused:
 #: ConvRelu, ConvClip = ReLU6).  Not split: ConvExSwish (Conv fused with SiLU,
 #: 100 % on core 0 in a public RK3588 trace), MaxPool, Resize, Reshape, the
-#: Input/OutputOperator and any op not named here.
+#: Input/OutputOperator and any op not named here: ppocr_det's ConvHardSwish and
+#: ConvHardSigmoid (a Conv fused with an activation outside the list, as ConvExSwish),
+#: ConvTranspose, BatchNormalizationRelu, Mul and Sigmoid.
 SPLIT_OPS = frozenset({"Conv", "ConvClip", "ConvRelu", "ConvAdd", "ConvAddRelu", "ConvReluAdd",
                        "Add", "Concat"})
 #: Op types of the shipped reports that run on one core under every mask.
 UNSPLIT_OPS = frozenset({"ConvExSwish", "MaxPool", "Resize", "Reshape", "InputOperator",
-                         "OutputOperator"})
+                         "OutputOperator", "ConvHardSwish", "ConvHardSigmoid", "ConvTranspose",
+                         "BatchNormalizationRelu", "Mul", "Sigmoid"})
 #: A split layer on n cores runs 1 + this * (n - 1) times faster (A44): 1.3x on
 #: two cores, 1.6x on three (a public trace: Add and Concat 1.56-1.65x on three).
 SPLIT_GAIN_PER_EXTRA_CORE = 0.3

@@ -2,13 +2,14 @@
 
 Two sources, chosen per model by whether its fp32 ONNX twin is present:
 
-- :class:`TwinValues` (mobilenet_v2, yolov5n, digits_cnn): the native int8
+- :class:`TwinValues` (mobilenet_v2, yolov5n, digits_cnn, ppocr_det): the native int8
   input is dequantized, laid out NCHW and run through the twin with
   onnxruntime; the float outputs are quantized with each output's zp/scale
   into its native layout.  Values match the INT8 model up to quantization
   error (the twin is the network before INT8 conversion).  Results are cached
   on the exact input bytes, so a repeated input costs a fingerprint and a
-  memcmp instead of an inference.
+  memcmp instead of an inference.  Inside :func:`values_replayed` it skips the
+  inference and writes the outputs it computed last (timing runs).
 - :class:`StandInValues` (yolov5s, yolov5s_relu, yolov5m, resnet50: no twin
   shipped): a fixed pseudo-random int8 pattern per output (seeded by the model
   name), rotated by a checksum of all input bytes.  Deterministic, changes
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import threading
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -39,6 +41,35 @@ CACHE_ENTRIES = 4
 ONNX_THREADS = 2
 # bytes sampled (evenly spread) for the cheap fingerprint that precedes memcmp
 _FINGERPRINT_SAMPLES = 1024
+
+
+# how many values_replayed() blocks are open, in any thread
+_replaying = 0
+_replaying_lock = threading.Lock()
+
+
+@contextmanager
+def values_replayed() -> Iterator[None]:
+    """Inside this block, in every thread, a model whose outputs come from its ONNX
+    twin writes the outputs it computed last (for the last input it was given
+    outside a replay; the first time, it computes them) instead of running
+    onnxruntime.  Timing runs then measure the
+    modeled NPU and the caller's CPU work, not onnxruntime on this computer.  Only
+    the values change: timing, memory and every API call stay as they are.  Blocks
+    nest (and may overlap across threads): replay lasts until the last one closes."""
+    global _replaying
+    with _replaying_lock:
+        _replaying += 1
+    try:
+        yield
+    finally:
+        with _replaying_lock:
+            _replaying -= 1
+
+
+def replaying() -> bool:
+    """Whether a values_replayed() block is open."""
+    return _replaying > 0
 
 
 def _fingerprint(native_inputs: Sequence[np.ndarray]) -> Tuple[int, ...]:
@@ -64,6 +95,10 @@ class TwinValues:
     def compute(self, native_inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Native int8 output bytes (one uint8 array per output, native size)
         for the native input bytes given (one uint8 array per input)."""
+        if _replaying:
+            with self._cache_lock:
+                if self._cache:  # the outputs it computed last (values_replayed)
+                    return self._cache[0][2]
         fingerprint = _fingerprint(native_inputs)
         with self._cache_lock:
             for position, (cached_print, cached_inputs, outputs) in enumerate(self._cache):

@@ -58,8 +58,8 @@ def inputs_cut(layer: Mapping[str, Any]) -> bool:
     list was cut where the shapes cannot account for the layer: a Conv fused
     with an Add (input, weights, bias, addend) showing fewer than four, a
     Concat whose inputs' channels fall short of its output's, an Add showing
-    one.  This matches the shipped logs on every row but the rk3562 yolov5s
-    OutputOperators, whose hidden tensors nothing in the report reveals."""
+    one.  This matches the shipped logs on every row but the rk3562 OutputOperators
+    of yolov5s and ppocr_det, whose hidden tensors nothing in the report reveals."""
     shapes, op = layer["input_shapes"], layer["op"]
     if op.startswith("Conv") and "Add" in op[4:]:
         return len(shapes) < 4

@@ -31,6 +31,7 @@ import numpy as np
 from .. import models
 from ..rknn import abi, errors
 from ..rknn.runtime import MemPtr, ModelSource, Runtime
+from . import cache
 from .context import Binding, Context, ModelBytes, Weights
 from .layout import Layout, LayoutError, dequantize
 from .memory import DmaBuffer, array_at, heap_alloc, heap_free
@@ -51,7 +52,7 @@ _PRIORITY_BITS = abi.RKNN_FLAG_PRIOR_MEDIUM | abi.RKNN_FLAG_PRIOR_LOW
 _HONOURED_FLAGS = (_PRIORITY_BITS | abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE | abi.RKNN_FLAG_SHARE_WEIGHT_MEM
                    | abi.RKNN_FLAG_COLLECT_MODEL_INFO_ONLY | abi.RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE
                    | abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY | abi.RKNN_FLAG_COLLECT_PERF_MASK
-                   | abi.RKNN_FLAG_ENABLE_SRAM | abi.RKNN_FLAG_SHARE_SRAM)
+                   | abi.RKNN_FLAG_ENABLE_SRAM | abi.RKNN_FLAG_SHARE_SRAM | cache.DISABLE_FLUSH_FLAGS)
 _MEM_ALLOC_FLAGS = (abi.RKNN_FLAG_MEMORY_CACHEABLE | abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
                     | abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM | abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
 
@@ -823,10 +824,10 @@ class SimRuntime(Runtime):
         """The native bytes the NPU reads for one input."""
         nbytes = spec.native.nbytes
         if binding is not None and binding.zero_copy:
-            return binding.mem.data(nbytes)
+            return _npu_bytes(binding, nbytes)
         staging = context.staging(False, spec.index).array(nbytes)
         if binding is not None:  # the NPU's input stage converts the bound mem's layout/type
-            raw = binding.layout.read(binding.mem.data(binding.layout.nbytes))
+            raw = binding.layout.read(_npu_bytes(binding, binding.layout.nbytes))
             if binding.layout.rknn_type == abi.RKNN_TENSOR_INT8:  # already quantized: layout only
                 spec.native.write(raw, staging)
             else:
@@ -837,7 +838,10 @@ class SimRuntime(Runtime):
                       binding: Optional[Binding]) -> None:
         nbytes = spec.native.nbytes
         if binding is not None and binding.zero_copy:
-            binding.mem.data(nbytes)[:] = native
+            if binding.stale:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
+                binding.mem.device.npu_write(native)
+            else:
+                binding.mem.data(nbytes)[:] = native
             return
         context.staging(True, spec.index).array(nbytes)[:] = native
         if binding is not None:  # converted after the run, on the CPU
@@ -1006,8 +1010,9 @@ class SimRuntime(Runtime):
 
     def create_mem2(self, ctx: int, size: int, alloc_flags: int) -> MemPtr:
         """rknn_create_mem2: the mem remembers CACHEABLE/NON_CACHEABLE
-        (TensorMem.cacheable; memory stays coherent here, ASSUMPTIONS A11, and
-        the CPU cost of uncached memory is modeled in rknnlab.profile.cpu);
+        (TensorMem.cacheable; memory stays coherent here, ASSUMPTIONS A11, unless
+        the context was made with a DISABLE_FLUSH flag, A60; the CPU cost of
+        uncached memory is modeled in rknnlab.profile.cpu);
         TRY_ALLOC_SRAM puts as much of the mem as the free NPU SRAM holds in it
         (its first pages), the rest in DDR (ASSUMPTIONS A29);
         RKNN_MEM_FLAG_ALLOC_NO_CONTEXT allows ctx 0 (then no context counts it)."""
@@ -1152,7 +1157,20 @@ class SimRuntime(Runtime):
                              f"{name}: the mem has {_available_text(record)}, the tensor needs "
                              f"{layout.nbytes:,} B ({_tensor_kind(attr.type, attr.fmt, len(spec.logical))}). "
                              + _bound_size_rule(layout, layout == spec.native, is_output))
-            binding = Binding(record, layout, zero_copy=layout == spec.native, logical=tuple(spec.logical))
+            zero_copy = layout == spec.native
+            flush_flag = (abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE if is_output
+                          else abi.RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE)
+            # the NPU reads every bound input in place, and writes an output bound with the native
+            # attr in place (another layout is converted into the mem by the CPU, which sees it)
+            stale = cache.goes_stale(context.flags, flush_flag, record) and (zero_copy or not is_output)
+            with self._pinned([record], fn):
+                if not stale:  # a coherent binding: the NPU and the CPU see the same bytes
+                    record.device = None
+                elif not is_output:  # binding cleans the CPU's input bytes into memory (A60)
+                    cache.device_side(record).to_device(record.data(record.available))
+                else:
+                    cache.device_side(record)
+            binding = Binding(record, layout, zero_copy=zero_copy, logical=tuple(spec.logical), stale=stale)
             with self._lock:
                 self._check_alive(context, fn)
                 if record.dead:
@@ -1217,14 +1235,18 @@ class SimRuntime(Runtime):
         return 0
 
     def mem_sync(self, ctx: int, mem: MemPtr, mode: int) -> int:
-        """rknn_mem_sync: validated, otherwise nothing to do (simulated memory is
-        coherent: ASSUMPTIONS A11)."""
+        """rknn_mem_sync: simulated memory is coherent (ASSUMPTIONS A11), so it only
+        validates its arguments, except for a cacheable mem bound to a context made with
+        a DISABLE_FLUSH flag: FROM_DEVICE shows the CPU what the NPU wrote, TO_DEVICE
+        gives the NPU what the CPU wrote, BIDIRECTIONAL both (rknnlab.sim.cache, A60)."""
         fn = "rknn_mem_sync"
         with self._using(ctx, fn, exclusive=False):
-            self._mem(mem, fn)
+            record = self._mem(mem, fn)
             if mode not in abi.MEM_SYNC_NAMES:
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"mode {mode}: use RKNN_MEMORY_SYNC_TO_DEVICE (1), FROM_DEVICE (2) or BIDIRECTIONAL (3)")
+            with self._pinned([record], fn):
+                cache.sync(record, mode)
         return 0
 
 
@@ -1329,6 +1351,12 @@ class _ModelSource:
             heap_free(self._heap)
             self._heap = 0
         self._keep = None
+
+
+def _npu_bytes(binding: Binding, nbytes: int) -> np.ndarray:
+    """The first ``nbytes`` of a bound input mem as the NPU reads them: its device
+    side when the CPU's writes may not have reached memory (ASSUMPTIONS A60)."""
+    return binding.mem.device.npu_read(nbytes) if binding.stale else binding.mem.data(nbytes)
 
 
 def _write_output(spec: TensorSpec, native: np.ndarray, layout: Layout, target: np.ndarray) -> None:

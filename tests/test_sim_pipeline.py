@@ -1,0 +1,236 @@
+"""Simulator: what chapter 6's video pipeline relies on.
+
+Stale caches under the DISABLE_FLUSH init flags (rknnlab.sim.cache, ASSUMPTIONS A60),
+replayed output values for timing runs (rknnlab.sim.values_replayed), and the
+pipeline's calls together on ppocr_det: dup_context, core masks per context,
+contexts on threads, native input and output mems, rknn_mem_sync."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rknnlab import models
+from rknnlab.rknn import abi, buffers
+from rknnlab.sim import ASSUMPTIONS, SimRuntime
+
+OUT_FLAG = abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE
+IN_FLAG = abi.RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE
+
+
+@pytest.fixture
+def rt():
+    runtime = SimRuntime("rk3588")
+    yield runtime
+    runtime.close()
+
+
+def _path(name: str, soc: str = "rk3588") -> str:
+    return str(models.model_path(name, soc))
+
+
+def _attr(rt: SimRuntime, ctx: int, cmd: int, index: int = 0) -> abi.rknn_tensor_attr:
+    return rt.query(ctx, cmd, abi.rknn_tensor_attr(index=index))
+
+
+def _frames(n: int, nbytes: int) -> list:
+    """``n`` different native input frames for digits_cnn (quantized bytes)."""
+    rng = np.random.default_rng(6)
+    return [rng.integers(0, 256, nbytes, dtype=np.uint8) for _ in range(n)]
+
+
+class _Bound:
+    """A digits_cnn context with a native input mem and a native output mem bound."""
+
+    def __init__(self, rt: SimRuntime, flag: int = 0, alloc: int = abi.RKNN_FLAG_MEMORY_CACHEABLE) -> None:
+        self.rt = rt
+        self.ctx = rt.init(_path("digits_cnn"), flag)
+        in_attr = _attr(rt, self.ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+        out_attr = _attr(rt, self.ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+        self.in_mem = rt.create_mem2(self.ctx, in_attr.size_with_stride, alloc)
+        self.out_mem = rt.create_mem2(self.ctx, out_attr.size_with_stride, alloc)
+        self.in_attr, self.out_attr = in_attr, out_attr
+        rt.set_io_mem(self.ctx, self.in_mem, in_attr)
+        rt.set_io_mem(self.ctx, self.out_mem, out_attr)
+
+    def write(self, frame: np.ndarray) -> None:
+        buffers.mem_view(self.in_mem)[:frame.size] = frame
+
+    def output(self) -> np.ndarray:
+        """What the CPU reads through virt_addr now."""
+        return buffers.mem_view(self.out_mem)[:self.out_attr.size_with_stride].copy()
+
+    def sync(self, mem, mode: int) -> None:
+        self.rt.mem_sync(self.ctx, mem, mode)
+
+
+def _truth(rt: SimRuntime, frames) -> list:
+    """The output bytes of each frame on a coherent (flag 0) context."""
+    plain = _Bound(rt)
+    results = []
+    for frame in frames:
+        plain.write(frame)
+        rt.run(plain.ctx)
+        results.append(plain.output())
+    rt.destroy(plain.ctx)
+    assert not np.array_equal(results[0], results[1]), "the frames must give different outputs"
+    return results
+
+
+# ----------------------------------------------------------------- stale caches (A60)
+def test_output_flag_shows_the_cpu_last_frames_bytes_until_from_device(rt):
+    frames = _frames(3, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, OUT_FLAG)
+    before = bound.output()
+    bound.write(frames[0])
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), before)  # the run's bytes are not visible yet
+    bound.sync(bound.out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    np.testing.assert_array_equal(bound.output(), truth[0])
+    bound.write(frames[1])
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[0])  # last frame's bytes
+    bound.sync(bound.out_mem, abi.RKNN_MEMORY_SYNC_BIDIRECTIONAL)
+    np.testing.assert_array_equal(bound.output(), truth[1])
+
+
+def test_to_device_alone_does_not_show_the_outputs(rt):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, OUT_FLAG)
+    for frame in frames:
+        bound.write(frame)
+        rt.run(bound.ctx)
+        bound.sync(bound.out_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        assert not np.array_equal(bound.output(), truth[1])
+    bound.sync(bound.out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    np.testing.assert_array_equal(bound.output(), truth[1])
+
+
+def test_outputs_get_reads_the_stale_cpu_view_too(rt):
+    """rknn_api.h says not to combine the OUTPUT flag with rknn_outputs_get."""
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, OUT_FLAG)
+    for frame in frames:
+        bound.write(frame)
+        rt.run(bound.ctx)
+        bound.sync(bound.out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    bound.write(frames[0])
+    rt.run(bound.ctx)
+    out = abi.rknn_output(index=0, want_float=0)
+    rt.outputs_get(bound.ctx, [out])
+    got = buffers.output_view(out, np.uint8).copy()
+    rt.outputs_release(bound.ctx, [out])
+    np.testing.assert_array_equal(got, truth[1][:got.size])
+
+
+def test_input_flag_runs_on_what_the_last_to_device_sync_left(rt):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, IN_FLAG)
+    bound.write(frames[0])
+    bound.sync(bound.in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[0])
+    bound.write(frames[1])  # no sync: the NPU still reads frame 0
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[0])
+    bound.sync(bound.in_mem, abi.RKNN_MEMORY_SYNC_BIDIRECTIONAL)
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[1])
+    bound.write(frames[0])
+    bound.sync(bound.in_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)  # the wrong direction
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[1])
+
+
+def test_input_flag_takes_the_bytes_present_at_bind_time(rt):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    ctx = rt.init(_path("digits_cnn"), IN_FLAG)
+    attr = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    mem = rt.create_mem(ctx, attr.size_with_stride)
+    buffers.mem_view(mem)[:] = frames[1]
+    rt.set_io_mem(ctx, mem, attr)
+    rt.run(ctx)
+    out = abi.rknn_output(index=0, want_float=0)
+    rt.outputs_get(ctx, [out])  # the runtime's own output buffer: coherent
+    got = buffers.output_view(out, np.uint8).copy()
+    rt.outputs_release(ctx, [out])
+    np.testing.assert_array_equal(got, truth[1][:got.size])
+
+
+def test_inputs_set_into_a_stale_bound_input_does_not_reach_the_npu(rt):
+    """rknn_api.h says not to combine the INPUT flag with rknn_inputs_set."""
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, IN_FLAG)
+    bound.write(frames[0])
+    bound.sync(bound.in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+    rt.inputs_set(bound.ctx, [abi.rknn_input(index=0, buf=frames[1].ctypes.data, size=128,
+                                             pass_through=1)])
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[0])
+
+
+@pytest.mark.parametrize("flag,alloc", [
+    (0, abi.RKNN_FLAG_MEMORY_CACHEABLE),
+    (IN_FLAG | OUT_FLAG, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE),
+])
+def test_plain_contexts_and_non_cacheable_mems_stay_coherent(rt, flag, alloc):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, flag, alloc)
+    for frame, expected in zip(frames, truth):
+        bound.write(frame)
+        rt.run(bound.ctx)
+        np.testing.assert_array_equal(bound.output(), expected)
+
+
+def test_a_duplicated_context_keeps_the_flags(rt):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    first = _Bound(rt, OUT_FLAG)
+    dup = rt.dup_context(first.ctx)
+    out_attr = _attr(rt, dup, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+    in_attr = _attr(rt, dup, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    in_mem, out_mem = rt.create_mem(dup, 128), rt.create_mem(dup, out_attr.size_with_stride)
+    rt.set_io_mem(dup, in_mem, in_attr)
+    rt.set_io_mem(dup, out_mem, out_attr)
+    buffers.mem_view(in_mem)[:] = frames[0]
+    rt.run(dup)
+    assert not np.array_equal(buffers.mem_view(out_mem), truth[0])
+    rt.mem_sync(dup, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+    np.testing.assert_array_equal(buffers.mem_view(out_mem), truth[0])
+
+
+def test_rebinding_to_a_plain_context_is_coherent_again(rt):
+    frames = _frames(2, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt, OUT_FLAG)
+    shared = rt.create_mem2(0, bound.out_attr.size_with_stride, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)
+    rt.set_io_mem(bound.ctx, shared, bound.out_attr)
+    bound.write(frames[0])
+    rt.run(bound.ctx)  # the NPU's bytes for frame 0 wait for a FROM_DEVICE sync
+    plain = rt.init(_path("digits_cnn"))
+    rt.set_io_mem(plain, shared, _attr(rt, plain, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR))
+    rt.inputs_set(plain, [abi.rknn_input(index=0, buf=frames[1].ctypes.data, size=128, pass_through=1)])
+    rt.run(plain)
+    view = buffers.mem_view(shared)
+    np.testing.assert_array_equal(view, truth[1])
+    rt.mem_sync(plain, shared, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)  # nothing stale left to show
+    np.testing.assert_array_equal(view, truth[1])
+    rt.destroy_mem(0, shared)
+
+
+def test_the_cache_assumption_is_listed_with_a_board_check():
+    by_id = {key: (text, check) for key, text, check in ASSUMPTIONS}
+    stale = [key for key, (text, _) in by_id.items() if "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE" in text
+             and "rknn_set_io_mem" in text]
+    assert len(stale) == 1
+    text, check = by_id[stale[0]]
+    assert "FROM_DEVICE" in text and "TO_DEVICE" in text and "NON_CACHEABLE" in text
+    assert "board" in check and "DISABLE_FLUSH_INPUT_MEM_CACHE" in check
+    assert by_id["A11"][0].startswith("Memory is coherent unless a context was made with a DISABLE_FLUSH flag")
+    assert "refuses those two flags" not in by_id["A11"][0]
