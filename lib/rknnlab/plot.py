@@ -1336,3 +1336,207 @@ def alloc_cache_choice(tables: Dict[str, Any], ax=None):
     source = _source_of(next(iter(tables.values()))) if tables else "no tables"
     _alloc_title(ax, "Cacheable or not: the CPU's cost per frame (hatched: MODELED)", source, 100)
     return fig
+
+
+# --------------------------------------------------------------------------- chapter 6: the video pipeline
+#: one colour and hatch per pipeline stage (rknnlab.pipeline.run.STAGES), fixed across figures
+_PIPELINE_STAGES = {"convert": ("C0", ""), "input": ("C1", "//"), "run": ("C2", ""),
+                    "output": ("C3", ".."), "post": ("C4", "xx")}
+
+
+def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Optional[Sequence[str]] = None,
+                    ax=None):
+    """A few frames (rknnlab.pipeline.Nv12Frame, or RGB arrays) side by side, each with
+    its boxes: ``boxes`` one list of Box per frame (the NPU's int8 path: solid orange),
+    or a PipelineRun (its boxes of frames 0..n-1 and its source); ``reference`` the
+    same from the fp32 twin (dashed blue), or None.  ``source`` names where the boxes
+    come from when ``boxes`` is a list.  ``ax``: a sequence of axes, one per frame."""
+    _, plt = _plt()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+    if hasattr(boxes, "boxes") and hasattr(boxes, "source"):
+        source = source or boxes.source
+        boxes = boxes.boxes
+        if boxes is None:
+            raise ValueError("this PipelineRun kept no boxes (run it with keep_boxes=True)")
+    frames = list(frames)
+    if len(boxes) < len(frames) or (reference is not None and len(reference) < len(frames)):
+        raise ValueError(f"{len(frames)} frames, {len(boxes)} box lists"
+                         + (f", {len(reference)} reference lists" if reference is not None else "")
+                         + ": give one list of boxes per frame")
+    if ax is None:
+        cols = max(len(frames), 1)
+        fig, axes = plt.subplots(1, cols, figsize=(3.4 * cols, 2.9), layout="constrained", squeeze=False)
+        axes = list(axes[0])
+    else:
+        axes = list(ax) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+        if len(axes) < len(frames):
+            raise ValueError(f"{len(frames)} frames need {len(frames)} axes, got {len(axes)}")
+        fig = axes[0].figure
+    for k, (frame, a) in enumerate(zip(frames, axes)):
+        if hasattr(frame, "y") and hasattr(frame, "uv"):
+            from .pipeline.frames import nv12_to_rgb
+            image = nv12_to_rgb(frame)
+            label = f"frame {getattr(frame, 'index', k)}"
+        else:
+            image = np.asarray(frame)
+            label = f"frame {k}"
+        a.imshow(image, interpolation="nearest")
+        pairs = [(boxes[k], "C1", "-", 1.6)]
+        if reference is not None:
+            pairs.append((reference[k], "C0", "--", 1.2))
+        for found, colour, style, width in pairs:
+            for b in found:
+                a.add_patch(Rectangle((b.x0, b.y0), b.x1 - b.x0, b.y1 - b.y0, fill=False, edgecolor=colour,
+                                      linestyle=style, linewidth=width))
+        counts = f"{len(boxes[k])} boxes" + (f", fp32 {len(reference[k])}" if reference is not None else "")
+        a.set_title(titles[k] if titles is not None else f"{label}: {counts}", fontsize=9, loc="left")
+        a.set_xticks([])
+        a.set_yticks([])
+    handles = [Line2D([], [], color="C1", linestyle="-", label="NPU path (int8)")]
+    if reference is not None:
+        handles.append(Line2D([], [], color="C0", linestyle="--", label="fp32 twin (onnxruntime)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
+    if source:
+        fig.suptitle(_wrap(f"Text boxes found by the pipeline — {source}", 130), fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
+    """The stages of each frame over time, one lane per worker (its core mask in the
+    label), one colour per stage (convert, input, run, output, post), frame numbers on
+    the run bars.  ``run``: a rknnlab.pipeline.PipelineRun; ``frames=(first, last)``
+    limits the window (default: the first 8 frames)."""
+    fig, ax = _new(ax, figsize=(9.5, 1.6 + 0.55 * max(run.workers, 1)))
+    from .pipeline.run import STAGES, mask_name
+    df = run.gantt()
+    first, last = frames if frames is not None else (0, min(run.n_frames, 8) - 1)
+    df = df[(df["frame"] >= first) & (df["frame"] <= last)]
+    if not len(df):
+        raise ValueError(f"no frames {first}..{last} in this run ({run.n_frames} frames)")
+    origin = float(df["start_ms"].min())
+    for stage in STAGES:
+        colour, hatch = _PIPELINE_STAGES[stage]
+        s = df[df["stage"] == stage]
+        ax.barh(s["worker"].to_numpy(), (s["end_ms"] - s["start_ms"]).to_numpy(float),
+                left=(s["start_ms"] - origin).to_numpy(float), height=0.6, color=colour, hatch=hatch,
+                edgecolor="black", linewidth=0.3, label=stage, gid=f"stage:{stage}")
+    for _, r in df[df["stage"] == "run"].iterrows():
+        ax.text((r["start_ms"] + r["end_ms"]) / 2 - origin, r["worker"], str(int(r["frame"])),
+                ha="center", va="center", fontsize=7, color="white")
+    lanes = range(run.workers)
+    ax.set_yticks(list(lanes), [f"worker {w} ({mask_name(run.masks[w])})" for w in lanes], fontsize=8)
+    ax.set_ylim(run.workers - 0.4, -0.6)
+    ax.set_xlabel(f"time since frame {first} started (ms); numbers: frame on the NPU")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="stage", title_fontsize=8)
+    _alloc_title(ax, f"{run.mode}, {run.workers} worker{'s' if run.workers != 1 else ''}: "
+                     f"the stages of frames {first}-{last}", run.source, 110)
+    return fig
+
+
+def pipeline_scaling(table, ax=None):
+    """Two panels of rknnlab.pipeline.scaling, one bar per configuration: frames per
+    second (left) and latency (right: median, whisker to the 95th percentile).  The
+    host's CPU count from attrs goes under the title."""
+    _, plt = _plt()
+    if ax is None:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.6), layout="constrained", sharey=True)
+    else:
+        if len(ax) != 2:
+            raise ValueError(f"ax: a pair of axes, not {len(ax)}")
+        left, right = ax
+        fig = left.figure
+    y = np.arange(len(table))
+    colours = [f"C{i}" for i in range(len(table))]
+    fps = table["fps"].to_numpy(float)
+    left.barh(y, fps, color=colours, edgecolor="white")
+    for yi, f, s in zip(y, fps, table["speedup"].to_numpy(float)):
+        left.annotate(f"{f:,.0f} /s ({s:.2f}x)", (f, yi), textcoords="offset points", xytext=(3, 0),
+                      va="center", fontsize=8)
+    left.set_yticks(y, list(table["config"]), fontsize=8)
+    left.invert_yaxis()
+    left.set_xlim(0, float(np.nanmax(fps)) * 1.35)
+    left.set_xlabel("frames per second")
+    left.grid(True, axis="x", alpha=0.3)
+    med = table["latency_median_ms"].to_numpy(float)
+    p95 = table["latency_p95_ms"].to_numpy(float)
+    right.barh(y, med, xerr=np.vstack([np.zeros_like(med), p95 - med]), capsize=3, color=colours,
+               edgecolor="white")
+    right.set_xlabel("latency, frame available to boxes (ms; whisker: 95th percentile)")
+    right.grid(True, axis="x", alpha=0.3)
+    note = table.attrs.get("note", "")
+    fig.suptitle(f"Workers and NPU cores: throughput and latency\n{_wrap(_source_of(table), 120)}"
+                 + (f"\n{_wrap(note, 120)}" if note else ""), fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def pipeline_steady(result, ax=None):
+    """Three panels of a rknnlab.pipeline.steady_state result over the frames: RSS, the
+    malloc heap in use and the runtime's DMA total, one line per variant (clean solid,
+    planted dashed), each relative to its first reading; the legend carries each
+    variant's heap rise inside a frame and its verdicts."""
+    _, plt = _plt()
+    panels = (("rss_bytes", "rss", "RSS (KiB, from the first reading)"),
+              ("heap_bytes", "heap", "malloc heap in use (KiB)"),
+              ("dma_bytes", "dma", "runtime DMA total (KiB)"))
+    if ax is None:
+        fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.6), layout="constrained", sharex=True)
+    else:
+        if len(ax) != 3:
+            raise ValueError(f"ax: three axes, not {len(ax)}")
+        axes = list(ax)
+        fig = axes[0].figure
+    for i, v in enumerate(result.variants):
+        s = result.series[v]
+        x = np.asarray(s["iteration"], float)
+        rise = (result.heap_rise.get(v) or {}).get("per_frame_median_bytes", math.nan)
+        for a, (column, key, label) in zip(axes, panels):
+            y = np.asarray([np.nan if val is None else val for val in s[column]], float)
+            ok = ~np.isnan(y)
+            if not ok.any():
+                continue
+            verdict = result.verdicts[v][key]["verdict"]
+            a.plot(x[ok], (y[ok] - y[ok][0]) / 1024, linewidth=1.2, **_style(i),
+                   label=f"{v}: {verdict}" + (f"; {rise / 1024:,.0f} KiB per frame" if key == "heap" else ""))
+            a.set_title(label, fontsize=9, loc="left")
+    for a in axes:
+        a.set_xlabel("frame")
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=7, loc="best")
+    frames = result.meta.get("frames", "?")
+    fig.suptitle(f"{frames:,} frames: is memory flat?  (heap legend: the heap's rise inside a frame)\n"
+                 f"{_wrap(result.source, 130)}" if isinstance(frames, int) else _wrap(result.source, 130),
+                 fontsize=10, x=0.01, ha="left")
+    return fig
+
+
+def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: str = "rk3588", ax=None):
+    """Weights against internal (activation) memory per model, from the compiler
+    reports (total_weight_size, total_internal_size; no run): paired bars in MiB on a
+    log axis, each labelled with its bytes and the ratio internal / weights."""
+    from . import models as course_models
+    fig, ax = _new(ax, figsize=(8.0, 3.8))
+    reports = [course_models.load_report(m, soc) for m in models]
+    x = np.arange(len(reports))
+    width = 0.38
+    weights = np.array([r.total_weight_size for r in reports], float)
+    internal = np.array([r.total_internal_size for r in reports], float)
+    ax.bar(x - width / 2, weights / 2 ** 20, width, color="C0", label="weights (total_weight_size)")
+    ax.bar(x + width / 2, internal / 2 ** 20, width, color="C1", hatch="//", edgecolor="white",
+           label="internal (total_internal_size)")
+    for xi, w, n in zip(x, weights, internal):
+        ax.annotate(f"{w / 2 ** 20:,.2f} MiB", (xi - width / 2, w / 2 ** 20), textcoords="offset points",
+                    xytext=(0, 2), ha="center", fontsize=8)
+        ax.annotate(f"{n / 2 ** 20:,.2f} MiB", (xi + width / 2, n / 2 ** 20), textcoords="offset points",
+                    xytext=(0, 2), ha="center", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(x, [f"{r.model}\ninternal / weights = {n / w:.2g}x" for r, w, n in zip(reports, weights, internal)],
+                  fontsize=8)
+    ax.set_ylabel("MiB (log scale)")
+    ax.grid(True, axis="y", which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    toolkits = sorted({str(r.data.get("toolkit_version", "?")) for r in reports})
+    _title(ax, "Weights vs internal memory: the opposite balance",
+           f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}), no run")
+    return fig
