@@ -35,6 +35,11 @@ class ReportError(ValueError):
     """A compiler report that is missing, unreadable or not of our schema."""
 
 
+#: names the compiler gives the scratch buffers it adds for one layer (rk3588's Concat and
+#: rk3568/rk3562's OutputOperator in ppocr_det); no ONNX node outputs them
+SCRATCH = re.compile(r"_exSecondary\d*$")
+
+
 @dataclass(frozen=True)
 class Lifetime:
     """One activation tensor's place in the internal buffer and the layers it lives across."""
@@ -130,7 +135,10 @@ class CompilerReport:
         for row in self.data["feature_tensors"]:
             name = row["tensor"]
             old = spans.get(name)
-            first = min(row["producer_layer_id"], old.first_layer) if old else row["producer_layer_id"]
+            # a compiler-made scratch buffer (`<tensor>_exSecondary`, `..._exSecondary0`): no
+            # layer writes it before its user, so it lives at its user's layer only
+            written = row["layer_id"] if SCRATCH.search(name) else row["producer_layer_id"]
+            first = min(written, old.first_layer) if old else written
             last = max(row["layer_id"], old.last_layer) if old else row["layer_id"]
             if old and (old.start, old.end) != (row["start"], row["end"]):
                 raise ReportError(f"{self.model}/{self.target}: tensor {name} has two places in the plan")

@@ -1,4 +1,4 @@
-"""Where the course's files are: the repository, its data/ and data/models/.
+"""Where the course's files are: the repository, its data/, data/models/ and data/frames/.
 
 The course models live at the top of the repository (data/models/), not inside the
 package. They are found, in this order:
@@ -88,4 +88,13 @@ def models_dir() -> Path:
     d = data_dir() / "models"
     if not d.is_dir():
         raise DataNotFoundError(f"{d} does not exist (no course models there). " + _hint())
+    return d
+
+
+def frames_dir() -> Path:
+    """data/frames: the real images chapter 6's camera sequence is made from (PNG; see
+    its README for origin and licence)."""
+    d = data_dir() / "frames"
+    if not d.is_dir():
+        raise DataNotFoundError(f"{d} does not exist (no frames there). " + _hint())
     return d

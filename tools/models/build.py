@@ -20,6 +20,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -578,6 +579,13 @@ def _add_producers(features: list[dict[str, Any]], layers: list[dict[str, Any]],
 
     for row in features:
         first = first_use[row["tensor"]]
+        if re.search(r"_exSecondary\d*$", row["tensor"]) and row["tensor"] not in node_by_output:
+            # a scratch buffer the compiler made up for one layer (ppocr_det: its Concat's
+            # 96-channel buffer, the OutputOperator's layout conversion on rk3568/rk3562); no
+            # earlier layer writes it: the layer before its user stands in, and
+            # rknnlab.models.CompilerReport.lifetimes() lets it live at its user only
+            row["producer_layer_id"] = first - 1
+            continue
         producer = from_graph(row["tensor"])
         if producer is None or producer >= first or row["orig_shape"] not in by_id[producer]["output_shapes"]:
             candidates = [lid for lid in sorted(by_id)
