@@ -167,8 +167,29 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     q = int8_threshold(thresh, zp, scale)
     if dequantize(q, zp, scale) < thresh:
         return []  # no int8 value reaches the threshold
-    h, w = out.shape
-    mask = out >= q
+    # the component sums stay in int8 units: the score dequantises one mean per component
+    return _boxes(out, out >= q, lambda mean: (mean - zp) * scale, letterbox, box_thresh,
+                  unclip_ratio, min_size)
+
+
+def find_boxes_float(prob: np.ndarray, letterbox: Optional["Letterbox"] = None,
+                     thresh: float = 0.3, box_thresh: float = 0.5, unclip_ratio: float = 1.6,
+                     min_size: int = 3) -> List[Box]:
+    """The same boxes as :func:`find_boxes`, from a float probability map.
+
+    This is the usual route: the whole map dequantised (or the fp32 model's own output),
+    then ``prob >= thresh``. :func:`reference_boxes` uses it on the fp32 twin's output.
+    """
+    prob = np.asarray(prob)
+    if prob.ndim != 2 or prob.dtype.kind != "f":
+        raise ValueError(f"prob must be an H x W float array, got {prob.dtype} {prob.shape}")
+    return _boxes(prob, prob >= thresh, lambda mean: mean, letterbox, box_thresh,
+                  unclip_ratio, min_size)
+
+
+def _boxes(values_map: np.ndarray, mask: np.ndarray, to_prob, letterbox: Optional["Letterbox"],
+           box_thresh: float, unclip_ratio: float, min_size: int) -> List[Box]:
+    h, w = mask.shape
     rows, starts, ends = _runs(mask)
     if rows.size == 0:
         return []
@@ -178,8 +199,9 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     lengths = ends - starts
     area = np.bincount(label, weights=lengths, minlength=k)
     # the masked values in row-major order are the runs one after another, so one
-    # reduceat sums each run; int64 so a large component cannot overflow
-    values = out[mask].astype(np.int64)
+    # reduceat sums each run; int64 (float64) so a large component cannot overflow
+    values = values_map[mask]
+    values = values.astype(np.int64 if values.dtype.kind in "iu" else np.float64)
     offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     sums = np.bincount(label, weights=np.add.reduceat(values, offsets), minlength=k)
     x0 = np.full(k, w, np.int64)
@@ -193,7 +215,7 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
 
     # filter and grow with array steps: a noisy map has thousands of tiny components
     bw, bh = (x1 - x0).astype(np.float64), (y1 - y0).astype(np.float64)
-    score = (sums / area - zp) * scale  # dequantise one mean per component
+    score = to_prob(sums / area)
     keep = (np.minimum(bw, bh) >= min_size) & (score >= box_thresh)
     bw, bh, score = bw[keep], bh[keep], score[keep]
     d = bw * bh * unclip_ratio / (2.0 * (bw + bh))
