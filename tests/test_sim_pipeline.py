@@ -6,12 +6,15 @@ pipeline's calls together on ppocr_det: dup_context, core masks per context,
 contexts on threads, native input and output mems, rknn_mem_sync."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from rknnlab import models
 from rknnlab.rknn import abi, buffers
-from rknnlab.sim import ASSUMPTIONS, SimRuntime
+from rknnlab.sim import ASSUMPTIONS, SimRuntime, values_replayed
+from rknnlab.sim.outputs import replaying
 
 OUT_FLAG = abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE
 IN_FLAG = abi.RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE
@@ -234,3 +237,57 @@ def test_the_cache_assumption_is_listed_with_a_board_check():
     assert "board" in check and "DISABLE_FLUSH_INPUT_MEM_CACHE" in check
     assert by_id["A11"][0].startswith("Memory is coherent unless a context was made with a DISABLE_FLUSH flag")
     assert "refuses those two flags" not in by_id["A11"][0]
+
+
+# ----------------------------------------------------------------- values_replayed
+def test_values_replayed_writes_the_last_outputs_without_an_inference(rt):
+    frames = _frames(3, 128)
+    truth = _truth(rt, frames)
+    bound = _Bound(rt)
+    values = rt._contexts[bound.ctx].model.values
+    bound.write(frames[0])
+    rt.run(bound.ctx)
+    before = values.inferences
+    with values_replayed():
+        assert replaying()
+        for frame in frames[1:]:
+            bound.write(frame)
+            rt.run(bound.ctx)
+            np.testing.assert_array_equal(bound.output(), truth[0])  # frame 0's values again
+    assert not replaying()
+    assert values.inferences == before
+    bound.write(frames[2])
+    rt.run(bound.ctx)
+    np.testing.assert_array_equal(bound.output(), truth[2])
+
+
+def test_values_replayed_nests_and_holds_in_every_thread():
+    seen = []
+    with values_replayed():
+        with values_replayed():
+            pass
+        worker = threading.Thread(target=lambda: seen.append(replaying()))
+        worker.start()
+        worker.join()
+        assert replaying()
+    assert seen == [True] and not replaying()
+    with pytest.raises(RuntimeError):
+        with values_replayed():
+            raise RuntimeError("a failing block still ends the replay")
+    assert not replaying()
+
+
+def test_values_replayed_computes_once_when_nothing_was_computed_yet():
+    from rknnlab.sim.model import identify
+    runtime = SimRuntime("rk3588")
+    try:
+        ctx = runtime.init(_path("digits_cnn"))
+        model = runtime._contexts[ctx].model
+        model._values = None  # a fresh value source: nothing computed yet
+        with values_replayed():
+            runtime.run(ctx)
+            runtime.run(ctx)
+        assert model.values.inferences == 1
+        assert identify(models.model_path("digits_cnn", "rk3588").read_bytes()) is model
+    finally:
+        runtime.close()
