@@ -530,3 +530,156 @@ def test_onnx_free_hw_changes_only_the_input_size():
     assert free.run(None, {"input": small})[0].shape == (1, 1000)
     with pytest.raises(models.ReportError, match="not an ONNX model"):
         models.onnx_free_hw(b"\x0f" + data[:100])
+
+
+# -- ppocr_det: the pretrained text detector, its frames and the toolkit's int8 evidence ------
+
+PPOCR = "ppocr_det"
+PPOCR_SOCS = ["rk3588", "rk3576", "rk3568", "rk3562"]
+FRAMES = ROOT.parent / "frames"
+
+
+def _ppocr_evidence():
+    return np.load(ROOT / PPOCR / "toolkit_int8.npz", allow_pickle=False)
+
+
+def _ppocr_session():
+    import onnxruntime as ort
+    return ort.InferenceSession(str(ROOT / PPOCR / "model.onnx"), providers=["CPUExecutionProvider"])
+
+
+def _ppocr_fp32(session, images: np.ndarray) -> np.ndarray:
+    mean, std = np.array([123.675, 116.28, 103.53]), np.array([58.395, 57.12, 57.375])
+    x = ((images.astype(np.float32) - mean) / std).transpose(0, 3, 1, 2).astype(np.float32)
+    return session.run(None, {"x": x})[0][:, 0]
+
+
+def _mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    return float((a & b).sum() / (a | b).sum())
+
+
+def test_ppocr_det_records_where_its_weights_come_from():
+    info = models.model_info(PPOCR)
+    assert info["weights"] == "pretrained"
+    assert info["licence"].startswith("Apache-2.0")
+    assert "PaddleOCR" in info["authors"] and "RapidOCR" in info["authors"]
+    source = info["source"]
+    assert source["package"] == "rapidocr-onnxruntime==1.4.4"
+    assert source["path_in_wheel"] == "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"
+    twin = (ROOT / PPOCR / "model.onnx").read_bytes()
+    # the original file, unmodified, is the twin
+    assert len(twin) == source["bytes"] == 4_745_517
+    assert hashlib.sha256(twin).hexdigest() == source["sha256"]
+    assert info["calibration"]["n"] == len(info["calibration"]["views"]) >= 8
+    assert set(info["socs"]) == set(PPOCR_SOCS)
+
+
+@pytest.mark.parametrize("soc", PPOCR_SOCS)
+def test_ppocr_det_reports_follow_the_model_zoo_config(soc: str):
+    path = ROOT / PPOCR / f"{soc}.report.json"
+    data = json.loads(path.read_text())
+    models.validate_report(data)
+    assert data["weights"] == "pretrained"
+    assert data["build"]["mean_values"] == [123.675, 116.28, 103.53]
+    assert data["build"]["std_values"] == [58.395, 57.12, 57.375]
+    assert data["onnx_file"]["sha256"] == models.model_info(PPOCR)["source"]["sha256"]
+    report = models.load_report(PPOCR, soc)
+    assert report.attrs("inputs")[0]["dims"] == [1, 480, 480, 3]
+    assert report.attrs("outputs")[0]["dims"] == [1, 1, 480, 480]
+    # the opposite balance of mobilenet_v2: the plan is several times the weights
+    assert report.total_internal_size > 4 * report.total_weight_size
+    assert models.load_report("mobilenet_v2", soc).total_internal_size < \
+        models.load_report("mobilenet_v2", soc).total_weight_size
+
+
+def test_ppocr_det_ships_only_the_rk3588_rknn():
+    assert sorted(p.name for p in (ROOT / PPOCR).glob("*.rknn")) == ["rk3588.rknn"]
+    assert models.model_info(PPOCR)["rknn_files"] == ["rk3588.rknn"]
+    assert sorted(p.name.split(".")[0] for p in (ROOT / PPOCR).glob("*.report.json")) == sorted(PPOCR_SOCS)
+
+
+def test_ppocr_det_scratch_buffers_live_at_their_user_only():
+    """rk3568's OutputOperator converts the output's layout in a buffer the compiler adds
+    ('sigmoid_0.tmp_0_exSecondary'); it shares bytes with the Sigmoid's input, which is dead
+    by then.  Read as written by the layer before, it would clash with that input."""
+    report = models.load_report(PPOCR, "rk3568")
+    spans = {t.tensor: t for t in report.lifetimes()}
+    scratch, sigmoid_in = spans["sigmoid_0.tmp_0_exSecondary"], spans["p2o.Add.281"]
+    assert scratch.first_layer == scratch.last_layer == 169
+    assert scratch.overlaps(sigmoid_in) and not scratch.alive_with(sigmoid_in)
+    row = next(r for r in report.data["feature_tensors"] if r["tensor"] == scratch.tensor)
+    as_if_written_before = models.Lifetime(scratch.tensor, row["producer_layer_id"], 169, row["start"], row["end"])
+    assert as_if_written_before.alive_with(sigmoid_in)
+
+
+def test_ppocr_det_toolkit_evidence_loads_without_pickle_and_is_small():
+    path = ROOT / PPOCR / "toolkit_int8.npz"
+    assert path.stat().st_size < 1_500_000
+    data = _ppocr_evidence()
+    k = len(data["names"])
+    assert k == 8
+    assert data["inputs"].shape == (k, 480, 480, 3) and data["inputs"].dtype == np.uint8
+    assert data["int8"].shape == (k, 480, 480) and data["int8"].dtype == np.int8
+    assert data["fp32_x255"].shape == (k, 480, 480) and data["fp32_x255"].dtype == np.uint8
+    out = models.load_report(PPOCR, "rk3588").attrs("outputs")[0]
+    assert (int(data["zp"]), float(data["scale"])) == (out["zp"], pytest.approx(out["scale"]))
+
+
+def test_ppocr_det_int8_still_finds_the_text():
+    """The toolkit's own int8 simulation against the fp32 twin, on the held-out views:
+    text pixels (p > 0.3) in the same places on the page, nothing on the rocket."""
+    data = _ppocr_evidence()
+    names = [str(n) for n in data["names"]]
+    int8 = (data["int8"].astype(np.float32) - data["zp"]) * data["scale"]
+    fp32 = _ppocr_fp32(_ppocr_session(), data["inputs"])
+    assert np.abs(np.round(fp32 * 255) - data["fp32_x255"]).max() <= 1   # the file's fp32 maps are the twin's
+    pages = [i for i, n in enumerate(names) if n.startswith("page")]
+    assert len(pages) >= 2
+    for i in pages:
+        assert (fp32[i] > 0.3).mean() > 0.03, names[i]
+        assert _mask_iou(int8[i] > 0.3, fp32[i] > 0.3) > 0.6, names[i]
+    rocket = names.index("rocket")
+    assert not (int8[rocket] > 0.3).any() and not (fp32[rocket] > 0.3).any()
+    # the int8 map of one view is not another view's
+    assert _mask_iou(int8[pages[0]] > 0.3, fp32[pages[1]] > 0.3) < 0.3
+
+
+def test_ppocr_det_runs_on_the_simulator():
+    """rknn_init of the shipped rk3588.rknn; the simulator's map (from the fp32 twin, fed the
+    dequantised int8 input) marks the page's text and nothing on a blank frame."""
+    from rknnlab import open_runtime
+    from rknnlab.rknn import abi, buffers
+    data = _ppocr_evidence()
+    page = data["inputs"][[str(n) for n in data["names"]].index("page")]
+    rt = open_runtime("sim", soc="rk3588")
+    ctx = rt.init(str(models.model_path(PPOCR)))
+    maps = []
+    try:
+        for image in (page, np.full_like(page, 128)):
+            rt.inputs_set(ctx, [buffers.input_from_array(0, image[None], abi.RKNN_TENSOR_NHWC)])
+            rt.run(ctx)
+            outputs = [abi.rknn_output(index=0, want_float=1)]
+            rt.outputs_get(ctx, outputs)
+            try:
+                maps.append(buffers.output_view(outputs[0], np.float32).reshape(480, 480).copy())
+            finally:
+                rt.outputs_release(ctx, outputs)
+    finally:
+        rt.destroy(ctx)
+    on_page, blank = maps
+    toolkit = (data["int8"][0].astype(np.float32) - data["zp"]) * data["scale"]
+    assert (on_page > 0.3).mean() > 0.03
+    assert _mask_iou(on_page > 0.3, toolkit > 0.3) > 0.6
+    assert not (blank > 0.3).any()
+
+
+def test_frames_readme_lists_every_frame():
+    readme = (FRAMES / "README.md").read_text()
+    pngs = sorted(p.name for p in FRAMES.glob("*.png"))
+    assert pngs == ["coffee.png", "page.png", "rocket.png", "text.png"]
+    info = models.model_info(PPOCR)["frames"]
+    for name in pngs:
+        assert f"| `{name}` |" in readme, name
+        path = FRAMES / name
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == info[name[:-4]]["sha256"]
+    assert sorted(p.name for p in FRAMES.iterdir()) == ["README.md"] + pngs
