@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -1250,3 +1250,287 @@ def test_allocation_readme_commands_run_and_its_output_shape_is_the_program_s(al
             continue
         head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
         assert any(re.match(head, out) for out in lines), line
+
+
+# --------------------------------------------------------------------------- video_pipeline.c (chapter 6)
+
+PPOCR_REPORT = ROOT / "data" / "models" / "ppocr_det" / "rk3588.report.json"
+
+
+def detector_payload(w_stride: int = 0) -> str:
+    """The double's description of the text detector: from the course's compiler report of ppocr_det
+    for rk3588 when there is one (its native attrs), else PP-OCR det's shape as the model zoo runs it
+    (1x480x480x3 in, a 1-channel int8 map out, rk3588's C2 of 16)."""
+    h = w = 480
+    c2, zp, scale = 16, -128, 1 / 255
+    if PPOCR_REPORT.exists():
+        import json
+        report = json.loads(PPOCR_REPORT.read_text())
+        native_in = report["inputs"][0]["native"]
+        native_out = report["outputs"][0]["native"]
+        h, w = native_in["dims"][1], native_in["dims"][2]
+        assert native_out["fmt"] == "RKNN_TENSOR_NC1HWC2", native_out   # what the double models
+        c2, zp, scale = native_out["dims"][4], native_out["zp"], native_out["scale"]
+        w_stride = w_stride or native_in["w_stride"]
+    return (f"detector={h}x{w} c2={c2} zp={zp} scale={scale:.9g}"
+            + (f" w_stride={w_stride}" if w_stride else ""))
+
+
+@pytest.fixture(scope="module")
+def video_pipeline(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_pipeline(EXAMPLES / "video_pipeline.c", rknn_double_path,
+                           tmp_path_factory.mktemp("c_examples"))
+
+
+def _build_pipeline(source: Path, double: Path, out_dir: Path) -> Path:
+    """As CI builds it: -std=c11 -Wall -Wextra -Werror -pthread, against our header and the double."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found: the C examples cannot be built")
+    exe = out_dir / source.stem
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread",
+                    "-I", str(ROOT / "tests" / "c_api"), str(source), str(double),
+                    f"-Wl,-rpath,{double.parent}", "-lm", "-o", str(exe)], check=True)
+    return exe
+
+
+def _planted_pipeline(double: Path, tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of video_pipeline.c with one planted mistake (`old` must occur exactly once)."""
+    text = (EXAMPLES / "video_pipeline.c").read_text()
+    assert text.count(old) == 1, old
+    source = tmp_path / "video_pipeline.c"
+    source.write_text(text.replace(old, new))
+    return _build_pipeline(source, double, tmp_path)
+
+
+@pytest.fixture
+def detector(tmp_path: Path) -> Path:
+    model = tmp_path / "detector.rknn"
+    model.write_text("RKNN " + detector_payload())
+    return model
+
+
+def _pipeline_run(exe: Path, model: Path, *args, log: Optional[Path] = None,
+                  env_extra: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RKNN_DOUBLE_NO_LOG", "RKNN_DOUBLE_LOG_FILE", "RKNN_DOUBLE_DELAY_US")}
+    env.update(env_extra or {})
+    if log is None:
+        env["RKNN_DOUBLE_NO_LOG"] = "1"
+    else:
+        env["RKNN_DOUBLE_LOG_FILE"] = str(log)
+    return subprocess.run([str(exe), str(model), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def _frames(out: str) -> Dict[int, Dict[str, Any]]:
+    """The per-frame lines: {frame: {"worker": w, "n": boxes, "boxes": [(x0, y0, x1, y1), ...]}}."""
+    frames: Dict[int, Dict[str, Any]] = {}
+    current = None
+    for line in out.splitlines():
+        m = re.fullmatch(r"frame (\d+) worker (\d+): (\d+) boxes", line)
+        if m:
+            current = frames[int(m.group(1))] = {"worker": int(m.group(2)), "n": int(m.group(3)), "boxes": []}
+            continue
+        m = re.fullmatch(r"  box (\d+) (\d+) (\d+) (\d+) score ([\d.]+)", line)
+        if m and current is not None:
+            current["boxes"].append(tuple(int(g) for g in m.groups()[:4]))
+    return frames
+
+
+def _summary(out: str) -> Dict[str, Any]:
+    boxes = re.search(r"^boxes: (\d+) in (\d+) frames, checksum ([0-9a-f]{16})$", out, re.M)
+    rss = re.search(r"^RSS: (\d+) kB before the loop, (\d+) kB after, growth (-?\d+) kB$", out, re.M)
+    per_worker = re.search(r"^frames per worker:((?: \d+)+)$", out, re.M)
+    assert boxes and rss and per_worker, out
+    return {"boxes": int(boxes.group(1)), "frames": int(boxes.group(2)), "checksum": boxes.group(3),
+            "growth_kb": int(rss.group(3)), "per_worker": [int(n) for n in per_worker.group(1).split()]}
+
+
+def test_video_pipeline_finds_every_bar_of_the_pattern_and_follows_it(video_pipeline: Path, detector: Path):
+    """The synthetic pattern has 5 dark bars that slide right by 8 px per frame: 5 wide, flat boxes
+    per frame, each one 8 px further right in the next frame (the boxes come from the frames)."""
+    run = _pipeline_run(video_pipeline, detector, "--frames", 30)
+    assert run.returncode == 0, run.stderr
+    frames = _frames(run.stdout)
+    assert sorted(frames) == [0, 1, 2]
+    for f in frames.values():
+        assert f["n"] == 5 and len(f["boxes"]) == 5
+        for x0, y0, x1, y1 in f["boxes"]:
+            assert x1 - x0 > 4 * (y1 - y0)                       # a text line, not a blob
+            assert 0 <= x0 < x1 <= 1280 and 0 <= y0 < y1 <= 720
+    rows = [sorted(f["boxes"], key=lambda b: b[1]) for f in (frames[0], frames[1])]
+    for before, after in zip(*rows):
+        assert after[1] == before[1] and after[3] == before[3]
+        assert abs((after[0] - before[0]) - 8) <= 3 and abs((after[2] - before[2]) - 8) <= 3
+    summary = _summary(run.stdout)
+    assert (summary["boxes"], summary["frames"]) == (150, 30)
+    assert "per-frame allocations: none" in run.stdout
+    # the int8 threshold: smallest q with (q - zp) x scale >= 0.3, printed with the attr's zp and scale
+    m = re.search(r"probability 0\.30 -> int8 q >= (-?\d+) \(zp (-?\d+), scale ([\d.e-]+)\)", run.stdout)
+    q, zp, scale = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    assert (q - zp) * scale >= 0.3 - 1e-6 > (q - 1 - zp) * scale
+
+
+def _nv12(rgb_rects, width: int, height: int):
+    """One NV12 frame: light paper (Y 200), the given rectangles dark (Y 30); rectangles even-aligned."""
+    import numpy as np
+    y = np.full((height, width), 200, np.uint8)
+    for x0, y0, x1, y1 in rgb_rects:
+        y[y0:y1, x0:x1] = 30
+    uv = np.full((height // 2, width), 128, np.uint8)
+    return y.tobytes() + uv.tobytes()
+
+
+NV12_RECTS = [
+    [(40, 40, 300, 70), (100, 200, 560, 240)],
+    [(20, 100, 200, 130), (300, 100, 600, 120), (60, 300, 400, 340)],
+    [(0, 0, 640, 20), (100, 60, 140, 200), (200, 250, 420, 280), (480, 300, 620, 330)],
+]
+
+
+@pytest.mark.parametrize("w_stride", [0, 496])
+def test_video_pipeline_maps_boxes_back_to_the_frames_it_reads(video_pipeline: Path, tmp_path: Path,
+                                                                w_stride: int):
+    """Frames from --nv12 with dark rectangles at known places (a tall 640x400 frame: the letterbox
+    pads left and right): with --unclip 0 every box is its rectangle, in frame pixels, within the
+    letterbox's rounding (1/scale = 1.33 px).  The file holds 3 frames; 6 frames read it twice.
+    w_stride 496: the double's native input rows are padded, and the boxes must not change."""
+    width, height = 640, 400
+    video = tmp_path / "frames.nv12"
+    video.write_bytes(b"".join(_nv12(rects, width, height) for rects in NV12_RECTS))
+    model = tmp_path / "detector.rknn"
+    model.write_text("RKNN " + detector_payload(w_stride))
+    run = _pipeline_run(video_pipeline, model, "--nv12", video, "--width", width, "--height", height,
+                        "--frames", 6, "--unclip", 0, "--workers", 2)
+    assert run.returncode == 0, run.stderr
+    assert "3 NV12 frames of 640x400" in run.stdout and "read again from the start" in run.stdout
+    frames = _frames(run.stdout)
+    for k, rects in enumerate(NV12_RECTS):
+        found = sorted(frames[k]["boxes"])
+        assert frames[k]["n"] == len(rects) == len(found), run.stdout
+        for got, want in zip(found, sorted(rects)):
+            assert all(abs(g - w) <= 2 for g, w in zip(got, want)), (k, got, want)
+    assert _summary(run.stdout)["boxes"] == 2 * sum(len(r) for r in NV12_RECTS)
+
+
+def test_video_pipeline_with_three_workers_finds_the_same_boxes(video_pipeline: Path, detector: Path,
+                                                                tmp_path: Path):
+    """One context per worker (rknn_init, then rknn_dup_context), cores 0, 1, 2: the same boxes
+    and checksum as one worker; every frame run once; no context used by two threads at once."""
+    one = _pipeline_run(video_pipeline, detector, "--frames", 60, "--workers", 1)
+    log = tmp_path / "calls.log"
+    three = _pipeline_run(video_pipeline, detector, "--frames", 60, "--workers", 3, log=log)
+    assert one.returncode == 0 and three.returncode == 0, one.stderr + three.stderr
+    a, b = _summary(one.stdout), _summary(three.stdout)
+    assert a["checksum"] == b["checksum"] and a["boxes"] == b["boxes"] == 300
+    assert [f["boxes"] for f in _frames(one.stdout).values()] == [f["boxes"] for f in _frames(three.stdout).values()]
+    assert len(b["per_worker"]) == 3 and sum(b["per_worker"]) == 60
+    calls = _log_calls(log)
+    names = [name for name, _ in calls]
+    assert "rknn_run_overlap" not in names
+    assert names.count("rknn_init") == 1 and names.count("rknn_dup_context") == 2
+    assert "rknn_inputs_set" not in names and "rknn_outputs_get" not in names
+    assert [c["mask"] for n, c in calls if n == "rknn_set_core_mask"] == ["0x1", "0x2", "0x4"]
+    contexts = list(dict.fromkeys(c["ctx"] for n, c in calls if n == "rknn_set_core_mask"))
+    assert len(contexts) == 3
+    runs = {ctx: 0 for ctx in contexts}
+    for ctx in contexts:
+        mine = [(n, c) for n, c in calls if c.get("ctx") == ctx and n != "rknn_query"]
+        created = [c for n, c in mine if n == "rknn_create_mem"]
+        bound = [c for n, c in mine if n == "rknn_set_io_mem"]
+        # one mem per tensor, of the bound attr's size_with_stride, bound once, before any run
+        assert len(created) == len(bound) == 2
+        assert [int(c["size"]) for c in created] == [int(c["size_with_stride"]) for c in bound]
+        assert (bound[0]["type"], bound[0]["fmt"]) == ("3", "1")         # UINT8, NHWC
+        assert bound[1]["fmt"] == "2"                                   # NC1HWC2, as queried
+        in_mem, out_mem = bound[0]["mem"], bound[1]["mem"]
+        first_run = next(i for i, (n, _) in enumerate(mine) if n == "rknn_run")
+        assert max(i for i, (n, _) in enumerate(mine) if n == "rknn_set_io_mem") < first_run
+        # the warm-up run, then each frame: sync the input to the device, run, sync the output back
+        steps = [(n, c.get("mem"), c.get("mode")) for n, c in mine[first_run:]
+                 if n in ("rknn_run", "rknn_mem_sync")]
+        assert steps[:2] == [("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")]
+        frame = [("rknn_mem_sync", in_mem, "1"), ("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")]
+        body = steps[2:]
+        assert body == frame * (len(body) // 3)
+        runs[ctx] = len(body) // 3
+        # teardown: this context's mems, then the context
+        tail = [n for n, _ in mine if n in ("rknn_destroy_mem", "rknn_destroy")]
+        assert tail == ["rknn_destroy_mem", "rknn_destroy_mem", "rknn_destroy"]
+    assert sorted(runs.values()) == sorted(b["per_worker"])
+    destroyed = [c["ctx"] for n, c in calls if n == "rknn_destroy"]
+    assert destroyed[-1] == contexts[0]                     # the duplicates go first
+
+
+def test_video_pipeline_memory_stays_flat_and_a_planted_allocation_shows(video_pipeline: Path,
+                                                                         detector: Path, tmp_path: Path,
+                                                                         rknn_double_path: Path):
+    """1,500 frames: RSS grows by less than 1 MB (code pages and the thread's stack come in once).
+    A copy that mallocs a frame-sized letterbox buffer every frame (and never frees it, as a forgotten
+    free does) grows by hundreds of MB, and the test sees it."""
+    run = _pipeline_run(video_pipeline, detector, "--frames", 1500, "--workers", 2)
+    assert run.returncode == 0, run.stderr
+    assert _summary(run.stdout)["growth_kb"] < 1024, run.stdout
+    leaky = _planted_pipeline(rknn_double_path, tmp_path, "    t[1] = now_ms();\n",
+                              "    t[1] = now_ms();\n    memset(malloc(p->frame_bytes), 1, p->frame_bytes);\n")
+    run = _pipeline_run(leaky, detector, "--frames", 200)
+    assert run.returncode == 0, run.stderr
+    assert _summary(run.stdout)["growth_kb"] > 100_000
+
+
+@pytest.mark.parametrize("old, new, what", [
+    ("(size_t)(p->pad_y + y) * p->in_pitch", "(size_t)(p->pad_y + y) * p->in_w", "rows written densely"),
+    ("row[(size_t)x * p->out_c2] >= p->q_thresh", "row[(size_t)x] >= p->q_thresh", "C2 ignored"),
+])
+def test_video_pipeline_planted_layout_mistakes_change_the_boxes(rknn_double_path: Path, tmp_path: Path,
+                                                                 old: str, new: str, what: str):
+    """The test can fail: a copy that writes the input rows at the width, not at w_stride (on a model
+    whose native rows are padded), or reads the NC1HWC2 map without the C2 stride, finds other boxes."""
+    exe = _planted_pipeline(rknn_double_path, tmp_path, old, new)
+    model = tmp_path / "detector.rknn"
+    model.write_text("RKNN " + detector_payload(w_stride=512))
+    run = _pipeline_run(exe, model, "--frames", 3)
+    assert run.returncode == 0, run.stderr
+    assert [f["n"] for f in _frames(run.stdout).values()] != [5, 5, 5], what
+
+
+def test_video_pipeline_reports_bad_input_clearly(video_pipeline: Path, detector: Path, tmp_path: Path):
+    missing = _pipeline_run(video_pipeline, tmp_path / "missing.rknn")
+    assert missing.returncode == 1 and "cannot open model" in missing.stderr and "missing.rknn" in missing.stderr
+    for workers in ("0", "7", "three"):
+        bad = _pipeline_run(video_pipeline, detector, "--workers", workers)
+        assert bad.returncode == 2 and f"--workers must be 1 to 6, not '{workers}'" in bad.stderr
+        assert "usage" in bad.stderr
+    odd = _pipeline_run(video_pipeline, detector, "--width", "641")
+    assert odd.returncode == 2 and "--width must be even" in odd.stderr
+    not_a_model = tmp_path / "bad.rknn"
+    not_a_model.write_bytes(b"not a model")
+    bad = _pipeline_run(video_pipeline, not_a_model)
+    assert bad.returncode == 1 and "rknn_init" in bad.stderr and "-6 (RKNN_ERR_MODEL_INVALID)" in bad.stderr
+    short = tmp_path / "short.nv12"
+    short.write_bytes(b"\0" * 1000)
+    bad = _pipeline_run(video_pipeline, detector, "--nv12", short)
+    assert bad.returncode == 1 and "not a whole number of 1280x720 NV12 frames" in bad.stderr
+    classifier = tmp_path / "classifier.rknn"
+    classifier.write_bytes(b"RKNN fake model for the C example")   # 1 input, 2 outputs
+    bad = _pipeline_run(video_pipeline, classifier)
+    assert bad.returncode == 1 and "1 inputs and 2 outputs" in bad.stderr
+
+
+def test_video_pipeline_stops_cleanly_when_a_run_fails(rknn_double_path: Path, detector: Path, tmp_path: Path):
+    """One thread per context at a time.  A copy that gives every worker the first context (no
+    rknn_dup_context) runs it from three threads at once; the double refuses an overlapping rknn_run
+    (CTX_INVALID).  The program reports the failed call, prints no summary, still tears down, and
+    exits 1."""
+    exe = _planted_pipeline(rknn_double_path, tmp_path, "ret = rknn_dup_context(&first->ctx, &wk->ctx);",
+                            "wk->ctx = first->ctx;\n        ret = 0;")
+    log = tmp_path / "calls.log"
+    run = _pipeline_run(exe, detector, "--frames", 200, "--workers", 3, log=log,
+                        env_extra={"RKNN_DOUBLE_DELAY_US": "rknn_run=3000"})
+    assert run.returncode == 1, run.stdout
+    assert "rknn_run (frame" in run.stderr and "RKNN_ERR_CTX_INVALID" in run.stderr
+    assert "boxes:" not in run.stdout and "no summary" in run.stderr
+    names = [n for n, _ in _log_calls(log)]
+    assert "rknn_run_overlap" in names
+    assert names.count("rknn_destroy") == 3 and names.count("rknn_destroy_mem") == 6

@@ -1237,12 +1237,37 @@ static void run_detector(const context_state *state)
     }
 }
 
+/* rknn_run of a detector context.  The whole call, its delay included, counts as the run: a
+   second thread entering it meanwhile is reported (log line "rknn_run_overlap") and refused. */
+static int run_detector_call(rknn_context context, context_state *state)
+{
+    if (__atomic_exchange_n(&state->running, 1, __ATOMIC_ACQ_REL)) {
+        log_line("rknn_run_overlap ctx=%llu", ULL(context)); /* two threads, one context */
+        return RKNN_ERR_CTX_INVALID;
+    }
+    delay("rknn_run");
+    int ret = RKNN_SUCC;
+    if (state->model_gone || ((state->flag & FLAG_MEM_ALLOC_OUTSIDE) && !state->weight_mem) ||
+        ((state->flag & (FLAG_MEM_ALLOC_OUTSIDE | FLAG_INTERNAL_ALLOC_OUTSIDE)) &&
+         !state->internal_mem) ||
+        !state->io_mem_input || !state->io_mem_output[0]) {
+        ret = RKNN_ERR_PARAM_INVALID; /* as for the fake model, and: zero-copy only */
+    } else {
+        run_detector(state);
+        __atomic_fetch_add(&state->runs, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&state->running, 0, __ATOMIC_RELEASE);
+    return ret;
+}
+
 EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
 {
     log_line("rknn_run ctx=%llu ext=%d non_block=%d timeout_ms=%d", ULL(context), extend != NULL,
              extend ? extend->non_block : 0, extend ? extend->timeout_ms : 0);
-    delay("rknn_run");
     context_state *state = lookup(context);
+    if (state && state->det.h)
+        return run_detector_call(context, state);
+    delay("rknn_run");
     if (!state)
         return RKNN_ERR_CTX_INVALID;
     if (state->model_gone) /* its weights were in a mem destroyed meanwhile (A27) */
@@ -1252,18 +1277,6 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
         return RKNN_ERR_PARAM_INVALID;
     if ((state->flag & (FLAG_MEM_ALLOC_OUTSIDE | FLAG_INTERNAL_ALLOC_OUTSIDE)) && !state->internal_mem)
         return RKNN_ERR_PARAM_INVALID;
-    if (state->det.h) {
-        if (!state->io_mem_input || !state->io_mem_output[0])
-            return RKNN_ERR_PARAM_INVALID;
-        if (__atomic_exchange_n(&state->running, 1, __ATOMIC_ACQ_REL)) {
-            log_line("rknn_run_overlap ctx=%llu", ULL(context)); /* two threads, one context */
-            return RKNN_ERR_CTX_INVALID;
-        }
-        run_detector(state);
-        __atomic_fetch_add(&state->runs, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&state->running, 0, __ATOMIC_RELEASE);
-        return RKNN_SUCC;
-    }
     if (state->io_mem_input)
         read_input_mem(state);
     long sum = 0;
