@@ -55,6 +55,8 @@ MASKS = {"AUTO": abi.RKNN_NPU_CORE_AUTO, "CORE_0": abi.RKNN_NPU_CORE_0, "CORE_1"
          "CORE_2": abi.RKNN_NPU_CORE_2, "0_1": abi.RKNN_NPU_CORE_0_1, "0_1_2": abi.RKNN_NPU_CORE_0_1_2}
 #: frames the timing functions render once and cycle through (the camera is not timed)
 DISTINCT_FRAMES = 8
+#: the first of them: the seeded camera's zoom over a page of text (boxes to find)
+FIRST_FRAME = 80
 
 
 def mask_value(mask: Union[int, str]) -> int:
@@ -119,7 +121,7 @@ def values_mode(rt: Any, values: bool) -> Iterator[str]:
         yield "output values computed (this simulator has no values_replayed)"
         return
     with replayed():
-        yield "output values replayed from the model's last real inference (rknnlab.sim.values_replayed)"
+        yield "output values replayed from the warm-up frame's real inference (rknnlab.sim.values_replayed)"
 
 
 def int8_channel0(buf: np.ndarray, attr: abi.rknn_tensor_attr, native: bool) -> np.ndarray:
@@ -393,13 +395,14 @@ def _frame_source(frames: Any, n_frames: Optional[int]) -> Tuple[Any, int]:
 
 
 def distinct_frames(n: int = DISTINCT_FRAMES, width: int = 1280, height: int = 720, seed: int = 0) -> list:
-    """``n`` frames of the seeded camera, each its own copy (the camera's pool reuses
-    its buffers): what the timing functions cycle through, so rendering is not timed."""
+    """``n`` frames of the seeded camera, spread evenly over its sequence (its shots:
+    pans, zooms, cuts), each its own copy (the camera's pool reuses its buffers): what
+    the timing functions cycle through, so rendering is not timed."""
     from .frames import Camera, Nv12Frame
     cam = Camera(width=width, height=height, seed=seed)
     out = []
-    for i in range(n):
-        f = cam.frame(i * 7)      # a few frames apart: different content, pan and zoom
+    for i in range(n):   # from frame 80 (a zoom over a page of text): the warm-up frame has text
+        f = cam.frame((FIRST_FRAME + i * len(cam) // n) % len(cam))
         out.append(Nv12Frame(f.data.copy(), f.width, f.height, f.stride, f.height_stride, f.index))
     return out
 
@@ -432,7 +435,9 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     with 2 workers the CPU stages of frame N+1 overlap the NPU run of frame N (double
     buffering).  ``core_masks``: one per worker (ints or "CORE_0", "0_1_2",
     "AUTO"); default: worker i on RKNN_NPU_CORE_i.  ``values=False`` on the
-    simulator: output values replayed (rknnlab.sim.values_replayed), for timing.
+    simulator: after the warm-up (real values, on the first frame), every run
+    replays the warm-up's output values (rknnlab.sim.values_replayed), for timing:
+    the boxes are then the first frame's.
     ``planted="letterbox_malloc"``: a fresh letterbox buffer every frame.
     ``warmup``: frames run first per worker, untimed (first-call costs).
     ``measure_heap``: read mallinfo2 between stages (one worker only: the heap is
@@ -461,7 +466,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     heap = Heap() if measure_heap else None
     ctxs: List[int] = []
     pool: List[Worker] = []
-    with values_mode(rt, values) as values_words:
+    with contextlib.ExitStack() as replay:
         try:
             ctxs.append(rt.init(path))
             for _ in range(workers - 1):
@@ -470,9 +475,10 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                 pool.append(Worker(rt, ctx, mode, planted, core_mask=mask, heap=heap, box_args=box_args))
             first = get_frame(0)
             scratch = np.zeros((len(STAGES), 2))
-            for w in pool:
+            for w in pool:   # with real output values: a replay below repeats this frame's
                 for _ in range(warmup):
                     w.frame(first, scratch)
+            values_words = replay.enter_context(values_mode(rt, values))
             dma = sum(_dma_total(rt, c) for c in ctxs[:1])   # dup'd contexts share weights; first's total
             rss0 = _rss_bytes()
             lock = threading.Lock()
@@ -556,7 +562,7 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
     heap_max_rise_bytes (the largest), dma_bytes (the context's
     total_dma_allocated_size, io mems included), rss_change_bytes (RSS after the
     measured frames minus before), input_bytes (the buffer the frame is converted
-    into), boxes (per frame, mean).  attrs: source, verdict (which is faster, with
+    into), boxes (per frame, mean; only with values=True).  attrs: source, verdict (which is faster, with
     the ratio's 95% interval, or "cannot tell yet"), comparison (the
     rknnlab.experiment.timing Comparison), host_cpus.
 
@@ -581,8 +587,9 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
             row[f"{s}_ms"] = float(np.median(ms[:, k]))
         row.update(total_ms=float(np.median(totals[mode])), latency_ms=r.latency["median_ms"], fps=r.fps,
                    heap_per_frame_bytes=float(np.median(rise)), heap_max_rise_bytes=float(np.max(rise)),
-                   dma_bytes=r.dma_bytes, rss_change_bytes=r.rss_change_bytes, input_bytes=r.input_bytes,
-                   boxes=float(np.mean(r.n_boxes)))
+                   dma_bytes=r.dma_bytes, rss_change_bytes=r.rss_change_bytes, input_bytes=r.input_bytes)
+        if values:      # replayed values repeat the first frame's boxes: not a count per frame
+            row["boxes"] = float(np.mean(r.n_boxes))
         rows.append(row)
     table = pd.DataFrame(rows).set_index("mode")
     c = compare("zero_copy", totals["zero_copy"], "general", totals["general"])
