@@ -7,13 +7,14 @@ contexts on threads, native input and output mems, rknn_mem_sync."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from rknnlab import models
 from rknnlab.rknn import abi, buffers
-from rknnlab.sim import ASSUMPTIONS, SimRuntime, values_replayed
+from rknnlab.sim import ASSUMPTIONS, SimRuntime, modeled_run_ms, values_replayed
 from rknnlab.sim.outputs import replaying
 
 OUT_FLAG = abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE
@@ -291,3 +292,195 @@ def test_values_replayed_computes_once_when_nothing_was_computed_yet():
         assert identify(models.model_path("digits_cnn", "rk3588").read_bytes()) is model
     finally:
         runtime.close()
+
+
+# ----------------------------------------------------------------- ppocr_det: chapter 6's calls together
+@pytest.fixture(scope="module")
+def ocr():
+    """A ppocr_det runtime, two real letterboxed frames (uint8 NHWC) and the plain int8
+    map of each from rknn_inputs_set + rknn_outputs_get (two inferences in all)."""
+    runtime = SimRuntime("rk3588")
+    frames = np.load(models.model_path("ppocr_det", "rk3588").parent / "toolkit_int8.npz")["inputs"][:2]
+    ctx = runtime.init(_path("ppocr_det"))
+    maps = []
+    for frame in frames:
+        runtime.inputs_set(ctx, [buffers.input_from_array(0, frame[None], abi.RKNN_TENSOR_NHWC)])
+        runtime.run(ctx)
+        out = abi.rknn_output(index=0, want_float=0)
+        runtime.outputs_get(ctx, [out])
+        maps.append(buffers.output_view(out, np.int8).reshape(480, 480).copy())
+        runtime.outputs_release(ctx, [out])
+    assert not np.array_equal(maps[0], maps[1]) and (maps[0] > -128).any()  # text found
+    yield runtime, ctx, frames, maps
+    runtime.close()
+
+
+def _zero_copy(rt: SimRuntime, ctx: int, alloc: int = abi.RKNN_FLAG_MEMORY_CACHEABLE):
+    """Bind a uint8 NHWC input mem and an int8 output mem, both with the native attr;
+    returns (input attr, input mem, output attr, output mem)."""
+    in_attr = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    in_attr.type = abi.RKNN_TENSOR_UINT8  # raw pixels; the model normalises (A13)
+    out_attr = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+    in_mem = rt.create_mem2(ctx, in_attr.size_with_stride, alloc)
+    out_mem = rt.create_mem2(ctx, out_attr.size_with_stride, alloc)
+    rt.set_io_mem(ctx, in_mem, in_attr)
+    rt.set_io_mem(ctx, out_mem, out_attr)
+    return in_attr, in_mem, out_attr, out_mem
+
+
+def _write_rows(mem, attr: abi.rknn_tensor_attr, frame: np.ndarray) -> None:
+    """A HxWx3 frame into an NHWC mem whose rows are w_stride pixels long."""
+    h, w = frame.shape[:2]
+    stride = max(attr.w_stride, w)
+    buffers.mem_view(mem, shape=(h, stride, 3))[:, :w] = frame
+
+
+def _channel0(mem, attr: abi.rknn_tensor_attr) -> np.ndarray:
+    """Channel 0 of a native NC1HWC2 int8 output, read in place (a strided view)."""
+    dims = tuple(attr.dims[:attr.n_dims])
+    return buffers.mem_view(mem, np.int8, shape=dims)[0, 0, :, :, 0]
+
+
+def test_ppocr_det_attrs_describe_its_buffers(ocr):
+    rt, ctx, _, _ = ocr
+    native_in = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    native_out = _attr(rt, ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR)
+    plain_out = _attr(rt, ctx, abi.RKNN_QUERY_OUTPUT_ATTR)
+    assert native_in.fmt == abi.RKNN_TENSOR_NHWC and list(native_in.dims[:4]) == [1, 480, 480, 3]
+    assert native_in.size_with_stride == 480 * max(native_in.w_stride, 480) * 3
+    assert native_out.fmt == abi.RKNN_TENSOR_NC1HWC2 and native_out.type == abi.RKNN_TENSOR_INT8
+    c1, c2 = native_out.dims[1], native_out.dims[4]
+    assert c1 * c2 >= 1 and native_out.size_with_stride == c1 * 480 * 480 * c2
+    assert list(plain_out.dims[:4]) == [1, 1, 480, 480] and plain_out.size == 480 * 480
+    assert (plain_out.zp, plain_out.scale) == (native_out.zp, native_out.scale)
+    mem = rt.query(ctx, abi.RKNN_QUERY_MEM_SIZE)
+    assert mem.total_dma_allocated_size == (mem.total_weight_size + mem.total_internal_size
+                                            + native_in.size_with_stride + native_out.size_with_stride)
+
+
+def test_zero_copy_uint8_input_and_int8_output_read_in_place(ocr):
+    rt, ctx, frames, maps = ocr
+    dup = rt.dup_context(ctx)
+    try:
+        in_attr, in_mem, out_attr, out_mem = _zero_copy(rt, dup)
+        for frame, expected in zip(frames, maps):
+            _write_rows(in_mem, in_attr, frame)
+            rt.mem_sync(dup, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+            rt.run(dup)
+            rt.mem_sync(dup, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+            np.testing.assert_array_equal(_channel0(out_mem, out_attr), expected)
+    finally:
+        rt.destroy(dup)
+
+
+def test_dup_context_shares_the_weights(ocr):
+    rt, ctx, _, _ = ocr
+    dup = rt.dup_context(ctx)
+    try:
+        first, second = (rt.query(c, abi.RKNN_QUERY_MEM_SIZE) for c in (ctx, dup))
+        assert second.total_dma_allocated_size == first.total_dma_allocated_size - first.total_weight_size
+        assert rt._contexts[dup].weights is rt._contexts[ctx].weights
+    finally:
+        rt.destroy(dup)
+
+
+@pytest.mark.parametrize("mask,cores", [
+    (abi.RKNN_NPU_CORE_0, (0,)), (abi.RKNN_NPU_CORE_1, (1,)), (abi.RKNN_NPU_CORE_2, (2,)),
+    (abi.RKNN_NPU_CORE_0_1_2, (0, 1, 2)), (abi.RKNN_NPU_CORE_AUTO, None),
+])
+def test_core_mask_per_context_sets_the_cores_and_the_modeled_time(ocr, mask, cores):
+    rt, ctx, _, _ = ocr
+    dup = rt.dup_context(ctx)
+    try:
+        rt.set_core_mask(dup, mask)
+        with values_replayed():
+            rt.run(dup)
+        used = rt._contexts[dup].last_run_cores
+        assert used == cores if cores else len(used) == 1
+        modeled = modeled_run_ms("ppocr_det", "rk3588", mask if cores else abi.RKNN_NPU_CORE_0)
+        assert rt.query(dup, abi.RKNN_QUERY_PERF_RUN).run_duration == round(modeled * 1e3)
+        assert rt._contexts[ctx].core_mask == abi.RKNN_NPU_CORE_AUTO  # the other context keeps its own
+    finally:
+        rt.destroy(dup)
+    assert modeled_run_ms("ppocr_det", "rk3588", abi.RKNN_NPU_CORE_0_1_2) < \
+        modeled_run_ms("ppocr_det", "rk3588", abi.RKNN_NPU_CORE_0)
+
+
+def _threads_wall(rt: SimRuntime, ctx: int, masks, runs: int) -> float:
+    """Wall seconds for one thread per mask, each with its own context, ``runs`` runs each."""
+    contexts = [rt.dup_context(ctx) for _ in masks]
+    for context, mask in zip(contexts, masks):
+        rt.set_core_mask(context, mask)
+    start = threading.Barrier(len(contexts) + 1)
+
+    def work(context: int) -> None:
+        start.wait()
+        for _ in range(runs):
+            rt.run(context)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in contexts]
+    try:
+        with values_replayed():
+            for thread in threads:
+                thread.start()
+            start.wait()
+            began = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            return time.perf_counter() - began
+    finally:
+        for context in contexts:
+            rt.destroy(context)
+
+
+def test_three_workers_overlap_on_three_cores_and_queue_on_one(ocr):
+    rt, ctx, _, _ = ocr
+    runs = 4
+    one_run = modeled_run_ms("ppocr_det", "rk3588", abi.RKNN_NPU_CORE_0) / 1e3
+    spread = _threads_wall(rt, ctx, (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2), runs)
+    auto = _threads_wall(rt, ctx, (abi.RKNN_NPU_CORE_AUTO,) * 3, runs)
+    queued = _threads_wall(rt, ctx, (abi.RKNN_NPU_CORE_0,) * 3, runs)
+    assert queued >= 3 * runs * one_run  # one core: the twelve runs one after another
+    assert spread < 0.6 * queued and auto < 0.6 * queued  # three cores: about a third
+
+
+def test_replayed_run_lasts_the_modeled_time(ocr):
+    rt, ctx, frames, _ = ocr
+    dup = rt.dup_context(ctx)
+    try:
+        rt.set_core_mask(dup, abi.RKNN_NPU_CORE_0)
+        in_attr, in_mem, _, _ = _zero_copy(rt, dup)
+        values = rt._contexts[dup].model.values
+        before = values.inferences
+        modeled = modeled_run_ms("ppocr_det", "rk3588", abi.RKNN_NPU_CORE_0) / 1e3
+        walls = []
+        with values_replayed():
+            for k in range(9):  # a new frame each time: no cached values to fall back on
+                _write_rows(in_mem, in_attr, np.roll(frames[k % 2], k, axis=1))
+                began = time.perf_counter()
+                rt.run(dup)
+                walls.append(time.perf_counter() - began)
+        assert values.inferences == before
+        assert min(walls) >= modeled
+        assert sorted(walls)[4] < 2 * modeled  # the median: the modeled time, not an inference
+    finally:
+        rt.destroy(dup)
+
+
+def test_output_flag_shows_last_frames_text_map_until_synced(ocr):
+    rt, _, frames, maps = ocr
+    ctx = rt.init(_path("ppocr_det"), OUT_FLAG)
+    try:
+        in_attr, in_mem, out_attr, out_mem = _zero_copy(rt, ctx)
+        view = _channel0(out_mem, out_attr)  # the numpy view a pipeline reads
+        _write_rows(in_mem, in_attr, frames[0])
+        rt.run(ctx)
+        rt.mem_sync(ctx, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+        np.testing.assert_array_equal(view, maps[0])
+        _write_rows(in_mem, in_attr, frames[1])
+        rt.run(ctx)
+        np.testing.assert_array_equal(view, maps[0])  # last frame's map: the bug to find
+        rt.mem_sync(ctx, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+        np.testing.assert_array_equal(view, maps[1])
+    finally:
+        rt.destroy(ctx)
