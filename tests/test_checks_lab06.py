@@ -354,3 +354,156 @@ def test_ex1_stubs_are_not_done() -> None:
 
 def test_summary_cannot_be_forged() -> None:
     lh.assert_summary_cannot_be_forged(checks, checks.EX_WORKERS, "check_workers")
+
+
+# =========================================================================== exercises 3 and 4 (the loop)
+from rknnlab import models  # noqa: E402
+from rknnlab.pipeline import find_boxes  # noqa: E402
+from rknnlab.pipeline.run import int8_channel0  # noqa: E402
+from rknnlab.rknn import abi, buffers  # noqa: E402
+
+MODEL = str(models.model_path(checks.PIPE_MODEL, "rk3588")) if "rk3588" in models.model_socs(checks.PIPE_MODEL) \
+    else None
+SYNC = {"none": None, "from": abi.RKNN_MEMORY_SYNC_FROM_DEVICE, "both": abi.RKNN_MEMORY_SYNC_BIDIRECTIONAL,
+        "to": abi.RKNN_MEMORY_SYNC_TO_DEVICE}
+
+
+def zero_copy_loop(flags=abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE, sync="from", when="after", which="out",
+                   out_mem_flags=None):
+    """The lab's zero-copy loop, with the output's sync as asked."""
+    from rknnlab.pipeline import letterbox
+
+    def detect(rt, frames):
+        ctx = rt.init(MODEL, flags)
+        ia = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        oa = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        ia.type, ia.fmt = abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_NHWC
+        in_mem = rt.create_mem(ctx, ia.size_with_stride)
+        out_mem = rt.create_mem(ctx, oa.size_with_stride) if out_mem_flags is None else \
+            rt.create_mem2(ctx, oa.size_with_stride, out_mem_flags)
+        rt.set_io_mem(ctx, in_mem, ia)
+        rt.set_io_mem(ctx, out_mem, oa)
+        dst = buffers.mem_view(in_mem, np.uint8, ia.size_with_stride)
+        prob = int8_channel0(buffers.mem_view(out_mem, np.uint8, oa.size_with_stride), oa, native=True)
+        mem = out_mem if which == "out" else in_mem
+        boxes = []
+        for frame in frames:
+            lb = letterbox(frame, dst, 480, 480, w_stride=ia.w_stride or 480)
+            rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+            if sync != "none" and when == "before":
+                rt.mem_sync(ctx, mem, SYNC[sync])
+            rt.run(ctx)
+            if sync != "none" and when == "after":
+                rt.mem_sync(ctx, mem, SYNC[sync])
+            boxes.append(find_boxes(prob, oa.zp, oa.scale, letterbox=lb))
+        rt.destroy_mem(ctx, in_mem)
+        rt.destroy_mem(ctx, out_mem)
+        rt.destroy(ctx)
+        return boxes
+    return detect
+
+
+needs_model = pytest.mark.skipif(MODEL is None, reason="ppocr_det is not built")
+
+
+@needs_model
+@pytest.mark.parametrize("loop", [zero_copy_loop(), zero_copy_loop(sync="both"),
+                                  zero_copy_loop(sync="none", out_mem_flags=abi.RKNN_FLAG_MEMORY_NON_CACHEABLE),
+                                  zero_copy_loop(flags=0, sync="none")],
+                         ids=["sync-from-device", "sync-bidirectional", "non-cacheable-output", "flag-dropped"])
+def test_ex3_right_loops_pass(loop) -> None:
+    result = checks.check_synced_loop(loop)
+    assert result.passed, result
+
+
+@needs_model
+@pytest.mark.parametrize("loop", [zero_copy_loop(sync="none"), zero_copy_loop(when="before"),
+                                  zero_copy_loop(sync="to"), zero_copy_loop(which="in")],
+                         ids=["as-given", "sync-before-run", "sync-to-device", "input-mem-synced"])
+def test_ex3_wrong_loops_fail(loop) -> None:
+    _failed(checks.check_synced_loop(loop), "one frame late")
+
+
+def general_loop(dst_kind="once", frames_kw=None):
+    """The lab's general-API loop: the letterbox destination allocated as asked."""
+    def detect_once(rt, frames, letterbox):
+        ctx = rt.init(MODEL)
+        oa = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        out = np.empty(oa.size, np.int8)
+        outputs = [abi.rknn_output(index=0, want_float=0, is_prealloc=1, buf=out.ctypes.data, size=out.nbytes)]
+        once = np.empty((480, 480, 3), np.uint8)
+        cache = {}
+        boxes = []
+        for frame in frames:
+            if dst_kind == "once":
+                rgb = once
+            elif dst_kind == "per_frame":
+                rgb = np.empty((480, 480, 3), np.uint8)
+            elif dst_kind == "zeros_per_frame":
+                rgb = np.zeros((480, 480, 3), np.uint8)
+            elif dst_kind == "cache_by_frame":
+                rgb = cache.setdefault(frame.index, np.empty((480, 480, 3), np.uint8))
+            elif dst_kind == "too_small":
+                rgb = once.reshape(-1)[:480 * 480]
+            lb = letterbox(frame, rgb, 480, 480)
+            rt.inputs_set(ctx, [buffers.input_from_array(0, np.ascontiguousarray(rgb).reshape(480, 480, -1),
+                                                         fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
+            if dst_kind in ("per_frame", "zeros_per_frame"):
+                del rgb                                  # freed at once: RSS stays flat
+            rt.run(ctx)
+            rt.outputs_get(ctx, outputs)
+            rt.outputs_release(ctx, outputs)
+            boxes.append(find_boxes(out.reshape(480, 480), oa.zp, oa.scale, letterbox=lb))
+        rt.destroy(ctx)
+        return boxes
+    return detect_once
+
+
+def zero_copy_once(per_frame_mem=False, sync=True):
+    """Legitimately different: the letterbox writes straight into a bound input mem, made once
+    (per_frame_mem: made, bound and destroyed every frame: DMA churn)."""
+    def detect_once(rt, frames, letterbox):
+        ctx = rt.init(MODEL)
+        ia = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        oa = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+        ia.type, ia.fmt = abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_NHWC
+        out_mem = rt.create_mem(ctx, oa.size_with_stride)
+        rt.set_io_mem(ctx, out_mem, oa)
+        prob = int8_channel0(buffers.mem_view(out_mem, np.uint8, oa.size_with_stride), oa, native=True)
+        in_mem = None
+        boxes = []
+        for frame in frames:
+            if in_mem is None or per_frame_mem:
+                in_mem = rt.create_mem(ctx, ia.size_with_stride)
+                rt.set_io_mem(ctx, in_mem, ia)
+            dst = buffers.mem_view(in_mem, np.uint8, ia.size_with_stride)
+            lb = letterbox(frame, dst, 480, 480, w_stride=ia.w_stride or 480)
+            rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+            rt.run(ctx)
+            rt.mem_sync(ctx, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+            boxes.append(find_boxes(prob, oa.zp, oa.scale, letterbox=lb))
+            if per_frame_mem:
+                rt.destroy_mem(ctx, in_mem)
+        if not per_frame_mem:
+            rt.destroy_mem(ctx, in_mem)
+        rt.destroy_mem(ctx, out_mem)
+        rt.destroy(ctx)
+        return boxes
+    return detect_once
+
+
+@needs_model
+@pytest.mark.parametrize("loop", [general_loop("once"), zero_copy_once()], ids=["once", "zero-copy-once"])
+def test_ex4_right_loops_pass(loop) -> None:
+    result = checks.check_allocation_once(loop)
+    assert result.passed, result
+
+
+@needs_model
+@pytest.mark.parametrize("loop,words", [
+    (general_loop("per_frame"), "allocated since"), (general_loop("zeros_per_frame"), "allocated since"),
+    (general_loop("cache_by_frame"), "allocated since"), (zero_copy_once(per_frame_mem=True), "mems after"),
+    (general_loop("too_small"), "raised")],
+    ids=["as-given", "zeros-per-frame", "cache-keyed-by-frame", "mem-per-frame", "too-small"])
+def test_ex4_wrong_loops_fail(loop, words) -> None:
+    _failed(checks.check_allocation_once(loop), words)

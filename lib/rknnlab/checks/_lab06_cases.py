@@ -197,27 +197,155 @@ def crc(data: Any) -> int:
     return zlib.crc32(np.ascontiguousarray(data).view(np.uint8).tobytes())
 
 
+def box_key(boxes: Any) -> Optional[Tuple[Tuple[float, ...], ...]]:
+    """A frame's boxes as sorted tuples (coordinates to a tenth of a pixel), or None when
+    ``boxes`` is not a list of boxes."""
+    try:
+        return tuple(sorted((round(float(b.x0), 1), round(float(b.y0), 1), round(float(b.x1), 1),
+                             round(float(b.y1), 1)) for b in boxes))
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
+#: the camera's shots by what they show (the model finds text lines on a page, one false blob
+#: on the coffee cup, nothing on the hand-drawn symbols): consecutive frames from different
+#: groups have different boxes
+_CAMERA: List[Any] = []
+
+
+def _camera() -> Any:
+    if not _CAMERA:
+        from ..pipeline import Camera
+        _CAMERA.append(Camera())
+    return _CAMERA[0]
+
+
+def pick_frames(rng: np.random.Generator, n: int) -> List[Any]:
+    """``n`` camera frames (copies: the camera's pool reuses its buffers) drawn from shots of
+    different sources in turn, at random positions inside each shot."""
+    from ..pipeline import Nv12Frame
+    cam = _camera()
+    shots = list(cam.shots)
+    out: List[Any] = []
+    last_source = None
+    while len(out) < n:
+        choices = [s for s in shots if s.source != last_source]
+        shot = choices[int(rng.integers(0, len(choices)))]
+        i = shot.start + int(rng.integers(0, shot.length))
+        f = cam.frame(i)
+        out.append(Nv12Frame(f.data.copy(), f.width, f.height, f.stride, f.height_stride, f.index))
+        last_source = shot.source
+    return out
+
+
+_TRUTH: Dict[Tuple[str, int], Tuple[Tuple[float, ...], ...]] = {}
+
+
+def reference_boxes(rt: Any, model_path: str, frames: Sequence[Any]) -> List[Tuple[Tuple[float, ...], ...]]:
+    """Each frame's boxes from the check's own run: a plain context (flag 0), the frame
+    letterboxed into the check's buffer, rknn_inputs_set, rknn_run, rknn_outputs_get of the
+    int8 output (nothing cached, nothing bound), rknnlab's find_boxes."""
+    from ..pipeline import find_boxes, letterbox
+    from ..rknn import abi
+    from ..rknn.buffers import input_from_array
+    keys = [(model_path, crc(f.data)) for f in frames]
+    todo = [f for f, k in zip(frames, keys) if k not in _TRUTH]
+    if todo:
+        ctx = rt.init(model_path)
+        try:
+            ia = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+            oa = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+            h, w = int(ia.dims[1]), int(ia.dims[2])
+            rgb = np.zeros((h, w, 3), np.uint8)
+            out = np.zeros(int(oa.size), np.int8)
+            outputs = [abi.rknn_output(index=0, want_float=0, is_prealloc=1, buf=out.ctypes.data, size=out.nbytes)]
+            for f in todo:
+                lb = letterbox(f, rgb, w, h)
+                rt.inputs_set(ctx, [input_from_array(0, rgb, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
+                rt.run(ctx)
+                rt.outputs_get(ctx, outputs)
+                rt.outputs_release(ctx, outputs)
+                _TRUTH[(model_path, crc(f.data))] = box_key(find_boxes(out.reshape(h, w), int(oa.zp),
+                                                                       float(oa.scale), letterbox=lb))
+        finally:
+            rt.destroy(ctx)
+    return [_TRUTH[k] for k in keys]
+
+
+_MEM_MAKERS = ("create_mem", "create_mem2", "create_mem_from_fd", "create_mem_from_phys")
+
+
+class Counting:
+    """A runtime wrapper: every call passes through; the contexts made (destroyed by
+    :meth:`cleanup`), the runs, and the mems made after the first run are counted."""
+
+    def __init__(self, rt: Any) -> None:
+        self._rt = rt
+        self.backend = getattr(rt, "backend", "")
+        self.soc = getattr(rt, "soc", None)
+        self.source = getattr(rt, "source", "")
+        self.contexts: List[int] = []
+        self.runs = 0
+        self.mems_after_first_run = 0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._rt, name)
+        if name in _MEM_MAKERS:
+            def make(*args: Any, **kwargs: Any) -> Any:
+                if self.runs:
+                    self.mems_after_first_run += 1
+                return value(*args, **kwargs)
+            return make
+        return value
+
+    def init(self, *args: Any, **kwargs: Any) -> int:
+        ctx = self._rt.init(*args, **kwargs)
+        self.contexts.append(ctx)
+        return ctx
+
+    def dup_context(self, ctx: int) -> int:
+        new = self._rt.dup_context(ctx)
+        self.contexts.append(new)
+        return new
+
+    def destroy(self, ctx: int) -> int:
+        ret = self._rt.destroy(ctx)
+        if ctx in self.contexts:
+            self.contexts.remove(ctx)
+        return ret
+
+    def run(self, ctx: int, *args: Any, **kwargs: Any) -> int:
+        ret = self._rt.run(ctx, *args, **kwargs)
+        self.runs += 1
+        return ret
+
+    def cleanup(self) -> None:
+        from ._core import _destroy_contexts
+        _destroy_contexts(self._rt, self.contexts)
+
+
 class WatchedLetterbox:
     """The letterbox stage the check hands to the student's loop: it calls rknnlab's
-    letterbox and keeps, per call, how large the buffer was and what it held before the
-    call: what the previous call wrote into it (reused), or anything else.  The buffer the
-    previous call wrote stays referenced here until the next call, so a buffer allocated
-    anew cannot land on the same bytes and look reused."""
+    letterbox and keeps, per call, the bytes of the buffer and whether it held, before the
+    call, what an earlier call wrote into a buffer (reused) or anything else (allocated
+    since).  Every buffer an earlier call wrote stays referenced here until the check ends,
+    so a buffer allocated anew cannot land on the same bytes and look reused; the check
+    reads only the buffer it is handed, never an earlier one."""
 
     def __init__(self, real: Callable[..., Any]) -> None:
         self._real = real
-        self._last: Any = None
-        self._last_crc: Optional[int] = None
-        self.calls: List[Tuple[int, bool]] = []        # (bytes of the buffer, held the last write?)
+        self._kept: List[Any] = []
+        self._written: set = set()
+        self.calls: List[Tuple[int, bool]] = []        # (bytes of the buffer, held an earlier write?)
 
     def __call__(self, frame: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
         arr = np.asarray(dst)
-        held = self._last_crc is not None and arr.nbytes == self._last_nbytes and crc(arr) == self._last_crc
+        held = (int(arr.nbytes), crc(arr)) in self._written
         self.calls.append((int(arr.nbytes), bool(held)))
         box = self._real(frame, dst, *args, **kwargs)
-        self._last = dst
-        self._last_nbytes = int(arr.nbytes)
-        self._last_crc = crc(arr)
+        self._kept.append(dst)
+        self._written.add((int(arr.nbytes), crc(arr)))
         return box
 
-    _last_nbytes = 0
+    def release(self) -> None:
+        self._kept.clear()

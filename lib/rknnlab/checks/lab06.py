@@ -33,7 +33,8 @@ from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _not_done, _require_fu
                     _whole_number)
 
 __all__ = ["CheckResult", "check_frame_sizes", "check_int8_threshold", "check_synced_loop",
-           "check_allocation_once", "check_workers", "summary", "results", "PIPE_MODEL"]
+           "check_allocation_once", "check_workers", "summary", "results", "PIPE_MODEL", "compare_frames",
+           "LOOP_FRAMES", "REUSE_RULE", "SYNC_RULE"]
 
 #: the model of exercises 3 and 4 (PP-OCRv4's text detector, 480 x 480)
 PIPE_MODEL = "ppocr_det"
@@ -255,18 +256,192 @@ def check_workers(choose_workers: Callable[[Any, float, float, int], Optional[in
     return _LAB.run(EX_WORKERS, body)
 
 
-# =========================================================================== exercises 3 and 4 follow
-def check_synced_loop(detect: Callable[..., Any]) -> CheckResult:
+# =========================================================================== exercises 3 and 4: the loop
+#: frames per check run (the simulator runs the 480 x 480 model in a few hundred ms)
+LOOP_FRAMES = 4
+
+
+def _model_file_here(rt: Any) -> str:
+    from ._core import _model_file
+    soc = getattr(rt, "soc", None) or "rk3588"
+    return _model_file(PIPE_MODEL, {"rk3566": "rk3568"}.get(soc, soc))
+
+
+def _require_pipe_model(rt: Any) -> None:
+    from .. import models
+    soc = {"rk3566": "rk3568"}.get(getattr(rt, "soc", None) or "rk3588", getattr(rt, "soc", None) or "rk3588")
+    if soc not in models.model_socs(PIPE_MODEL) or not models.model_path(PIPE_MODEL, soc).exists():
+        raise _Fail(f"{PIPE_MODEL}.rknn is built for RK3588 only, not for the {soc}.",
+                    "run this exercise on the simulator: RKNNLAB_BACKEND=sim, without RKNNLAB_SIM_SOC (it then "
+                    "plays an RK3588).")
+
+
+def _loop_result(fn: Callable[..., Any], args: Tuple[Any, ...], what: str, name: str, hint: str,
+                 n_frames: int) -> List[Any]:
+    try:
+        got = fn(*args)
+    except NotImplementedError as exc:
+        raise _student_error(exc, what, _todo(name))
+    except RknnError as exc:
+        raise _Fail(f"{what}: the runtime refused: {exc.function} returned {exc.code} ({exc.name}): {exc.detail}",
+                    hint)
+    except Exception as exc:
+        raise _student_error(exc, what, hint)
+    if got is None:
+        raise _not_done(f"{what} returned None.", "return a list with the boxes of every frame, in order.")
+    try:
+        got = list(got)
+    except TypeError:
+        raise _Fail(f"{what} returned {type(got).__name__}, not a list.", "return one list of boxes per frame.")
+    if len(got) != n_frames:
+        raise _Fail(f"{what} returned {len(got)} lists of boxes for {n_frames} frames.",
+                    "return one list of boxes per frame, in the order of the frames.")
+    keys = [_cases.box_key(b) for b in got]
+    if any(k is None for k in keys):
+        raise _Fail(f"{what}: a frame's result is not a list of boxes.",
+                    "append what pipeline.find_boxes returns for each frame.")
+    return keys
+
+
+def _count_boxes(key: Any) -> str:
+    return f"{len(key)} box{'es' if len(key) != 1 else ''}"
+
+
+def compare_frames(detect: Callable[..., Any], n_frames: int = LOOP_FRAMES, seed: int = 0) -> str:
+    """Run ``detect(rt, frames)`` (or ``detect(rt, frames, letterbox)``) on ``n_frames`` camera
+    frames of a seeded choice and print, per frame, how many boxes it found and whether they
+    are the boxes a plain run of the same frame finds (the check's reference)."""
+    from .. import open_runtime
+    from ..pipeline import letterbox
+    import inspect
+    rt = open_runtime()
+    counting = _cases.Counting(rt)
+    try:
+        frames = _cases.pick_frames(np.random.default_rng(seed), n_frames)
+        path = _model_file_here(rt)
+        args = (counting, frames) if len(inspect.signature(detect).parameters) < 3 else \
+            (counting, frames, letterbox)
+        got = [_cases.box_key(b) for b in detect(*args)]
+        ref = _cases.reference_boxes(rt, path, frames)
+    finally:
+        counting.cleanup()
+        rt.close()
+    lines = []
+    for k, (g, r) in enumerate(zip(got, ref)):
+        verdict = "the same boxes" if g == r else ("the boxes of the frame before" if k and g == ref[k - 1]
+                                                   else "other boxes")
+        lines.append(f"frame {k + 1}: yours {_count_boxes(g):>9}, reference {_count_boxes(r):>9}: {verdict}")
+    return "\n".join(lines)
+
+
+_SYNC_HINT = ("The NPU wrote the output into the mem; ask what the CPU sees of a cacheable mem on a context "
+              "made with this flag, and when. Read this exercise's Why again.")
+
+
+def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> CheckResult:
+    """Exercise 3: ``detect(rt, frames) -> [boxes of each frame]``: the zero-copy loop of the
+    lab, fixed so that each frame's boxes are that frame's.
+
+    The check draws LOOP_FRAMES camera frames at every call, from shots of different
+    sources in turn (so consecutive frames have different boxes), runs your function on them
+    with a runtime that passes every call through, and runs the same frames itself on a plain
+    context (flag 0, rknn_inputs_set, rknn_outputs_get: nothing cached) through the same
+    letterbox and find_boxes.  Every frame's boxes must equal the reference's.  A failure
+    says how many frames differ and how many carry the boxes of the frame before."""
     def body() -> CheckResult:
         _require_function(detect, "check_synced_loop(detect)")
-        raise _not_done("this check is being written.", "come back later.")
+        from .. import open_runtime
+        rt = open_runtime()
+        counting = _cases.Counting(rt)
+        try:
+            _require_pipe_model(rt)
+            frames = _cases.pick_frames(np.random.default_rng(_fresh_seed()), LOOP_FRAMES)
+            got = _loop_result(detect, (counting, frames), f"detect(rt, <{LOOP_FRAMES} frames>)", "detect",
+                               _SYNC_HINT, LOOP_FRAMES)
+            counting.cleanup()
+            ref = _cases.reference_boxes(rt, _model_file_here(rt), frames)
+        finally:
+            counting.cleanup()
+            rt.close()
+        wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
+        late = [k for k in wrong if k and got[k] == ref[k - 1]]
+        details = [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
+                   for k in wrong]
+        if late:
+            raise _Fail(f"{len(late)} of {LOOP_FRAMES} frames show the boxes of the frame before: your loop reads "
+                        "each output one frame late.", _SYNC_HINT, details)
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames have other boxes than the reference run of the same "
+                        "frames.", "Keep the lab's letterbox, model and find_boxes with its default thresholds; "
+                        "change only what the CPU reads, and when. " + _SYNC_HINT, details)
+        return CheckResult(EX_SYNC, "passed", f"Every frame's boxes are its own, for {LOOP_FRAMES} frames the check "
+                           "drew: the CPU reads what the NPU wrote for that frame.",
+                           [f"frames {', '.join(str(f.index) for f in frames)} of the camera; "
+                            f"{sum(len(r) for r in ref)} boxes in all"])
+
     return _LAB.run(EX_SYNC, body)
 
 
-def check_allocation_once(detect_once: Callable[..., Any]) -> CheckResult:
+_ALLOC_HINT = ("Allocate the buffer the letterbox writes into once, before the loop, sized for the model's "
+               "input, and hand that same buffer to every frame. " + REUSE_RULE)
+
+
+def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..., Any]], Sequence[Any]]) -> CheckResult:
+    """Exercise 4: ``detect_once(rt, frames, letterbox) -> [boxes of each frame]``: the
+    per-frame loop of the lab with its allocation moved out of the loop.
+
+    The check draws LOOP_FRAMES camera frames at every call and hands your function a
+    runtime that counts the mems made after the first rknn_run (DMA churn), and a letterbox
+    stage that records, before every call, whether the buffer it is handed still holds what
+    an earlier call wrote (the buffer was reused) or not (it was allocated since).  Every
+    buffer an earlier call wrote stays referenced until the check ends, so a new buffer cannot
+    take its bytes.  From the second frame on, every letterbox call must get a reused buffer
+    and no mem may be made; every frame's boxes must equal the reference run's (exercise 3)."""
     def body() -> CheckResult:
         _require_function(detect_once, "check_allocation_once(detect_once)")
-        raise _not_done("this check is being written.", "come back later.")
+        from .. import open_runtime
+        from ..pipeline import letterbox
+        rt = open_runtime()
+        counting = _cases.Counting(rt)
+        watched = _cases.WatchedLetterbox(letterbox)
+        try:
+            _require_pipe_model(rt)
+            frames = _cases.pick_frames(np.random.default_rng(_fresh_seed()), LOOP_FRAMES)
+            got = _loop_result(detect_once, (counting, frames, watched), f"detect_once(rt, <{LOOP_FRAMES} frames>, "
+                               "letterbox)", "detect_once", _ALLOC_HINT, LOOP_FRAMES)
+            counting.cleanup()
+            calls = list(watched.calls)
+            watched.release()
+            ref = _cases.reference_boxes(rt, _model_file_here(rt), frames)
+        finally:
+            watched.release()
+            counting.cleanup()
+            rt.close()
+        if len(calls) < LOOP_FRAMES:
+            raise _Fail(f"the letterbox stage you were given ran {len(calls)} times for {LOOP_FRAMES} frames.",
+                        "call the letterbox argument of detect_once once per frame (not pipeline.letterbox "
+                        "itself): the check watches the buffer you hand it.")
+        if counting.mems_after_first_run:
+            raise _Fail(f"your loop made {counting.mems_after_first_run} mems after its first rknn_run: a DMA "
+                        f"allocation per frame ({LOOP_FRAMES} frames).", "Create every mem once, before the loop, "
+                        "and bind it once. " + REUSE_RULE)
+        fresh = sum(not held for _, held in calls[1:])
+        if fresh:
+            raise _Fail(f"{fresh} of {len(calls) - 1} letterbox calls after the first got a buffer allocated since "
+                        "the call before (it did not hold what an earlier call wrote).", _ALLOC_HINT,
+                        [f"letterbox buffers: {', '.join(f'{n:,} B' for n, _ in calls)}"])
+        wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
+        if wrong:
+            raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames have other boxes than the reference run of the same "
+                        "frames.", "Reusing the buffer must not change what each frame computes: letterbox each "
+                        "frame before its run, and read its output after the run.",
+                        [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
+                         for k in wrong])
+        return CheckResult(EX_ALLOC, "passed", f"No allocation per frame: from the second of {LOOP_FRAMES} frames on, "
+                           "the letterbox wrote into a buffer it had written before, no mem was made after the first "
+                           "run, and every frame's boxes are right.",
+                           [f"letterbox buffer: {calls[0][0]:,} B, reused {len(calls) - 1} times"])
+
     return _LAB.run(EX_ALLOC, body)
 
 
