@@ -7,6 +7,8 @@ The fake model: input "input" 1x4x4x3 NHWC int8 (zp -128, scale 1/255;
 native rows padded to w_stride 8), outputs "scores" 1x10 (zp -10, scale 0.5,
 scores[k] = sum of the quantized inputs + k, mod 256) and "boxes" 1x4x2x2
 (zp 0, scale 0.25, boxes[k] = quantized input k; native NC1HWC2 of 64 bytes).
+A payload "detector=HxW ..." describes instead a fake text detector for
+examples/c/video_pipeline.c (tests at the end of this file).
 """
 from __future__ import annotations
 
@@ -1043,3 +1045,183 @@ def test_delays_make_the_named_calls_slower(rt, ctx, monkeypatch):
     converted = timed(lambda: rt.outputs_get(ctx, [abi.rknn_output(index=1, want_float=1, is_prealloc=1,
                                                                    buf=floats.ctypes.data, size=64)]))
     assert raw < 3 and converted >= 4
+
+
+# ------------------------------------------------------- the fake text detector (video_pipeline.c)
+
+DETECTOR = b"RKNN detector=6x8 c2=4 zp=-100 scale=0.005"
+
+
+def detector_probability(rgb: np.ndarray, zp: int = -100, scale: float = 0.005) -> np.ndarray:
+    """What the double's fake detector computes from a uint8 HxWx3 image (its header comment):
+    luma, then (255 - luma) / 255 except for letterbox black, quantized to int8."""
+    r, g, b = (rgb[..., c].astype(np.int64) for c in range(3))
+    luma = (77 * r + 150 * g + 29 * b) >> 8
+    p = np.where(luma < 16, 0.0, (255.0 - luma) / 255.0).astype(np.float32)
+    q = np.floor(p / np.float32(scale) + np.float32(0.5)).astype(np.int64) + zp
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+def _detector_attrs(rt, context):
+    attrs = {}
+    for name, cmd in (("in", abi.RKNN_QUERY_INPUT_ATTR), ("out", abi.RKNN_QUERY_OUTPUT_ATTR),
+                      ("native_in", abi.RKNN_QUERY_NATIVE_INPUT_ATTR),
+                      ("native_out", abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR),
+                      ("nhwc_out", abi.RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR)):
+        a = rt.query(context, cmd, abi.rknn_tensor_attr(index=0))
+        attrs[name] = a
+    return attrs
+
+
+def _dims(a) -> List[int]:
+    return [a.dims[d] for d in range(a.n_dims)]
+
+
+def test_the_payload_describes_a_text_detector(rt):
+    """"detector=HxW": one NHWC image in, one probability map out; the native output is NC1HWC2
+    with the payload's C2 in dims[4]; the native input's rows have the payload's w_stride."""
+    context = rt.init(DETECTOR + b" w_stride=10")
+    try:
+        num = rt.query(context, abi.RKNN_QUERY_IN_OUT_NUM)
+        assert (num.n_input, num.n_output) == (1, 1)
+        a = _detector_attrs(rt, context)
+        assert (_dims(a["in"]), a["in"].fmt, a["in"].name) == ([1, 6, 8, 3], abi.RKNN_TENSOR_NHWC, b"x")
+        assert (a["native_in"].w_stride, a["native_in"].size_with_stride) == (10, 6 * 10 * 3)
+        assert (a["in"].w_stride, a["in"].size_with_stride) == (8, 6 * 8 * 3)
+        assert (_dims(a["out"]), a["out"].fmt) == ([1, 1, 6, 8], abi.RKNN_TENSOR_NCHW)
+        assert (_dims(a["native_out"]), a["native_out"].fmt) == ([1, 1, 6, 8, 4], abi.RKNN_TENSOR_NC1HWC2)
+        assert a["native_out"].size_with_stride == 6 * 8 * 4
+        assert (_dims(a["nhwc_out"]), a["nhwc_out"].fmt) == ([1, 6, 8, 1], abi.RKNN_TENSOR_NHWC)
+        for out in (a["out"], a["native_out"]):
+            assert (out.type, out.zp, out.scale) == (abi.RKNN_TENSOR_INT8, -100, pytest.approx(0.005))
+        assert rt.query(context, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size == 4096 + 2048 + 6 * 8 * 4
+        twin = rt.dup_context(context)                          # a duplicate is the same detector
+        assert _dims(rt.query(twin, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))) == \
+            [1, 1, 6, 8, 4]
+        rt.destroy(twin)
+    finally:
+        rt.destroy(context)
+    for bad in (b"RKNN detector=6", b"RKNN detector=0x8", b"RKNN detector=6x8y", b"RKNN detector=6x8 c2=0",
+                b"RKNN detector=6x8 w_stride=7", b"RKNN detector=6x8 zp=200", b"RKNN detector=6x8 scale=-1",
+                b"RKNN detector=6x5000"):
+        with pytest.raises(errors.RknnModelInvalidError):
+            rt.init(bad)
+
+
+def _bind(rt, context, attr, size=None):
+    mem = rt.create_mem(context, size if size is not None else attr.size_with_stride)
+    rt.set_io_mem(context, mem, attr)
+    return mem
+
+
+@pytest.mark.parametrize("in_type", [abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8])
+def test_the_detector_computes_its_map_from_the_bound_input(rt, in_type):
+    """Input rows at the bound attr's w_stride; channel 0 of each NC1HWC2 pixel is the formula,
+    channels 1 to C2-1 hold 127; a plain NCHW-bound output gets the dense map."""
+    context = rt.init(DETECTOR + b" w_stride=10")
+    mems = []
+    try:
+        a = _detector_attrs(rt, context)
+        a["native_in"].type = in_type
+        in_mem = _bind(rt, context, a["native_in"])
+        out_mem = _bind(rt, context, a["native_out"])
+        mems += [in_mem, out_mem]
+        image = np.random.default_rng(5).integers(0, 256, (6, 8, 3), dtype=np.uint8)
+        image[0, :3] = 0                                          # letterbox black: no text
+        image[1, :2] = 255                                        # white paper
+        rows = buffers.mem_view(in_mem, np.uint8, (6, 10, 3))
+        rows[:] = 77                                              # the padding must not be read
+        rows[:, :8] = image if in_type == abi.RKNN_TENSOR_UINT8 else (image.astype(np.int16) - 128).astype(np.uint8)
+        rt.run(context)
+        blocked = buffers.mem_view(out_mem, np.int8, (6, 8, 4))
+        expected = detector_probability(image)
+        np.testing.assert_array_equal(blocked[..., 0], expected)
+        assert (blocked[..., 1:] == 127).all()
+        assert (expected[0, :3] == -100).all() and expected[1, 0] == -100   # p = 0 -> q = zp
+        dense = _bind(rt, context, a["out"])
+        mems.append(dense)
+        rt.run(context)
+        np.testing.assert_array_equal(buffers.mem_view(dense, np.int8, (6, 8)), expected)
+    finally:
+        for mem in mems:
+            rt.destroy_mem(context, mem)
+        rt.destroy(context)
+
+
+def test_the_detector_runs_only_from_bound_mems_of_the_right_size(rt):
+    context = rt.init(DETECTOR)
+    mems = []
+    try:
+        a = _detector_attrs(rt, context)
+        with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+            rt.run(context)                                        # nothing bound: zero-copy only
+        with pytest.raises(errors.RknnInputInvalidError):
+            rt.inputs_set(context, [buffers.input_from_array(0, np.zeros((1, 6, 8, 3), np.uint8),
+                                                             abi.RKNN_TENSOR_NHWC)])
+        small = rt.create_mem(context, 6 * 8 * 3 - 1)
+        mems.append(small)
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.set_io_mem(context, small, a["native_in"])
+        wrong_c2 = abi.rknn_tensor_attr.from_buffer_copy(a["native_out"])
+        wrong_c2.dims[4] = 16
+        big = rt.create_mem(context, 6 * 8 * 16)
+        mems.append(big)
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.set_io_mem(context, big, wrong_c2)                  # C2 is the model's, never assumed
+        as_float = abi.rknn_tensor_attr.from_buffer_copy(a["out"])
+        as_float.type = abi.RKNN_TENSOR_FLOAT32
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.set_io_mem(context, big, as_float)
+        mems.append(_bind(rt, context, a["native_in"]))
+        with pytest.raises(errors.RknnParamInvalidError, match="rknn_run"):
+            rt.run(context)                                        # the output is not bound yet
+        mems.append(_bind(rt, context, a["native_out"]))
+        rt.run(context)
+        out = abi.rknn_output(index=0, want_float=0, is_prealloc=0)
+        with pytest.raises(errors.RknnOutputInvalidError):
+            rt.outputs_get(context, [out])
+    finally:
+        for mem in mems:
+            rt.destroy_mem(context, mem)
+        rt.destroy(context)
+
+
+def test_two_threads_in_one_detector_context_are_refused(rt, double, monkeypatch):
+    """One thread per context at a time: a run entering while another runs the same context is
+    logged ("rknn_run_overlap") and refused; two contexts run side by side."""
+    import threading
+    monkeypatch.setenv("RKNN_DOUBLE_DELAY_US", "rknn_run=300000")
+    contexts, mems = [rt.init(DETECTOR)], []
+    contexts.append(rt.dup_context(contexts[0]))
+    try:
+        for context in contexts:
+            a = _detector_attrs(rt, context)
+            mems += [(context, _bind(rt, context, a["native_in"])), (context, _bind(rt, context, a["native_out"]))]
+
+        def run_all(targets):
+            failures: List[Exception] = []
+
+            def one(context):
+                try:
+                    rt.run(context)
+                except errors.RknnError as error:
+                    failures.append(error)
+            threads = [threading.Thread(target=one, args=(c,)) for c in targets]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return failures
+
+        double.reset()
+        assert run_all(contexts) == []                             # one thread per context: fine
+        assert double.calls("rknn_run_overlap") == []
+        failures = run_all([contexts[0], contexts[0]])
+        assert len(failures) == 1 and isinstance(failures[0], errors.RknnCtxInvalidError)
+        assert len(double.calls("rknn_run_overlap")) == 1
+        rt.run(contexts[0])                                        # the context is free again
+    finally:
+        for context, mem in mems:
+            rt.destroy_mem(context, mem)
+        for context in reversed(contexts):
+            rt.destroy(context)
