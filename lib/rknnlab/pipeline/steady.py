@@ -287,7 +287,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..paths import repo_root
     out = Path(args.out) if args.out else repo_root() / "data" / "traces" / f"ch06_steady_{args.frames}.json"
     command = "python -m rknnlab.pipeline.steady " + " ".join(argv if argv is not None else sys.argv[1:])
-    result = steady_state(n_frames=args.frames, planted=(None, "letterbox_malloc"), values=args.values,
+    # the variants must be importable by name in the child: this module's, not __main__'s
+    import importlib
+    steady = importlib.import_module("rknnlab.pipeline.steady")
+    result = steady.steady_state(n_frames=args.frames, planted=(None, "letterbox_malloc"), values=args.values,
                           timeout=None, command=command.strip())
     result.meta["recorded_on"] = f"{platform.node() or 'this host'} ({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}"
     out.parent.mkdir(parents=True, exist_ok=True)
