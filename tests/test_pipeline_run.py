@@ -1,0 +1,206 @@
+"""rknnlab.pipeline.run / workers / steady: the video pipeline's loop measured on the
+simulator (ppocr_det, a few frames each: the file runs in well under a minute)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rknnlab
+from rknnlab.pipeline.run import (STAGES, Worker, compare_modes, distinct_frames, int8_channel0, mask_name,
+                                  mask_value, run)
+from rknnlab.pipeline.steady import SteadyState, steady_state
+from rknnlab.pipeline.workers import scaling
+from rknnlab.rknn import abi
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = sorted((ROOT / "data" / "traces").glob("ch06_steady_*.json"))
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return distinct_frames(4)
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return rknnlab.open_runtime("sim")
+
+
+def _blank_frame(like):
+    from rknnlab.pipeline.frames import Nv12Frame
+    data = np.full(like.data.size, 128, np.uint8)      # mid-grey, no text
+    return Nv12Frame(data, like.width, like.height, like.stride, like.height_stride, 0)
+
+
+# --------------------------------------------------------------------------- per-frame allocation
+def test_zero_copy_allocates_nothing_per_frame_and_the_planted_buffer_shows(frames, rt):
+    clean = run(frames, n_frames=6, runtime=rt, values=False, measure_heap=True)
+    planted = run(frames, n_frames=6, runtime=rt, values=False, measure_heap=True, planted="letterbox_malloc")
+    clean_rise = np.nanmax(clean.heap_rise, axis=1)
+    planted_rise = np.nanmax(planted.heap_rise, axis=1)
+    assert np.median(clean_rise) <= 64 and clean_rise.max() < 1024, clean.heap_rise
+    # the planted buffer is 480 x 480 x 3 bytes, alive from the convert stage on
+    assert np.all(planted_rise >= 480 * 480 * 3), planted.heap_rise
+    assert np.all(planted.heap_rise[:, STAGES.index("convert")] >= 480 * 480 * 3)
+
+
+def test_general_mode_allocates_nothing_per_frame_either(frames, rt):
+    r = run(frames, mode="general", n_frames=6, runtime=rt, values=False, measure_heap=True)
+    assert np.median(np.nanmax(r.heap_rise, axis=1)) <= 64
+
+
+# --------------------------------------------------------------------------- boxes
+def test_boxes_found_on_a_text_frame_and_not_on_a_blank_one(frames, rt):
+    text = run(frames[:1], n_frames=1, runtime=rt, values=True, warmup=0)
+    blank = run([_blank_frame(frames[0])], n_frames=1, runtime=rt, values=True, warmup=0)
+    assert text.n_boxes[0] >= 1 and len(text.boxes[0]) == text.n_boxes[0]
+    assert blank.n_boxes[0] == 0
+    b = text.boxes[0][0]   # in frame coordinates (the letterbox mapped back)
+    assert 0 <= b.x0 < b.x1 <= frames[0].width and 0 <= b.y0 < b.y1 <= frames[0].height
+
+
+def test_general_and_zero_copy_find_the_same_boxes(frames, rt):
+    a = run(frames[:1], n_frames=1, runtime=rt, values=True, warmup=0, mode="general")
+    b = run(frames[:1], n_frames=1, runtime=rt, values=True, warmup=0, mode="zero_copy")
+    key = lambda boxes: sorted((round(x.x0), round(x.y0), round(x.x1), round(x.y1)) for x in boxes)
+    assert a.n_boxes[0] >= 1 and key(a.boxes[0]) == key(b.boxes[0])
+
+
+def test_the_native_output_is_read_in_place(rt):
+    from rknnlab import models
+    ctx = rt.init(str(models.model_path("ppocr_det", "rk3588")))
+    try:
+        w = Worker(rt, ctx, "zero_copy")
+        try:
+            assert w.out_attr.fmt == abi.RKNN_TENSOR_NC1HWC2
+            assert np.shares_memory(w.out_map, w.out_buf)
+            assert w.out_map.shape == (480, 480)
+            assert w.in_mem.contents.size == w.in_attr.size_with_stride
+        finally:
+            w.close()
+    finally:
+        rt.destroy(ctx)
+
+
+def test_int8_channel0_takes_channel_0_of_nc1hwc2_with_padded_rows():
+    c1, h, w, row, c2 = 2, 3, 5, 8, 16
+    attr = abi.rknn_tensor_attr(n_dims=5, fmt=abi.RKNN_TENSOR_NC1HWC2, size_with_stride=c1 * h * row * c2)
+    for k, d in enumerate((1, c1, h, w, c2)):
+        attr.dims[k] = d
+    full = np.random.default_rng(0).integers(-128, 128, (c1, h, row, c2)).astype(np.int8)
+    view = int8_channel0(full.reshape(-1).view(np.uint8), attr, native=True)
+    assert np.array_equal(view, full[0, :, :w, 0])
+    assert np.shares_memory(view, full)
+
+
+# --------------------------------------------------------------------------- workers
+def test_three_workers_on_three_cores_overlap_their_runs(frames, rt):
+    r = run(frames, workers=3, n_frames=9, runtime=rt, values=False, keep_boxes=False)
+    assert sorted(set(r.worker.tolist())) == [0, 1, 2]
+    assert [mask_name(m) for m in r.masks] == ["CORE_0", "CORE_1", "CORE_2"]
+    runs = r.stage_ms()[:, STAGES.index("run")]
+    assert r.wall_s * 1e3 < runs.sum()          # the NPU runs overlapped in wall time
+    t = r.times[:, STAGES.index("run")]
+    overlapping = any(r.worker[i] != r.worker[j] and t[i, 0] < t[j, 1] and t[j, 0] < t[i, 1]
+                      for i in range(r.n_frames) for j in range(i + 1, r.n_frames))
+    assert overlapping
+
+
+def test_gantt_data_is_consistent(frames, rt):
+    r = run(frames, workers=2, n_frames=8, runtime=rt, values=False, keep_boxes=False)
+    g = r.gantt()
+    assert len(g) == 8 * len(STAGES) and "simulated RK3588" in g.attrs["source"]
+    assert (g["end_ms"] >= g["start_ms"]).all() and (g["start_ms"] >= 0).all()
+    for i in range(r.n_frames):        # the stages of a frame follow one another
+        t = r.times[i]
+        assert np.all(t[1:, 0] >= t[:-1, 1])
+        assert r.latencies_ms[i] >= (t[-1, 1] - t[0, 0]) * 1e3 - 1e-6
+    for k in range(2):                 # one thread per context at a time: a worker's frames never overlap
+        mine = np.sort(r.times[r.worker == k][:, [0, -1], :].reshape(-1, 4)[:, [0, 3]], axis=0)
+        assert np.all(mine[1:, 0] >= mine[:-1, 1])
+    assert abs(r.fps - r.n_frames / r.wall_s) < 1e-9
+    table = r.table()
+    assert list(table.columns[3:8]) == [f"{s}_ms" for s in STAGES]
+    assert table.attrs["host_cpus"] == os.cpu_count()
+
+
+def test_scaling_rows_sources_and_host(frames, rt):
+    t = scaling(workers=(1, 3), n_frames=9, frames=frames, runtime=rt)
+    assert list(t["config"]) == ["1 x CORE_0", "1 x 0_1_2", "3 x CORE_0/CORE_1/CORE_2", "3 x AUTO"]
+    assert t.attrs["host_cpus"] == os.cpu_count() and t.attrs["npu_cores"] == 3
+    assert "simulated RK3588" in t.attrs["source"] and "replayed" in t.attrs["source"]
+    assert str(os.cpu_count()) in t.attrs["note"]
+    three = t.set_index("config").loc["3 x CORE_0/CORE_1/CORE_2"]
+    assert three["fps"] > t["fps"].iloc[0]       # three cores: more frames per second than one
+    assert t["speedup"].iloc[0] == 1.0
+
+
+def test_compare_modes_table_and_its_uncertainty(frames, rt):
+    t = compare_modes(n_frames=12, frames=frames, runtime=rt)
+    assert list(t.index) == ["general", "zero_copy"]
+    assert "simulated RK3588" in t.attrs["source"] and "general vs zero_copy" in t.attrs["source"]
+    # 12 frames are too few for the timing comparison's rule: it says so, it does not guess
+    assert "cannot tell yet" in t.attrs["verdict"]
+    assert t.loc["general", "input_ms"] > t.loc["zero_copy", "input_ms"]   # inputs_set copies; a sync does not
+    assert (t["heap_per_frame_bytes"] <= 64).all()
+    assert t.loc["zero_copy", "dma_bytes"] > t.loc["general", "dma_bytes"]   # the io mems are counted (A9)
+
+
+def test_bad_arguments_say_what_is_wrong(frames, rt):
+    with pytest.raises(ValueError, match="mode"):
+        run(frames, mode="fast", n_frames=1, runtime=rt)
+    with pytest.raises(ValueError, match="planted"):
+        run(frames, planted="leak", n_frames=1, runtime=rt)
+    with pytest.raises(ValueError, match="core masks"):
+        run(frames, workers=2, core_masks=["CORE_0"], n_frames=1, runtime=rt)
+    with pytest.raises(ValueError, match="workers=1"):
+        run(frames, workers=2, measure_heap=True, n_frames=2, runtime=rt)
+    with pytest.raises(ValueError, match="unknown core mask"):
+        mask_value("CORE_7")
+    assert mask_value("RKNN_NPU_CORE_0_1_2") == abi.RKNN_NPU_CORE_0_1_2 and mask_value("AUTO") == 0
+
+
+# --------------------------------------------------------------------------- steady state
+def test_a_recorded_long_run_loads_and_is_flat():
+    assert TRACES, "no recorded steady-state trace in data/traces (python -m rknnlab.pipeline.steady)"
+    s = SteadyState.load(TRACES[-1])
+    assert s.meta["frames"] >= 1000 and "simulated RK3588" in s.source
+    assert s.meta["command"].startswith("python -m rknnlab.pipeline.steady")
+    assert set(s.variants) == {"clean", "letterbox_malloc"}
+    for v in s.variants:
+        assert s.status[v] == "ok"
+        assert s.verdicts[v]["dma"]["verdict"] == "flat"
+        assert s.verdicts[v]["heap"]["verdict"] != "grows"
+    assert s.heap_rise["clean"]["per_frame_median_bytes"] <= 64
+    assert s.heap_rise["letterbox_malloc"]["per_frame_median_bytes"] >= 480 * 480 * 3
+
+
+def test_a_fresh_short_run_has_the_recorded_format(tmp_path):
+    fresh = steady_state(n_frames=40, planted=(None, "letterbox_malloc"), warmup=3, progress=False)
+    assert fresh.status == {"clean": "ok", "letterbox_malloc": "ok"}, fresh.status
+    assert fresh.heap_rise["clean"]["per_frame_median_bytes"] <= 64
+    assert fresh.heap_rise["letterbox_malloc"]["per_frame_median_bytes"] >= 480 * 480 * 3
+    again = SteadyState.load(fresh.save(tmp_path / "fresh.json"))
+    assert again.to_dict() == json.loads(json.dumps(fresh.to_dict()))
+    if TRACES:
+        recorded = json.loads(TRACES[-1].read_text())
+        mine = fresh.to_dict()
+        assert set(mine) == set(recorded)
+        for key in ("meta", "verdicts", "heap_rise"):
+            for v in mine[key] if key != "meta" else [None]:
+                a = mine[key] if v is None else mine[key][v]
+                b = recorded[key] if v is None else recorded[key][v]
+                assert set(a) <= set(b) | {"recorded_on"}, (key, v, set(a) - set(b))
+
+
+def test_a_bad_trace_is_refused(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(ValueError, match="not a steady-state trace"):
+        SteadyState.load(bad)
+    with pytest.raises(ValueError, match="planted"):
+        steady_state(n_frames=10, planted="leak")

@@ -1,0 +1,130 @@
+"""rknnlab.plot's chapter 6 figures: drawn from real runs on the simulator (few frames),
+each naming its source, each drawing what the data holds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pytest
+
+import rknnlab
+from rknnlab import models, plot
+from rknnlab.pipeline.run import STAGES, distinct_frames, run
+from rknnlab.pipeline.steady import SteadyState
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _texts(fig) -> str:
+    parts = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        parts += [ax.get_title(loc="left"), ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        parts += [t.get_text() for t in ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            parts += [t.get_text() for t in legend.get_texts()]
+    for legend in fig.legends:
+        parts += [t.get_text() for t in legend.get_texts()]
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return distinct_frames(3)
+
+
+@pytest.fixture(scope="module")
+def two_workers(frames):
+    return run(frames, workers=2, n_frames=6, runtime=rknnlab.open_runtime("sim"), values=False)
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def test_gantt_draws_every_stage_of_every_frame_in_the_window(two_workers):
+    fig = plot.pipeline_gantt(two_workers, frames=(0, 3))
+    ax = fig.axes[0]
+    for stage in STAGES:
+        bars = [p for p in ax.patches if p.get_gid() == f"stage:{stage}"]
+        assert len(bars) == 4, stage
+    run_bars = sorted((p for p in ax.patches if p.get_gid() == "stage:run"), key=lambda p: p.get_x())
+    g = two_workers.gantt()
+    g = g[(g["stage"] == "run") & (g["frame"] <= 3)]
+    origin = two_workers.gantt().query("frame <= 3")["start_ms"].min()
+    assert np.allclose(sorted(p.get_width() for p in run_bars), sorted(g["end_ms"] - g["start_ms"]))
+    assert np.isclose(min(p.get_x() for p in run_bars), (g["start_ms"] - origin).min())
+    text = _texts(fig)
+    assert "simulated RK3588" in text and "worker 1 (CORE_1)" in [t.get_text() for t in ax.get_yticklabels()]
+
+
+def test_frames_figure_draws_one_rectangle_per_box(frames):
+    from rknnlab.pipeline.postprocess import Box
+    boxes = [[Box(10, 20, 300, 80, 0.9)], [], [Box(5, 5, 50, 50, 0.7), Box(60, 60, 90, 90, 0.8)]]
+    reference = [[Box(12, 22, 298, 78, 1.0)], [Box(1, 1, 9, 9, 1.0)], []]
+    fig = plot.pipeline_frames(frames, boxes, reference=reference, source="simulated RK3588 — test")
+    counts = [sum(1 for p in ax.patches if type(p).__name__ == "Rectangle") for ax in fig.axes]
+    assert counts == [2, 1, 2]
+    text = _texts(fig)
+    assert "simulated RK3588" in text and "NPU path (int8)" in text and "fp32 twin" in text
+    with pytest.raises(ValueError, match="one list of boxes per frame"):
+        plot.pipeline_frames(frames, boxes[:2])
+
+
+def test_frames_figure_from_a_run_uses_its_boxes_and_source(frames):
+    r = run(frames[:1], n_frames=1, runtime=rknnlab.open_runtime("sim"), values=True, warmup=0)
+    fig = plot.pipeline_frames(frames[:1], r)
+    assert sum(1 for p in fig.axes[0].patches if type(p).__name__ == "Rectangle") == r.n_boxes[0] >= 1
+    assert "simulated RK3588" in _texts(fig)
+
+
+def test_scaling_figure_has_a_bar_per_configuration(frames):
+    from rknnlab.pipeline.workers import scaling
+    t = scaling(workers=(1, 2), n_frames=6, frames=frames, runtime=rknnlab.open_runtime("sim"))
+    fig = plot.pipeline_scaling(t)
+    left, right = fig.axes[:2]
+    assert len(left.patches) == len(t) == 3
+    assert np.allclose(sorted(p.get_width() for p in left.patches), sorted(t["fps"]))
+    text = _texts(fig)
+    assert "simulated RK3588" in text and "CPU cores" in text
+
+
+def test_steady_figure_from_the_recorded_trace():
+    traces = sorted((ROOT / "data" / "traces").glob("ch06_steady_*.json"))
+    if not traces:
+        pytest.skip("no recorded steady-state trace yet")
+    s = SteadyState.load(traces[-1])
+    fig = plot.pipeline_steady(s)
+    assert len(fig.axes) == 3
+    for ax in fig.axes:
+        assert len(ax.lines) == 2
+    text = _texts(fig)
+    assert "simulated RK3588" in text and "KiB per frame" in text
+    heap = fig.axes[1].lines[0].get_ydata()
+    series = np.asarray([np.nan if v is None else v for v in s.series["clean"]["heap_bytes"]], float)
+    series = series[~np.isnan(series)]
+    assert np.allclose(heap, (series - series[0]) / 1024)
+
+
+def test_model_balance_shows_the_compiler_reports_numbers():
+    fig = plot.model_balance()
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    expected = []
+    for m in ("mobilenet_v2", "ppocr_det"):
+        r = models.load_report(m, "rk3588")
+        expected += [r.total_weight_size / 2 ** 20, r.total_internal_size / 2 ** 20]
+    # bars are drawn weights first (both models), then internal
+    assert np.allclose(sorted(heights), sorted(expected))
+    mb, pp = (models.load_report(m, "rk3588") for m in ("mobilenet_v2", "ppocr_det"))
+    assert pp.total_internal_size > pp.total_weight_size          # the opposite balance
+    assert mb.total_internal_size < mb.total_weight_size
+    assert "RK3588 compiler reports" in _texts(fig)
