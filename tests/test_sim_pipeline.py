@@ -484,3 +484,19 @@ def test_output_flag_shows_last_frames_text_map_until_synced(ocr):
         np.testing.assert_array_equal(view, maps[1])
     finally:
         rt.destroy(ctx)
+
+
+def test_whole_padding_blocks_are_zeroed_at_the_first_run_into_a_mem(ocr):
+    rt, ctx, frames, maps = ocr
+    dup = rt.dup_context(ctx)
+    try:
+        in_attr, in_mem, out_attr, out_mem = _zero_copy(rt, dup)
+        blocks = buffers.mem_view(out_mem, np.int8, shape=tuple(out_attr.dims[:5]))
+        blocks[...] = 7  # garbage everywhere before the first run
+        for frame, expected in zip(frames, maps):
+            _write_rows(in_mem, in_attr, frame)
+            rt.run(dup)
+            np.testing.assert_array_equal(blocks[0, 0, :, :, 0], expected)
+            assert not blocks[0, 0, :, :, 1:].any() and not blocks[0, 1:].any()
+    finally:
+        rt.destroy(dup)

@@ -296,7 +296,10 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "inside such a range (A50).",
      "print mem->phys_addr of a few create_mem calls on a board."),
     ("A31", "NC1HWC2 padding channels (past C) are written as zeros by the input conversion and "
-            "by the twin's outputs (the stand-in fills them with pattern bytes).",
+            "by the twin's outputs (the stand-in fills them with pattern bytes). Whole padding "
+            "blocks (ppocr_det's one-channel output on rk3588 has C1 = 4: three of them) are "
+            "written at the first run into a buffer, then left as they are: a caller who writes "
+            "there later reads its own bytes back.",
      "read the padding bytes of a native NC1HWC2 output mem after a run on a board."),
     ("A32", "Native NC1HWC2 tensors have no row padding: C1 x H x W x C2 bytes, as the compiler's plan "
             "reserves (report assumption R5); the plain attr's size_with_stride equals its size. Public "

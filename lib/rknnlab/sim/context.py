@@ -4,7 +4,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..rknn import abi
 from .layout import Layout
@@ -72,6 +72,9 @@ class Binding:
     #: the NPU uses the mem's device side, not what virt_addr shows: a cacheable mem
     #: bound to a DISABLE_FLUSH context (rknnlab.sim.cache; ASSUMPTIONS A60)
     stale: bool = False
+    #: the mem's whole NC1HWC2 padding blocks hold zeros since this binding's last run
+    #: wrote them: later runs write only the blocks holding channels (Layout.data_nbytes)
+    clean_padding: bool = False
 
 
 @dataclass(eq=False)
@@ -95,6 +98,8 @@ class Context:
     output_staging: List[Optional[DmaBuffer]] = field(default_factory=list)
     input_bindings: Dict[int, Binding] = field(default_factory=dict)
     output_bindings: Dict[int, Binding] = field(default_factory=dict)
+    # outputs whose staging buffer has zeros in its whole padding blocks (as allocated)
+    clean_padding: Set[int] = field(default_factory=set)
     core_mask: int = abi.RKNN_NPU_CORE_AUTO
     # a dynamic-shape model: the shape rknn_set_input_shapes chose (index into model.shapes)
     shape_index: Optional[int] = None
@@ -156,6 +161,8 @@ class Context:
         if buffers[index] is None:
             spec = (self.model.outputs if outputs else self.model.inputs)[index]
             buffers[index] = DmaBuffer.allocate(spec.native.nbytes, f"rknn-{'out' if outputs else 'in'}{index}")
+            if outputs:  # allocated zero-filled
+                self.clean_padding.add(index)
         return buffers[index]
 
     def set_perf_text(self, text: bytes) -> int:

@@ -62,6 +62,16 @@ class Layout:
     def n_elems(self) -> int:
         return math.prod(self.logical)
 
+    @functools.cached_property
+    def data_nbytes(self) -> int:
+        """Bytes from the start to the end of the last NC1HWC2 channel block that holds
+        channels: the rest holds only whole padding blocks (ppocr_det's one-channel map
+        on rk3588 has three).  All the bytes for other formats, or when N > 1."""
+        if self.fmt != abi.RKNN_TENSOR_NC1HWC2 or self.logical[0] != 1:
+            return self.nbytes
+        used = -(-self.logical[1] // self.buffer_shape[4])
+        return math.prod((used,) + tuple(self.buffer_shape[2:])) * self.dtype.itemsize
+
     def read(self, raw: np.ndarray) -> np.ndarray:
         """The logical tensor held in ``raw`` (bytes, at least ``nbytes``): a view
         where the format allows, else a copy (NC1HWC2)."""

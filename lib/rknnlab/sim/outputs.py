@@ -83,6 +83,9 @@ def _fingerprint(native_inputs: Sequence[np.ndarray]) -> Tuple[int, ...]:
 class TwinValues:
     """Outputs from the model's ONNX twin (onnxruntime), cached on input bytes."""
 
+    #: NC1HWC2 padding channels hold zeros (ASSUMPTIONS A31)
+    zero_padding = True
+
     def __init__(self, model: "SimModel") -> None:
         self.model = model
         self._session = None
@@ -183,6 +186,9 @@ def _matched(specs, onnx_names: List[str]) -> List[str]:
 
 class StandInValues:
     """Deterministic stand-in outputs for models shipped without an ONNX twin."""
+
+    #: the pattern fills NC1HWC2 padding channels too (ASSUMPTIONS A31)
+    zero_padding = False
 
     def __init__(self, model: "SimModel") -> None:
         self.model = model

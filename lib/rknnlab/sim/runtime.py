@@ -801,18 +801,19 @@ class SimRuntime(Runtime):
                     plan = internal_mem.data(model.report.total_internal_size)
                     state = InternalState.enter(plan, model.internal_inputs, native_inputs)
                 results = model.values.compute(native_inputs)
+                zeros = model.values.zero_padding
                 for spec, native in zip(model.outputs, results):
-                    self._store_output(context, spec, native, out_bindings.get(spec.index))
+                    self._store_output(context, spec, native, out_bindings.get(spec.index), zeros)
                 if state is not None:  # the outputs come from what the plan holds at the end
                     wait_until(slot.start + slot.seconds)
                     results, corrupted = state.leave(results, model.values.compute)
                     for spec, native in zip(model.outputs, results if corrupted else ()):
-                        self._store_output(context, spec, native, out_bindings.get(spec.index))
+                        self._store_output(context, spec, native, out_bindings.get(spec.index), zeros)
                 if weight_check is not None and weight_check.damaged():
                     # the NPU read weights something else had written over: ASSUMPTIONS A58
                     damaged = weight_check.outputs([spec.native.nbytes for spec in model.outputs])
                     for spec, native in zip(model.outputs, damaged):
-                        self._store_output(context, spec, native, out_bindings.get(spec.index))
+                        self._store_output(context, spec, native, out_bindings.get(spec.index), False)
             context.runs += 1
             context.last_run_model = model
             context.last_run_us = round(slot.seconds * 1e6)
@@ -835,15 +836,22 @@ class SimRuntime(Runtime):
         return staging
 
     def _store_output(self, context: Context, spec: TensorSpec, native: np.ndarray,
-                      binding: Optional[Binding]) -> None:
-        nbytes = spec.native.nbytes
+                      binding: Optional[Binding], zero_padding: bool) -> None:
+        """Write one output's native bytes where the NPU puts them.  ``zero_padding``:
+        ``native`` holds zeros in its whole NC1HWC2 padding blocks, so a target already
+        holding those zeros gets only the blocks before them (a copy per run saved)."""
         if binding is not None and binding.zero_copy:
+            size = spec.native.data_nbytes if binding.clean_padding and zero_padding else spec.native.nbytes
+            binding.clean_padding = zero_padding
             if binding.stale:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
-                binding.mem.device.npu_write(native)
+                binding.mem.device.npu_write(native[:size])
             else:
-                binding.mem.data(nbytes)[:] = native
+                binding.mem.data(size)[:] = native[:size]
             return
-        context.staging(True, spec.index).array(nbytes)[:] = native
+        clean = spec.index in context.clean_padding
+        size = spec.native.data_nbytes if clean and zero_padding else spec.native.nbytes
+        context.staging(True, spec.index).array(size)[:] = native[:size]
+        (context.clean_padding.add if zero_padding else context.clean_padding.discard)(spec.index)
         if binding is not None:  # converted after the run, on the CPU
             _write_output(spec, native, binding.layout, binding.mem.data(binding.layout.nbytes))
 
