@@ -1534,3 +1534,33 @@ def test_video_pipeline_stops_cleanly_when_a_run_fails(rknn_double_path: Path, d
     names = [n for n, _ in _log_calls(log)]
     assert "rknn_run_overlap" in names
     assert names.count("rknn_destroy") == 3 and names.count("rknn_destroy_mem") == 6
+
+
+def test_video_pipeline_readme_commands_run_and_its_output_shape_is_the_program_s(video_pipeline: Path,
+                                                                                  detector: Path,
+                                                                                  tmp_path: Path):
+    """Every ./video_pipeline command of the README runs on the double (the model replaced by the
+    detector, camera.nv12 by one black 1920x1080 frame), and every line of its "What it prints"
+    block is the program's, up to the values it leaves out (…)."""
+    text = (EXAMPLES / "README.md").read_text()
+    section = text[text.index("## video_pipeline.c"):text.index("## In the test suite")]
+    assert "examples/c/video_pipeline.c -lrknnrt -lm -o video_pipeline" in section
+    commands = re.findall(r"^\./video_pipeline (.*?)(?:  +#.*)?$", section, re.M)
+    assert len(commands) == 3
+    camera = tmp_path / "camera.nv12"
+    camera.write_bytes(bytes(1920 * 1080 * 3 // 2))
+    outputs = []
+    for command in commands:
+        args = [str(detector) if a.endswith(".rknn") else str(camera) if a == "camera.nv12" else a
+                for a in command.split()]
+        run = _pipeline_run(video_pipeline, Path(args[0]), *args[1:])
+        assert run.returncode == 0, (command, run.stderr)
+        outputs.append(run.stdout)
+    assert "frames per worker: " in outputs[1] and len(_summary(outputs[1])["per_worker"]) == 3
+    shape = re.search(r"What it prints.*?```text\n(.*?)```", section, re.S).group(1)
+    printed = outputs[0].splitlines()
+    for line in shape.splitlines():
+        if not line or line.startswith("("):
+            continue
+        head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
+        assert any(re.match(head, out) for out in printed), line
