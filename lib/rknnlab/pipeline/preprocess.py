@@ -75,15 +75,10 @@ def fit(frame_w: int, frame_h: int, width: int, height: int) -> Letterbox:
                      frame_w, frame_h)
 
 
-# -- fixed-point BT.601 limited range as lookup tables (shared by every geometry):
-# R = (298 (Y-16) + 409 (V-128) + 128) >> 8, and so on; one table per term turns the
-# products into gathers from 256 entries.
-_LUT_Y = (_Y_GAIN * (np.arange(256, dtype=np.int32) - 16) + 128).astype(np.int32)
-_CHROMA = np.arange(256, dtype=np.int32) - 128
-_LUT_RV = (_R_V * _CHROMA).astype(np.int32)
-_LUT_GU = (_G_U * _CHROMA).astype(np.int32)
-_LUT_GV = (_G_V * _CHROMA).astype(np.int32)
-_LUT_BU = (_B_U * _CHROMA).astype(np.int32)
+# fixed-point BT.601 limited range: R = (298 (Y-16) + 409 (V-128) + 128) >> 8, and so on.
+# The products are computed in place in int32 scratch; a lookup table would be shorter
+# but numpy turns uint8 indices into a temporary intp array (8 bytes per pixel) per call.
+_Y_OFFSET = 128 - _Y_GAIN * 16
 
 _Geometry = Tuple[int, int, int, int, int, int]
 # index tables per geometry (read-only, shared by threads); a few geometries at most
@@ -120,10 +115,11 @@ def _index_tables(frame: Nv12Frame, width: int, height: int) -> Tuple[Letterbox,
 def _scratch_for(n: int) -> Tuple[np.ndarray, ...]:
     arrays = getattr(_scratch, "arrays", None)
     if arrays is None or arrays[0].size != n:
-        # three uint8 planes and three int32 accumulators of the output's size (not the
+        # three uint8 planes and four int32 accumulators of the output's size (not the
         # frame's): reallocated only when the output geometry changes
         arrays = (np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.uint8),
-                  np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32))
+                  np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32),
+                  np.empty(n, np.int32))
         _scratch.arrays = arrays
     return arrays
 
@@ -165,32 +161,34 @@ def letterbox(frame: Nv12Frame, dst: np.ndarray, width: int, height: int,
         raise ValueError(f"pad is one byte value (0..255), got {pad}")
     rows = _rows(dst, width, height, w_stride)
     box, y_index, u_index = _index_tables(frame, width, height)
-    y8, u8, v8, c, acc, tmp = _scratch_for(y_index.size)
+    y8, u8, v8, c, d, e, acc = _scratch_for(y_index.size)
     data = frame.data
+    # mode="clip": numpy copies the index table first in the default mode
     np.take(data, y_index, out=y8, mode="clip")
     np.take(data, u_index, out=u8, mode="clip")
     np.take(data[1:], u_index, out=v8, mode="clip")  # V follows U in each pair
-    np.take(_LUT_Y, y8, out=c, mode="clip")
+    np.multiply(y8, np.int32(_Y_GAIN), out=c)
+    c += _Y_OFFSET
+    np.subtract(u8, np.int32(128), out=d)
+    np.subtract(v8, np.int32(128), out=e)
 
     image = rows[box.pad_y:box.pad_y + box.new_h, box.pad_x:box.pad_x + box.new_w]
     shape = (box.new_h, box.new_w)
 
     def store(channel: int) -> None:
         # >> 8 undoes the fixed point; clip because saturated colours overshoot 0..255
+        np.add(acc, c, out=acc)
         np.right_shift(acc, 8, out=acc)
         np.clip(acc, 0, 255, out=acc)
         np.copyto(image[..., channel], acc.reshape(shape), casting="unsafe")
 
-    np.take(_LUT_RV, v8, out=acc, mode="clip")
-    acc += c
+    np.multiply(e, np.int32(_R_V), out=acc)
     store(0)
-    np.take(_LUT_GU, u8, out=acc, mode="clip")
-    np.take(_LUT_GV, v8, out=tmp, mode="clip")
-    acc += tmp
-    acc += c
+    np.multiply(d, np.int32(_G_U), out=acc)
+    e *= np.int32(_G_V)          # e is not needed after green
+    acc += e
     store(1)
-    np.take(_LUT_BU, u8, out=acc, mode="clip")
-    acc += c
+    np.multiply(d, np.int32(_B_U), out=acc)
     store(2)
 
     # the padding, written every call: the buffer may hold anything from before
