@@ -500,3 +500,23 @@ def test_whole_padding_blocks_are_zeroed_at_the_first_run_into_a_mem(ocr):
             assert not blocks[0, 0, :, :, 1:].any() and not blocks[0, 1:].any()
     finally:
         rt.destroy(dup)
+
+
+def test_input_flag_runs_last_synced_frame_through_a_uint8_binding(ocr):
+    """The pipeline's input: raw pixels in a mem bound with the native attr set to UINT8."""
+    rt, _, frames, maps = ocr
+    ctx = rt.init(_path("ppocr_det"), IN_FLAG)
+    try:
+        in_attr, in_mem, out_attr, out_mem = _zero_copy(rt, ctx)
+        _write_rows(in_mem, in_attr, frames[0])
+        rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        np.testing.assert_array_equal(_channel0(out_mem, out_attr), maps[0])
+        _write_rows(in_mem, in_attr, frames[1])  # forgot the sync: the NPU reads frame 0 again
+        rt.run(ctx)
+        np.testing.assert_array_equal(_channel0(out_mem, out_attr), maps[0])
+        rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        np.testing.assert_array_equal(_channel0(out_mem, out_attr), maps[1])
+    finally:
+        rt.destroy(ctx)
