@@ -562,6 +562,7 @@ def test_ppocr_det_records_where_its_weights_come_from():
     info = models.model_info(PPOCR)
     assert info["weights"] == "pretrained"
     assert info["licence"].startswith("Apache-2.0")
+    assert "Apache License" in (ROOT / PPOCR / "LICENSE-Apache-2.0.txt").read_text()
     assert "PaddleOCR" in info["authors"] and "RapidOCR" in info["authors"]
     source = info["source"]
     assert source["package"] == "rapidocr-onnxruntime==1.4.4"
@@ -682,4 +683,5 @@ def test_frames_readme_lists_every_frame():
         assert f"| `{name}` |" in readme, name
         path = FRAMES / name
         assert hashlib.sha256(path.read_bytes()).hexdigest() == info[name[:-4]]["sha256"]
-    assert sorted(p.name for p in FRAMES.iterdir()) == ["README.md"] + pngs
+    assert sorted(p.name for p in FRAMES.iterdir()) == ["LICENSE-scikit-image.txt", "README.md"] + pngs
+    assert "License: BSD-3-Clause" in (FRAMES / "LICENSE-scikit-image.txt").read_text()

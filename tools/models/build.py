@@ -964,6 +964,11 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
         for soc in done:
             if soc != "rk3588":
                 (outdir / f"{soc}.rknn").unlink()
+        # Apache-2.0 asks redistributions to carry the licence; the model's wheel has no copy,
+        # so the standard text comes from the onnx wheel (also Apache-2.0)
+        from importlib.metadata import distribution
+        write_atomic(outdir / "LICENSE-Apache-2.0.txt", distribution("onnx").read_text("licenses/LICENSE"))
+        meta["licence_file"] = "LICENSE-Apache-2.0.txt (the Apache License 2.0 text)"
         meta["rknn_files"] = sorted(p.name for p in outdir.glob("*.rknn"))
         meta["rknn_files_note"] = ("only rk3588's compiled file is kept (the course's notebooks run it); the other "
                                    "SoCs' reports name the file the compiler wrote (path, sha256, bytes), not shipped")

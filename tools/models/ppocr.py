@@ -84,7 +84,10 @@ def export_frames(outdir: Path) -> dict[str, dict[str, Any]]:
     import skimage
     import skimage.data
     from PIL import Image
+    from importlib.metadata import distribution
     outdir.mkdir(parents=True, exist_ok=True)
+    # BSD-3-Clause asks redistributions to carry the notice: the wheel's own licence file
+    (outdir / "LICENSE-scikit-image.txt").write_text(distribution("scikit-image").read_text("LICENSE.txt"))
     bundled = Path(skimage.__file__).parent / "data"
     info = {}
     for name, (function, member) in FRAMES.items():
