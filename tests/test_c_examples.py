@@ -1564,3 +1564,16 @@ def test_video_pipeline_readme_commands_run_and_its_output_shape_is_the_program_
             continue
         head = re.sub(r"\d+", r"\\d+", re.escape(line.split("…")[0].rstrip()))
         assert any(re.match(head, out) for out in printed), line
+
+
+def test_video_pipeline_goes_on_when_a_core_mask_is_refused(video_pipeline: Path, tmp_path: Path):
+    """On a SoC with two NPU cores (the double's "npu_cores=2"), worker 2's RKNN_NPU_CORE_2 is
+    refused: the program says so, lets the runtime pick, and finds the same boxes."""
+    model = tmp_path / "two_cores.rknn"
+    model.write_text("RKNN " + detector_payload() + " npu_cores=2")
+    run = _pipeline_run(video_pipeline, model, "--frames", 12, "--workers", 3)
+    assert run.returncode == 0, run.stderr
+    assert "worker 1: context from rknn_dup_context, core mask RKNN_NPU_CORE_1" in run.stdout
+    assert ("worker 2: context from rknn_dup_context, rknn_set_core_mask(RKNN_NPU_CORE_2) refused: "
+            "-5 (RKNN_ERR_PARAM_INVALID); the runtime picks the core") in run.stdout
+    assert _summary(run.stdout)["boxes"] == 60

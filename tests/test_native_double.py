@@ -1225,3 +1225,29 @@ def test_two_threads_in_one_detector_context_are_refused(rt, double, monkeypatch
             rt.destroy_mem(context, mem)
         for context in reversed(contexts):
             rt.destroy(context)
+
+
+@pytest.mark.parametrize("cores, refused", [(1, [abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2, abi.RKNN_NPU_CORE_0_1,
+                                                 abi.RKNN_NPU_CORE_0_1_2]),
+                                            (2, [abi.RKNN_NPU_CORE_2, abi.RKNN_NPU_CORE_0_1_2]),
+                                            (3, [])])
+def test_npu_cores_in_the_payload_limit_the_core_masks(rt, cores, refused):
+    """"npu_cores=N": a mask naming a core the SoC lacks is refused (PARAM_INVALID, as the simulator);
+    AUTO and ALL always pass; a duplicate has the same cores."""
+    context = rt.init(b"RKNN npu_cores=%d" % cores)
+    twin = rt.dup_context(context)
+    try:
+        for c in (context, twin):
+            for mask in (abi.RKNN_NPU_CORE_AUTO, abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2,
+                         abi.RKNN_NPU_CORE_0_1, abi.RKNN_NPU_CORE_0_1_2, abi.RKNN_NPU_CORE_ALL):
+                if mask in refused:
+                    with pytest.raises(errors.RknnParamInvalidError):
+                        rt.set_core_mask(c, mask)
+                else:
+                    rt.set_core_mask(c, mask)
+    finally:
+        rt.destroy(twin)
+        rt.destroy(context)
+    for bad in (b"RKNN npu_cores=0", b"RKNN npu_cores=4"):
+        with pytest.raises(errors.RknnModelInvalidError):
+            rt.init(bad)

@@ -23,6 +23,9 @@
  *   A payload may set the model's memory sizes with the words "weights=N"
  *   and "internal=N" (bytes, 1 to 2^30; 4096 and 2048 by default), so that
  *   tests can give several models different sizes.
+ *   "npu_cores=N" (1 to 3, 3 by default) stands for a SoC with N NPU cores:
+ *   rknn_set_core_mask refuses a mask naming a core it lacks with
+ *   PARAM_INVALID, as the simulator does (AUTO and ALL are always accepted).
  *
  * The fake detector (for examples/c/video_pipeline.c)
  *   A payload with the word "detector=HxW" describes a text detector shaped
@@ -514,6 +517,7 @@ typedef struct {
                                         PERF_DETAIL query or rknn_destroy */
     detector_model det;              /* the fake detector, when the payload describes one */
     int running;                     /* inside rknn_run (set atomically: one thread at a time) */
+    uint32_t npu_cores;              /* the payload's "npu_cores=N", 3 by default */
 } context_state;
 
 static context_state contexts[MAX_CONTEXTS];
@@ -690,8 +694,10 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
 
     uint32_t weight_size = payload_size(custom, "weights=", WEIGHT_SIZE);
     uint32_t internal_size = payload_size(custom, "internal=", INTERNAL_SIZE);
+    uint32_t npu_cores = payload_size(custom, "npu_cores=", 3);
     detector_model det;
-    if (!weight_size || !internal_size || !parse_detector(custom, &det))
+    if (!weight_size || !internal_size || !parse_detector(custom, &det) || npu_cores == 0 ||
+        npu_cores > 3)
         return RKNN_ERR_MODEL_INVALID;
 
     rknn_context handle;
@@ -702,6 +708,7 @@ EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t
     contexts[slot].weight_size = weight_size;
     contexts[slot].internal_size = internal_size;
     contexts[slot].det = det;
+    contexts[slot].npu_cores = npu_cores;
     memcpy(contexts[slot].custom, custom, sizeof custom);
     if (zero_copy) {
         contexts[slot].zero_copy_model = model;
@@ -736,6 +743,7 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     contexts[slot].weight_size = source->weight_size;
     contexts[slot].internal_size = source->internal_size;
     contexts[slot].det = source->det;
+    contexts[slot].npu_cores = source->npu_cores;
     contexts[slot].weight_mem = source->weight_mem; /* shared weights: the source's mem */
     *context_out = handle;
     return RKNN_SUCC;
@@ -1393,6 +1401,9 @@ EXPORT int rknn_set_core_mask(rknn_context context, int core_mask)
         return RKNN_ERR_CTX_INVALID;
     switch (core_mask) {
     case 0: case 1: case 2: case 4: case 3: case 7: case 0xffff:
+        /* a mask naming a core the SoC lacks is refused (AUTO and ALL name none) */
+        if (core_mask != 0 && core_mask != 0xffff && (core_mask >> state->npu_cores) != 0)
+            return RKNN_ERR_PARAM_INVALID;
         state->core_mask = core_mask; /* PERF_DETAIL's WorkLoad column follows it */
         return RKNN_SUCC;
     default:
