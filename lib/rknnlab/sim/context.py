@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..rknn import abi
+from .cache import DeviceSide
 from .layout import Layout
 from .memory import DmaBuffer, heap_alloc, heap_free
 from .mems import TensorMem, give_iova
@@ -69,9 +70,9 @@ class Binding:
     #: the tensor's logical (NCHW) shape when it was bound: a dynamic-shape model's
     #: binding holds only for that shape
     logical: Tuple[int, ...] = ()
-    #: the NPU uses the mem's device side, not what virt_addr shows: a cacheable mem
-    #: bound to a DISABLE_FLUSH context (rknnlab.sim.cache; ASSUMPTIONS A60)
-    stale: bool = False
+    #: what the NPU uses instead of the bytes virt_addr shows: the mem's device side, for a
+    #: cacheable mem bound to a DISABLE_FLUSH context (rknnlab.sim.cache; ASSUMPTIONS A60)
+    device: Optional[DeviceSide] = None
     #: the mem's whole NC1HWC2 padding blocks hold zeros since this binding's last run
     #: wrote them: later runs write only the blocks holding channels (Layout.data_nbytes)
     clean_padding: bool = False

@@ -843,8 +843,8 @@ class SimRuntime(Runtime):
         if binding is not None and binding.zero_copy:
             size = spec.native.data_nbytes if binding.clean_padding and zero_padding else spec.native.nbytes
             binding.clean_padding = zero_padding
-            if binding.stale:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
-                binding.mem.device.npu_write(native[:size])
+            if binding.device is not None:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
+                binding.device.npu_write(native[:size])
             else:
                 binding.mem.data(size)[:] = native[:size]
             return
@@ -1171,14 +1171,15 @@ class SimRuntime(Runtime):
             # the NPU reads every bound input in place, and writes an output bound with the native
             # attr in place (another layout is converted into the mem by the CPU, which sees it)
             stale = cache.goes_stale(context.flags, flush_flag, record) and (zero_copy or not is_output)
+            device = None
             with self._pinned([record], fn):
                 if not stale:  # a coherent binding: the NPU and the CPU see the same bytes
                     record.device = None
-                elif not is_output:  # binding cleans the CPU's input bytes into memory (A60)
-                    cache.device_side(record).to_device(record.data(record.available))
                 else:
-                    cache.device_side(record)
-            binding = Binding(record, layout, zero_copy=zero_copy, logical=tuple(spec.logical), stale=stale)
+                    device = cache.device_side(record)
+                    if not is_output:  # binding cleans the CPU's input bytes into memory (A60)
+                        device.to_device(record.data(record.available))
+            binding = Binding(record, layout, zero_copy=zero_copy, logical=tuple(spec.logical), device=device)
             with self._lock:
                 self._check_alive(context, fn)
                 if record.dead:
@@ -1364,7 +1365,7 @@ class _ModelSource:
 def _npu_bytes(binding: Binding, nbytes: int) -> np.ndarray:
     """The first ``nbytes`` of a bound input mem as the NPU reads them: its device
     side when the CPU's writes may not have reached memory (ASSUMPTIONS A60)."""
-    return binding.mem.device.npu_read(nbytes) if binding.stale else binding.mem.data(nbytes)
+    return binding.device.npu_read(nbytes) if binding.device is not None else binding.mem.data(nbytes)
 
 
 def _write_output(spec: TensorSpec, native: np.ndarray, layout: Layout, target: np.ndarray) -> None:
