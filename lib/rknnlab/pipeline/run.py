@@ -289,7 +289,8 @@ class PipelineRun:
     from the source, or due at ``source_fps``); ``worker``: which worker ran it;
     ``boxes``: each frame's boxes (when kept) and ``n_boxes`` their count;
     ``heap_rise``: frames x stages, the malloc heap in use after each stage minus
-    before the frame (NaN when not measured); ``masks``: each worker's core mask."""
+    before the frame (NaN when not measured); ``masks``: each worker's core mask;
+    ``dma_bytes``: the first context's total_dma_allocated_size after the warm-up."""
     mode: str
     workers: int
     masks: List[int]
@@ -427,8 +428,10 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
         box_args: Optional[Dict[str, Any]] = None) -> PipelineRun:
     """Run ``n_frames`` frames through the pipeline and time every stage.
 
-    ``frames``: a rknnlab.pipeline.Camera (frame i rendered on demand, not timed), a
-    list of Nv12Frames (cycled through) or an iterable of them.  ``mode``:
+    ``frames``: a rknnlab.pipeline.Camera (frame i rendered on demand by the worker
+    that takes it: in the wall time, as a decoder's work would be, but in no stage), a
+    list of Nv12Frames (cycled through; nothing rendered while timing) or an iterable
+    of them.  ``mode``:
     "zero_copy" or "general" (see the module docstring).  ``workers``: threads, one
     context each (the first from rknn_init, the others from rknn_dup_context of it),
     each with its own io buffers; they take the frames in order from one queue, so
@@ -497,7 +500,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                     due = state["t0"] + i / source_fps
                     if due > now:
                         time.sleep(due - now)
-                    return i, frame, max(due, now) if due > now else due
+                    return i, frame, due     # late frames waited since they were due
                 return i, frame, now
 
             def work(k: int) -> None:
