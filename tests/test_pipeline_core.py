@@ -172,6 +172,20 @@ def test_frames_come_from_a_pool_used_in_turn(camera):
     assert [f.index for f in camera.frames(3, start=5)] == [5, 6, 7]
 
 
+def test_camera_renders_without_allocating_a_frame():
+    cam = Camera(seed=3, length=120, pool=3)
+    for i in range(0, 120, 10):
+        cam.frame(i)                               # every scene built once
+    tracemalloc.start()
+    try:
+        for i in range(0, 120, 7):
+            cam.frame(i)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64_000, peak                     # a 1280 x 720 NV12 frame is 1.4 MB
+
+
 def test_camera_with_strides_leaves_padding_alone():
     cam = Camera(width=64, height=36, stride=80, height_stride=40, seed=1, length=30, pool=2)
     frame = cam.frame(0)

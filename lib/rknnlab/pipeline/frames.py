@@ -20,6 +20,7 @@ buffer pool does: a frame stays valid until the pool comes round to its buffer a
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
@@ -163,16 +164,26 @@ def to_nv12(rgb: np.ndarray, stride: Optional[int] = None,
                         width, height, stride, height_stride, index)
     elif (out.width, out.height) != (width, height):
         raise ValueError(f"out is {out.width} x {out.height}, the image {width} x {height}")
-    channels = rgb.astype(np.int32)
-    r, g, b = channels[..., 0], channels[..., 1], channels[..., 2]
-    out.y[...] = ((_Y_RGB[0] * r + _Y_RGB[1] * g + _Y_RGB[2] * b + 128) >> 8) + 16
+    # float32 holds these integer sums exactly (all below 2**24), and floor((x + 128) / 256)
+    # equals the integer (x + 128) >> 8, so this is the fixed-point formula, run by BLAS
+    values = rgb.astype(np.float32)
+    y = values @ np.array(_Y_RGB, np.float32)
+    y += 128
+    y /= 256
+    np.floor(y, out=y)
+    y += 16
+    out.y[...] = y
     # the mean of each 2 x 2 block, rounded: chroma is sampled once per block
-    blocks = channels.reshape(height // 2, 2, width // 2, 2, 3).sum(axis=(1, 3))
-    blocks = (blocks + 2) >> 2
-    r, g, b = blocks[..., 0], blocks[..., 1], blocks[..., 2]
-    uv = out.uv
-    uv[..., 0] = ((_U_RGB[0] * r + _U_RGB[1] * g + _U_RGB[2] * b + 128) >> 8) + 128
-    uv[..., 1] = ((_V_RGB[0] * r + _V_RGB[1] * g + _V_RGB[2] * b + 128) >> 8) + 128
+    blocks = values.reshape(height // 2, 2, width // 2, 2, 3).sum(axis=(1, 3))
+    blocks += 2
+    blocks /= 4
+    np.floor(blocks, out=blocks)
+    uv = blocks @ np.array([_U_RGB, _V_RGB], np.float32).T
+    uv += 128
+    uv /= 256
+    np.floor(uv, out=uv)
+    uv += 128
+    out.uv[...] = uv
     return out
 
 
@@ -261,7 +272,8 @@ class Camera:
     ``pool - 1`` further frames, or copy it. Rendering reuses those buffers and scratch
     arrays, so it allocates nothing proportional to the frame per call.
 
-    The same seed gives the same shots and the same bytes, on every machine.
+    The same seed gives the same shots and the same bytes, on every machine. Like a
+    decoder, a camera renders one frame at a time: calls from several threads take turns.
     """
 
     def __init__(self, width: int = 1280, height: int = 720, seed: int = 0, pool: int = 24,
@@ -294,6 +306,7 @@ class Camera:
         # scratch for the row gather of a zoomed view (rows of the widest scene)
         self._rows_y = np.empty((height, width * SCENE_SCALE), np.uint8)
         self._rows_uv = np.empty((height // 2, width // 2 * SCENE_SCALE), np.uint16)
+        self._lock = threading.Lock()  # the scratch rows above serve one frame at a time
 
     # -- planning ---------------------------------------------------------------
     def _plan(self, rng: np.random.Generator) -> List[Shot]:
@@ -380,6 +393,10 @@ class Camera:
         """Render frame ``i`` into pool buffer ``i % pool`` and return it."""
         if i < 0:
             raise ValueError(f"frame numbers start at 0, got {i}")
+        with self._lock:
+            return self._render(i)
+
+    def _render(self, i: int) -> Nv12Frame:
         source, rows, cols = self._views[i % self.length]
         scene_y, scene_uv = _scene(self._paths[source], Path(self._paths[source]).stat().st_mtime,
                                    self.width, self.height)
@@ -387,10 +404,10 @@ class Camera:
                           self.stride, self.height_stride, i)
         # rows first into scratch, then columns straight into the frame's planes
         rows_y = self._rows_y[:, :scene_y.shape[1]]
-        np.take(scene_y, rows, axis=0, out=rows_y)
+        np.take(scene_y, rows, axis=0, out=rows_y, mode="clip")
         np.take(rows_y, cols, axis=1, out=frame.y, mode="clip")
         rows_uv = self._rows_uv[:, :scene_uv.shape[1]]
-        np.take(scene_uv, rows[::2] // 2, axis=0, out=rows_uv)
+        np.take(scene_uv, rows[::2] // 2, axis=0, out=rows_uv, mode="clip")
         uv16 = frame.uv.view(np.uint16)[..., 0] if self.stride % 2 == 0 else None
         if uv16 is not None:
             np.take(rows_uv, cols[::2] // 2, axis=1, out=uv16, mode="clip")
