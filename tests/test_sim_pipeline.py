@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rknnlab import models
-from rknnlab.rknn import abi, buffers
+from rknnlab.rknn import abi, buffers, errors
 from rknnlab.sim import ASSUMPTIONS, SimRuntime, modeled_run_ms, values_replayed
 from rknnlab.sim.outputs import replaying
 
@@ -520,3 +520,17 @@ def test_input_flag_runs_last_synced_frame_through_a_uint8_binding(ocr):
         np.testing.assert_array_equal(_channel0(out_mem, out_attr), maps[1])
     finally:
         rt.destroy(ctx)
+
+
+@pytest.mark.parametrize("soc", ["rk3576", "rk3568", "rk3562"])
+def test_ppocr_det_other_socs_are_reports_only(soc):
+    """Only the rk3588 build is shipped: another SoC's simulator says where the report is,
+    and the report alone gives the modeled time."""
+    runtime = SimRuntime(soc)
+    try:
+        with pytest.raises(errors.RknnTargetPlatformUnmatchError, match="only the compiler report"):
+            runtime.init(_path("ppocr_det"))
+    finally:
+        runtime.close()
+    assert models.load_report("ppocr_det", soc).target == soc
+    assert modeled_run_ms("ppocr_det", soc) > modeled_run_ms("ppocr_det", "rk3588")

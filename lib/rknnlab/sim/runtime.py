@@ -322,7 +322,7 @@ class SimRuntime(Runtime):
             if sim_model.target != model_soc:
                 raise _error(abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH, fn,
                              f"{sim_model.name} was compiled for {sim_model.target}, this simulator is a "
-                             f"{self.soc}: load data/models/{sim_model.name}/{model_soc}.rknn, or "
+                             f"{self.soc}: {_model_for_soc(sim_model.name, model_soc)}, or "
                              f"SimRuntime(soc='{sim_model.target}')")
             context = Context(next(_handles), sim_model, flag)
             if not context.info_only:  # a model-info context allocates nothing
@@ -1257,6 +1257,19 @@ class SimRuntime(Runtime):
             with self._pinned([record], fn):
                 cache.sync(record, mode)
         return 0
+
+
+def _model_for_soc(name: str, soc: str) -> str:
+    """What to load instead for ``soc``: its .rknn, or (a model shipped with only
+    the compiler report for that SoC) where its plan and modeled time are."""
+    try:
+        if models.model_path(name, soc).exists():
+            return f"load data/models/{name}/{soc}.rknn"
+    except models.ReportError:
+        return f"{name} has no build for {soc}"
+    return (f"data/models/{name} holds only the compiler report for {soc}, no .rknn (read it with "
+            f"rknnlab.models.load_report('{name}', '{soc}'); its modeled run time: "
+            f"rknnlab.sim.modeled_run_ms('{name}', '{soc}'))")
 
 
 def _log_level() -> int:
