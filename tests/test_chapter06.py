@@ -236,3 +236,71 @@ def test_a_read_without_sync_is_stale_and_the_sync_fixes_it(run) -> None:
     text = _printed_by(run, "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE")
     assert "frame B read without a sync equals frame A's map: True" in text, text
     assert "after rknn_mem_sync(FROM_DEVICE) it differs from A's: True" in text, text
+
+
+def test_every_output_line_fits_100_columns(run) -> None:
+    """JupyterLab at 1366 pixels shows about 100 columns: no printed line scrolls sideways."""
+    for index, text in run.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        wide = [line for line in text.splitlines() if len(line) > 100]
+        assert not wide, f"cell {index} prints lines over 100 columns: {wide}"
+
+
+def test_the_int8_path_finds_the_fp32_boxes(run) -> None:
+    """§3: on the page frames the int8 path finds the fp32 model's boxes; rknn-toolkit2's INT8 run too."""
+    text = _printed_by(run, "pipeline.box_agreement(")
+    rows = re.findall(r"\((\w+) of (\w+)\): (\d+) int8 boxes, (\d+) fp32 boxes, (\d+) matched", text)
+    page = [r for r in rows if r[1] == "page"]
+    assert page and all(int(r[4]) == int(r[3]) > 0 for r in page), text
+    toolkit = _printed_by(run, "pipeline.toolkit_agreement(")
+    assert "INT8 simulation (x86), recorded" in toolkit
+    assert re.search(r"^\s*page\s+(\d+)\s+\1\s+\1\s+1\s+1$", toolkit, flags=re.M), toolkit
+
+
+def _ms(text: str, mode: str) -> Dict[str, float]:
+    row = re.search(rf"^\s*{mode}\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+) ms\s+"
+                    rf"(\d+) B\s+([\d.]+) MiB$", text, flags=re.M)
+    assert row, f"no {mode} row:\n{text}"
+    names = ("convert", "input", "run", "output", "post", "heap", "dma")
+    return dict(zip(names, (float(g) for g in row.groups())))
+
+
+def test_zero_copy_saves_the_copies_not_the_run(run) -> None:
+    """§4's answer: the input and output stages shrink to tens of microseconds, rknn_run is the same,
+    neither mode allocates in a frame, and zero-copy's DMA total is larger by its two mems (A10)."""
+    text = _printed_by(run, "pipeline.compare_modes(")
+    general, zero = _ms(text, "general"), _ms(text, "zero_copy")
+    assert zero["input"] < 0.1 and zero["output"] < 0.1 < general["input"] and 0.1 < general["output"], text
+    assert abs(zero["run"] - general["run"]) <= 0.25 * general["run"], "rknn_run does the same work in both modes"
+    assert general["heap"] < 1024 and zero["heap"] < 1024, "neither mode allocates in a frame"
+    from rknnlab import models
+    report = models.load_report("ppocr_det", "rk3588")
+    mems = sum(report.attrs(kind, "native")[0]["size_with_stride"] for kind in ("inputs", "outputs"))
+    assert abs((zero["dma"] - general["dma"]) - mems / 2**20) < 0.02, "zero-copy adds its two mems"
+    assert re.search(r"^zero_copy vs general: [\d.]+x the time per frame \(95% interval", text, flags=re.M), text
+
+
+def test_workers_answer_holds_for_the_run(run) -> None:
+    """§5's answer: two workers on two cores raise the frame rate; one worker on 0_1_2 shortens rknn_run
+    only a little."""
+    text = _printed_by(run, "pipeline.scaling(")
+    rows = {config.strip(): (float(fps), float(run_ms), float(speedup)) for config, fps, run_ms, speedup in
+            re.findall(r"^\s*(\d x [\w/]+)\s+([\d.]+)\s+[\d.]+ ms\s+[\d.]+ ms\s+([\d.]+) ms\s+[\d.]+ ms\s+([\d.]+)x$",
+                       text, flags=re.M)}
+    assert set(rows) == {"1 x CORE_0", "1 x 0_1_2", "2 x CORE_0/CORE_1", "3 x CORE_0/CORE_1/CORE_2", "3 x AUTO"}, text
+    assert rows["2 x CORE_0/CORE_1"][2] > 1.1, f"two workers must raise the frame rate:\n{text}"
+    assert rows["1 x 0_1_2"][1] < rows["1 x CORE_0"][1] < 1.25 * rows["1 x 0_1_2"][1], text
+    assert "compete for 2 cores" in text or "CPU cores" in text
+
+
+def test_a_per_frame_allocation_shows_only_inside_the_frame(run) -> None:
+    """§6's answer: every curve is flat, and the planted buffer shows as the heap's rise inside a frame."""
+    text = _printed_by(run, "pipeline.steady_state(")
+    verdicts = re.findall(r"^\s*(clean|letterbox_malloc)\s+(RSS|malloc heap in use|runtime DMA total)\s+(\S+)", text,
+                          flags=re.M)
+    assert len(verdicts) == 6 and all(v == "flat" for _, _, v in verdicts), text
+    rises = dict(re.findall(r"^(clean|letterbox_malloc): the heap rises ([\d,]+) B inside a frame", text, flags=re.M))
+    planted, clean = (int(rises[k].replace(",", "")) for k in ("letterbox_malloc", "clean"))
+    assert 480 * 480 * 3 <= planted < 480 * 480 * 3 + 1024 and clean < 1024, text
+    assert "480 × 480 × 3 = 691,200 B" in ch.flat(ch.numbered_sections(_markdown())["6"])
