@@ -174,8 +174,8 @@ def test_frames_come_from_a_pool_used_in_turn(camera):
 
 def test_camera_renders_without_allocating_a_frame():
     cam = Camera(seed=3, length=120, pool=3)
-    for i in range(0, 120, 10):
-        cam.frame(i)                               # every scene built once
+    for shot in cam.shots:
+        cam.frame(shot.start)                      # every scene built once
     tracemalloc.start()
     try:
         for i in range(0, 120, 7):
