@@ -1049,7 +1049,7 @@ def test_delays_make_the_named_calls_slower(rt, ctx, monkeypatch):
 
 # ------------------------------------------------------- the fake text detector (video_pipeline.c)
 
-DETECTOR = b"RKNN detector=6x8 c2=4 zp=-100 scale=0.005"
+DETECTOR = b"RKNN detector=6x8 c1=2 c2=4 zp=-100 scale=0.005"
 
 
 def detector_probability(rgb: np.ndarray, zp: int = -100, scale: float = 0.005) -> np.ndarray:
@@ -1089,20 +1089,20 @@ def test_the_payload_describes_a_text_detector(rt):
         assert (a["native_in"].w_stride, a["native_in"].size_with_stride) == (10, 6 * 10 * 3)
         assert (a["in"].w_stride, a["in"].size_with_stride) == (8, 6 * 8 * 3)
         assert (_dims(a["out"]), a["out"].fmt) == ([1, 1, 6, 8], abi.RKNN_TENSOR_NCHW)
-        assert (_dims(a["native_out"]), a["native_out"].fmt) == ([1, 1, 6, 8, 4], abi.RKNN_TENSOR_NC1HWC2)
-        assert a["native_out"].size_with_stride == 6 * 8 * 4
+        assert (_dims(a["native_out"]), a["native_out"].fmt) == ([1, 2, 6, 8, 4], abi.RKNN_TENSOR_NC1HWC2)
+        assert a["native_out"].size_with_stride == 2 * 6 * 8 * 4
         assert (_dims(a["nhwc_out"]), a["nhwc_out"].fmt) == ([1, 6, 8, 1], abi.RKNN_TENSOR_NHWC)
         for out in (a["out"], a["native_out"]):
             assert (out.type, out.zp, out.scale) == (abi.RKNN_TENSOR_INT8, -100, pytest.approx(0.005))
         assert rt.query(context, abi.RKNN_QUERY_MEM_SIZE).total_dma_allocated_size == 4096 + 2048 + 6 * 8 * 4
         twin = rt.dup_context(context)                          # a duplicate is the same detector
         assert _dims(rt.query(twin, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))) == \
-            [1, 1, 6, 8, 4]
+            [1, 2, 6, 8, 4]
         rt.destroy(twin)
     finally:
         rt.destroy(context)
     for bad in (b"RKNN detector=6", b"RKNN detector=0x8", b"RKNN detector=6x8y", b"RKNN detector=6x8 c2=0",
-                b"RKNN detector=6x8 w_stride=7", b"RKNN detector=6x8 zp=200", b"RKNN detector=6x8 scale=-1",
+                b"RKNN detector=6x8 c1=0", b"RKNN detector=6x8 w_stride=7", b"RKNN detector=6x8 zp=200", b"RKNN detector=6x8 scale=-1",
                 b"RKNN detector=6x5000"):
         with pytest.raises(errors.RknnModelInvalidError):
             rt.init(bad)
@@ -1116,8 +1116,8 @@ def _bind(rt, context, attr, size=None):
 
 @pytest.mark.parametrize("in_type", [abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8])
 def test_the_detector_computes_its_map_from_the_bound_input(rt, in_type):
-    """Input rows at the bound attr's w_stride; channel 0 of each NC1HWC2 pixel is the formula,
-    channels 1 to C2-1 hold 127; a plain NCHW-bound output gets the dense map."""
+    """Input rows at the bound attr's w_stride; channel 0 of each NC1HWC2 pixel (block 0) is the
+    formula, every other byte holds 127; a plain NCHW-bound output gets the dense map."""
     context = rt.init(DETECTOR + b" w_stride=10")
     mems = []
     try:
@@ -1133,10 +1133,10 @@ def test_the_detector_computes_its_map_from_the_bound_input(rt, in_type):
         rows[:] = 77                                              # the padding must not be read
         rows[:, :8] = image if in_type == abi.RKNN_TENSOR_UINT8 else (image.astype(np.int16) - 128).astype(np.uint8)
         rt.run(context)
-        blocked = buffers.mem_view(out_mem, np.int8, (6, 8, 4))
+        blocked = buffers.mem_view(out_mem, np.int8, (2, 6, 8, 4))    # C1, H, W, C2
         expected = detector_probability(image)
-        np.testing.assert_array_equal(blocked[..., 0], expected)
-        assert (blocked[..., 1:] == 127).all()
+        np.testing.assert_array_equal(blocked[0, ..., 0], expected)
+        assert (blocked[0, ..., 1:] == 127).all() and (blocked[1] == 127).all()
         assert (expected[0, :3] == -100).all() and expected[1, 0] == -100   # p = 0 -> q = zp
         dense = _bind(rt, context, a["out"])
         mems.append(dense)
@@ -1159,12 +1159,16 @@ def test_the_detector_runs_only_from_bound_mems_of_the_right_size(rt):
             rt.inputs_set(context, [buffers.input_from_array(0, np.zeros((1, 6, 8, 3), np.uint8),
                                                              abi.RKNN_TENSOR_NHWC)])
         small = rt.create_mem(context, 6 * 8 * 3 - 1)
+        short_map = rt.create_mem(context, 6 * 8 * 4)                # one block of two
+        mems.append(short_map)
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.set_io_mem(context, short_map, a["native_out"])
         mems.append(small)
         with pytest.raises(errors.RknnParamInvalidError):
             rt.set_io_mem(context, small, a["native_in"])
         wrong_c2 = abi.rknn_tensor_attr.from_buffer_copy(a["native_out"])
         wrong_c2.dims[4] = 16
-        big = rt.create_mem(context, 6 * 8 * 16)
+        big = rt.create_mem(context, 2 * 6 * 8 * 16)
         mems.append(big)
         with pytest.raises(errors.RknnParamInvalidError):
             rt.set_io_mem(context, big, wrong_c2)                  # C2 is the model's, never assumed

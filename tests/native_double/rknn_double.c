@@ -31,18 +31,21 @@
  *   A payload with the word "detector=HxW" describes a text detector shaped
  *   like PP-OCR's (one image in, one probability map of the same size out)
  *   instead of the model above.  Optional words: "c2=N" (the native output's
- *   channel block, 16 by default: rk3588's int8 C2), "w_stride=N" (the
+ *   channel block, 16 by default: rk3588's int8 C2), "c1=N" (its number of
+ *   blocks, 1 by default: the compiler may give a 1-channel output more, as
+ *   for ppocr_det on rk3588: 1x4x480x480x16), "w_stride=N" (the
  *   native input's row pitch in pixels, the width by default), "zp=N" and
  *   "scale=X" (the output's quantization, -128 and 1/255 by default).
  *   input  0 "x":    1xHxWx3 NHWC int8 (native: rows of w_stride pixels)
- *   output 0 "prob": 1x1xHxW NCHW int8; native NC1HWC2 1x1xHxWxC2
+ *   output 0 "prob": 1x1xHxW NCHW int8; native NC1HWC2 1xC1xHxWxC2
  *   Its "network" is a fake ink detector, a function of each pixel alone, so
  *   that a test can predict it: luma l = (77 R + 150 G + 29 B) >> 8 of the
  *   uint8 pixel; probability p = (255 - l) / 255 (dark marks on light paper
  *   are text), but p = 0 where l < 16 (the black of a letterbox border is no
- *   text); q = round(p / scale) + zp, clamped to int8.  In an NC1HWC2 mem the
- *   channels 1 to C2-1 of each pixel hold 127 (the most probable value): a
- *   reader that ignores C2 sees text everywhere.  Its contexts run only from
+ *   text); q = round(p / scale) + zp, clamped to int8.  In an NC1HWC2 mem
+ *   every byte but channel 0 (block 0, first of each C2 group) holds 127 (the
+ *   most probable value), from rknn_set_io_mem on: a reader that ignores C2
+ *   sees text everywhere.  Its contexts run only from
  *   mems bound with rknn_set_io_mem (zero-copy: rknn_run refuses,
  *   PARAM_INVALID, until the input and the output are bound; inputs_set and
  *   outputs_get refuse with INPUT_INVALID / OUTPUT_INVALID).  The input may be
@@ -482,7 +485,7 @@ static rknn_tensor_attr output_attr(uint32_t index, int which)
 
 /* The fake detector of the header comment; h == 0 means the payload describes none. */
 typedef struct {
-    uint32_t h, w, c2, w_stride;
+    uint32_t h, w, c1, c2, w_stride;
     int32_t zp;
     float scale;
 } detector_model;
@@ -622,9 +625,10 @@ static int parse_detector(const char *payload, detector_model *det)
         return 0;
     det->h = (uint32_t)h;
     det->w = (uint32_t)w;
+    det->c1 = payload_size(payload, "c1=", 1);
     det->c2 = payload_size(payload, "c2=", 16);
     det->w_stride = payload_size(payload, "w_stride=", det->w);
-    if (det->c2 == 0 || det->c2 > 64 || det->w_stride < det->w)
+    if (det->c1 == 0 || det->c1 > 64 || det->c2 == 0 || det->c2 > 64 || det->w_stride < det->w)
         return 0;
     det->zp = -128;
     det->scale = 1.0f / 255.0f;
@@ -994,12 +998,12 @@ static rknn_tensor_attr detector_input_attr(const detector_model *det, int which
 
 static rknn_tensor_attr detector_output_attr(const detector_model *det, int which)
 {
-    const uint32_t plain[] = {1, 1, det->h, det->w}, native[] = {1, 1, det->h, det->w, det->c2};
+    const uint32_t plain[] = {1, 1, det->h, det->w}, native[] = {1, det->c1, det->h, det->w, det->c2};
     const uint32_t nhwc[] = {1, det->h, det->w, 1};
     uint32_t n = det->h * det->w;
     if (which == 1)
-        return make_attr(0, "prob", 5, native, F_NC1HWC2, det->zp, det->scale, n * det->c2, 0,
-                         n * det->c2);
+        return make_attr(0, "prob", 5, native, F_NC1HWC2, det->zp, det->scale,
+                         n * det->c1 * det->c2, 0, n * det->c1 * det->c2);
     if (which == 2)
         return make_attr(0, "prob", 4, nhwc, F_NHWC, det->zp, det->scale, n, 0, n);
     return make_attr(0, "prob", 4, plain, F_NCHW, det->zp, det->scale, n, 0, n);
@@ -1111,7 +1115,7 @@ EXPORT int rknn_query(rknn_context context, int cmd, void *info, uint32_t size)
         uint64_t internal =
             outside || (flag & FLAG_INTERNAL_ALLOC_OUTSIDE) ? 0 : state->internal_size;
         uint64_t io = outside ? 0
-                    : state->det.h ? (uint64_t)state->det.h * state->det.w * 4 /* x + prob */
+                    : state->det.h ? (uint64_t)state->det.h * state->det.w * 4 /* x + prob, plain */
                     : IO_SIZE;
         mem->total_dma_allocated_size =
             (flag & FLAG_COLLECT_MODEL_INFO_ONLY) ? 0 : weights + internal + io;
@@ -1224,10 +1228,7 @@ static void run_detector(const context_state *state)
     int8_t *dst = state->io_mem_output[0]->virt_addr;
     size_t pitch = (size_t)(in_attr->w_stride ? in_attr->w_stride : det->w) * 3;
     uint8_t offset = in_attr->type == T_INT8 ? 128 : 0; /* int8 q = u - 128 */
-    int blocked = out_attr->fmt == F_NC1HWC2;
-    uint32_t c2 = blocked ? det->c2 : 1;
-    if (blocked)
-        memset(dst, 127, (size_t)det->h * det->w * c2);
+    uint32_t c2 = out_attr->fmt == F_NC1HWC2 ? det->c2 : 1; /* the rest holds 127 since the bind */
     /* the output as the threshold the program applies would see it: one int8 per probability */
     int8_t table[256];
     for (int l = 0; l < 256; l++) {
@@ -1690,11 +1691,13 @@ EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tens
         if (strcmp(attr->name, "prob") != 0 || attr->type != T_INT8)
             return RKNN_ERR_PARAM_INVALID;
         int blocked = attr->fmt == F_NC1HWC2;
-        if (blocked && (attr->n_dims != 5 || attr->dims[4] != det->c2))
+        if (blocked && (attr->n_dims != 5 || attr->dims[1] != det->c1 || attr->dims[4] != det->c2))
             return RKNN_ERR_PARAM_INVALID;
-        if ((!blocked && attr->fmt != F_NCHW && attr->fmt != F_NHWC) ||
-            mem->size < pixels * (blocked ? det->c2 : 1))
+        uint64_t bytes = pixels * (blocked ? det->c1 * det->c2 : 1);
+        if ((!blocked && attr->fmt != F_NCHW && attr->fmt != F_NHWC) || mem->size < bytes)
             return RKNN_ERR_PARAM_INVALID;
+        if (blocked) /* what the program must skip: every byte but channel 0 */
+            memset(mem->virt_addr, 127, (size_t)bytes);
         state->io_mem_output[0] = mem;
         state->io_attr_output[0] = *attr;
         return RKNN_SUCC;
