@@ -156,9 +156,11 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
        rectangle as a polygon), clipped to the map;
     6. map to frame coordinates with ``letterbox`` when it is given.
 
-    The defaults (thresh 0.3, box_thresh 0.5, unclip_ratio 1.6) are RapidOCR's for this
-    model; Rockchip's demo uses box_thresh 0.6 and unclip_ratio 1.5. Boxes come sorted
-    top to bottom, then left to right.
+    The defaults (thresh 0.3, box_thresh 0.5, unclip_ratio 1.6) are the values in
+    RapidOCR's config.yaml for this detector; RapidOCR also dilates the mask and scores
+    in the "fast" mode, which this function does not. Rockchip's PPOCR-Det C demo (model
+    zoo v2.3.2) uses thresh 0.3, box_thresh 0.6, unclip_ratio 1.5 and the "slow" score.
+    Boxes come sorted top to bottom, then left to right.
     """
     if not isinstance(out, np.ndarray) or out.ndim != 2 or out.dtype != np.int8:
         raise ValueError(f"out must be an H x W int8 array (a view of the output), got "
