@@ -8,8 +8,11 @@ frames                          :class:`Nv12Frame`, :func:`nv12_size`, :func:`rg
                                 :func:`to_nv12`, :func:`nv12_to_rgb`, :class:`Camera`
 pre-processing                  :func:`letterbox`, :class:`Letterbox`,
                                 :func:`rga_problems` (RGA's documented alignment rules)
-post-processing                 :func:`int8_threshold`, :func:`find_boxes`, :class:`Box`
-accuracy                        :func:`box_agreement`, :func:`reference_boxes`
+post-processing                 :func:`int8_threshold`, :func:`find_boxes` (int8, read in
+                                place), :func:`find_boxes_float` (the float route), :class:`Box`
+accuracy                        :func:`box_agreement`, :func:`iou`, :func:`reference_boxes`,
+                                :func:`fp32_probabilities` (the ONNX twin),
+                                :func:`toolkit_agreement` (rknn-toolkit2's own INT8 simulation)
 the loop                        :func:`run`, :class:`PipelineRun`, :func:`compare_modes`,
                                 :func:`scaling`, :func:`steady_state`
 ==============================  =====================================================
@@ -28,7 +31,9 @@ _NAMES = {
     "nv12_to_rgb": "frames", "Camera": "frames", "Shot": "frames",
     "letterbox": "preprocess", "Letterbox": "preprocess", "rga_problems": "preprocess",
     "int8_threshold": "postprocess", "find_boxes": "postprocess", "Box": "postprocess",
-    "box_agreement": "accuracy", "Agreement": "accuracy", "reference_boxes": "accuracy",
+    "find_boxes_float": "postprocess",
+    "box_agreement": "accuracy", "Agreement": "accuracy", "reference_boxes": "accuracy", "iou": "accuracy",
+    "fp32_probabilities": "accuracy", "toolkit_agreement": "accuracy",
     "run": "run", "PipelineRun": "run", "compare_modes": "run",
     "scaling": "workers",
     "steady_state": "steady",
