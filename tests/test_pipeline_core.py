@@ -359,6 +359,8 @@ def test_int8_threshold_edges():
     assert int8_threshold(0.3, PPOCR_ZP, PPOCR_SCALE) == -51        # ceil(0.3 * 255) - 128
     with pytest.raises(ValueError):
         int8_threshold(0.3, 0, 0.0)
+    # zp and scale as numpy scalars, as an attr or a .npz gives them
+    assert int8_threshold(0.3, np.int8(-128), np.float32(PPOCR_SCALE)) == -51
 
 
 # ---------------------------------------------------------------- find_boxes

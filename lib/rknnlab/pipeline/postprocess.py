@@ -73,6 +73,8 @@ def int8_threshold(prob: float, zp: int, scale: float) -> int:
     The arithmetic is Python's float (double), the same as :func:`dequantize`; the first
     guess ``zp + ceil(prob / scale)`` is corrected by one step if rounding misled it.
     """
+    # Python numbers: a zp read as numpy int8 would overflow in the steps below
+    zp, scale, prob = int(zp), float(scale), float(prob)
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     q = zp + math.ceil(prob / scale)
@@ -166,6 +168,7 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
         raise ValueError(f"out must be an H x W int8 array (a view of the output), got "
                          f"{getattr(out, 'dtype', type(out).__name__)} "
                          f"{getattr(out, 'shape', '')}")
+    zp, scale = int(zp), float(scale)
     q = int8_threshold(thresh, zp, scale)
     if dequantize(q, zp, scale) < thresh:
         return []  # no int8 value reaches the threshold

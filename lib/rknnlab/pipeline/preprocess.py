@@ -169,10 +169,12 @@ def letterbox(frame: Nv12Frame, dst: np.ndarray, width: int, height: int,
     np.take(data, y_index, out=y8, mode="clip")
     np.take(data, u_index, out=u8, mode="clip")
     np.take(data[1:], u_index, out=v8, mode="clip")  # V follows U in each pair
-    np.multiply(y8, np.int32(_Y_GAIN), out=c)
+    # dtype=int32 picks the int32 loop: numpy 1.x would otherwise multiply uint8 by 298
+    # in uint16 (value-based casting) and wrap around above 65,535
+    np.multiply(y8, _Y_GAIN, out=c, dtype=np.int32)
     c += _Y_OFFSET
-    np.subtract(u8, np.int32(128), out=d)
-    np.subtract(v8, np.int32(128), out=e)
+    np.subtract(u8, 128, out=d, dtype=np.int32)
+    np.subtract(v8, 128, out=e, dtype=np.int32)
 
     image = rows[box.pad_y:box.pad_y + box.new_h, box.pad_x:box.pad_x + box.new_w]
     shape = (box.new_h, box.new_w)
