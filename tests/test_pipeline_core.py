@@ -361,6 +361,7 @@ def test_int8_threshold_edges():
         int8_threshold(0.3, 0, 0.0)
     # zp and scale as numpy scalars, as an attr or a .npz gives them
     assert int8_threshold(0.3, np.int8(-128), np.float32(PPOCR_SCALE)) == -51
+    assert int8_threshold(2.0, np.int8(-128), np.float32(PPOCR_SCALE)) == 127
 
 
 # ---------------------------------------------------------------- find_boxes
