@@ -507,3 +507,74 @@ def test_ex4_right_loops_pass(loop) -> None:
     ids=["as-given", "zeros-per-frame", "cache-keyed-by-frame", "mem-per-frame", "too-small"])
 def test_ex4_wrong_loops_fail(loop, words) -> None:
     _failed(checks.check_allocation_once(loop), words)
+
+
+# =========================================================================== the notebook
+import re  # noqa: E402
+
+CHAPTER = ROOT / "chapters" / "06_video_pipeline.ipynb"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_lab_notebook_structure() -> None:
+    nb, text = lh.read_saved_lab(LAB, (
+        "**Questions**", "**Objectives**", "## Key points", "## Further reading", "## Your results",
+        "★", "min)", "examples/c/video_pipeline.c", "**The check**", "**The C it stands for:**",
+        ":class: dropdown", "**Predict**", "(A60)", "**Before you read on, find the bug.**"))
+    assert "seed 00" not in text.lower()
+    lh.assert_solutions_override_their_stubs(nb)
+    headings = [c.source.split("\n")[0] for c in nb.cells if c.source.startswith("## Exercise")]
+    assert [h.split()[2] for h in headings] == ["1", "2", "3", "4", "5"], headings
+    assert "★" in headings[-1] and not any("★" in h for h in headings[:-1])
+    minutes = [int(re.search(r"\((\d+) min\)", h).group(1)) for h in headings]
+    assert minutes == sorted(minutes), minutes                  # rising difficulty
+    titles = [h.split(": ", 1)[1] for h in headings]
+    assert [t.split(" — ", 1)[1] for t in (checks.EX_SIZES, checks.EX_THRESH, checks.EX_SYNC, checks.EX_ALLOC,
+                                             checks.EX_WORKERS)] == titles
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert len(cell.source.splitlines()) <= 25, cell.source[:80]
+    # exercise 3 names the missing sync only below its check cell (the student diagnoses first)
+    start = next(k for k, c in enumerate(nb.cells) if c.source.startswith("## Exercise 3"))
+    check = next(k for k, c in enumerate(nb.cells) if c.source.strip() == "checks.check_synced_loop(detect)")
+    before = [c.source for c in nb.cells[start:check] if "solution" not in (c.metadata.get("tags") or [])]
+    assert not any("SYNC_FROM_DEVICE" in s for s in before)
+    # the Predict answers of exercise 1 come from a cell both editions keep, after the check
+    k = next(k for k, c in enumerate(nb.cells) if c.source.strip().startswith("checks.check_frame_sizes"))
+    assert "Predict's answers" in nb.cells[k + 1].source and not nb.cells[k + 1].metadata.get("tags")
+
+
+def test_lab_teaches_the_canonical_sentences_word_for_word() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    text = _flat("\n".join(c.source for c in nbformat.read(LAB, as_version=4).cells if c.cell_type == "markdown"))
+    assert _flat(checks.SYNC_RULE) in text           # DECISIONS 9'
+    assert _flat(checks.REUSE_RULE) in text          # DECISIONS 5
+    assert "as Rockchip's demos do" not in text.replace("as the demos do */", "")
+
+
+def test_lab_states_the_chapters_rules_in_its_words() -> None:
+    """One rule per concept: the chapter's rules for the lab's exercises are in the lab's rules and
+    its key points, word for word; the objectives have the chapter's verbs."""
+    nbformat = pytest.importorskip("nbformat")
+    if not CHAPTER.exists():
+        pytest.skip("chapter 6 is not written yet")
+    chapter = nbformat.read(CHAPTER, as_version=4)
+    keys = next(c.source for c in chapter.cells if c.cell_type == "markdown" and c.source.startswith("## Key points"))
+    rules = [_flat(item) for item in re.split(r"\n- ", keys.split("\n\n")[1].lstrip("- "))]
+    lab = nbformat.read(LAB, as_version=4)
+    header = _flat(lab.cells[0].source)
+    key_points = _flat(next(c.source for c in lab.cells if c.source.startswith("## Key points")))
+    taught = [r for r in rules if any(w in r for w in ("from its strides", "in its own domain", "rknn_mem_sync",
+                                                       "Reuse means", "rknn_dup_context"))]
+    assert len(taught) == 5, taught
+    for rule in taught:
+        assert rule in header and rule in key_points, rule
+    verbs = re.findall(r"\d\. (?:★ )?\*\*(\w+)\*\*", header)
+    assert verbs == re.findall(r"- \*\*(\w+)\*\*", chapter.cells[0].source) == ["Size", "Threshold", "Fix", "Choose"]
+
+
+test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done = \
+    lh.edition_tests(LAB, n_checks=5)
