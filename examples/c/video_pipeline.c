@@ -160,6 +160,16 @@ static long rss_kb(void)
     return pages_resident < 0 ? -1 : pages_resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* Writes one byte per page, so that the pages are resident before the loop.  Through a volatile
+   pointer: a compiler may turn malloc + memset(0) into calloc, or drop a memset of calloc'd memory,
+   and then no page is touched. */
+static void touch_pages(void *buf, size_t bytes)
+{
+    volatile uint8_t *bytes_of = buf;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < bytes; i += page) bytes_of[i] = 0;
+}
+
 /* Milliseconds on the monotonic clock: it never jumps when someone sets the system time. */
 static double now_ms(void)
 {
@@ -551,9 +561,9 @@ static int setup_worker(worker *wk, worker *first, pipeline *p, const char *mode
         return 0;
     }
     /* Touch every page now, so that RSS before the loop already holds these buffers. */
-    memset(wk->nv12, 0, p->frame_bytes);
-    memset(wk->mask, 0, map);
-    memset(wk->stack, 0, map * sizeof(*wk->stack));
+    touch_pages(wk->nv12, p->frame_bytes);
+    touch_pages(wk->mask, map);
+    touch_pages(wk->stack, map * sizeof(*wk->stack));
     /* One warm-up run per context, outside the loop: a board's runtime may allocate buffers at a
        context's first rknn_run (see mem_layers.c), which is not the per-frame cost. */
     ret = rknn_run(wk->ctx, NULL);
@@ -767,7 +777,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "video_pipeline: cannot allocate the records of %ld frames\n", frames);
             ok = 0;
         } else {
-            memset(p.records, 0, (size_t)frames * sizeof(*p.records)); /* touch its pages now */
+            touch_pages(p.records, (size_t)frames * sizeof(*p.records));
         }
     }
     long rss_before = 0, rss_after = 0;
