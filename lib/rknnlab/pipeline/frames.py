@@ -298,7 +298,8 @@ class Camera:
         self.directory = directory
         self._paths = {name: str(directory / f"{name}.png") for name in found}
         self._text = found
-        self.shots: List[Shot] = self._plan(np.random.default_rng(seed))
+        self.shots: List[Shot]
+        self.shots, self._shot_params = self._plan(np.random.default_rng(seed))
         self._views = [self._view(i) for i in range(length)]
         size = nv12_size(width, height, self.stride, self.height_stride)
         self._pool = [np.zeros(size, np.uint8) for _ in range(pool)]
@@ -309,7 +310,7 @@ class Camera:
         self._lock = threading.Lock()  # the scratch rows above serve one frame at a time
 
     # -- planning ---------------------------------------------------------------
-    def _plan(self, rng: np.random.Generator) -> List[Shot]:
+    def _plan(self, rng: np.random.Generator) -> Tuple[List[Shot], List[Tuple[float, ...]]]:
         text = [n for n, t in self._text.items() if t]
         plain = [n for n, t in self._text.items() if not t]
         # open on a pan over text, then a zoom, then a cut (to an image without text if
@@ -321,16 +322,15 @@ class Camera:
             kind = kinds[len(shots)] if len(shots) < 3 else str(rng.choice(kinds))
             if kind == "cut":
                 first_cut = not any(s.kind == "cut" for s in shots)
-                pool = plain if (plain and (first_cut or rng.random() < 0.5)) else text
-                choices = [n for n in pool if n != previous] or pool
+                candidates = plain if (plain and (first_cut or rng.random() < 0.5)) else text
+                choices = [n for n in candidates if n != previous] or candidates
             else:
                 choices = [n for n in text if n != previous] or text
             source = str(rng.choice(choices))
             length = min(int(rng.integers(40, 81)), self.length - start)
             shots.append(Shot(start, kind, source, length, self._text[source]))
             start, previous = start + length, source
-        self._shot_params = [self._params(s, rng) for s in shots]
-        return shots
+        return shots, [self._params(s, rng) for s in shots]
 
     def _params(self, shot: Shot, rng: np.random.Generator) -> Tuple[float, ...]:
         # (cx0, cy0, zoom0, cx1, cy1, zoom1): the view's centre (fractions of the canvas)
