@@ -64,10 +64,12 @@ class DeviceSide:
         """The first ``nbytes`` as the NPU reads them."""
         return self.bytes[:nbytes]
 
-    def npu_write(self, native: np.ndarray) -> None:
-        """A run writes ``native`` at the start of the mem; the CPU does not see it."""
+    def npu_write(self, native: np.ndarray, zero_to: int) -> None:
+        """A run writes ``native`` at the start of the mem and zeros after it up to
+        byte ``zero_to``; the CPU does not see it."""
         with self._lock:
             self.bytes[:native.size] = native
+            self.bytes[native.size:zero_to] = 0
             self.npu_ahead = True
 
 

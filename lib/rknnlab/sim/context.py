@@ -74,7 +74,7 @@ class Binding:
     #: cacheable mem bound to a DISABLE_FLUSH context (rknnlab.sim.cache; ASSUMPTIONS A60)
     device: Optional[DeviceSide] = None
     #: the mem's whole NC1HWC2 padding blocks hold zeros since this binding's last run
-    #: wrote them: later runs write only the blocks holding channels (Layout.data_nbytes)
+    #: wrote them: later runs write only the blocks holding channels (Layout.data)
     clean_padding: bool = False
 
 

@@ -63,22 +63,26 @@ class Layout:
         return math.prod(self.logical)
 
     @functools.cached_property
-    def data_nbytes(self) -> int:
-        """Bytes from the start to the end of the last NC1HWC2 channel block that holds
-        channels: the rest holds only whole padding blocks (ppocr_det's one-channel map
-        on rk3588 has three).  All the bytes for other formats, or when N > 1."""
+    def data(self) -> "Layout":
+        """This layout up to the end of the last NC1HWC2 channel block that holds
+        channels: what follows holds only whole padding blocks (ppocr_det's one-channel
+        map on rk3588 has three).  The layout itself for other formats, or when N > 1
+        (the padding blocks are then not at the end)."""
         if self.fmt != abi.RKNN_TENSOR_NC1HWC2 or self.logical[0] != 1:
-            return self.nbytes
+            return self
         used = -(-self.logical[1] // self.buffer_shape[4])
-        return math.prod((used,) + tuple(self.buffer_shape[2:])) * self.dtype.itemsize
+        if used == self.buffer_shape[1]:
+            return self
+        return Layout(self.fmt, self.rknn_type, self.logical, (1, used) + tuple(self.buffer_shape[2:]))
 
     def read(self, raw: np.ndarray) -> np.ndarray:
-        """The logical tensor held in ``raw`` (bytes, at least ``nbytes``): a view
+        """The logical tensor held in ``raw`` (bytes, at least ``data.nbytes``): a view
         where the format allows, else a copy (NC1HWC2)."""
+        if self.data is not self:  # whole padding blocks are not read
+            return self.data.read(raw)
         if self.fmt == abi.RKNN_TENSOR_NC1HWC2:
             n, c, h, w = self.logical
-            used = -(-c // self.buffer_shape[4])  # blocks past the channels hold only padding
-            blocks = self._typed(raw)[:, :used].transpose(0, 1, 4, 2, 3)  # N, C1, C2, H, W
+            blocks = self._typed(raw).transpose(0, 1, 4, 2, 3)  # N, C1, C2, H, W
             dense = np.empty((n, blocks.shape[1] * blocks.shape[2], h, w), self.dtype)
             dense.reshape(blocks.shape)[...] = blocks
             return dense[:, :c]

@@ -83,7 +83,8 @@ def _fingerprint(native_inputs: Sequence[np.ndarray]) -> Tuple[int, ...]:
 class TwinValues:
     """Outputs from the model's ONNX twin (onnxruntime), cached on input bytes."""
 
-    #: NC1HWC2 padding channels hold zeros (ASSUMPTIONS A31)
+    #: NC1HWC2 padding channels hold zeros (ASSUMPTIONS A31); whole padding blocks at the
+    #: end are left out of the outputs
     zero_padding = True
 
     def __init__(self, model: "SimModel") -> None:
@@ -96,8 +97,9 @@ class TwinValues:
         self.inferences = 0  # onnxruntime calls so far (the cache's misses)
 
     def compute(self, native_inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Native int8 output bytes (one uint8 array per output, native size)
-        for the native input bytes given (one uint8 array per input)."""
+        """Native int8 output bytes (one uint8 array per output, of its native
+        layout's ``data.nbytes``: whole padding blocks at the end left out) for the
+        native input bytes given (one uint8 array per input)."""
         if _replaying:
             with self._cache_lock:
                 if self._cache:  # the outputs it computed last (values_replayed)
@@ -132,8 +134,9 @@ class TwinValues:
         outputs = []
         for spec, onnx_name in zip(self.model.outputs, _matched(self.model.outputs, onnx_outputs)):
             values = np.asarray(results[onnx_name]).reshape(spec.logical)
-            native = np.zeros(spec.native.nbytes, np.uint8)
-            spec.native.write(quantize(values, spec.zp, spec.scale), native)
+            # whole NC1HWC2 padding blocks at the end are left out: the run zeroes them
+            native = np.zeros(spec.native.data.nbytes, np.uint8)
+            spec.native.data.write(quantize(values, spec.zp, spec.scale), native)
             outputs.append(native)
         return outputs
 

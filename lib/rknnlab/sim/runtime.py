@@ -838,19 +838,21 @@ class SimRuntime(Runtime):
     def _store_output(self, context: Context, spec: TensorSpec, native: np.ndarray,
                       binding: Optional[Binding], zero_padding: bool) -> None:
         """Write one output's native bytes where the NPU puts them.  ``zero_padding``:
-        ``native`` holds zeros in its whole NC1HWC2 padding blocks, so a target already
-        holding those zeros gets only the blocks before them (a copy per run saved)."""
+        ``native`` leaves out (or holds zeros in) the whole NC1HWC2 padding blocks at the
+        end, so a target already holding those zeros gets only the blocks before them
+        (a copy per run saved); another target gets the zeros too."""
+        data = spec.native.data.nbytes
         if binding is not None and binding.zero_copy:
-            size = spec.native.data_nbytes if binding.clean_padding and zero_padding else spec.native.nbytes
+            zero_to = max(native.size, data if binding.clean_padding and zero_padding else spec.native.nbytes)
             binding.clean_padding = zero_padding
             if binding.device is not None:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
-                binding.device.npu_write(native[:size])
+                binding.device.npu_write(native, zero_to)
             else:
-                binding.mem.data(size)[:] = native[:size]
+                _put(binding.mem.data(zero_to), native)
             return
         clean = spec.index in context.clean_padding
-        size = spec.native.data_nbytes if clean and zero_padding else spec.native.nbytes
-        context.staging(True, spec.index).array(size)[:] = native[:size]
+        zero_to = max(native.size, data if clean and zero_padding else spec.native.nbytes)
+        _put(context.staging(True, spec.index).array(zero_to), native)
         (context.clean_padding.add if zero_padding else context.clean_padding.discard)(spec.index)
         if binding is not None:  # converted after the run, on the CPU
             _write_output(spec, native, binding.layout, binding.mem.data(binding.layout.nbytes))
@@ -1373,6 +1375,12 @@ class _ModelSource:
             heap_free(self._heap)
             self._heap = 0
         self._keep = None
+
+
+def _put(target: np.ndarray, native: np.ndarray) -> None:
+    """``native`` at the start of ``target``, zeros after it."""
+    target[:native.size] = native
+    target[native.size:] = 0
 
 
 def _npu_bytes(binding: Binding, nbytes: int) -> np.ndarray:
