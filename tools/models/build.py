@@ -960,18 +960,11 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
         elif (outdir / "model.json").exists():   # rk3588 not rebuilt: its evidence stands
             previous = json.loads((outdir / "model.json").read_text())
             meta["toolkit_int8"] = previous.get("toolkit_int8")
-        # the board's file only where a notebook runs it (size budget); reports stay for every SoC
-        for soc in done:
-            if soc != "rk3588":
-                (outdir / f"{soc}.rknn").unlink()
         # Apache-2.0 asks redistributions to carry the licence; the model's wheel has no copy,
         # so the standard text comes from the onnx wheel (also Apache-2.0)
         from importlib.metadata import distribution
         write_atomic(outdir / "LICENSE-Apache-2.0.txt", distribution("onnx").read_text("licenses/LICENSE"))
         meta["licence_file"] = "LICENSE-Apache-2.0.txt (the Apache License 2.0 text)"
-        meta["rknn_files"] = sorted(p.name for p in outdir.glob("*.rknn"))
-        meta["rknn_files_note"] = ("only rk3588's compiled file is kept (the course's notebooks run it); the other "
-                                   "SoCs' reports name the file the compiler wrote (path, sha256, bytes), not shipped")
     meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
     meta["onnx_twin"] = spec.keep_onnx
     write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")
