@@ -468,6 +468,13 @@ def test_find_boxes_maps_through_the_letterbox():
     assert (found.x1, found.y1) == pytest.approx(box.to_frame(x1, y1))
 
 
+def test_a_box_in_the_padding_maps_to_nothing():
+    box = fit(1280, 720, 480, 480)                        # rows 0..104 are padding
+    out = _map((480, 480), [(100, 20, 120, 20, 120)])
+    assert len(find_boxes(out, PPOCR_ZP, PPOCR_SCALE)) == 1
+    assert find_boxes(out, PPOCR_ZP, PPOCR_SCALE, letterbox=box) == []
+
+
 def test_float_route_finds_the_same_boxes():
     rng = np.random.default_rng(5)
     out = _map((80, 120), [(10, 10, 50, 12, 90), (70, 40, 40, 20, 120)])

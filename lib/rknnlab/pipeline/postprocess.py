@@ -234,6 +234,8 @@ def _boxes(values_map: np.ndarray, mask: np.ndarray, to_prob, letterbox: Optiona
         if letterbox is not None:
             a, b = letterbox.to_frame(a, b)
             c, e = letterbox.to_frame(c, e)
+            if c <= a or e <= b:
+                continue  # the box lies in the letterbox's padding: nothing of the frame
         boxes.append(Box(a, b, c, e, float(score[i])))
     boxes.sort(key=lambda b: (b.y0, b.x0))
     return boxes
