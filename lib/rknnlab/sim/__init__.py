@@ -63,13 +63,15 @@ DISABLE_FLUSH flags), sram (NPU SRAM), shapes
 Timing runs: ``with rknnlab.sim.values_replayed(): ...`` makes every twin
 model write the outputs it computed last instead of running onnxruntime
 (process-wide, every thread; blocks nest).  An onnxruntime inference on the
-PC can last longer than the modeled NPU run (ppocr_det at 480x480: about
-27 ms on two threads, against a few ms modeled), and it would then set the
-run's wall time.  Inside the block rknn_run lasts its modeled time, so a
-pipeline's frame rate measures the modeled NPU and the pipeline's own CPU
-work.  Only the output values change: timing, memory, the DMA account and
-every API call stay as they are.  This is a tool for measuring, not a claim
-about a board (no assumption): on a board the values are always real.
+PC can last longer than the modeled NPU run (ppocr_det at 480x480: 27 ms
+or more on two threads, against 7 ms modeled on one rk3588 core), and it
+would then set the run's wall time.  Inside the block rknn_run lasts its
+modeled time, so a pipeline's frame rate measures the modeled NPU and the
+pipeline's own CPU work.  Only the output values change (they are the last
+computed frame's, not this frame's): the modeled times, the runtime's
+allocations (heap, DMA account) and every API call stay as they are.  This
+is a tool for measuring, not a claim about a board (no assumption): on a
+board the values are always real.
 
 ``modeled_run_ms(model, soc, core_mask)`` gives a run's modeled time from the
 report alone: the time rknn_run blocks for (and RKNN_QUERY_PERF_RUN reports).
