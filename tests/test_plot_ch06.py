@@ -103,12 +103,16 @@ def test_steady_figure_from_the_recorded_trace():
         pytest.skip("no recorded steady-state trace yet")
     s = SteadyState.load(traces[-1])
     fig = plot.pipeline_steady(s)
-    assert len(fig.axes) == 3
-    for ax in fig.axes:
-        assert len(ax.lines) == 2
+    assert len(fig.axes) == 4
+    for ax in fig.axes[:3]:       # per variant: its readings and their lower envelope
+        assert sorted(l.get_gid() for l in ax.lines) == sorted(f"{k}:{v}" for k in ("readings", "floor")
+                                                               for v in s.variants)
+    assert sorted(l.get_gid() for l in fig.axes[3].lines) == sorted(f"rise:{v}" for v in s.variants)
     text = _texts(fig)
     assert "simulated RK3588" in text and "KiB per frame" in text
-    heap = fig.axes[1].lines[0].get_ydata()
+    planted = [l for l in fig.axes[3].lines if l.get_gid() == "rise:letterbox_malloc"][0]
+    assert np.median(planted.get_ydata()) >= 480 * 480 * 3 / 1024
+    heap = [l for l in fig.axes[1].lines if l.get_gid() == "readings:clean"][0].get_ydata()
     series = np.asarray([np.nan if v is None else v for v in s.series["clean"]["heap_bytes"]], float)
     series = series[~np.isnan(series)]
     assert np.allclose(heap, (series - series[0]) / 1024)

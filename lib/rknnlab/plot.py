@@ -1471,42 +1471,67 @@ def pipeline_scaling(table, ax=None):
     return fig
 
 
+def _floor(x: np.ndarray, y: np.ndarray, parts: int = 60) -> Tuple[np.ndarray, np.ndarray]:
+    """The lowest reading in each of ``parts`` equal ranges of x (the lower envelope the
+    growth verdicts fit), placed at the range's centre."""
+    edges = np.linspace(x.min(), x.max(), parts + 1)
+    xs, ys = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (x >= lo) & (x <= hi)
+        if m.any():
+            xs.append((lo + hi) / 2)
+            ys.append(float(y[m].min()))
+    return np.asarray(xs), np.asarray(ys)
+
+
 def pipeline_steady(result, ax=None):
-    """Three panels of a rknnlab.pipeline.steady_state result over the frames: RSS, the
-    malloc heap in use and the runtime's DMA total, one line per variant (clean solid,
-    planted dashed), each relative to its first reading; the legend carries each
-    variant's heap rise inside a frame and its verdicts."""
+    """Four panels of a rknnlab.pipeline.steady_state result over the frames: RSS, the
+    malloc heap in use and the runtime's DMA total (each relative to its first
+    reading: the readings light, their lower envelope bold, which the verdicts fit),
+    and the heap's rise inside each frame (what a frame allocates, even if it frees it
+    before the next).  One colour per variant (clean solid, planted dashed); the
+    legends carry the verdicts."""
     _, plt = _plt()
     panels = (("rss_bytes", "rss", "RSS (KiB, from the first reading)"),
-              ("heap_bytes", "heap", "malloc heap in use (KiB)"),
-              ("dma_bytes", "dma", "runtime DMA total (KiB)"))
+              ("heap_bytes", "heap", "malloc heap in use (KiB, from the first reading)"),
+              ("dma_bytes", "dma", "runtime DMA total (KiB, from the first reading)"))
     if ax is None:
-        fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.6), layout="constrained", sharex=True)
+        fig, axes = plt.subplots(2, 2, figsize=(11.0, 6.4), layout="constrained")
+        axes = list(axes.ravel())
     else:
-        if len(ax) != 3:
-            raise ValueError(f"ax: three axes, not {len(ax)}")
-        axes = list(ax)
+        axes = list(np.ravel(ax))
+        if len(axes) != 4:
+            raise ValueError(f"ax: four axes, not {len(axes)}")
         fig = axes[0].figure
     for i, v in enumerate(result.variants):
         s = result.series[v]
         x = np.asarray(s["iteration"], float)
-        rise = (result.heap_rise.get(v) or {}).get("per_frame_median_bytes", math.nan)
+        style = _style(i)
         for a, (column, key, label) in zip(axes, panels):
             y = np.asarray([np.nan if val is None else val for val in s[column]], float)
             ok = ~np.isnan(y)
             if not ok.any():
                 continue
-            verdict = result.verdicts[v][key]["verdict"]
-            a.plot(x[ok], (y[ok] - y[ok][0]) / 1024, linewidth=1.2, **_style(i),
-                   label=f"{v}: {verdict}" + (f"; {rise / 1024:,.0f} KiB per frame" if key == "heap" else ""))
+            rel = (y[ok] - y[ok][0]) / 1024
+            a.plot(x[ok], rel, linewidth=0.6, alpha=0.35, color=style["color"], gid=f"readings:{v}")
+            fx, fy = _floor(x[ok], rel)
+            a.plot(fx, fy, linewidth=1.8, **style, label=f"{v}: {result.verdicts[v][key]['verdict']}",
+                   gid=f"floor:{v}")
             a.set_title(label, fontsize=9, loc="left")
+        rise = result.heap_rise.get(v) or {}
+        if rise.get("frames"):
+            med = rise.get("per_frame_median_bytes", math.nan)
+            axes[3].plot(rise["frames"], np.asarray(rise["bytes"], float) / 1024, linewidth=1.4, **style,
+                         label=f"{v}: {med / 1024:,.0f} KiB per frame (median)", gid=f"rise:{v}")
+    axes[3].set_title("the heap's rise inside each frame (KiB)", fontsize=9, loc="left")
     for a in axes:
         a.set_xlabel("frame")
         a.grid(True, alpha=0.3)
-        a.legend(fontsize=7, loc="best")
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7, loc="best")
     frames = result.meta.get("frames", "?")
-    fig.suptitle(f"{frames:,} frames: is memory flat?  (heap legend: the heap's rise inside a frame)\n"
-                 f"{_wrap(result.source, 130)}" if isinstance(frames, int) else _wrap(result.source, 130),
+    head = f"{frames:,} frames per variant" if isinstance(frames, int) else "steady state"
+    fig.suptitle(f"{head}: flat memory, and what each frame allocates\n{_wrap(result.source, 130)}",
                  fontsize=10, x=0.01, ha="left")
     return fig
 

@@ -234,12 +234,16 @@ def _from_result(result: Any, names: Dict[str, str], frames: int, command: str) 
                 rises[label] = dict(data["heap_rise"], boxes_mean=data.get("boxes_mean"))
                 break
     host = result.meta.get("host", {})
-    meta = {"source": result.source + ": ppocr pipeline, zero_copy, 1 worker on CORE_0",
+    params = result.meta.get("parameters", {}).get("params", {})
+    values = ("output values replayed from the warm-up frame's real inference (rknnlab.sim.values_replayed)"
+              if result.meta.get("backend") == "sim" and not params.get("values") else "")
+    meta = {"source": (f"{result.source}: {result.meta.get('model', {}).get('name')} pipeline, zero_copy, "
+                       f"1 worker on CORE_0, {frames:,} frames per variant" + (f"; {values}" if values else "")),
             "backend": result.meta.get("backend"), "model": result.meta.get("model", {}).get("name"),
             "frames": frames, "created": result.meta.get("created"), "command": command,
             "host": {"cpu_count": host.get("cpu_count"), "python": host.get("python"),
                      "machine": host.get("machine")},
-            "parameters": result.meta.get("parameters", {}).get("params", {}),
+            "parameters": params,
             "rknnlab_version": result.meta.get("rknnlab_version")}
     return SteadyState(meta, series, verdicts, rises, status)
 
