@@ -1,5 +1,6 @@
 """Build the course models: PyTorch -> ONNX twin -> rknn-toolkit2 -> .rknn
 plus the parsed compiler report, for every model and SoC in CATALOGUE.
+(ppocr_det starts from a pretrained ONNX file in a PyPI wheel instead: see ppocr.py.)
 
     tools/models/build.sh                 # everything (creates the venv first)
     .venv/bin/python build.py --models mobilenet_v2 --socs rk3588
