@@ -9,6 +9,12 @@ counts how many agree.
 
 So the comparison isolates what INT8 quantisation changes: the input bytes, the
 letterbox and the post-processing are the same on both sides.
+
+Which quantisation that is depends on where the int8 map came from. On a board it is
+the whole INT8 network. On the course's simulator the NPU's output is computed by this
+same fp32 twin, so agreement there only measures the quantisation of the input and the
+output. :func:`toolkit_agreement` uses maps that rknn-toolkit2's own INT8 simulation
+computed (recorded when the model was built): evidence about the INT8 network itself.
 """
 from __future__ import annotations
 

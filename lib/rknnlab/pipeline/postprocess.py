@@ -150,7 +150,8 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     2. connected components of the mask (8-connectivity);
     3. score: the mean of the component's int8 values, dequantised (one number). This
        is close to DB's "slow" score (the mean inside the contour); DB's "fast" score
-       averages the whole bounding rectangle and comes out lower;
+       averages the whole bounding rectangle, pixels below the threshold included, so
+       it usually comes out lower;
     4. drop a component whose score is below ``box_thresh`` or whose box is thinner than
        ``min_size`` pixels (DB's min_size is 3);
     5. grow the box on every side by DB's unclip distance ``d = area * unclip_ratio /
