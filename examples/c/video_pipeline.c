@@ -500,9 +500,10 @@ static int query_model(worker *wk, pipeline *p, int first)
     printf("input %s: native %s %s [%u, %u, %u, %u], w_stride %u, size_with_stride %u B; bound as "
            "UINT8 NHWC\n", in->name, format_name(in->fmt), type_name(in->type), in->dims[0], in->dims[1],
            in->dims[2], in->dims[3], in->w_stride, in->size_with_stride);
-    printf("output %s: native %s %s, %dx%d, C2 %d, row pitch %d, size_with_stride %u B, zp %d, "
-           "scale %g\n", out->name, format_name(out->fmt), type_name(out->type), out_h, out_w, c2, pitch,
-           out->size_with_stride, out->zp, out->scale);
+    printf("output %s: native %s %s [", out->name, format_name(out->fmt), type_name(out->type));
+    for (uint32_t d = 0; d < out->n_dims; d++) printf(d ? ", %u" : "%u", out->dims[d]);
+    printf("], map %dx%d, C2 %d, row pitch %d, size_with_stride %u B, zp %d, scale %g\n", out_h, out_w,
+           c2, pitch, out->size_with_stride, out->zp, out->scale);
     return 1;
 }
 
