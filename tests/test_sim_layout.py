@@ -92,3 +92,16 @@ def test_every_report_loads_with_consistent_native_sizes(name, soc):
         assert spec.native.nbytes == (native.size_with_stride or native.size)
         assert spec.native.n_elems == spec.plain.n_elems
     assert model.npu_cycles > 0
+
+
+@pytest.mark.parametrize("n,channels,c1,c2", [(2, 20, 2, 16), (2, 1, 4, 16), (3, 16, 1, 16), (1, 1, 4, 16)])
+def test_nc1hwc2_read_gathers_only_the_channels_of_every_batch_element(n, channels, c1, c2):
+    logical = (n, channels, 3, 5)
+    layout = layout_for(abi.RKNN_TENSOR_NC1HWC2, abi.RKNN_TENSOR_INT8, logical,
+                        _attr(abi.RKNN_TENSOR_NC1HWC2, [n, c1, 3, 5, c2]))
+    blocks = np.random.default_rng(n * channels).integers(-128, 128, (n, c1, 3, 5, c2), dtype=np.int8)
+    got = layout.read(blocks.view(np.uint8).reshape(-1))
+    expected = blocks.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c2, 3, 5)[:, :channels]
+    assert got.shape == logical and (got == expected).all()
+    # whole padding blocks at the end (batch of one) are left out of the data layout
+    assert layout.data.nbytes == (-(-channels // c2) * 15 * c2 if n == 1 else layout.nbytes)

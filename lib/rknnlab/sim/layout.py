@@ -83,9 +83,14 @@ class Layout:
         if self.fmt == abi.RKNN_TENSOR_NC1HWC2:
             n, c, h, w = self.logical
             blocks = self._typed(raw).transpose(0, 1, 4, 2, 3)  # N, C1, C2, H, W
-            dense = np.empty((n, blocks.shape[1] * blocks.shape[2], h, w), self.dtype)
-            dense.reshape(blocks.shape)[...] = blocks
-            return dense[:, :c]
+            full, rest = divmod(c, blocks.shape[2])
+            dense = np.empty((n, c, h, w), self.dtype)
+            for k in range(n):  # only the channels the tensor has are gathered
+                if full:
+                    dense[k, :c - rest].reshape(full, -1, h, w)[...] = blocks[k, :full]
+                if rest:
+                    dense[k, c - rest:] = blocks[k, full, :rest]
+            return dense
         return self._logical_view(raw)
 
     def write(self, value: np.ndarray, raw: np.ndarray) -> None:
