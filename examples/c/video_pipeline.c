@@ -336,6 +336,15 @@ static box to_frame(const pipeline *p, int x0, int y0, int x1, int y1, float sco
     return b;
 }
 
+/* Pushes a text pixel not yet visited.  It is cleared when pushed, so each pixel is pushed at most
+   once and the stack never holds more than h x w entries. */
+static void push(worker *wk, int *top, uint32_t at)
+{
+    if (!wk->mask[at]) return;
+    wk->mask[at] = 0;
+    wk->stack[(*top)++] = at;
+}
+
 /* Threshold in the int8 domain, connected components (4-neighbours), boxes.  Reads the output
    mem in place; writes only this worker's mask, stack and boxes. */
 static void find_boxes(worker *wk, int k)
@@ -353,8 +362,7 @@ static void find_boxes(worker *wk, int k)
         if (!wk->mask[start]) continue;
         int top = 0, x0 = w, y0 = h, x1 = -1, y1 = -1;
         long count = 0, sum_q = 0;
-        wk->mask[start] = 0;
-        wk->stack[top++] = (uint32_t)start;
+        push(wk, &top, (uint32_t)start);
         while (top > 0) {
             uint32_t at = wk->stack[--top];
             int y = (int)(at / (uint32_t)w), x = (int)(at % (uint32_t)w);
@@ -362,11 +370,10 @@ static void find_boxes(worker *wk, int k)
             y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
             count++;
             sum_q += map[((size_t)y * p->out_pitch + (size_t)x) * p->out_c2];
-            /* each pixel is pushed once (cleared when pushed): the stack never exceeds h x w */
-            if (x > 0 && wk->mask[at - 1]) wk->mask[at - 1] = 0, wk->stack[top++] = at - 1;
-            if (x + 1 < w && wk->mask[at + 1]) wk->mask[at + 1] = 0, wk->stack[top++] = at + 1;
-            if (y > 0 && wk->mask[at - (uint32_t)w]) wk->mask[at - (uint32_t)w] = 0, wk->stack[top++] = at - (uint32_t)w;
-            if (y + 1 < h && wk->mask[at + (uint32_t)w]) wk->mask[at + (uint32_t)w] = 0, wk->stack[top++] = at + (uint32_t)w;
+            if (x > 0) push(wk, &top, at - 1);
+            if (x + 1 < w) push(wk, &top, at + 1);
+            if (y > 0) push(wk, &top, at - (uint32_t)w);
+            if (y + 1 < h) push(wk, &top, at + (uint32_t)w);
         }
         float score = ((float)sum_q / (float)count - (float)p->out_zp) * p->out_scale;
         if (x1 - x0 + 1 < MIN_BOX_SIDE || y1 - y0 + 1 < MIN_BOX_SIDE || score < BOX_THRESH) continue;
