@@ -357,6 +357,7 @@ def measure_workers(counts: Sequence[int] = (1, 2, 3), repeats: int = 3, n_frame
     import pandas as pd
     from ..pipeline.run import distinct_frames, run
     frames = distinct_frames(4)
+    run(frames, workers=max(counts), n_frames=n_frames, values=True)    # a warm-up, not kept
     rows = []
     source = ""
     for r in range(repeats):
@@ -420,6 +421,9 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
         if late:
             raise _Fail(f"{len(late)} of {LOOP_FRAMES} frames show the boxes of the frame before: your loop reads "
                         "each output one frame late.", _SYNC_HINT, details)
+        if len(set(got)) == 1 and len(set(ref)) > 1:
+            raise _Fail(f"all {LOOP_FRAMES} frames show the same boxes, while the reference run of the same frames "
+                        f"finds {len(set(ref))} different sets: the CPU never sees a new map.", _SYNC_HINT, details)
         if wrong:
             raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames have other boxes than the reference run of the same "
                         "frames.", "Keep the lab's letterbox, model and find_boxes with its default thresholds; "
