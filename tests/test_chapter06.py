@@ -305,3 +305,17 @@ def test_a_per_frame_allocation_shows_only_inside_the_frame(run) -> None:
     planted, clean = (int(rises[k].replace(",", "")) for k in ("letterbox_malloc", "clean"))
     assert 480 * 480 * 3 <= planted < 480 * 480 * 3 + 1024 and clean < 1024, text
     assert "480 × 480 × 3 = 691,200 B" in ch.flat(ch.numbered_sections(_markdown())["6"])
+
+
+def test_the_recorded_run_is_long_and_says_where_and_how(run) -> None:
+    """§6: the recorded trace has at least 1,000 frames per variant, says where it was recorded and how
+    to record it again; the clean pipeline's verdicts in it are flat."""
+    text = _printed_by(run, "SteadyState.load(")
+    frames = re.search(r"^recorded on (.+): ([\d,]+) frames per variant$", text, flags=re.M)
+    assert frames and int(frames.group(2).replace(",", "")) >= 1000, text
+    assert re.search(r"^source: simulated RK3588", text, flags=re.M), text
+    assert "to record it again: python -m rknnlab.pipeline.steady" in text, text
+    from rknnlab import pipeline
+    from rknnlab.paths import data_dir
+    trace = pipeline.SteadyState.load(data_dir() / "traces" / "ch06_steady_3000.json")
+    assert all(trace.verdicts["clean"][s]["verdict"] == "flat" for s in ("rss", "heap", "dma")), trace.summary()
