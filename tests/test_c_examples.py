@@ -1448,23 +1448,31 @@ def test_video_pipeline_with_three_workers_finds_the_same_boxes(video_pipeline: 
         assert [int(c["size"]) for c in created] == [int(c["size_with_stride"]) for c in bound]
         assert (bound[0]["type"], bound[0]["fmt"]) == ("3", "1")         # UINT8, NHWC
         assert bound[1]["fmt"] == "2"                                   # NC1HWC2, as queried
-        in_mem, out_mem = bound[0]["mem"], bound[1]["mem"]
         first_run = next(i for i, (n, _) in enumerate(mine) if n == "rknn_run")
         assert max(i for i, (n, _) in enumerate(mine) if n == "rknn_set_io_mem") < first_run
-        # the warm-up run, then each frame: sync the input to the device, run, sync the output back
-        steps = [(n, c.get("mem"), c.get("mode")) for n, c in mine[first_run:]
-                 if n in ("rknn_run", "rknn_mem_sync")]
-        assert steps[:2] == [("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")]
-        frame = [("rknn_mem_sync", in_mem, "1"), ("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")]
-        body = steps[2:]
-        assert body == frame * (len(body) // 3)
-        runs[ctx] = len(body) // 3
+        runs[ctx] = _frames_synced(mine)
+        assert runs[ctx] is not None
         # teardown: this context's mems, then the context
         tail = [n for n, _ in mine if n in ("rknn_destroy_mem", "rknn_destroy")]
         assert tail == ["rknn_destroy_mem", "rknn_destroy_mem", "rknn_destroy"]
     assert sorted(runs.values()) == sorted(b["per_worker"])
     destroyed = [c["ctx"] for n, c in calls if n == "rknn_destroy"]
     assert destroyed[-1] == contexts[0]                     # the duplicates go first
+
+
+def _frames_synced(mine) -> Optional[int]:
+    """One context's calls (name, fields) from its first rknn_run on: the warm-up run and its
+    output sync, then per frame the input synced to the device, the run, the output synced back.
+    The number of frames, or None when the calls are not that."""
+    bound = [c for n, c in mine if n == "rknn_set_io_mem"]
+    in_mem, out_mem = bound[0]["mem"], bound[1]["mem"]
+    first_run = next(i for i, (n, _) in enumerate(mine) if n == "rknn_run")
+    steps = [(n, c.get("mem"), c.get("mode")) for n, c in mine[first_run:] if n in ("rknn_run", "rknn_mem_sync")]
+    frame = [("rknn_mem_sync", in_mem, "1"), ("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")]
+    body = steps[2:]
+    if steps[:2] != [("rknn_run", None, None), ("rknn_mem_sync", out_mem, "2")] or body != frame * (len(body) // 3):
+        return None
+    return len(body) // 3
 
 
 def test_video_pipeline_memory_stays_flat_and_a_planted_allocation_shows(video_pipeline: Path,
@@ -1581,3 +1589,22 @@ def test_video_pipeline_goes_on_when_a_core_mask_is_refused(video_pipeline: Path
     assert ("worker 2: context from rknn_dup_context, rknn_set_core_mask(RKNN_NPU_CORE_2) refused: "
             "-5 (RKNN_ERR_PARAM_INVALID); the runtime picks the core") in run.stdout
     assert _summary(run.stdout)["boxes"] == 60
+
+
+def test_video_pipeline_a_copy_that_skips_a_sync_is_caught(video_pipeline: Path, rknn_double_path: Path,
+                                                           detector: Path, tmp_path: Path):
+    """The call-order check of the three-worker test can fail: a copy that reads the output mem
+    without rknn_mem_sync(FROM_DEVICE) (the sync Rockchip's zero-copy demos leave out,
+    airockchip/rknn_model_zoo#156) finds the same boxes on the double, which has no cache, but its
+    calls per frame are no longer sync-in, run, sync-out."""
+    exe = _planted_pipeline(rknn_double_path, tmp_path,
+                            "    ret = rknn_mem_sync(wk->ctx, wk->out_mem, RKNN_MEMORY_SYNC_FROM_DEVICE);\n"
+                            "    if (ret < 0) return fail(\"rknn_mem_sync(output, RKNN_MEMORY_SYNC_FROM_DEVICE)\", ret);\n"
+                            "    t[5] = now_ms();", "    t[5] = now_ms();")
+    log = tmp_path / "calls.log"
+    run = _pipeline_run(exe, detector, "--frames", 6, log=log)
+    assert run.returncode == 0 and _summary(run.stdout)["boxes"] == 30, run.stderr
+    assert _frames_synced(_log_calls(log)) is None
+    good_log = tmp_path / "good.log"
+    run = _pipeline_run(video_pipeline, detector, "--frames", 6, log=good_log)
+    assert run.returncode == 0 and _frames_synced(_log_calls(good_log)) == 6
