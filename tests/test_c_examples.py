@@ -1258,24 +1258,16 @@ PPOCR_REPORT = ROOT / "data" / "models" / "ppocr_det" / "rk3588.report.json"
 
 
 def detector_payload(w_stride: int = 0) -> str:
-    """The double's description of the text detector: from the course's compiler report of ppocr_det
-    for rk3588 when there is one (its native attrs: the map is 1x4x480x480x16 there, C1 = 4 for one
-    channel), else PP-OCR det's shape as the model zoo runs it (1x480x480x3 in, a 1-channel int8
-    map out, rk3588's C2 of 16)."""
-    h = w = 480
-    c1, c2, zp, scale = 1, 16, -128, 1 / 255
-    if PPOCR_REPORT.exists():
-        import json
-        report = json.loads(PPOCR_REPORT.read_text())
-        native_in = report["inputs"][0]["native"]
-        native_out = report["outputs"][0]["native"]
-        h, w = native_in["dims"][1], native_in["dims"][2]
-        assert native_out["fmt"] == "RKNN_TENSOR_NC1HWC2", native_out   # what the double models
-        c1, c2 = native_out["dims"][1], native_out["dims"][4]
-        zp, scale = native_out["zp"], native_out["scale"]
-        w_stride = w_stride or native_in["w_stride"]
-    return (f"detector={h}x{w} c1={c1} c2={c2} zp={zp} scale={scale:.9g}"
-            + (f" w_stride={w_stride}" if w_stride else ""))
+    """The double's description of the text detector, from the course's compiler report of ppocr_det
+    for rk3588: its native attrs (the map is 1x4x480x480x16 there: C1 = 4 for one channel)."""
+    import json
+    report = json.loads(PPOCR_REPORT.read_text())
+    native_in, native_out = report["inputs"][0]["native"], report["outputs"][0]["native"]
+    assert native_out["fmt"] == "RKNN_TENSOR_NC1HWC2", native_out      # what the double models
+    h, w = native_in["dims"][1], native_in["dims"][2]
+    c1, c2 = native_out["dims"][1], native_out["dims"][4]
+    return (f"detector={h}x{w} c1={c1} c2={c2} zp={native_out['zp']} scale={native_out['scale']:.9g} "
+            f"w_stride={w_stride or native_in['w_stride']}")
 
 
 @pytest.fixture(scope="module")
