@@ -579,3 +579,34 @@ def test_lab_states_the_chapters_rules_in_its_words() -> None:
 
 test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done = \
     lh.edition_tests(LAB, n_checks=5)
+
+
+@needs_model
+def test_ex4_a_loop_that_bypasses_the_watched_letterbox_fails() -> None:
+    from rknnlab import pipeline
+    loop = general_loop("once")
+
+    def own_letterbox(rt, frames, letterbox):
+        return loop(rt, frames, pipeline.letterbox)
+
+    _failed(checks.check_allocation_once(own_letterbox), "ran 0 times", "letterbox argument")
+
+
+@needs_model
+def test_ex3_an_error_in_the_loop_names_its_line() -> None:
+    def broken(rt, frames):
+        ctx = rt.init(MODEL)
+        return [len(frames) / 0 for _ in frames] + [ctx]
+
+    _failed(checks.check_synced_loop(broken), "ZeroDivisionError", "line", "len(frames) / 0")
+
+
+@needs_model
+def test_compare_frames_never_raises_and_shows_late_boxes() -> None:
+    assert "not done yet" in checks.compare_frames(lh.stub)
+    assert "raised ZeroDivisionError" in checks.compare_frames(lambda rt, frames: 1 / 0)
+    text = checks.compare_frames(zero_copy_loop(when="before"))
+    assert text.count("the boxes of the frame before") == checks.LOOP_FRAMES - 1, text
+    text = checks.compare_frames(general_loop("per_frame"))
+    assert text.count("allocated since the frame before") == checks.LOOP_FRAMES - 1, text
+    assert "reused" in checks.compare_frames(general_loop("once"))

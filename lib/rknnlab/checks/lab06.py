@@ -385,8 +385,8 @@ def try_choice(choose_workers: Callable[..., Any], table: Any, target_fps: float
     return f"{goal}: {'no count meets both' if got is None else f'{got} worker(s)'}"
 
 
-_SYNC_HINT = ("The NPU wrote the output into the mem; ask what the CPU sees of a cacheable mem on a context "
-              "made with this flag, and when. Read this exercise's Why again.")
+_SYNC_HINT = ("The NPU writes the output mem during rknn_run. On a context made with this flag, which frame's "
+              "map does the CPU see in a cacheable mem, and from which call on?")
 
 
 def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> CheckResult:
