@@ -12,8 +12,9 @@ range over repeats (numpy and ctypes doing the same work the runtime does):
   chunks (row by row), so the per-piece cost and the per-byte cost separate.
 
 Two are MODELED, because this machine cannot show them (its memory is
-coherent and cached; the simulator's rknn_mem_sync does nothing, assumption
-A11), and say so in the ``kind`` column and in ``attrs["source"]``:
+coherent and cached; the simulator's rknn_mem_sync costs nothing, assumption
+A11, and moves bytes only for a context made with a DISABLE_FLUSH flag, A60),
+and say so in the ``kind`` column and in ``attrs["source"]``:
 
 - :func:`sync_cost`: rknn_mem_sync, i.e. cache clean/invalidate over a
   buffer (zero-copy only: a frame through rknn_inputs_set and
