@@ -201,11 +201,90 @@ def threshold_wraps_like_int8_t(value, zp, scale):
     return int(np.array(math.ceil(value / scale + zp)).astype(np.int8))
 
 
+def mask_reference(out, zp, scale, value):
+    try:
+        return out >= threshold_reference(value, zp, scale)
+    except ValueError:
+        return np.zeros(out.shape, bool)                 # no pixel reaches it
+
+
+def mask_int16(out, zp, scale, value):
+    """Legitimately different: widened to int16 (2 bytes a pixel), the level compared there, 0/1 uint8."""
+    q = math.ceil(value / scale + zp)
+    return (out.astype(np.int16) >= q).astype(np.uint8)
+
+
+def mask_in_place(out, zp, scale, value):
+    """Legitimately different: the comparison written into a mask made once per call, by a search."""
+    levels = (np.arange(-128, 128) - zp) * scale >= value
+    mask = np.empty(out.shape, bool)
+    if not levels.any():
+        mask[...] = False
+        return mask
+    return np.greater_equal(out, int(np.argmax(levels)) - 128, out=mask)
+
+
+def mask_dequantised_f32(out, zp, scale, value):
+    """The shortcut: dequantise the whole map, then compare floats (right pixels, a float map)."""
+    return (out.astype(np.float32) - np.float32(zp)) * np.float32(scale) >= np.float32(value)
+
+
+def mask_dequantised_in_place(out, zp, scale, value):
+    """The shortcut, frugal: one float32 copy, dequantised in place."""
+    f = out.astype(np.float32)
+    f -= zp
+    f *= scale
+    return f >= value
+
+
+def mask_dequantised_f64(out, zp, scale, value):
+    return (out.astype(np.float64) - zp) * scale >= value
+
+
+def mask_int8_overflow(out, zp, scale, value):
+    """Subtracts zp in int8 arithmetic: out - zp wraps around before the float multiply."""
+    return (out - np.int8(zp)) * scale >= value
+
+
+def mask_unhandled_range(out, zp, scale, value):
+    """The threshold's ValueError left to escape: no mask for a value above the range."""
+    return out >= threshold_reference(value, zp, scale)
+
+
+def mask_clamped(out, zp, scale, value):
+    """A clamped q used as it is: pixels at 127 pass a threshold none reaches."""
+    return out >= threshold_clamped_silently(value, zp, scale)
+
+
+@pytest.mark.parametrize("mask", [mask_reference, mask_int16, mask_in_place])
+def test_ex2_right_masks_pass(mask, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        result = checks.check_int8_threshold(threshold_reference, mask)
+        assert result.passed, result
+
+
+@pytest.mark.parametrize("mask,words", [
+    (mask_dequantised_f32, "dequantised"), (mask_dequantised_in_place, "dequantised"),
+    (mask_dequantised_f64, "dequantised"), (mask_int8_overflow, "text_mask("),
+    (mask_unhandled_range, "raised ValueError"),
+    (mask_clamped, "pixels wrong")])
+def test_ex2_wrong_masks_fail(mask, words, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_int8_threshold(threshold_reference, mask), words)
+
+
+def test_ex2_one_function_missing_is_not_done() -> None:
+    assert checks.check_int8_threshold(threshold_reference, lh.stub).status == "not done"
+    assert checks.check_int8_threshold(threshold_reference, None).status == "not done"
+
+
 @pytest.mark.parametrize("rule", [threshold_reference, threshold_by_search])
 def test_ex2_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in SEEDS:
         _seeded(monkeypatch, seed)
-        result = checks.check_int8_threshold(rule)
+        result = checks.check_int8_threshold(rule, mask_reference)
         assert result.passed, result
 
 
@@ -214,12 +293,12 @@ def test_ex2_right_rules_pass(rule, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_ex2_wrong_rules_fail(rule, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in SEEDS:
         _seeded(monkeypatch, seed)
-        _failed(checks.check_int8_threshold(rule), "made-up thresholds are wrong", "(q - zp) * scale")
+        _failed(checks.check_int8_threshold(rule, mask_reference), "made-up thresholds are wrong", "(q - zp) * scale")
 
 
 def test_ex2_failure_says_what_the_wrong_q_does_not_the_q(monkeypatch: pytest.MonkeyPatch) -> None:
     _seeded(monkeypatch, 2)
-    text = _failed(checks.check_int8_threshold(threshold_floor), "lets through pixels")
+    text = _failed(checks.check_int8_threshold(threshold_floor, mask_reference), "lets through pixels")
     for value, zp, scale, _ in cases.made_up_thresholds(np.random.default_rng(2)):
         truth = cases.int8_threshold(value, zp, scale)
         if truth is not None:
@@ -228,14 +307,14 @@ def test_ex2_failure_says_what_the_wrong_q_does_not_the_q(monkeypatch: pytest.Mo
 
 def test_ex2_the_clamp_hint_comes_only_with_range_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     _seeded(monkeypatch, 1)
-    assert "ValueError" in _failed(checks.check_int8_threshold(threshold_no_clamp)).split("Hint:")[1]
+    assert "ValueError" in _failed(checks.check_int8_threshold(threshold_no_clamp, mask_reference)).split("Hint:")[1]
 
     def round_in_range(value, zp, scale):
         if math.ceil(value / scale + zp) > 127:
             raise ValueError("above the range")
         return max(-128, round(value / scale + zp))
 
-    assert "ValueError" not in _failed(checks.check_int8_threshold(round_in_range)).split("Hint:")[1]
+    assert "ValueError" not in _failed(checks.check_int8_threshold(round_in_range, mask_reference)).split("Hint:")[1]
 
 
 # =========================================================================== exercise 5 (workers)
@@ -329,8 +408,7 @@ def test_ex5_table_columns_are_the_documented_ones() -> None:
 
 
 # =========================================================================== every check
-ALL_CHECKS = [checks.check_int8_threshold, checks.check_synced_loop, checks.check_allocation_once,
-              checks.check_workers]
+ALL_CHECKS = [checks.check_synced_loop, checks.check_allocation_once, checks.check_workers]
 
 
 @pytest.mark.parametrize("check", ALL_CHECKS)
@@ -347,9 +425,11 @@ def test_stubs_are_not_done(check) -> None:
     assert "Traceback" not in repr(result)
 
 
-def test_ex1_stubs_are_not_done() -> None:
-    assert checks.check_frame_sizes(lh.stub, lh.stub).status == "not done"
-    assert checks.check_frame_sizes(None, None).status == "not done"
+@pytest.mark.parametrize("check", [checks.check_frame_sizes, checks.check_int8_threshold])
+def test_two_function_checks_are_not_done_with_stubs_or_nothing(check) -> None:
+    for args in ((lh.stub, lh.stub), (None, None)):
+        result = check(*args)
+        assert result.status == "not done" and result.hint and "Traceback" not in repr(result), result
 
 
 def test_summary_cannot_be_forged() -> None:

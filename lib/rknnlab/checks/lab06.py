@@ -3,7 +3,8 @@
 ================================  ==============================================================
 :func:`check_frame_sizes`         1. ``nv12_bytes(w, h, stride, height_stride)`` and
                                   ``rgb_input_bytes(w, h, soc)``: a frame's bytes, with strides
-:func:`check_int8_threshold`      2. ``int8_threshold(value, zp, scale) -> q``: in the int8 domain
+:func:`check_int8_threshold`      2. ``int8_threshold(value, zp, scale) -> q`` and ``text_mask(out,
+                                  zp, scale, value)``: in the int8 domain
 :func:`check_synced_loop`         3. ``detect(rt, frames, letterbox) -> [boxes]``: boxes one
                                   frame late, fixed
 :func:`check_allocation_once`     4. ``detect_once(rt, frames, letterbox) -> [boxes]``: no
@@ -143,64 +144,136 @@ _KIND_TEXT = {"between": "between two levels", "above": "above the largest value
               "below": "below the smallest value the output can hold"}
 
 
-def check_int8_threshold(int8_threshold: Callable[[float, int, float], int]) -> CheckResult:
+#: exercise 2: a mask may allocate less than this many bytes per pixel of the map (a float32 copy
+#: of the map is 4; the bool mask itself is 1, an int16 copy 2)
+MASK_BYTES_PER_PIXEL = 4
+
+
+def _traced_call(fn: Callable[..., Any], args: Tuple[Any, ...]) -> Tuple[Any, int]:
+    """(fn(*args), the most bytes the call had allocated at once beyond what it started with),
+    by tracemalloc, which numpy reports its arrays to."""
+    import tracemalloc
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        got = fn(*args)
+        return got, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
+                            cases: List[Tuple[float, int, float, str]]) -> None:
+    wrong: List[str] = []
+    kinds_wrong = set()
+    for n, (value, zp, scale, kind) in enumerate(cases):
+        what = f"int8_threshold({value:.6g}, zp={zp}, scale={scale:.6g})"
+        truth = _cases.int8_threshold(value, zp, scale)
+        try:
+            got = int8_threshold(value, zp, scale)
+        except NotImplementedError as exc:
+            raise _student_error(exc, what, _todo("int8_threshold"))
+        except ValueError:
+            if truth is not None:
+                wrong.append(f"{what}: raised ValueError, yet some int8 values reach {value:.6g}")
+                kinds_wrong.add(kind)
+            continue
+        except Exception as exc:
+            raise _student_error(exc, what, "return an int from -128 to 127, or raise ValueError when no "
+                                 "int8 value reaches the threshold.")
+        if got is None and n == 0:
+            raise _not_done(f"{what} returned None.", "return an int from -128 to 127.")
+        q = _whole_number(got)
+        if truth is None:
+            wrong.append(f"{what}: returned {got!r}; the value is {_KIND_TEXT[kind]}")
+            kinds_wrong.add(kind)
+        elif q is None or not -128 <= q <= 127:
+            wrong.append(f"{what}: {got!r} is not an int8 value (-128 to 127)")
+            kinds_wrong.add(kind)
+        elif q != truth:
+            effect = ("lets through pixels whose value is below the threshold" if q < truth
+                      else "drops pixels whose value reaches the threshold")
+            wrong.append(f"{what}: q = {q} {effect}")
+            kinds_wrong.add(kind)
+    if wrong:
+        hint = "A pixel passes when (q - zp) * scale >= value. Find the smallest such q; rounding to the "\
+               "nearest level or down can pick a level below the value."
+        if kinds_wrong & {"above", "below"}:
+            hint += " A q outside -128..127 does not fit an int8_t: clamp it at the bottom, and raise " \
+                    "ValueError when even 127 is below the value (no pixel could ever pass)."
+        raise _Fail(f"{len(wrong)} of {len(cases)} made-up thresholds are wrong:", hint, _shown(wrong))
+
+
+_MASK_HINT = ("Compare the raw int8 map with one int8 q, computed once by your int8_threshold; no float copy "
+              "of the map. When no int8 value reaches the threshold, no pixel passes.")
+
+
+def _check_masks(text_mask: Callable[..., Any], cases: List[Tuple[float, int, float, str]],
+                 rng: np.random.Generator) -> int:
+    """The masks of made-up int8 maps: right pixel by pixel, and allocating less than
+    MASK_BYTES_PER_PIXEL per pixel at once.  Returns the most bytes per pixel seen."""
+    most = 0.0
+    picked = [c for c in cases if c[3] != "between"][:3] + [c for c in cases if c[3] == "between"][:4]
+    for value, zp, scale, kind in picked:
+        shape = (int(rng.integers(200, 481)), int(rng.integers(200, 481)))
+        out = rng.integers(-128, 128, size=shape).astype(np.int8)
+        what = f"text_mask(<int8 map {shape[0]}x{shape[1]}>, zp={zp}, scale={scale:.6g}, value={value:.6g})"
+        try:
+            got, peak = _traced_call(text_mask, (out.copy(), zp, scale, value))
+        except NotImplementedError as exc:
+            raise _student_error(exc, what, _todo("text_mask"))
+        except Exception as exc:
+            raise _student_error(exc, what, _MASK_HINT)
+        if got is None:
+            raise _not_done(f"{what} returned None.", "return a bool array of the map's shape.")
+        mask = np.asarray(got)
+        if mask.shape != out.shape:
+            raise _Fail(f"{what} returned an array of shape {mask.shape}, not the map's {out.shape}.", _MASK_HINT)
+        levels = (_cases.INT8 - zp) * scale >= value
+        truth = levels[out.astype(np.int16) + 128]
+        bad = int(np.count_nonzero(mask.astype(bool) != truth))
+        if bad:
+            raise _Fail(f"{what}: {bad:,} of {out.size:,} pixels wrong ({_KIND_TEXT[kind]}).", _MASK_HINT)
+        per_pixel = peak / out.size
+        most = max(most, per_pixel)
+        if per_pixel >= MASK_BYTES_PER_PIXEL:
+            raise _Fail(f"{what} allocated {per_pixel:.1f} bytes per pixel of the map at once: a float32 copy of "
+                        f"the map takes {MASK_BYTES_PER_PIXEL}. The mask is right, but the map was dequantised.",
+                        _MASK_HINT, [f"limit: less than {MASK_BYTES_PER_PIXEL} bytes per pixel (the bool mask "
+                                     "itself is 1)"])
+    return len(picked)
+
+
+def check_int8_threshold(int8_threshold: Callable[[float, int, float], int],
+                         text_mask: Callable[..., Any]) -> CheckResult:
     """Exercise 2: ``int8_threshold(value, zp, scale) -> q``: the smallest int8 value q
-    (-128 to 127) whose dequantised value (q - zp) * scale is at least ``value``, so that
-    ``out >= q`` on the int8 map keeps exactly the pixels whose value reaches it.  When no
-    int8 value reaches it, the function raises ValueError (no pixel can pass: a setting to
-    fix, not a threshold).
+    (-128 to 127) whose dequantised value (q - zp) * scale is at least ``value``; ValueError
+    when no int8 value reaches it.  ``text_mask(out, zp, scale, value)``: the bool mask of the
+    pixels of the int8 map ``out`` that reach ``value``, computed in the int8 domain.
 
     The check draws 20 made-up triples at every call: values between two dequantised
     levels with the fraction below and above one half, zero points from -128 to 100, values
     above the largest and below the smallest value the output can hold.  None of them falls
-    on a level exactly (float rounding would decide it).  A failure lists the triples whose
-    q is wrong and what the wrong q does to the map (lets through pixels below the value, or
-    drops pixels at or above it), never the q."""
+    on a level exactly (float rounding would decide it).  Every q must be exact.  Then it
+    calls text_mask on seven made-up int8 maps (three with values out of range): every pixel
+    must be right, and the call must allocate less than MASK_BYTES_PER_PIXEL bytes per pixel
+    at once (tracemalloc; a float32 copy of the map takes 4).  A failure says what a wrong q
+    does to the map, never the q."""
     def body() -> CheckResult:
-        _require_function(int8_threshold, "check_int8_threshold(int8_threshold)")
+        for fn, name in ((int8_threshold, "int8_threshold"), (text_mask, "text_mask")):
+            _require_function(fn, f"pass the functions themselves: check_int8_threshold(int8_threshold, text_mask) "
+                              f"({name} is not a function)")
         rng = np.random.default_rng(_fresh_seed())
         cases = _cases.made_up_thresholds(rng)
-        wrong: List[str] = []
-        kinds_wrong = set()
-        for n, (value, zp, scale, kind) in enumerate(cases):
-            what = f"int8_threshold({value:.6g}, zp={zp}, scale={scale:.6g})"
-            truth = _cases.int8_threshold(value, zp, scale)
-            try:
-                got = int8_threshold(value, zp, scale)
-            except NotImplementedError as exc:
-                raise _student_error(exc, what, _todo("int8_threshold"))
-            except ValueError:
-                if truth is not None:
-                    wrong.append(f"{what}: raised ValueError, yet some int8 values reach {value:.6g}")
-                    kinds_wrong.add(kind)
-                continue
-            except Exception as exc:
-                raise _student_error(exc, what, "return an int from -128 to 127, or raise ValueError when no "
-                                     "int8 value reaches the threshold.")
-            if got is None and n == 0:
-                raise _not_done(f"{what} returned None.", "return an int from -128 to 127.")
-            q = _whole_number(got)
-            if truth is None:
-                wrong.append(f"{what}: returned {got!r}; the value is {_KIND_TEXT[kind]}")
-                kinds_wrong.add(kind)
-            elif q is None or not -128 <= q <= 127:
-                wrong.append(f"{what}: {got!r} is not an int8 value (-128 to 127)")
-                kinds_wrong.add(kind)
-            elif q != truth:
-                effect = ("lets through pixels whose value is below the threshold" if q < truth
-                          else "drops pixels whose value reaches the threshold")
-                wrong.append(f"{what}: q = {q} {effect}")
-                kinds_wrong.add(kind)
-        if wrong:
-            hint = "A pixel passes when (q - zp) * scale >= value. Find the smallest such q; rounding to the "\
-                   "nearest level or down can pick a level below the value."
-            if kinds_wrong & {"above", "below"}:
-                hint += " A q outside -128..127 does not fit an int8_t: clamp it at the bottom, and raise " \
-                        "ValueError when even 127 is below the value (no pixel could ever pass)."
-            raise _Fail(f"{len(wrong)} of {len(cases)} made-up thresholds are wrong:", hint, _shown(wrong))
-        return CheckResult(EX_THRESH, "passed", f"All {len(cases)} made-up thresholds right: the comparison "
-                           "`out >= q` on the int8 map keeps exactly the pixels that reach the value, with no "
-                           "dequantised map.",
+        _check_threshold_values(int8_threshold, cases)
+        n_maps = _check_masks(text_mask, cases, rng)
+        return CheckResult(EX_THRESH, "passed", f"All {len(cases)} made-up thresholds right, and {n_maps} masks "
+                           "right pixel by pixel without a float copy of the map: `out >= q` keeps exactly the "
+                           "pixels that reach the value.",
                            [f"{sum(k == 'between' for *_, k in cases)} between two levels, "
                             f"{sum(k == 'above' for *_, k in cases)} above the largest value, "
                             f"{sum(k == 'below' for *_, k in cases)} below the smallest"])
