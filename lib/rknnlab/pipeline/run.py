@@ -45,6 +45,8 @@ import numpy as np
 from ..probe import Heap
 from ..rknn import abi
 from ..rknn.buffers import input_from_array, mem_view
+from .postprocess import find_boxes
+from .preprocess import letterbox
 
 #: the stages of a frame, in order
 STAGES = ("convert", "input", "run", "output", "post")
@@ -73,17 +75,26 @@ def mask_value(mask: Union[int, str]) -> int:
     return MASKS[name]
 
 
-def mask_name(mask: int) -> str:
-    """"CORE_0", "0_1_2", "AUTO" ... for an RKNN_NPU_CORE_* value."""
+def mask_name(mask: Optional[int]) -> str:
+    """"CORE_0", "0_1_2", "AUTO" ... for an RKNN_NPU_CORE_* value; "not set" for None."""
+    if mask is None:
+        return "not set"
     for name, value in MASKS.items():
         if value == int(mask):
             return name
     return abi.CORE_MASK_NAMES.get(int(mask), hex(int(mask))).replace("RKNN_NPU_", "")
 
 
-def default_masks(workers: int) -> List[int]:
-    """Worker i on RKNN_NPU_CORE_i (cycling over the three cores of an RK3588)."""
-    cores = (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2)
+#: NPU cores per SoC (the facts sheet: RK3588 3, RK3576 2, RK3562/RK3566/RK3568 1)
+NPU_CORES = {"rk3588": 3, "rk3588s": 3, "rk3576": 2}
+
+
+def default_masks(workers: int, soc: str = "rk3588") -> List[Optional[int]]:
+    """Worker i on RKNN_NPU_CORE_i, cycling over the SoC's cores; on a one-core SoC None
+    (rknn_set_core_mask is not called: there is nothing to choose)."""
+    cores = (abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2)[:NPU_CORES.get(str(soc).lower(), 1)]
+    if len(cores) == 1:
+        return [None] * workers
     return [cores[i % len(cores)] for i in range(workers)]
 
 
@@ -228,8 +239,6 @@ class Worker:
     def frame(self, nv12: Any, out: np.ndarray, heap_rise: Optional[np.ndarray] = None) -> list:
         """Run one frame; stage times into ``out[k] = (t0, t1)``; the heap in use after
         each stage minus before the frame into ``heap_rise[k]`` (when measuring)."""
-        from .postprocess import find_boxes
-        from .preprocess import letterbox
         rt, ctx, clock = self.rt, self.ctx, time.perf_counter
         heap = self.heap
         base = heap.sample()["heap_in_use_bytes"] if heap is not None else None
@@ -293,7 +302,7 @@ class PipelineRun:
     ``dma_bytes``: the first context's total_dma_allocated_size after the warm-up."""
     mode: str
     workers: int
-    masks: List[int]
+    masks: List[Optional[int]]
     times: np.ndarray
     available: np.ndarray
     worker: np.ndarray
@@ -437,7 +446,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     each with its own io buffers; they take the frames in order from one queue, so
     with 2 workers the CPU stages of frame N+1 overlap the NPU run of frame N (double
     buffering).  ``core_masks``: one per worker (ints or "CORE_0", "0_1_2",
-    "AUTO"); default: worker i on RKNN_NPU_CORE_i.  ``values=False`` on the
+    "AUTO"); default: worker i on RKNN_NPU_CORE_i (on a one-core SoC no mask is set).  ``values=False`` on the
     simulator: after the warm-up (real values, on the first frame), every run
     replays the warm-up's output values (rknnlab.sim.values_replayed), for timing:
     the boxes are then the first frame's.
@@ -452,10 +461,11 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
         raise ValueError(f"workers={workers}: at least 1")
     if measure_heap and workers != 1:
         raise ValueError("measure_heap needs workers=1: mallinfo2 counts the whole process's heap")
-    masks = [mask_value(m) for m in core_masks] if core_masks is not None else default_masks(workers)
+    rt = open_runtime(runtime, soc)
+    masks = ([mask_value(m) for m in core_masks] if core_masks is not None
+             else default_masks(workers, getattr(rt, "soc", "rk3588")))
     if len(masks) != workers:
         raise ValueError(f"{len(masks)} core masks for {workers} workers: give one per worker")
-    rt = open_runtime(runtime, soc)
     path = model_path(rt, model)
     get_frame, n = _frame_source(frames, n_frames)
     if n < 1:

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .run import STAGES, distinct_frames, mask_name, mask_value, open_runtime, run, source_of
+from .run import NPU_CORES, STAGES, distinct_frames, mask_name, mask_value, open_runtime, run, source_of
 
 #: (workers, core mask of each worker): the configurations the chapter compares
 CONFIGURATIONS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
@@ -45,7 +45,7 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     (median rknn_run), cpu_ms (median of the CPU stages: convert + input + output +
     post), speedup (fps over the first row's).  attrs: source, host_cpus (this
     host's CPU count: the CPU stages of all workers share them), npu_cores (3 on
-    RK3588), note (what the host's CPU count means for the rows).
+    RK3588; the default configurations need them all), note (what the host's CPU count means for the rows).
 
     ``values=False`` (default): output values replayed on the simulator, so the
     rows measure the modeled NPU and the pipeline's CPU stages, not the twin's
@@ -77,7 +77,7 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     table = pd.DataFrame(rows)
     table["speedup"] = table["fps"] / table["fps"].iloc[0]
     cpus = os.cpu_count() or 0
-    npu = 3 if str(getattr(rt, "soc", "")).startswith("rk3588") else None
+    npu = NPU_CORES.get(str(getattr(rt, "soc", "")).lower(), 1)
     table.attrs.update(
         source=source_of(rt, f"{model}, {mode}, {n_frames} frames per configuration{source}"),
         host_cpus=cpus, npu_cores=npu,
