@@ -19,8 +19,8 @@ post       find_boxes on the int8 map, read in    find_boxes on the int8 map in 
            of a native NC1HWC2 output: no copy)
 =========  =====================================  =====================================
 
-The course's code syncs in both directions: Rockchip's sources do not settle when
-rknn_mem_sync is needed, so the safe choice (see the chapter's cache section).
+Rockchip's sources do not settle when rknn_mem_sync is needed. The course's code
+syncs: the safe choice (in both directions, see the chapter's cache section).
 
 ``planted="letterbox_malloc"`` allocates a fresh letterbox destination every frame,
 as Rockchip's model-zoo demos do (PPOCR-Det: a 480x480 RGB888 buffer malloc'ed and
@@ -453,7 +453,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     ``planted="letterbox_malloc"``: a fresh letterbox buffer every frame.
     ``warmup``: frames run first per worker, untimed (first-call costs).
     ``measure_heap``: read mallinfo2 between stages (one worker only: the heap is
-    the process's).  ``source_fps``: frames arrive at this rate (a camera); None:
+    the process's; on the simulator with values=False, since computing output values
+    allocates inside rknn_run, which is the simulator's memory, not the pipeline's).  ``source_fps``: frames arrive at this rate (a camera); None:
     a frame is available as soon as a worker is free (throughput).
     ``runtime`` (default: the simulator of ``soc``, rk3588).  ``box_args``: passed to
     find_boxes."""
