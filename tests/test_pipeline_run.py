@@ -159,6 +159,8 @@ def test_bad_arguments_say_what_is_wrong(frames, rt):
         run(frames, workers=2, core_masks=["CORE_0"], n_frames=1, runtime=rt)
     with pytest.raises(ValueError, match="workers=1"):
         run(frames, workers=2, measure_heap=True, n_frames=2, runtime=rt)
+    with pytest.raises(TypeError, match="Nv12Frame"):      # raised in a worker's thread, reported here
+        run(["not a frame"], workers=2, n_frames=2, runtime=rt, values=False)
     with pytest.raises(ValueError, match="unknown core mask"):
         mask_value("CORE_7")
     assert mask_value("RKNN_NPU_CORE_0_1_2") == abi.RKNN_NPU_CORE_0_1_2 and mask_value("AUTO") == 0

@@ -1463,7 +1463,7 @@ def pipeline_scaling(table, ax=None):
     p95 = table["latency_p95_ms"].to_numpy(float)
     right.barh(y, med, xerr=np.vstack([np.zeros_like(med), p95 - med]), capsize=3, color=colours,
                edgecolor="white")
-    right.set_xlabel("latency, frame available to boxes (ms; whisker: 95th percentile)")
+    right.set_xlabel("latency: frame available to boxes (ms)\nbar: median; whisker: 95th percentile")
     right.grid(True, axis="x", alpha=0.3)
     note = table.attrs.get("note", "")
     fig.suptitle(f"Workers and NPU cores: throughput and latency\n{_wrap(_source_of(table), 120)}"

@@ -488,16 +488,19 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
             for ctx, mask in zip(ctxs, masks):
                 pool.append(Worker(rt, ctx, mode, planted, core_mask=mask, heap=heap, box_args=box_args))
             first = get_frame(0)
-            scratch = np.zeros((len(STAGES), 2))
-            for w in pool:   # with real output values: a replay below repeats this frame's
-                for _ in range(warmup):
-                    w.frame(first, scratch)
-            values_words = replay.enter_context(values_mode(rt, values))
-            dma = sum(_dma_total(rt, c) for c in ctxs[:1])   # dup'd contexts share weights; first's total
-            rss0 = _rss_bytes()
             lock = threading.Lock()
-            state = {"next": 0, "t0": 0.0}
+            state: Dict[str, Any] = {"next": 0, "t0": 0.0}
             errors: List[BaseException] = []
+
+            def start() -> None:
+                """Once every worker has warmed up (in its own thread: per-thread scratch
+                and first calls are paid there), before the first timed frame."""
+                state["words"] = replay.enter_context(values_mode(rt, values))
+                state["dma"] = _dma_total(rt, ctxs[0])   # dup'd contexts share weights: the first's total
+                state["rss0"] = _rss_bytes()
+                state["t0"] = time.perf_counter()
+
+            ready = threading.Barrier(workers, action=start)
 
             def take() -> Tuple[int, Any, float]:
                 with lock:
@@ -517,6 +520,10 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
             def work(k: int) -> None:
                 w = pool[k]
                 try:
+                    scratch = np.zeros((len(STAGES), 2))
+                    for _ in range(warmup):      # real output values: a replay repeats the last
+                        w.frame(first, scratch)
+                    ready.wait()
                     while True:
                         i, frame, avail = take()
                         if i < 0:
@@ -529,8 +536,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                             kept[i] = boxes
                 except BaseException as exc:   # reported by the caller's thread below
                     errors.append(exc)
+                    ready.abort()              # the others stop waiting for this one
 
-            state["t0"] = time.perf_counter()
             if workers == 1:
                 work(0)
             else:
@@ -540,10 +547,11 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                     th.start()
                 for th in threads:
                     th.join()
-            if errors:
-                raise errors[0]
+            if errors:   # the first real error, not the others' broken barrier
+                raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
             rss1 = _rss_bytes()
             wall = float(times[:, -1, 1].max() - min(available.min(), state["t0"]))
+            values_words, dma, rss0 = state["words"], state["dma"], state["rss0"]
         finally:
             for w in pool:
                 w.close()
