@@ -690,3 +690,11 @@ def test_compare_frames_never_raises_and_shows_late_boxes() -> None:
     text = checks.compare_frames(general_loop("per_frame"))
     assert text.count("allocated since the frame before") == checks.LOOP_FRAMES - 1, text
     assert "reused" in checks.compare_frames(general_loop("once"))
+
+
+@needs_model
+def test_exercises_3_and_4_say_where_to_run_them_on_another_soc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    _failed(checks.check_synced_loop(zero_copy_loop()), "built for RK3588 only", "RKNNLAB_BACKEND=sim")
+    _failed(checks.check_allocation_once(general_loop("once")), "built for RK3588 only")
+    assert "built for RK3588 only" in checks.compare_frames(zero_copy_loop())
