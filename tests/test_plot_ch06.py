@@ -2,7 +2,6 @@
 each naming its source, each drawing what the data holds."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
