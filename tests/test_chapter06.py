@@ -282,16 +282,18 @@ def test_zero_copy_saves_the_copies_not_the_run(run) -> None:
 
 
 def test_workers_answer_holds_for_the_run(run) -> None:
-    """§5's answer: two workers on two cores raise the frame rate; one worker on 0_1_2 shortens rknn_run
-    only a little."""
+    """§5: the table has every configuration and says the host's CPUs are shared; the answer's "about a
+    tenth" is the NPU time (RKNN_QUERY_PERF_RUN, independent of the host's load) of one run on three
+    cores against one."""
     text = _printed_by(run, "pipeline.scaling(")
-    rows = {config.strip(): (float(fps), float(run_ms), float(speedup)) for config, fps, run_ms, speedup in
-            re.findall(r"^\s*(\d x [\w/]+)\s+([\d.]+)\s+[\d.]+ ms\s+[\d.]+ ms\s+([\d.]+) ms\s+[\d.]+ ms\s+([\d.]+)x$",
-                       text, flags=re.M)}
-    assert set(rows) == {"1 x CORE_0", "1 x 0_1_2", "2 x CORE_0/CORE_1", "3 x CORE_0/CORE_1/CORE_2", "3 x AUTO"}, text
-    assert rows["2 x CORE_0/CORE_1"][2] > 1.1, f"two workers must raise the frame rate:\n{text}"
-    assert rows["1 x 0_1_2"][1] < rows["1 x CORE_0"][1] < 1.25 * rows["1 x 0_1_2"][1], text
-    assert "compete for 2 cores" in text or "CPU cores" in text
+    configs = re.findall(r"^\s*(\d x [\w/]+)\s+[\d.]+\s+[\d.]+ ms", text, flags=re.M)
+    assert configs == ["1 x CORE_0", "1 x 0_1_2", "2 x CORE_0/CORE_1", "3 x CORE_0/CORE_1/CORE_2", "3 x AUTO"], text
+    assert "compete for 2 cores" in text or "CPU cores" in text, "the host's CPU count is said"
+    perf = dict(re.findall(r"^\s+(RKNN_NPU_CORE_0|RKNN_NPU_CORE_0_1_2)\s+([\d,]+) us of NPU time$",
+                           _printed_by(run, "RKNN_QUERY_PERF_RUN"), flags=re.M))
+    one, three = (int(perf[k].replace(",", "")) for k in ("RKNN_NPU_CORE_0", "RKNN_NPU_CORE_0_1_2"))
+    assert 0.8 < three / one < 0.97, f"three cores shorten the run by about a tenth: {one} us -> {three} us"
+    assert "falls by about a tenth" in ch.flat(ch.numbered_sections(_markdown())["5"])
 
 
 def test_a_per_frame_allocation_shows_only_inside_the_frame(run) -> None:
