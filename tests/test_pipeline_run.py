@@ -51,6 +51,10 @@ def test_zero_copy_allocates_nothing_per_frame_and_the_planted_buffer_shows(fram
 def test_general_mode_allocates_nothing_per_frame_either(frames, rt):
     r = run(frames, mode="general", n_frames=6, runtime=rt, values=False, measure_heap=True)
     assert np.median(np.nanmax(r.heap_rise, axis=1)) <= 64
+    planted = run(frames, mode="general", n_frames=6, runtime=rt, values=False, measure_heap=True,
+                  planted="letterbox_malloc")
+    assert np.all(np.nanmax(planted.heap_rise, axis=1) >= 480 * 480 * 3)
+    assert np.array_equal(planted.n_boxes, r.n_boxes)      # the same frames, the same boxes
 
 
 # --------------------------------------------------------------------------- boxes

@@ -256,10 +256,13 @@ class Worker:
         out[0] = t, clock()
         mark(0)
         t = clock()
-        if dst is not self.dst:
-            self.dst[:dst.size] = dst
         if self.mode == "zero_copy":
+            if dst is not self.dst:              # the demos' buffer, copied into the bound mem
+                self.dst[:dst.size] = dst
             rt.mem_sync(ctx, self.in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        elif dst is not self.dst:                # the demos' buffer, handed to inputs_set
+            rt.inputs_set(ctx, [input_from_array(0, dst.reshape(self.height, self.width, 3),
+                                                 fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
         else:
             rt.inputs_set(ctx, self.inputs)
         out[1] = t, clock()
