@@ -439,7 +439,7 @@ def test_summary_cannot_be_forged() -> None:
 # =========================================================================== exercises 3 and 4 (the loop)
 from rknnlab import models  # noqa: E402
 from rknnlab.pipeline import find_boxes  # noqa: E402
-from rknnlab.pipeline.run import int8_channel0  # noqa: E402
+from rknnlab.pipeline.loop import int8_channel0  # noqa: E402
 from rknnlab.rknn import abi, buffers  # noqa: E402
 
 MODEL = str(models.model_path(checks.PIPE_MODEL, "rk3588")) if "rk3588" in models.model_socs(checks.PIPE_MODEL) \

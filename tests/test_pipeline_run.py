@@ -1,4 +1,4 @@
-"""rknnlab.pipeline.run / workers / steady: the video pipeline's loop measured on the
+"""rknnlab.pipeline.loop / workers / steady: the video pipeline's loop measured on the
 simulator (ppocr_det, a few frames each: the file runs in well under a minute)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rknnlab
-from rknnlab.pipeline.run import (STAGES, Worker, compare_modes, distinct_frames, int8_channel0, mask_name,
+from rknnlab.pipeline.loop import (STAGES, Worker, compare_modes, distinct_frames, int8_channel0, mask_name,
                                   mask_value, run)
 from rknnlab.pipeline.steady import SteadyState, steady_state
 from rknnlab.pipeline.workers import scaling

@@ -13,7 +13,7 @@ import pytest
 
 import rknnlab
 from rknnlab import models, plot
-from rknnlab.pipeline.run import STAGES, distinct_frames, run
+from rknnlab.pipeline.loop import STAGES, distinct_frames, run
 from rknnlab.pipeline.steady import SteadyState
 
 ROOT = Path(__file__).resolve().parents[1]

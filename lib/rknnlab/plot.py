@@ -1339,7 +1339,7 @@ def alloc_cache_choice(tables: Dict[str, Any], ax=None):
 
 
 # --------------------------------------------------------------------------- chapter 6: the video pipeline
-#: one colour and hatch per pipeline stage (rknnlab.pipeline.run.STAGES), fixed across figures
+#: one colour and hatch per pipeline stage (rknnlab.pipeline.STAGES), fixed across figures
 _PIPELINE_STAGES = {"convert": ("C0", ""), "input": ("C1", "//"), "run": ("C2", ""),
                     "output": ("C3", ".."), "post": ("C4", "xx")}
 
@@ -1408,7 +1408,7 @@ def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
     the run bars.  ``run``: a rknnlab.pipeline.PipelineRun; ``frames=(first, last)``
     limits the window (default: the first 8 frames)."""
     fig, ax = _new(ax, figsize=(9.5, 1.6 + 0.55 * max(run.workers, 1)))
-    from .pipeline.run import STAGES, mask_name
+    from .pipeline.loop import STAGES, mask_name
     df = run.gantt()
     first, last = frames if frames is not None else (0, min(run.n_frames, 8) - 1)
     df = df[(df["frame"] >= first) & (df["frame"] <= last)]

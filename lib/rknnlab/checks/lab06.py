@@ -433,7 +433,7 @@ def measure_workers(counts: Sequence[int] = (1, 2, 3), repeats: int = 3, n_frame
     order they were made.  Timing runs replay the model's outputs (rknnlab.sim.values_replayed
     on the simulator), so they time the modeled NPU and this host's CPU stages."""
     import pandas as pd
-    from ..pipeline.run import distinct_frames, run
+    from ..pipeline.loop import distinct_frames, run
     frames = distinct_frames(4)
     run(frames, workers=max(counts), n_frames=n_frames, values=True)    # a warm-up, not kept
     rows = []

@@ -13,8 +13,12 @@ post-processing                 :func:`int8_threshold`, :func:`find_boxes` (int8
 accuracy                        :func:`box_agreement`, :func:`iou`, :func:`reference_boxes`,
                                 :func:`fp32_probabilities` (the ONNX twin),
                                 :func:`toolkit_agreement` (rknn-toolkit2's own INT8 simulation)
-the loop                        :func:`run`, :class:`PipelineRun`, :func:`compare_modes`,
-                                :func:`scaling`, :func:`steady_state`
+the loop                        :func:`run`, :class:`PipelineRun`, :data:`STAGES`,
+                                :func:`int8_channel0` (channel 0 of an output, read in
+                                place), :func:`distinct_frames`, :func:`compare_modes`,
+                                :func:`scaling`, :func:`steady_state`,
+                                :class:`SteadyState` (``SteadyState.load`` reads a
+                                recorded long run)
 ==============================  =====================================================
 
 Figures: rknnlab.plot.pipeline_frames, pipeline_gantt, pipeline_scaling, pipeline_steady,
@@ -34,9 +38,12 @@ _NAMES = {
     "find_boxes_float": "postprocess",
     "box_agreement": "accuracy", "Agreement": "accuracy", "reference_boxes": "accuracy", "iou": "accuracy",
     "fp32_probabilities": "accuracy", "toolkit_agreement": "accuracy",
-    "run": "run", "PipelineRun": "run", "compare_modes": "run",
+    # the loop lives in pipeline/loop.py: a submodule named "run" would replace the function
+    # pipeline.run with the module once anything imported it
+    "run": "loop", "PipelineRun": "loop", "compare_modes": "loop", "STAGES": "loop", "Worker": "loop",
+    "int8_channel0": "loop", "distinct_frames": "loop",
     "scaling": "workers",
-    "steady_state": "steady",
+    "steady_state": "steady", "SteadyState": "steady",
 }
 
 __all__ = sorted(_NAMES)

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .run import STAGES, Worker, distinct_frames, values_mode
+from .loop import STAGES, Worker, distinct_frames, values_mode
 
 #: the series the verdicts judge, as (key, summary prefix, column in the samples, unit label)
 SERIES = (("rss", "rss", "rss_kb", "RSS"), ("heap", "heap", "heap_in_use_bytes", "malloc heap in use"),

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .run import NPU_CORES, STAGES, distinct_frames, mask_name, mask_value, open_runtime, run, source_of
+from .loop import NPU_CORES, STAGES, distinct_frames, mask_name, mask_value, open_runtime, run, source_of
 
 #: (workers, core mask of each worker): the configurations the chapter compares
 CONFIGURATIONS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
