@@ -252,7 +252,7 @@ def test_the_int8_path_finds_the_fp32_boxes(run) -> None:
     text = _printed_by(run, "pipeline.box_agreement(")
     rows = re.findall(r"\((\w+) of (\w+)\): (\d+) int8 boxes, (\d+) fp32 boxes, (\d+) matched", text)
     page = [r for r in rows if r[1] == "page"]
-    assert page and all(int(r[4]) == int(r[3]) > 0 for r in page), text
+    assert page and all(int(r[4]) == int(r[3]) >= 3 for r in page), f"every page frame shows lines of text:\n{text}"
     toolkit = _printed_by(run, "pipeline.toolkit_agreement(")
     assert "INT8 simulation (x86), recorded" in toolkit
     assert re.search(r"^\s*page\s+(\d+)\s+\1\s+\1\s+1\s+1$", toolkit, flags=re.M), toolkit
