@@ -20,6 +20,7 @@ NOTEBOOKS = [
     "chapters/03_bottlenecks.ipynb",
     "chapters/04_output_reuse.ipynb",
     "chapters/05_allocation.ipynb",
+    "chapters/06_video_pipeline.ipynb",
 ]
 
 
