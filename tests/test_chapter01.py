@@ -151,7 +151,11 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run):
     ratios = dict(re.findall(r"(\w+) (\d+\.\d\d)", re.search(r"weights / internal on rk3588: (.*)", everything).group(1)))
     assert (ratios["mobilenet_v2"], ratios["resnet50"], ratios["yolov5n"], ratios["yolov5m"]) == ("2.30", "12.90", "0.43", "2.08")
     assert "2.3 to 12.9 times" in text and "from 0.43 (YOLOv5n) to 2.08 (YOLOv5m)" in text
-    assert "internal buffer larger than the weights: yolov5n (rk3588)" in everything
+    larger = re.search(r"internal buffer larger than the weights: (.*)", everything).group(1)
+    on_rk3588 = [m for m, s in re.findall(r"(\w+) \((\w+)\)", larger) if s == "rk3588"]
+    assert on_rk3588 == ["ppocr_det", "yolov5n"], larger
+    assert round(1 / float(ratios["ppocr_det"])) == 20 and "extreme: 0.05" in text
+    assert "YOLOv5n, and chapter 6's text detector, ppocr_det." in text
     assert "fit: ['yolov5s', 'yolov5s_relu']" in everything and "nearest: RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE" in everything
     assert "int8 outputs identical: True" in everything and "int8 outputs of the two contexts identical: True" in everything
 
