@@ -895,7 +895,8 @@ def _int8_evidence(spec: ModelSpec, workdir: Path, outdir: Path) -> dict[str, An
                          "max_abs_diff": round(float(np.abs(a - b).max()), 3)})
     return {"file": "toolkit_int8.npz", "bytes": path.stat().st_size,
             "how": "rknn-toolkit2's own simulator (RKNN.inference on x86 after build, target rk3588) on "
-                   f"{len(raw['names'])} letterboxed frames held out from calibration; fp32 from model.onnx "
+                   f"{len(raw['names'])} letterboxed views (the 4 frames whole, also calibration views, "
+                   "and 4 zooms drawn with another seed, held out from calibration); fp32 from model.onnx "
                    "(onnxruntime) on the same inputs",
             "arrays": "inputs uint8 NHWC; int8 [K,480,480] int8 (the output's quantised values: prob = "
                       "(int8 - zp) * scale); zp, scale; fp32_x255 uint8 (fp32 prob x 255, rounded); names",

@@ -151,8 +151,9 @@ def calibration_set(frames_dir: Path, seed: int) -> tuple[list[np.ndarray], list
 
 
 def probe_set(frames_dir: Path, seed: int) -> tuple[np.ndarray, list[str]]:
-    """N_PROBES uint8 NHWC views for the toolkit's simulator: each frame whole, and zooms of
-    the text frames drawn with another seed than calibration's (held out).  Zooms of the
+    """N_PROBES uint8 NHWC views for the toolkit's simulator: each frame whole (also among the
+    calibration views), and zooms of the text frames drawn with another seed than calibration's
+    (held out).  Zooms of the
     photographs are left out: they add no text and much to the file (photos compress badly)."""
     chosen = views(frames_dir, PROBE_ZOOMS, seed + 1)
     if len(chosen) != N_PROBES:
