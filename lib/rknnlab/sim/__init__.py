@@ -38,7 +38,8 @@ Modeled as well (each a listed assumption below where the documents are silent):
 - Mems remember CACHEABLE / NON_CACHEABLE; memory stays coherent (A11) and the
   CPU cost of uncached memory is modeled in rknnlab.profile.cpu, except for a
   context made with a DISABLE_FLUSH flag: its cacheable bound mems go stale
-  until rknn_mem_sync (rknnlab.sim.cache, A60).
+  (rknn_mem_sync FROM_DEVICE is an invalidate, TO_DEVICE a clean:
+  rknnlab.sim.cache, A60).
 
 What the simulator does not reproduce (limitations, not claims about a board):
 the onnxruntime session and the small output cache add to the process's RSS
@@ -608,29 +609,46 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "return codes; if they are 0, run B, then rknn_destroy(A) and run B again (outputs, dmesg)."),
     ("A60", "A context made with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE or "
             "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE does no cache maintenance for the cacheable "
-            "mems bound to it with rknn_set_io_mem, so the CPU and the NPU see different bytes "
-            "until rknn_mem_sync (rknnlab.sim.cache). OUTPUT flag: after rknn_run, an output mem "
-            "bound with the native attr still shows the CPU (virt_addr, every numpy view of it, "
-            "rknn_outputs_get) what it held before, until rknn_mem_sync with "
-            "RKNN_MEMORY_SYNC_FROM_DEVICE or BIDIRECTIONAL. INPUT flag: the NPU reads what a bound "
-            "input mem held at its rknn_set_io_mem or its last rknn_mem_sync with TO_DEVICE or "
-            "BIDIRECTIONAL, not the CPU's later writes (rknn_inputs_set into it included); "
-            "FROM_DEVICE alone on such a mem drops those writes, as a cache invalidate may. "
-            "NON_CACHEABLE mems, the runtime's own io buffers, an output bound in another layout "
-            "(the CPU converts it) and contexts without the flags stay coherent (A11); a mem "
-            "imported from an fd the runtime did not allocate counts as cacheable. rknn_api.h's "
-            "comments on the two flags say only that the runtime then does not flush the inputs "
-            "or invalidate the outputs, that the caller must sync, and not to combine them with "
-            "rknn_inputs_set / rknn_outputs_get. A whole buffer goes stale at once: a "
-            "simplification, since a board shows stale cache lines (some bytes old, some new, "
-            "depending on what the caches held). Views of one buffer made with "
+            "mems bound to it with rknn_set_io_mem; the caller's rknn_mem_sync does it "
+            "(rknnlab.sim.cache). rknn_mem_sync copies nothing: Rockchip's rknpu driver "
+            "(rknpu_gem.c, rknpu_gem_sync_ioctl) turns TO_DEVICE into a cache clean and "
+            "FROM_DEVICE into an invalidate (dma_sync_*_for_device / _for_cpu). OUTPUT flag, "
+            "output bound with the native attr: the CPU's cache holds no line of the mem when it "
+            "is bound and after each rknn_mem_sync with RKNN_MEMORY_SYNC_FROM_DEVICE or "
+            "BIDIRECTIONAL (which shows the CPU what the NPU last wrote); a run's bytes reach the "
+            "CPU's view (virt_addr, every numpy view of it, rknn_outputs_get) only while it holds "
+            "no line. The simulator cannot see the CPU's reads, so it takes the CPU to read each "
+            "output right after its run: from then on it holds lines, and later runs stay out of "
+            "its view until the next FROM_DEVICE or BIDIRECTIONAL sync. So a loop with no sync "
+            "reads the first frame's output for ever (TO_DEVICE alone changes nothing); a sync "
+            "after the run reads each frame's own; so does a sync before the run here, because "
+            "the CPU holds no line when the NPU writes. On a board a sync before the run is "
+            "mostly right but not safe: between the invalidate and the NPU's write the CPU may "
+            "bring lines back (speculative prefetch, or a read of the buffer, which the "
+            "simulator does not see), and those keep the old bytes; the safe place is after "
+            "rknn_run returns, before the first read. Staleness is whole-buffer here: the worst "
+            "case. A board shows stale lines only, where the caches still hold them; RK3588's "
+            "CPU caches (3 MB of shared L3, plus each core's L2) hold less than the 3.7 MB of "
+            "lines a reader of ppocr_det's channel block 0 touches, so part of a map reads new "
+            "even without a sync. INPUT flag: the NPU reads what a bound input mem held at its "
+            "rknn_set_io_mem or its last rknn_mem_sync with TO_DEVICE or BIDIRECTIONAL, not the "
+            "CPU's later writes (rknn_inputs_set into it included); FROM_DEVICE alone on such a "
+            "mem drops those writes, as an invalidate may. NON_CACHEABLE mems, the runtime's own "
+            "io buffers, an output bound in another layout (the CPU converts it) and contexts "
+            "without the flags stay coherent (A11); a mem imported from an fd the runtime did not "
+            "allocate counts as cacheable. rknn_dup_context keeps the flags. rknn_api.h's comments "
+            "on the two flags say only that the runtime then does not flush the inputs or "
+            "invalidate the outputs, that the caller must sync, and not to combine them with "
+            "rknn_inputs_set / rknn_outputs_get. Views of one buffer made with "
             "rknn_create_mem_from_fd do not share this state.",
-     "on a board, rknn_init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, bind a cacheable "
-     "input mem, write frame 1, rknn_mem_sync TO_DEVICE, run; write frame 2 without a sync, "
-     "run, and compare the outputs with those of frame 1 and frame 2; then with "
-     "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE, run frame 1 then frame 2 into a cacheable "
-     "output mem and read it before and after rknn_mem_sync FROM_DEVICE (read the whole "
-     "buffer: a board may show part old, part new)."),
+     "on a board, rknn_init with RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE and bind a cacheable "
+     "output mem with the native attr; run frame A, sync FROM_DEVICE and read the whole output; "
+     "run frame B and read it without a sync: count the bytes equal to A's and to B's (the "
+     "fraction stale); repeat the loop over many frames with the sync before the run and with "
+     "it after (count the frames with any stale byte). Then rknn_init with "
+     "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, bind a cacheable input mem, write frame 1, "
+     "rknn_mem_sync TO_DEVICE, run; write frame 2 without a sync, run, and compare the outputs "
+     "with those of frame 1 and frame 2."),
 ]
 
 

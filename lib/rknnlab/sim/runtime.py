@@ -845,8 +845,8 @@ class SimRuntime(Runtime):
         if binding is not None and binding.zero_copy:
             zero_to = max(native.size, data if binding.clean_padding and zero_padding else spec.native.nbytes)
             binding.clean_padding = zero_padding
-            if binding.device is not None:  # the CPU's view keeps its old bytes (ASSUMPTIONS A60)
-                binding.device.npu_write(native, zero_to)
+            if binding.device is not None:  # the CPU's view may keep its old bytes (ASSUMPTIONS A60)
+                binding.device.npu_write(native, zero_to, binding.mem.data(zero_to))
             else:
                 _put(binding.mem.data(zero_to), native)
             return
@@ -1248,8 +1248,9 @@ class SimRuntime(Runtime):
     def mem_sync(self, ctx: int, mem: MemPtr, mode: int) -> int:
         """rknn_mem_sync: simulated memory is coherent (ASSUMPTIONS A11), so it only
         validates its arguments, except for a cacheable mem bound to a context made with
-        a DISABLE_FLUSH flag: FROM_DEVICE shows the CPU what the NPU wrote, TO_DEVICE
-        gives the NPU what the CPU wrote, BIDIRECTIONAL both (rknnlab.sim.cache, A60)."""
+        a DISABLE_FLUSH flag: FROM_DEVICE is an invalidate (the CPU sees memory again,
+        so also the next run's output), TO_DEVICE a clean (the NPU gets what the CPU
+        wrote), BIDIRECTIONAL both (rknnlab.sim.cache, A60)."""
         fn = "rknn_mem_sync"
         with self._using(ctx, fn, exclusive=False):
             record = self._mem(mem, fn)
