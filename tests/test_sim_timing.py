@@ -159,3 +159,26 @@ def test_a20_quotes_the_errors_the_timing_law_gives_today() -> None:
         assert f"{soc} {fps:g} FPS {error * 100:+.0f} %" in text, (model, soc, error)
     # the SiLU figures: the law models yolov5s as fast as yolov5s_relu (same cycles)
     assert modeled_run_ms("yolov5s", "rk3588") == pytest.approx(modeled_run_ms("yolov5s_relu", "rk3588"))
+
+
+#: the same README's ppocrv4_det [1,3,480,480] INT8 row (RK3566/68, RK3562, RK3588 and RK3576 single core)
+PPOCR_DET_ZOO_FPS_V232 = {"rk3588": 50.7, "rk3576": 64.3, "rk3568": 22.1, "rk3562": 28.0}
+
+
+def test_a20_quotes_ppocr_det_against_the_zoo_and_why() -> None:
+    from rknnlab.sim import ASSUMPTIONS, modeled_run_ms
+    text = {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
+    for soc, fps in PPOCR_DET_ZOO_FPS_V232.items():
+        modeled = modeled_run_ms("ppocr_det", soc, abi.RKNN_NPU_CORE_0)
+        assert f"{soc} {modeled:.2f} ms" in text, (soc, modeled)
+        assert f"{soc} {fps:.1f} FPS {(modeled / (1e3 / fps) - 1) * 100:+.0f} %" in text, (soc, modeled)
+    layers = models.load_report("ppocr_det", "rk3588").layers
+    idle = [layer for layer in layers if layer["cycles_total"] == 0]
+    idle_npu = [layer for layer in idle if layer["target"] == "NPU"]
+    moved = sum(layer["rw_kb"] for layer in idle_npu)
+    npu_moved = sum(layer["rw_kb"] for layer in layers if layer["target"] == "NPU")
+    assert f"{len(idle)} of its {len(layers)} rk3588 layers ({len(idle_npu)} on the NPU" in text
+    assert f"{moved:,.0f} KB of the {npu_moved:,.0f} KB" in text
+    ratios = [1e3 / fps / modeled_run_ms("ppocr_det", soc, abi.RKNN_NPU_CORE_0)
+              for soc, fps in PPOCR_DET_ZOO_FPS_V232.items()]
+    assert f"{min(ratios):.1f} to {max(ratios):.1f} times" in text and f"({ratios[0]:.1f} times on rk3588)" in text

@@ -1,6 +1,8 @@
 """Output values: the ONNX twin through real conversions, the stand-in, zero-copy."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -232,3 +234,18 @@ def test_yolov5n_nc1hwc2_outputs_match_the_twin(rt):
         q_ref = np.clip(np.round(reference / attr.scale) + attr.zp, -128, 127)
         got = _get(rt, ctx, index=i, want_float=0).reshape(reference.shape).astype(np.int32)
         assert np.abs(got - q_ref).max() <= 1, f"output {i}"
+
+
+def test_the_twin_values_assumption_names_every_model_by_its_value_source():
+    """A61 lists the models whose values come from an fp32 twin and those that get the
+    stand-in; the list must follow what ships (a model gaining or losing its twin)."""
+    from rknnlab.sim import ASSUMPTIONS
+    text = {key: assumption for key, assumption, _ in ASSUMPTIONS}["A61"]
+    twin_part, stand_in_part = text.split("The other models", 1)
+    for name in models.list_models():
+        twin = models.load_report(name).values_twin_path
+        has_twin = twin is not None and twin.exists()
+        assert re.search(rf"\b{name}\b", twin_part if has_twin else stand_in_part), (name, has_twin)
+        assert not re.search(rf"\b{name}\b", stand_in_part if has_twin else twin_part), (name, has_twin)
+    assert "values_replayed" in text and "toolkit_int8.npz" in text
+    assert "input and output quantisation only" in text
