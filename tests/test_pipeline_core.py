@@ -486,6 +486,171 @@ def test_float_route_finds_the_same_boxes():
         assert (a.x0, a.y0, a.x1, a.y1, a.score) == pytest.approx((b.x0, b.y0, b.x1, b.y1, b.score))
 
 
+# find_boxes as it was before its scratch buffers (issue 15): a boolean mask, a padded
+# int8 copy, np.diff, values[mask] widened to int64, all made per call.  Kept as the
+# reference its results must equal; the labelling (_label_runs) is unchanged and checked
+# against a pixel-by-pixel search above.
+def _boxes_before(values_map, mask, to_prob, letterbox=None, box_thresh=0.5, unclip_ratio=1.6,
+                  min_size=3):
+    from rknnlab.pipeline.postprocess import _label_runs
+    h, w = mask.shape
+    padded = np.zeros((h, w + 2), np.int8)
+    padded[:, 1:-1] = mask
+    edges = np.diff(padded, axis=1)
+    rows, starts = np.nonzero(edges == 1)
+    _, ends = np.nonzero(edges == -1)
+    if rows.size == 0:
+        return []
+    label = np.unique(_label_runs(rows, starts, ends, w), return_inverse=True)[1]
+    k = label.max() + 1
+    lengths = ends - starts
+    area = np.bincount(label, weights=lengths, minlength=k)
+    values = values_map[mask]
+    values = values.astype(np.int64 if values.dtype.kind in "iu" else np.float64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    sums = np.bincount(label, weights=np.add.reduceat(values, offsets), minlength=k)
+    x0, x1 = np.full(k, w, np.int64), np.zeros(k, np.int64)
+    y0, y1 = np.full(k, h, np.int64), np.zeros(k, np.int64)
+    np.minimum.at(x0, label, starts)
+    np.maximum.at(x1, label, ends)
+    np.minimum.at(y0, label, rows)
+    np.maximum.at(y1, label, rows + 1)
+    bw, bh = (x1 - x0).astype(np.float64), (y1 - y0).astype(np.float64)
+    score = to_prob(sums / area)
+    keep = (np.minimum(bw, bh) >= min_size) & (score >= box_thresh)
+    bw, bh, score = bw[keep], bh[keep], score[keep]
+    d = bw * bh * unclip_ratio / (2.0 * (bw + bh))
+    corners = zip(np.maximum(0.0, x0[keep] - d), np.maximum(0.0, y0[keep] - d),
+                  np.minimum(float(w), x1[keep] + d), np.minimum(float(h), y1[keep] + d))
+    boxes = []
+    for (a, b, c, e), s in zip(corners, score):
+        a, b, c, e = float(a), float(b), float(c), float(e)
+        if letterbox is not None:
+            (a, b), (c, e) = letterbox.to_frame(a, b), letterbox.to_frame(c, e)
+            if c <= a or e <= b:
+                continue
+        boxes.append(Box(a, b, c, e, float(s)))
+    return sorted(boxes, key=lambda b: (b.y0, b.x0))
+
+
+def _int8_before(out, zp=PPOCR_ZP, scale=PPOCR_SCALE, letterbox=None, **kwargs):
+    q = int8_threshold(0.3, zp, scale)
+    return _boxes_before(out, out >= q, lambda mean: (mean - zp) * scale, letterbox, **kwargs)
+
+
+def _toolkit_maps():
+    """The int8 maps rknn-toolkit2 computed for ppocr_det (page views, text, coffee, rocket)."""
+    from rknnlab import models
+    with np.load(models.models_dir() / "ppocr_det" / "toolkit_int8.npz", allow_pickle=False) as data:
+        return {str(name): m for name, m in zip(data["names"], data["int8"])}
+
+
+def _text_lines(seed=0, noise=0.0, words=False):
+    """A 480 x 480 map shaped like a page's: DB marks a line as one blob (``words``: with
+    gaps between words, many more runs), a faint rim above it; optional speckle."""
+    rng = np.random.default_rng(seed)
+    out = np.full((480, 480), -128, np.int8)
+    for y in range(40, 440, 36):
+        x, end = int(rng.integers(10, 60)), int(rng.integers(300, 470))
+        while x < end:
+            word = min(int(rng.integers(20, 90)), end - x) if words else end - x
+            out[y:y + 14, x:x + word] = rng.integers(60, 127)
+            out[y - 2:y, x + 3:max(x + 4, x + word - 3)] = -40
+            x += word + int(rng.integers(6, 30))
+    out[rng.random(out.shape) < noise] = 100
+    return out
+
+
+def _in_native(out):
+    """``out`` as channel 0 of a (1, 4, H, W, 16) NC1HWC2 buffer (a strided view)."""
+    native = np.random.default_rng(1).integers(-128, 128, (1, 4) + out.shape + (16,)).astype(np.int8)
+    native[0, 0, :, :, 0] = out
+    return native[0, 0, :, :, 0]
+
+
+def _maps_to_compare():
+    maps = dict(_toolkit_maps())
+    for seed, noise in ((0, 0.0), (1, 0.002), (2, 0.02), (3, 0.1)):
+        maps[f"lines seed {seed} noise {noise}"] = _text_lines(seed, noise)
+        maps[f"words seed {seed} noise {noise}"] = _text_lines(seed, noise, words=True)
+    maps["random 45 %"] = np.where(np.random.default_rng(4).random((480, 480)) < 0.45, 127,
+                                   -128).astype(np.int8)
+    maps["saturated"] = np.full((480, 480), 127, np.int8)
+    maps["last pixel only"] = np.full((480, 480), -128, np.int8)
+    maps["last pixel only"][-3:, -3:] = 127
+    maps["odd shape"] = _text_lines(5, 0.01, words=True)[:301, 7:450]
+    return maps
+
+
+def test_find_boxes_equals_the_implementation_before_its_scratch_buffers():
+    box = fit(1280, 720, 480, 480)
+    for name, out in _maps_to_compare().items():
+        before = _int8_before(out)
+        assert find_boxes(out, PPOCR_ZP, PPOCR_SCALE) == before, name
+        assert find_boxes(_in_native(out), PPOCR_ZP, PPOCR_SCALE) == before, name
+        assert find_boxes(out, PPOCR_ZP, PPOCR_SCALE, letterbox=box, min_size=1) \
+            == _int8_before(out, letterbox=box, min_size=1), name
+        # the float route on the dequantised map (float32, as want_float = 1 delivers it)
+        prob = ((out.astype(np.float32) - PPOCR_ZP) * np.float32(PPOCR_SCALE)).astype(np.float32)
+        assert find_boxes_float(prob) == _boxes_before(prob, prob >= 0.3, lambda mean: mean), name
+    assert len(_int8_before(_toolkit_maps()["page"])) >= 3          # the comparison has boxes
+
+
+def _peak(f, *args):
+    f(*args)                                                  # warm-up: scratch made here
+    tracemalloc.start()
+    try:
+        result = f(*args)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _n_runs(out):
+    mask = out >= int8_threshold(0.3, PPOCR_ZP, PPOCR_SCALE)
+    return int(mask[:, 0].sum() + (mask[:, 1:] & ~mask[:, :-1]).sum())
+
+
+def test_find_boxes_allocates_nothing_the_size_of_the_map():
+    """D3: after a warm-up call (scratch made per thread and shape), one call's tracemalloc
+    PEAK on a text map stays below 64 KiB, far below one 480 x 480 map (230,400 B as
+    int8): only arrays sized by the runs of text it finds.  The implementation before the
+    scratch buffers peaks near 0.9 MB."""
+    page = _toolkit_maps()["page"]
+    for name, out in (("page", page), ("page in NC1HWC2", _in_native(page)),
+                      ("text lines", _text_lines(0)), ("text lines in NC1HWC2", _in_native(_text_lines(0))),
+                      ("empty map", np.full((480, 480), -128, np.int8))):
+        boxes, peak = _peak(find_boxes, out, PPOCR_ZP, PPOCR_SCALE)
+        assert boxes == _int8_before(out)
+        assert peak < 64 * 1024, (name, peak)
+    # sized by runs, not pixels: a saturated map (230,400 text pixels in 480 runs) and
+    # speckled ones (thousands of runs) stay within a fixed part plus 200 B per run
+    for name, out in (("saturated", np.full((480, 480), 127, np.int8)),
+                      ("words", _text_lines(1, words=True)), ("speckled", _text_lines(2, 0.02))):
+        _, peak = _peak(find_boxes, out, PPOCR_ZP, PPOCR_SCALE)
+        assert peak < 24 * 1024 + 200 * _n_runs(out), (name, peak, _n_runs(out))
+    # the instrument sees per-call temporaries: the implementation before them fails
+    _, peak_before = _peak(_int8_before, page)
+    assert peak_before > 230_400, peak_before
+
+
+def test_find_boxes_from_several_threads_at_once():
+    """The scratch is per thread: workers that post-process at the same time must not
+    share it (numpy releases the GIL inside its loops)."""
+    from concurrent.futures import ThreadPoolExecutor
+    maps = [_text_lines(seed, 0.01, words=seed % 2) for seed in range(4)] + [_in_native(_text_lines(9))]
+    expected = [find_boxes(m, PPOCR_ZP, PPOCR_SCALE) for m in maps]
+
+    def many(i):
+        return all(find_boxes(maps[i], PPOCR_ZP, PPOCR_SCALE) == expected[i] for _ in range(15))
+
+    with ThreadPoolExecutor(len(maps)) as pool:
+        assert all(pool.map(many, range(len(maps))))
+    # and a shape change in one thread gives that thread new scratch, right results
+    assert find_boxes(maps[0][:100, :200], PPOCR_ZP, PPOCR_SCALE) == _int8_before(maps[0][:100, :200])
+    assert find_boxes(maps[0], PPOCR_ZP, PPOCR_SCALE) == expected[0]
+
+
 @pytest.mark.parametrize("bad", [np.zeros((10, 10), np.uint8), np.zeros((1, 10, 10), np.int8),
                                  np.zeros((10, 10), np.float32)])
 def test_find_boxes_refuses_what_is_not_an_int8_map(bad):

@@ -10,14 +10,20 @@ dequantisation is monotonic, the threshold can move into the int8 domain instead
 converted, not the map.
 
 :func:`find_boxes` then follows DB's post-processing in a simplified form:
-connected components of the mask (own numpy code: run-length labelling and union-find),
-a score per component (its mean probability), and a box grown by DB's "unclip" distance.
-PaddleOCR grows the component's minimum-area rotated rectangle as a polygon; this module
-uses the axis-aligned rectangle, which is what the chapter draws.
+connected components of the mask (8-connectivity; own numpy code: run-length labelling
+and union-find), a score per component (its mean probability), and a box grown by DB's
+"unclip" distance. PaddleOCR grows the component's minimum-area rotated rectangle as a
+polygon; this module uses the axis-aligned rectangle, which is what the chapter draws.
+
+Reuse means no allocation per call: the map-sized arrays (mask, run edges, widened
+values) are scratch kept per thread and map shape, written in place by numpy's ``out=``.
+What a call still allocates is sized by the runs of text it finds (about 140 B per run:
+a page's map has a few hundred runs, about 26 KB), not by the map.
 """
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
@@ -86,17 +92,39 @@ def int8_threshold(prob: float, zp: int, scale: float) -> int:
     return int(min(max(q, -128), 127))
 
 
-def _runs(mask: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Runs of True along each row: (row, start, end) with end exclusive, in row-major
-    order (the order in which ``values[mask]`` lists the pixels)."""
-    h, w = mask.shape
-    padded = np.zeros((h, w + 2), np.int8)
-    padded[:, 1:-1] = mask
-    # +1 where a run starts, -1 one past where it ends (the zero columns close every run)
-    edges = np.diff(padded, axis=1)
-    rows_s, starts = np.nonzero(edges == 1)
-    _, ends = np.nonzero(edges == -1)
-    return rows_s, starts, ends
+# Scratch arrays per thread and map geometry: the workers of a pipeline call find_boxes
+# at the same time, each on its own map.  One set per route (int8, float), replaced when
+# the map's shape changes, so a frame allocates only arrays sized by the runs it finds.
+_scratch = threading.local()
+
+
+def _scratch_for(shape: Tuple[int, int], route: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(padded mask, run edges, values) for an H x W map: a bool H x (W + 2) array whose
+    first and last columns stay False (they close every run), a bool H x (W + 1) array,
+    and H x W sums' dtype (int32 for int8 maps, float64 for float maps)."""
+    sets = getattr(_scratch, "sets", None)
+    if sets is None:
+        sets = _scratch.sets = {}
+    arrays = sets.get(route)
+    if arrays is None or arrays[2].shape != shape:
+        h, w = shape
+        arrays = (np.zeros((h, w + 2), np.bool_), np.empty((h, w + 1), np.bool_),
+                  np.empty((h, w), np.int32 if route == "int8" else np.float64))
+        sets[route] = arrays
+    return arrays
+
+
+def _runs(padded: np.ndarray, edges: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of True along each row of the mask ``padded[:, 1:-1]``: (row, start, end) with
+    end exclusive, in row-major order.  ``edges`` is scratch of shape H x (W + 1)."""
+    w = edges.shape[1] - 1
+    # True where a pixel differs from its left neighbour: a run's start, or one past its
+    # end.  In a row they alternate start, end, start, end (the False columns close runs)
+    np.not_equal(padded[:, 1:], padded[:, :-1], out=edges)
+    at = np.flatnonzero(edges)
+    rows = at[0::2] // (w + 1)
+    row_start = rows * (w + 1)
+    return rows, at[0::2] - row_start, at[1::2] - row_start
 
 
 def _label_runs(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
@@ -147,7 +175,8 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     NC1HWC2 buffer (a strided view); nothing is copied or dequantised as a whole.
 
     1. mask: ``out >= int8_threshold(thresh, zp, scale)`` (pixels with p >= thresh);
-    2. connected components of the mask (8-connectivity);
+    2. connected components of the mask, 8-connectivity: pixels that touch at a corner
+       belong together, so a diagonal stroke stays one component;
     3. score: the mean of the component's int8 values, dequantised (one number). This
        is close to DB's "slow" score (the mean inside the contour); DB's "fast" score
        averages the whole bounding rectangle, pixels below the threshold included, so
@@ -164,6 +193,10 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     in the "fast" mode, which this function does not. Rockchip's PPOCR-Det C demo (model
     zoo v2.3.2) uses thresh 0.3, box_thresh 0.6, unclip_ratio 1.5 and the "slow" score.
     Boxes come sorted top to bottom, then left to right.
+
+    Per call nothing the size of the map is allocated: the mask and the other map-sized
+    arrays are scratch kept per thread (several workers may call at once) and per map
+    shape; a call allocates only arrays sized by the runs of text it finds.
     """
     if not isinstance(out, np.ndarray) or out.ndim != 2 or out.dtype != np.int8:
         raise ValueError(f"out must be an H x W int8 array (a view of the output), got "
@@ -174,7 +207,7 @@ def find_boxes(out: np.ndarray, zp: int, scale: float, letterbox: Optional["Lett
     if dequantize(q, zp, scale) < thresh:
         return []  # no int8 value reaches the threshold
     # the component sums stay in int8 units: the score dequantises one mean per component
-    return _boxes(out, out >= q, lambda mean: (mean - zp) * scale, letterbox, box_thresh,
+    return _boxes(out, q, "int8", lambda mean: (mean - zp) * scale, letterbox, box_thresh,
                   unclip_ratio, min_size)
 
 
@@ -189,14 +222,17 @@ def find_boxes_float(prob: np.ndarray, letterbox: Optional["Letterbox"] = None,
     prob = np.asarray(prob)
     if prob.ndim != 2 or prob.dtype.kind != "f":
         raise ValueError(f"prob must be an H x W float array, got {prob.dtype} {prob.shape}")
-    return _boxes(prob, prob >= thresh, lambda mean: mean, letterbox, box_thresh,
+    return _boxes(prob, thresh, "float", lambda mean: mean, letterbox, box_thresh,
                   unclip_ratio, min_size)
 
 
-def _boxes(values_map: np.ndarray, mask: np.ndarray, to_prob, letterbox: Optional["Letterbox"],
-           box_thresh: float, unclip_ratio: float, min_size: int) -> List[Box]:
-    h, w = mask.shape
-    rows, starts, ends = _runs(mask)
+def _boxes(values_map: np.ndarray, thresh: float, route: str, to_prob,
+           letterbox: Optional["Letterbox"], box_thresh: float, unclip_ratio: float,
+           min_size: int) -> List[Box]:
+    h, w = values_map.shape
+    padded, edges, values = _scratch_for((h, w), route)
+    np.greater_equal(values_map, thresh, out=padded[:, 1:-1])
+    rows, starts, ends = _runs(padded, edges)
     if rows.size == 0:
         return []
     parent = _label_runs(rows, starts, ends, w)
@@ -204,12 +240,21 @@ def _boxes(values_map: np.ndarray, mask: np.ndarray, to_prob, letterbox: Optiona
     k = roots.size
     lengths = ends - starts
     area = np.bincount(label, weights=lengths, minlength=k)
-    # the masked values in row-major order are the runs one after another, so one
-    # reduceat sums each run; int64 (float64) so a large component cannot overflow
-    values = values_map[mask]
-    values = values.astype(np.int64 if values.dtype.kind in "iu" else np.float64)
-    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    sums = np.bincount(label, weights=np.add.reduceat(values, offsets), minlength=k)
+    # the sum of each run: the rows that hold runs, widened (int8 sums overflow) into
+    # scratch, then one reduceat over [start, end, start, end, ...]: the even slices are
+    # the runs (the odd ones, the gaps, are dropped).  The slice of the flat scratch ends
+    # at the last run's end, so the last slice is that run
+    first_row, last_row = int(rows[0]), int(rows[-1])
+    np.copyto(values[first_row:last_row + 1], values_map[first_row:last_row + 1])
+    flat = values.reshape(-1)
+    bounds = np.empty(2 * rows.size, np.int64)
+    bounds[0::2] = rows * w + starts
+    bounds[1::2] = rows * w + ends
+    lo = first_row * w
+    # dtype: numpy would sum int32 in int64 and copy the whole slice to do it
+    run_sums = np.add.reduceat(flat[lo:int(bounds[-1])], bounds[:-1] - lo,
+                               dtype=values.dtype)[0::2]
+    sums = np.bincount(label, weights=run_sums, minlength=k)
     x0 = np.full(k, w, np.int64)
     np.minimum.at(x0, label, starts)
     x1 = np.zeros(k, np.int64)
