@@ -300,6 +300,10 @@ def test_letterbox_refuses_a_bad_destination(dst, error):
     (("I420", 1280, 720), {}),
     (("RGB888", 480, 480), {"phys_above_4g": True}),        # RGA3 does this one
     (("RGB888", 480, 480), {"fill": True}),                 # RGA2, memory below 4 GiB
+    (("NV12", 1920, 1080), {"height_stride": 1088}),        # a decoder's padded rows
+    (("RGB888", 68, 2), {"w_stride": 80}),                  # RGA3's smallest input
+    (("I420", 64, 48), {}),                                 # planar: RGA2's 2 x 2 minimum
+    (("NV12", 1920, 1080), {"x": 0, "y": 0, "w": 2, "h": 2}),
 ])
 def test_rga_accepts_what_the_rules_allow(args, kwargs):
     assert rga_problems(*args, **kwargs) == []
@@ -313,11 +317,25 @@ def test_rga_accepts_what_the_rules_allow(args, kwargs):
     (("NV12", 1920, 1080), {"y": 3, "h": 361}, "y = 3, height = 361"),
     (("I420", 1280, 720), {"phys_above_4g": True}, "YUV planar"),
     (("RGB888", 480, 480), {"fill": True, "phys_above_4g": True}, "imfill"),
+    (("NV12", 1920, 1080), {"height_stride": 1081}, "height stride = 1081"),
+    (("RGB888", 67, 2), {"w_stride": 80}, "at least 68 x 2"),
+    (("NV12", 64, 720), {}, "at least 68 x 2"),
+    (("RGB888", 480, 480), {"w": 1}, "at least 2 x 2"),
+    (("I420", 1280, 720), {"w_stride": 1282}, "YUV420P width stride that is a multiple of 4"),
+    (("I420", 1280, 720), {"y": 1, "h": 360}, "odd: y = 1"),
+    (("YV12", 640, 480), {"height_stride": 483}, "height stride = 483"),
 ])
 def test_rga_problems_name_the_rule_and_its_source(args, kwargs, words):
     problems = rga_problems(*args, **kwargs)
     assert len(problems) == 1 and words in problems[0]
     assert "Rockchip" in problems[0]
+
+
+def test_rga_problems_lists_every_rule_broken():
+    problems = rga_problems("NV12", 60, 41, w_stride=60, height_stride=43)
+    assert len(problems) == 3, problems
+    assert "68 x 2" in problems[0] and "multiple of 16" in problems[1]
+    assert "odd: height = 41, height stride = 43" in problems[2]
 
 
 def test_rga_problems_say_unknown_for_other_socs():
@@ -327,7 +345,7 @@ def test_rga_problems_say_unknown_for_other_socs():
 
 @pytest.mark.parametrize("args, kwargs", [
     (("BGRA", 480, 480), {}), (("NV12", 640, 480), {"x": 4, "w": 640}),
-    (("RGB888", 480, 480), {"w_stride": 400}),
+    (("RGB888", 480, 480), {"w_stride": 400}), (("NV12", 1920, 1080), {"height_stride": 1072}),
 ])
 def test_rga_problems_refuse_bad_input(args, kwargs):
     with pytest.raises(ValueError):

@@ -212,32 +212,41 @@ _FORMATS = {"RGB888": "rgb", "BGR888": "rgb", "NV12": "yuv420sp", "NV21": "yuv42
 
 
 def rga_problems(fmt: str, width: int, height: int, w_stride: Optional[int] = None,
-                 x: int = 0, y: int = 0, w: Optional[int] = None, h: Optional[int] = None,
-                 soc: str = "rk3588", phys_above_4g: bool = False,
-                 fill: bool = False) -> List[str]:
+                 height_stride: Optional[int] = None, x: int = 0, y: int = 0,
+                 w: Optional[int] = None, h: Optional[int] = None, soc: str = "rk3588",
+                 phys_above_4g: bool = False, fill: bool = False) -> List[str]:
     """The documented RGA rules this image (or its rectangle x, y, w, h) breaks.
 
     An empty list means RGA accepts it as far as the documented rules go. Each problem
     is one sentence that names its source. ``fmt`` is "RGB888", "NV12" (or "NV21",
     "YUV420SP") or a planar "I420" / "YV12" / "YUV420P". ``w_stride`` is the row length
-    in pixels (default: the width). ``phys_above_4g`` says the buffer's physical pages
-    lie above 4 GiB; ``fill`` says the operation fills a rectangle (imfill, as a
-    letterbox's padding does).
+    in pixels and ``height_stride`` the number of rows the buffer holds (defaults: the
+    width and the height; a decoder may pad 1080 rows to 1088). ``phys_above_4g`` says
+    the buffer's physical pages lie above 4 GiB; ``fill`` says the operation fills a
+    rectangle (imfill, as a letterbox's padding does).
 
-    The rules checked are RK3588's, from Rockchip's RGA documents: RGA3 wants the width
-    stride 16-aligned for RGB888 and for YUV420SP, plus an even x, y, width and height
-    for YUV420SP. RGA2 has a 32-bit MMU, and on RK3588 only RGA2 does imfill and YUV
-    planar formats. For another SoC this course has no checked rules: the answer then
-    says so instead of claiming RGA accepts the image.
+    The rules checked are RK3588's, from Rockchip's RGA developer guide. RK3588 has RGA3
+    and RGA2 cores, and the guide says that with several RGA versions on a chip the
+    strictest alignment rule applies (note 2 under its alignment table), so RGA3's rules
+    are the ones checked where both apply: a width stride that is a multiple of 16 for
+    RGB888 and for YUV420SP; for YUV420SP an even x, y, width, height and height stride
+    (the same on RGA3 and RGA2). RGA3's smallest input is 68 x 2 pixels (the guide's
+    design index table; RGA2's is 2 x 2), and an operation's rectangle is at least 2 x 2.
+    RGA2 has a 32-bit MMU, and on RK3588 only RGA2 does imfill and YUV planar formats
+    (its planar rule: width stride a multiple of 4, even x, y, width, height and height
+    stride). For another SoC this course has no checked rules: the answer then says so
+    instead of claiming RGA accepts the image.
     """
     kind = _FORMATS.get(str(fmt).upper())
     if kind is None:
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(_FORMATS)}")
     w_stride = width if not w_stride else int(w_stride)
+    height_stride = height if not height_stride else int(height_stride)
     w = width if w is None else w
     h = height if h is None else h
-    if min(width, height, w, h) <= 0 or w_stride < width:
-        raise ValueError(f"bad geometry: {width} x {height}, w_stride {w_stride}, rectangle {w} x {h}")
+    if min(width, height, w, h) <= 0 or w_stride < width or height_stride < height:
+        raise ValueError(f"bad geometry: {width} x {height}, w_stride {w_stride}, height stride "
+                         f"{height_stride}, rectangle {w} x {h}")
     if x < 0 or y < 0 or x + w > width or y + h > height:
         raise ValueError(f"the rectangle ({x}, {y}, {w} x {h}) is not inside the "
                          f"{width} x {height} image")
@@ -246,19 +255,32 @@ def rga_problems(fmt: str, width: int, height: int, w_stride: Optional[int] = No
                 f"RK3588's; {soc}'s RGA alignment rules are not among them, so this is not a "
                 f"yes."]
     problems: List[str] = []
+    needs_rga2 = kind == "yuv420p" or fill
+    if not needs_rga2 and (width < 68 or height < 2):
+        problems.append(f"RGA3 takes an image of at least 68 x 2 pixels; this one is {width} x "
+                        f"{height}, so only RGA2 (at least 2 x 2, memory below 4 GiB) can take "
+                        f"it ({_RGA_DG}, design index table).")
+    if w < 2 or h < 2:
+        problems.append(f"RGA needs a rectangle of at least 2 x 2 pixels; it is {w} x {h} "
+                        f"({_RGA_DG}, note 2 under the design index table).")
     if kind == "rgb" and w_stride % 16:
         problems.append(f"RGA3 needs an RGB888 width stride that is a multiple of 16 pixels; "
                         f"it is {w_stride} ({_RGA_DG}).")
-    if kind == "yuv420sp":
-        if w_stride % 16:
-            problems.append(f"RGA3 needs a YUV420SP width stride that is a multiple of 16; "
-                            f"it is {w_stride} ({_RGA_DG}).")
-        odd = [f"{name} = {value}" for name, value in (("x", x), ("y", y), ("width", w),
-                                                        ("height", h)) if value % 2]
+    if kind == "yuv420sp" and w_stride % 16:
+        problems.append(f"RGA3 needs a YUV420SP width stride that is a multiple of 16; "
+                        f"it is {w_stride} ({_RGA_DG}).")
+    if kind == "yuv420p" and w_stride % 4:
+        problems.append(f"RGA2 needs a YUV420P width stride that is a multiple of 4; it is "
+                        f"{w_stride} ({_RGA_DG}).")
+    if kind in ("yuv420sp", "yuv420p"):
+        odd = [f"{name} = {value}" for name, value in (
+            ("x", x), ("y", y), ("width", w), ("height", h), ("height stride", height_stride))
+            if value % 2]
         if odd:
-            problems.append(f"RGA3 needs an even x, y, width and height for YUV420SP; "
+            who = "RGA3 and RGA2 need" if kind == "yuv420sp" else "RGA2 needs"
+            layout = "YUV420SP" if kind == "yuv420sp" else "YUV420P"
+            problems.append(f"{who} an even x, y, width, height and height stride for {layout}; "
                             f"odd: {', '.join(odd)} ({_RGA_DG}).")
-    needs_rga2 = kind == "yuv420p" or fill
     if needs_rga2 and phys_above_4g:
         why = "imfill" if fill else "YUV planar formats"
         problems.append(f"On RK3588 only RGA2 does {why}, and RGA2's 32-bit MMU cannot reach "
