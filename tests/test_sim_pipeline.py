@@ -282,7 +282,10 @@ def test_the_cache_assumption_is_listed_with_a_board_check():
     assert len(stale) == 1
     text, check = by_id[stale[0]]
     assert "FROM_DEVICE" in text and "TO_DEVICE" in text and "NON_CACHEABLE" in text
-    assert "board" in check and "DISABLE_FLUSH_INPUT_MEM_CACHE" in check
+    # an invalidate, not a copy; where the sync belongs on a board; the worst case it plays
+    assert "copies nothing" in text and "invalidate" in text and "the safe place is after" in text
+    assert "worst case" in text and "stale lines only" in text
+    assert "board" in check and "DISABLE_FLUSH_INPUT_MEM_CACHE" in check and "fraction stale" in check
     assert by_id["A11"][0].startswith("Memory is coherent unless a context was made with a DISABLE_FLUSH flag")
     assert "refuses those two flags" not in by_id["A11"][0]
 
