@@ -28,11 +28,15 @@ Rules the machinery enforces:
 - A check never raises (``Lab.run``): a stub raising NotImplementedError or returning None
   gives "not done yet", an error in the student's code is reported with its line, the
   check's own failure is reported without a traceback.
-- The summary cannot be forged from the notebook: ``Lab.run`` keeps a frozen copy of each
-  result in a store only this module's closures reach (no module attribute holds it);
-  ``results()`` returns copies; a result built by hand or returned by a replaced check
-  never reaches the store; and :meth:`Lab.summary` says so when a sealed check function
-  has been reassigned in the lab module.
+- The summary resists accidental reassignment, not deliberate tampering in your own kernel:
+  ``Lab.run`` keeps a frozen copy of each result in a store only this module's closures reach
+  (no module attribute holds it or the function that writes it); it records a result only
+  when a check module of this package called it; ``results()`` returns copies; a result
+  built by hand or returned by a replaced check never reaches the store; and
+  :meth:`Lab.summary` warns, and does not count the exercise, when a sealed check function or
+  ``Lab.run`` itself has been replaced.  A determined student can still patch anything in
+  their own kernel: grading for a class re-runs the student's functions in a fresh kernel
+  (issue 20).
 - Helpers for measuring: :class:`_Spy` (a runtime that records every call the checks look
   at), :func:`_recorded_run` (a variant run by ``rknnlab.run`` in its own process through
   :func:`recording_runtime`, with the records returned), :func:`_reference_output`.
@@ -184,7 +188,8 @@ def _make_store() -> Tuple[Callable[[str, CheckResult], None], Callable[[str], D
     return record, read, seal, originals
 
 
-_record, _read, _seal, _originals = _make_store()
+_RECORD, _read, _seal, _originals = _make_store()
+_CHECKS_DIR = os.path.realpath(Path(__file__).parent) + os.sep   # the lab modules that may record
 
 
 class Lab:
@@ -195,10 +200,15 @@ class Lab:
         self.exercises = list(exercises)
         self._module: Dict[str, Any] = {}
 
-    def run(self, exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
-        """Run a check's body; never raises; records the result for :meth:`summary`."""
-        result = _run_check(exercise, body)
-        _record(self.title, result)
+    def run(self, exercise: str, body: Callable[[], CheckResult],
+            _store: Any = None, _check: Any = None) -> CheckResult:
+        """Run a check's body; never raises; records the result for :meth:`summary` when a
+        check module of this package called it (a notebook cell calling it records nothing).
+        (``_store`` and ``_check`` are bound once, below the definition of ``_run_check``:
+        replacing the module's names later changes nothing.)"""
+        result = _check(exercise, body)
+        if os.path.realpath(sys._getframe(1).f_code.co_filename).startswith(_CHECKS_DIR):
+            _store(self.title, result)
         return result
 
     def results(self) -> Dict[str, CheckResult]:
@@ -209,9 +219,13 @@ class Lab:
         """Every exercise of the lab, passed or not (or not run yet), from the results the
         check functions recorded themselves."""
         got = _read(self.title)
-        replaced = [name for name, (f, _) in _originals(self.title).items() if self._module.get(name) is not f]
+        originals = _originals(self.title)
+        replaced = [name for name, (f, _) in originals.items() if self._module.get(name) is not f]
         for name in replaced:   # its exercise does not count, whatever the original once recorded
-            got.pop(_originals(self.title)[name][1], None)
+            got.pop(originals[name][1], None)
+        if type(self).run is not _SEALED_LAB_RUN or "run" in vars(self):
+            replaced.append("_LAB.run")     # every record is then in doubt
+            got = {}
         return Summary(self.title, {ex: got.get(ex) for ex in self.exercises}, replaced)
 
     def seal(self, module_globals: Dict[str, Any], checks: Dict[str, str]) -> None:
@@ -286,6 +300,11 @@ def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
             hint="If the message names your code, fix that; otherwise please report this to the "
                  "course's authors with the message above.")
     return result
+
+
+Lab.run.__defaults__ = (_RECORD, _run_check)
+_SEALED_LAB_RUN = Lab.run
+del _RECORD                 # reachable only through Lab.run from here on
 
 
 # =========================================================================== helpers for measuring

@@ -5,12 +5,12 @@
                                   ``rgb_input_bytes(w, h, soc)``: a frame's bytes, with strides
 :func:`check_int8_threshold`      2. ``int8_threshold(value, zp, scale) -> q`` and ``text_mask(out,
                                   zp, scale, value)``: in the int8 domain
-:func:`check_synced_loop`         3. ``detect(rt, frames, letterbox) -> [boxes]``: boxes one
-                                  frame late, fixed
+:func:`check_synced_loop`         3. ``detect(rt, frames) -> [boxes]``: boxes that stop
+                                  changing, fixed
 :func:`check_allocation_once`     4. ``detect_once(rt, frames, letterbox) -> [boxes]``: no
                                   allocation per frame
-:func:`check_workers`             5. ★ ``choose_workers(table, target_fps, p95_budget_ms,
-                                  npu_cores) -> int | None``
+:func:`check_workers`             5. ★ ``choose_workers(table, target_fps, p95_budget_ms)
+                                  -> int | None``
 ================================  ==============================================================
 
 :func:`summary` lists the lab's checks and whether each passed.  The notebook imports
@@ -18,20 +18,25 @@
 
 Each check measures what it judges itself: it draws made-up frames, quantisation parameters
 and measurement tables no notebook prints, runs the student's loop on frames it chooses and
-compares every frame's boxes with its own run of the same frames, and watches what the
-buffer handed to the letterbox stage held before each call.  The truth lives in private
+compares every frame's boxes with its own run of the same frames, counts what the loop asks
+of the runtime, watches the buffer handed to the letterbox stage and the student's own heap
+in each frame.  While a check runs the student's functions, rknnlab.pipeline's nv12_size,
+rgb_size and int8_threshold raise (calling them teaches nothing).  The truth lives in private
 code; the messages give measured numbers and a hint, never the answer.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import contextlib
+import importlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+from tracemalloc import get_traced_memory as _traced, is_tracing as _is_tracing, reset_peak as _reset_peak
+from tracemalloc import start as _trace_start, stop as _trace_stop
 
 from ..rknn.errors import RknnError
 from . import _lab06_cases as _cases
-from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _not_done, _require_function, _student_error,
-                    _whole_number)
+from ._core import CheckResult, Lab, _Fail, _fresh_seed, _not_done, _require_function, _student_error
 
 __all__ = ["CheckResult", "check_frame_sizes", "check_int8_threshold", "check_synced_loop",
            "check_allocation_once", "check_workers", "summary", "results", "PIPE_MODEL", "compare_frames",
@@ -42,7 +47,7 @@ PIPE_MODEL = "ppocr_det"
 
 EX_SIZES = "Exercise 1 — size an NV12 frame and its RGB input"
 EX_THRESH = "Exercise 2 — threshold in the int8 domain"
-EX_SYNC = "Exercise 3 — find why the boxes come one frame late"
+EX_SYNC = "Exercise 3 — find why the boxes stop changing"
 EX_ALLOC = "Exercise 4 — make the per-frame allocation go away"
 EX_WORKERS = "Exercise 5 ★ — choose the number of workers"
 
@@ -63,10 +68,58 @@ def _todo(name: str) -> str:
 def _call(fn: Callable[..., Any], args: Tuple[Any, ...], what: str, name: str, hint: str) -> Any:
     try:
         return fn(*args)
+    except _LibraryCalled as exc:
+        raise _library_error(exc, what)
     except NotImplementedError as exc:
         raise _student_error(exc, what, _todo(name))
     except Exception as exc:
         raise _student_error(exc, what, hint)
+
+
+class _LibraryCalled(Exception):
+    """Raised by rknnlab.pipeline's answer functions while a check runs the student's code."""
+
+
+_LIBRARY_MODULES = {"nv12_size": "frames", "rgb_size": "frames", "int8_threshold": "postprocess"}
+
+
+@contextlib.contextmanager
+def _library_refused(*names: str) -> Iterator[None]:
+    """While the block runs, rknnlab.pipeline's ``names`` (and their modules' own names) raise
+    _LibraryCalled: a student function that wraps them fails with a clear message."""
+    package = importlib.import_module("rknnlab.pipeline")
+    saved = []
+    for name in names:
+        module = importlib.import_module(f"rknnlab.pipeline.{_LIBRARY_MODULES[name]}")
+
+        def refuse(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            raise _LibraryCalled(f"rknnlab.pipeline.{_name}")
+        saved.append((module, name, getattr(module, name), package.__dict__.get(name)))
+        setattr(module, name, refuse)
+        setattr(package, name, refuse)
+    try:
+        yield
+    finally:
+        for module, name, original, in_package in saved:
+            setattr(module, name, original)
+            if in_package is None:
+                package.__dict__.pop(name, None)
+            else:
+                setattr(package, name, in_package)
+
+
+def _refuse_library_function(fn: Any, what: str) -> None:
+    if getattr(fn, "__module__", "") and str(fn.__module__).startswith("rknnlab."):
+        raise _Fail(f"{what} is rknnlab's own function ({fn.__module__}.{getattr(fn, '__name__', '?')}).",
+                    _LIBRARY_HINT)
+
+
+_LIBRARY_HINT = ("Write the arithmetic yourself: the check switches rknnlab.pipeline's size and threshold "
+                 "functions off while it runs yours (calling them passes nothing you learn).")
+
+
+def _library_error(exc: _LibraryCalled, what: str) -> _Fail:
+    return _Fail(f"{what} called {exc}, which this check switches off.", _LIBRARY_HINT)
 
 
 def _shown(wrong: List[str], limit: int = 5) -> List[str]:
@@ -84,63 +137,87 @@ def check_frame_sizes(nv12_bytes: Callable[..., int], rgb_input_bytes: Callable[
     zero-copy input of that size on ``soc`` ("rk3588", "rk3566" or "rk3568").
 
     The check draws 36 made-up frames at every call: even sizes, widths that are and are not
-    multiples of 8 and 16, strides padded to 2 to 256 bytes or by a decoder's own amount,
-    height strides given or not (some not multiples of 16).  Every answer must be exact.  A
-    failure lists the frames whose size is wrong and whether the answer is too small or too
-    large, never the size."""
+    multiples of 8 and 16, strides rounded up to a multiple of 2 to 256 bytes or padded by a
+    fixed amount, height strides given or not (some not multiples of 16).  Every answer must
+    be an exact int (a size in bytes is never a float).  rknnlab.pipeline's nv12_size and
+    rgb_size raise while the check runs.  A failure lists the frames whose size is wrong and
+    whether the answer is too small or too large, never the size."""
     def body() -> CheckResult:
         for fn, name in ((nv12_bytes, "nv12_bytes"), (rgb_input_bytes, "rgb_input_bytes")):
             _require_function(fn, f"pass the functions themselves: check_frame_sizes(nv12_bytes, rgb_input_bytes) "
                               f"({name} is not a function)")
+        _refuse_library_function(nv12_bytes, "nv12_bytes")
+        _refuse_library_function(rgb_input_bytes, "rgb_input_bytes")
         rng = np.random.default_rng(_fresh_seed())
         frames = _cases.made_up_frames(rng)
-        wrong_nv12: List[str] = []
-        wrong_rgb: List[str] = []
-        for n, (w, h, s, hs, soc) in enumerate(frames):
-            kwargs = {k: v for k, v in (("stride", s), ("height_stride", hs)) if v is not None}
-            what = f"nv12_bytes({_args_text(w, h, s, hs)})"
-            try:
-                got = nv12_bytes(w, h, **kwargs)
-            except NotImplementedError as exc:
-                raise _student_error(exc, what, _todo("nv12_bytes"))
-            except Exception as exc:
-                raise _student_error(exc, what, "stride and height_stride may be missing: they then equal the "
-                                     "width and the height.")
-            if got is None and n == 0:
-                raise _not_done(f"{what} returned None.", "return the number of bytes, an int.")
-            value = _whole_number(got)
-            truth = _cases.nv12_bytes(w, h, s, hs)
-            if value != truth:
-                side = "not a whole number" if value is None else ("too small" if value < truth else "too large")
-                wrong_nv12.append(f"{what}: {got!r} is {side}")
-            what = f"rgb_input_bytes({w}, {h}, {soc!r})"
-            got = _call(rgb_input_bytes, (w, h, soc), what, "rgb_input_bytes",
-                        "soc is one of 'rk3588', 'rk3566', 'rk3568'.")
-            value = _whole_number(got)
-            truth = _cases.rgb_input_bytes(w, h, soc)
-            if value != truth:
-                side = "not a whole number" if value is None else ("too small" if value < truth else "too large")
-                wrong_rgb.append(f"{what}: {got!r} is {side}")
-        if wrong_nv12:
-            raise _Fail(f"nv12_bytes is wrong for {len(wrong_nv12)} of {len(frames)} made-up frames:",
-                        "NV12 keeps a full-size Y plane and one UV plane of half the rows (each row holds U and V "
-                        "in turn). A decoder's buffer has rows of stride bytes and height_stride rows: size both "
-                        "planes from the strides, not from the picture.", _shown(wrong_nv12))
-        if wrong_rgb:
-            raise _Fail(f"rgb_input_bytes is wrong for {len(wrong_rgb)} of {len(frames)} made-up inputs:",
-                        "An RGB888 pixel is 3 bytes. A zero-copy input's rows are padded: the width goes up to "
-                        "the SoC's alignment (w_stride), the height does not. The alignment depends on the SoC: "
-                        "see this lab's table of rules.", _shown(wrong_rgb))
-        return CheckResult(EX_SIZES, "passed", f"Both sizes right for {len(frames)} made-up frames: you sized the "
-                           "NV12 planes from the decoder's strides and padded the RGB rows to the SoC's alignment.",
-                           [f"{sum(s is not None for _, _, s, _, _ in frames)} frames with a stride, "
-                            f"{sum(hs is not None for _, _, _, hs, _ in frames)} with a height_stride, 3 SoCs"])
+        with _library_refused("nv12_size", "rgb_size"):
+            return _judge_sizes(nv12_bytes, rgb_input_bytes, frames)
 
     return _LAB.run(EX_SIZES, body)
 
 
+def _size_verdict(got: Any, truth: int) -> Optional[str]:
+    """None when ``got`` is the size; else what is wrong with it (never the size)."""
+    if isinstance(got, (float, np.floating)):
+        return "a float: a size in bytes is an int (use // rather than * 1.5 or /)"
+    if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+        return "not an int"
+    if int(got) == truth:
+        return None
+    return "too small" if got < truth else "too large"
+
+
+def _shown_size(got: Any) -> str:
+    return f"{got:,} B" if isinstance(got, (int, np.integer)) and not isinstance(got, bool) else repr(got)
+
+
+def _judge_sizes(nv12_bytes: Callable[..., Any], rgb_input_bytes: Callable[..., Any],
+                 frames: List[Tuple[int, int, Optional[int], Optional[int], str]]) -> CheckResult:
+    wrong_nv12: List[str] = []
+    wrong_rgb: List[str] = []
+    for n, (w, h, s, hs, soc) in enumerate(frames):
+        kwargs = {k: v for k, v in (("stride", s), ("height_stride", hs)) if v is not None}
+        what = f"nv12_bytes({_args_text(w, h, s, hs)})"
+        try:
+            got = nv12_bytes(w, h, **kwargs)
+        except _LibraryCalled as exc:
+            raise _library_error(exc, what)
+        except NotImplementedError as exc:
+            raise _student_error(exc, what, _todo("nv12_bytes"))
+        except Exception as exc:
+            raise _student_error(exc, what, "stride and height_stride may be missing: they then equal the "
+                                 "width and the height.")
+        if got is None and n == 0:
+            raise _not_done(f"{what} returned None.", "return the number of bytes, an int.")
+        side = _size_verdict(got, _cases.nv12_bytes(w, h, s, hs))
+        if side:
+            wrong_nv12.append(f"{what}: {_shown_size(got)} is {side}")
+        what = f"rgb_input_bytes({w}, {h}, {soc!r})"
+        got = _call(rgb_input_bytes, (w, h, soc), what, "rgb_input_bytes",
+                    "soc is one of 'rk3588', 'rk3566', 'rk3568'.")
+        side = _size_verdict(got, _cases.rgb_input_bytes(w, h, soc))
+        if side:
+            wrong_rgb.append(f"{what}: {_shown_size(got)} is {side}")
+    if wrong_nv12:
+        raise _Fail(f"nv12_bytes is wrong for {len(wrong_nv12)} of {len(frames)} made-up frames:",
+                    "NV12 keeps a full-size Y plane and one UV plane of half the rows (each row holds U and V "
+                    "in turn). A decoder's buffer has rows of stride bytes and height_stride rows: size both "
+                    "planes from the strides, not from the picture.", _shown(wrong_nv12))
+    if wrong_rgb:
+        raise _Fail(f"rgb_input_bytes is wrong for {len(wrong_rgb)} of {len(frames)} made-up inputs:",
+                    "An RGB888 pixel is 3 bytes. A zero-copy input's rows are padded: the width goes up to "
+                    "the SoC's alignment (w_stride), the height does not. The alignment depends on the SoC: "
+                    "see the alignment table of exercise 1.", _shown(wrong_rgb))
+    return CheckResult(EX_SIZES, "passed", f"Both sizes right for {len(frames)} made-up frames: you sized the "
+                       "NV12 planes from the decoder's strides and padded the RGB rows to the SoC's alignment.",
+                       [f"{sum(s is not None for _, _, s, _, _ in frames)} frames with a stride, "
+                        f"{sum(hs is not None for _, _, _, hs, _ in frames)} with a height_stride, 3 SoCs"])
+
+
 # =========================================================================== exercise 2: threshold
-_KIND_TEXT = {"between": "between two levels", "above": "above the largest value the output can hold",
+_KIND_TEXT = {"between": "between two int8 levels (two neighbouring values of q)",
+              "level": "exactly on an int8 level",
+              "above": "above the largest value the output can hold",
               "below": "below the smallest value the output can hold"}
 
 
@@ -151,19 +228,22 @@ MASK_BYTES_PER_PIXEL = 4
 
 def _traced_call(fn: Callable[..., Any], args: Tuple[Any, ...]) -> Tuple[Any, int]:
     """(fn(*args), the most bytes the call had allocated at once beyond what it started with),
-    by tracemalloc, which numpy reports its arrays to."""
-    import tracemalloc
-    started = not tracemalloc.is_tracing()
+    by tracemalloc (its functions bound at import), which numpy reports its arrays to.  A call
+    that stops tracemalloc fails."""
+    started = not _is_tracing()
     if started:
-        tracemalloc.start()
+        _trace_start()
     try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+        _reset_peak()
+        base = _traced()[0]
         got = fn(*args)
-        return got, tracemalloc.get_traced_memory()[1] - base
+        if not _is_tracing():
+            raise _Fail("tracemalloc was stopped during the call: the check cannot measure its memory.",
+                        "Leave tracemalloc alone; the check starts and stops it itself.")
+        return got, _traced()[1] - base
     finally:
-        if started:
-            tracemalloc.stop()
+        if started and _is_tracing():
+            _trace_stop()
 
 
 def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
@@ -175,6 +255,8 @@ def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
         truth = _cases.int8_threshold(value, zp, scale)
         try:
             got = int8_threshold(value, zp, scale)
+        except _LibraryCalled as exc:
+            raise _library_error(exc, what)
         except NotImplementedError as exc:
             raise _student_error(exc, what, _todo("int8_threshold"))
         except ValueError:
@@ -187,7 +269,7 @@ def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
                                  "int8 value reaches the threshold.")
         if got is None and n == 0:
             raise _not_done(f"{what} returned None.", "return an int from -128 to 127.")
-        q = _whole_number(got)
+        q = int(got) if isinstance(got, (int, np.integer)) and not isinstance(got, bool) else None
         if truth is None:
             wrong.append(f"{what}: returned {got!r}; the value is {_KIND_TEXT[kind]}")
             kinds_wrong.add(kind)
@@ -201,7 +283,8 @@ def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
             kinds_wrong.add(kind)
     if wrong:
         hint = "A pixel passes when (q - zp) * scale >= value. Find the smallest such q; rounding to the "\
-               "nearest level or down can pick a level below the value."
+               "nearest level or down can pick a level below the value, and a value exactly on a level is " \
+               "reached by that level."
         if kinds_wrong & {"above", "below"}:
             hint += " A q outside -128..127 does not fit an int8_t: clamp it at the bottom, and raise " \
                     "ValueError when even 127 is below the value (no pixel could ever pass)."
@@ -209,11 +292,41 @@ def _check_threshold_values(int8_threshold: Callable[[float, int, float], int],
 
 
 _MASK_HINT = ("Compare the raw int8 map with one int8 q, computed once by your int8_threshold; no float copy "
-              "of the map. When no int8 value reaches the threshold, no pixel passes.")
+              "of the map. When your int8_threshold raises ValueError, no pixel passes.")
 
 
-def _check_masks(text_mask: Callable[..., Any], cases: List[Tuple[float, int, float, str]],
-                 rng: np.random.Generator) -> int:
+@contextlib.contextmanager
+def _counted_calls(fn: Callable[..., Any], target: Callable[..., Any], calls: List[int]) -> Iterator[None]:
+    """While the block runs, the global name or closure cell through which ``fn`` reads
+    ``target`` (the student's own int8_threshold) counts its calls into ``calls``."""
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return target(*args, **kwargs)
+    scope = getattr(fn, "__globals__", None) or {}
+    names = [n for n in getattr(getattr(fn, "__code__", None), "co_names", ()) if scope.get(n) is target]
+    cells = [c for c in (getattr(fn, "__closure__", None) or ()) if _cell_holds(c, target)]
+    for n in names:
+        scope[n] = counted
+    for c in cells:
+        c.cell_contents = counted
+    try:
+        yield
+    finally:
+        for n in names:
+            scope[n] = target
+        for c in cells:
+            c.cell_contents = target
+
+
+def _cell_holds(cell: Any, target: Any) -> bool:
+    try:
+        return cell.cell_contents is target
+    except ValueError:          # an empty cell
+        return False
+
+
+def _check_masks(text_mask: Callable[..., Any], int8_threshold: Callable[..., Any],
+                 cases: List[Tuple[float, int, float, str]], rng: np.random.Generator) -> int:
     """The masks of made-up int8 maps: right pixel by pixel, and allocating less than
     MASK_BYTES_PER_PIXEL per pixel at once.  Returns the most bytes per pixel seen."""
     most = 0.0
@@ -222,8 +335,14 @@ def _check_masks(text_mask: Callable[..., Any], cases: List[Tuple[float, int, fl
         shape = (int(rng.integers(200, 481)), int(rng.integers(200, 481)))
         out = rng.integers(-128, 128, size=shape).astype(np.int8)
         what = f"text_mask(<int8 map {shape[0]}x{shape[1]}>, zp={zp}, scale={scale:.6g}, value={value:.6g})"
+        calls: List[int] = []
         try:
-            got, peak = _traced_call(text_mask, (out.copy(), zp, scale, value))
+            with _counted_calls(text_mask, int8_threshold, calls):
+                got, peak = _traced_call(text_mask, (out.copy(), zp, scale, value))
+        except _Fail:
+            raise
+        except _LibraryCalled as exc:
+            raise _library_error(exc, what)
         except NotImplementedError as exc:
             raise _student_error(exc, what, _todo("text_mask"))
         except Exception as exc:
@@ -237,14 +356,20 @@ def _check_masks(text_mask: Callable[..., Any], cases: List[Tuple[float, int, fl
         truth = levels[out.astype(np.int16) + 128]
         bad = int(np.count_nonzero(mask.astype(bool) != truth))
         if bad:
-            raise _Fail(f"{what}: {bad:,} of {out.size:,} pixels wrong ({_KIND_TEXT[kind]}).", _MASK_HINT)
+            raise _Fail(f"{what}: {bad:,} of {out.size:,} pixels wrong (case: the value is {_KIND_TEXT[kind]}).",
+                        _MASK_HINT)
         per_pixel = peak / out.size
         most = max(most, per_pixel)
         if per_pixel >= MASK_BYTES_PER_PIXEL:
-            raise _Fail(f"{what} allocated {per_pixel:.1f} bytes per pixel of the map at once: a float32 copy of "
-                        f"the map takes {MASK_BYTES_PER_PIXEL}. The mask is right, but the map was dequantised.",
+            raise _Fail(f"{what} allocated {per_pixel:.1f} bytes per pixel of the map at once (a float32 copy "
+                        f"would be {MASK_BYTES_PER_PIXEL}). The mask is right, but the call needs a copy of "
+                        "the map's size.",
                         _MASK_HINT, [f"limit: less than {MASK_BYTES_PER_PIXEL} bytes per pixel (the bool mask "
                                      "itself is 1)"])
+        if not calls:
+            raise _Fail(f"{what}: the mask is right, but text_mask never called your int8_threshold.",
+                        "Turn the threshold into q with your int8_threshold, once per call, then compare the "
+                        "raw bytes with q.")
     return len(picked)
 
 
@@ -255,26 +380,30 @@ def check_int8_threshold(int8_threshold: Callable[[float, int, float], int],
     when no int8 value reaches it.  ``text_mask(out, zp, scale, value)``: the bool mask of the
     pixels of the int8 map ``out`` that reach ``value``, computed in the int8 domain.
 
-    The check draws 20 made-up triples at every call: values between two dequantised
-    levels with the fraction below and above one half, zero points from -128 to 100, values
-    above the largest and below the smallest value the output can hold.  None of them falls
-    on a level exactly (float rounding would decide it).  Every q must be exact.  Then it
-    calls text_mask on seven made-up int8 maps (three with values out of range): every pixel
-    must be right, and the call must allocate less than MASK_BYTES_PER_PIXEL bytes per pixel
-    at once (tracemalloc; a float32 copy of the map takes 4).  A failure says what a wrong q
-    does to the map, never the q."""
+    The check draws 22 made-up triples at every call: values between two int8 levels with
+    the fraction below and above one half, two exactly on a level (a power-of-two scale, so
+    that floating point cannot blur it), zero points from -128 to 100, values above the
+    largest and below the smallest value the output can hold.  Every q must be an exact int.
+    Then it calls text_mask on seven made-up int8 maps (three with values out of range):
+    every pixel must be right, text_mask must call your int8_threshold, and the call must
+    allocate less than MASK_BYTES_PER_PIXEL bytes per pixel at once (tracemalloc; a float32
+    copy of the map takes 4).  rknnlab.pipeline.int8_threshold raises while the check runs.
+    A failure says what a wrong q does to the map, never the q."""
     def body() -> CheckResult:
         for fn, name in ((int8_threshold, "int8_threshold"), (text_mask, "text_mask")):
             _require_function(fn, f"pass the functions themselves: check_int8_threshold(int8_threshold, text_mask) "
                               f"({name} is not a function)")
+        _refuse_library_function(int8_threshold, "int8_threshold")
         rng = np.random.default_rng(_fresh_seed())
         cases = _cases.made_up_thresholds(rng)
-        _check_threshold_values(int8_threshold, cases)
-        n_maps = _check_masks(text_mask, cases, rng)
+        with _library_refused("int8_threshold"):
+            _check_threshold_values(int8_threshold, cases)
+            n_maps = _check_masks(text_mask, int8_threshold, cases, rng)
         return CheckResult(EX_THRESH, "passed", f"All {len(cases)} made-up thresholds right, and {n_maps} masks "
-                           "right pixel by pixel without a float copy of the map: `out >= q` keeps exactly the "
+                           "right pixel by pixel without a float copy of the map: out >= q keeps exactly the "
                            "pixels that reach the value.",
-                           [f"{sum(k == 'between' for *_, k in cases)} between two levels, "
+                           [f"{sum(k == 'between' for *_, k in cases)} between two int8 levels, "
+                            f"{sum(k == 'level' for *_, k in cases)} exactly on a level, "
                             f"{sum(k == 'above' for *_, k in cases)} above the largest value, "
                             f"{sum(k == 'below' for *_, k in cases)} below the smallest"])
 
@@ -283,48 +412,60 @@ def check_int8_threshold(int8_threshold: Callable[[float, int, float], int],
 
 # =========================================================================== exercise 5: workers
 _WORKERS_HINT = ("Look at the worker counts one at a time, fewest first. A count meets the goal when every "
-                 "run of it reaches the target rate and keeps its p95 latency within the budget. More workers "
-                 "than NPU cores only share a core.")
+                 "run of it reaches the target rate and keeps its p95 latency within the budget; a run exactly "
+                 "at the target or at the budget meets it.")
 
 
-def check_workers(choose_workers: Callable[[Any, float, float, int], Optional[int]]) -> CheckResult:
-    """Exercise 5 ★: ``choose_workers(table, target_fps, p95_budget_ms, npu_cores)``: the
-    fewest workers whose every measured run reaches ``target_fps`` with its p95 latency at most
-    ``p95_budget_ms``, never more workers than ``npu_cores``; None when no count meets both.
+def _goal(target: float, budget: float) -> str:
+    return f"goal: >= {target:g} frames/s and p95 <= {budget:g} ms"
+
+
+def check_workers(choose_workers: Callable[[Any, float, float], Optional[int]]) -> CheckResult:
+    """Exercise 5 ★: ``choose_workers(table, target_fps, p95_budget_ms)``: the fewest workers
+    whose every measured run reaches ``target_fps`` with its p95 latency at most
+    ``p95_budget_ms``; None when no count meets both.
 
     ``table`` has one row per run: workers, run, fps, mean_ms, p95_ms (repeated runs of each
     count, shuffled).  The check makes ten tables at every call, never the lab's numbers,
     each built so that one plausible wrong rule answers differently: ties (several counts
     meet the goal), the fastest count, latency over budget, a mean within the budget but a
-    p95 over it, only more workers than cores meeting it, a count that meets the rate in most
-    runs but not all, and no count at all.  Every answer must be exact."""
+    p95 over it, a count beyond the NPU's cores that alone meets it (double buffering), a
+    count that meets the rate in most runs but not all, a count whose worst run sits exactly
+    on the goal, and no count at all.  Every answer must be exact.  A failure shows the goal
+    and the worst run of the count you chose, never the right count."""
     def body() -> CheckResult:
         _require_function(choose_workers, "check_workers(choose_workers)")
         rng = np.random.default_rng(_fresh_seed())
         tables = _cases.made_up_tables(rng)
         wrong: List[str] = []
         for n, (kind, table, target, budget, cores) in enumerate(tables):
-            what = f"table {n + 1} ({target} fps, p95 <= {budget} ms, {cores} NPU cores)"
-            truth = _cases.choose_workers(table, target, budget, cores)
-            got = _call(choose_workers, (table.copy(), target, budget, cores), f"choose_workers(<{what}>)",
+            what = f"table {n + 1} ({_goal(target, budget)})"
+            truth = _cases.choose_workers(table, target, budget)
+            got = _call(choose_workers, (table.copy(), target, budget), f"choose_workers(<{what}>)",
                         "choose_workers", _WORKERS_HINT)
-            value = None if got is None else _whole_number(got)
+            value = int(got) if isinstance(got, (int, np.integer)) and not isinstance(got, bool) else None
+            worst = _cases.worst_runs(table)
             if got is not None and value is None:
                 wrong.append(f"{what}: returned {got!r}, not a number of workers or None")
-            elif value != truth:
-                if truth is None:
-                    wrong.append(f"{what}: you chose {value}; check that it meets both goals in every run")
-                elif value is None:
-                    wrong.append(f"{what}: you returned None; some count meets both goals")
-                else:
-                    wrong.append(f"{what}: you chose {value} ({'too many' if value > truth else 'too few'})")
+            elif value == truth:
+                continue
+            elif value is None:
+                wrong.append(f"{what}: you returned None; some count meets both goals in every run")
+            elif value not in worst:
+                wrong.append(f"{what}: you chose {value}, a count the table never measured")
+            else:
+                fps, p95 = worst[value]
+                meets = fps >= target and p95 <= budget
+                wrong.append(f"{what}: you chose {value}; with {value} workers the worst run gives {fps:g} "
+                             f"frames/s and p95 {p95:g} ms" + ("; a smaller count also meets the goal" if meets
+                                                                else ""))
         if wrong:
             raise _Fail(f"{len(wrong)} of {len(tables)} made-up tables get a wrong choice:", _WORKERS_HINT +
                         " Return None when no count meets both goals.", _shown(wrong))
-        nones = sum(_cases.choose_workers(t, f, b, c) is None for _, t, f, b, c in tables)
+        nones = sum(_cases.choose_workers(t, f, b) is None for _, t, f, b, _ in tables)
         return CheckResult(EX_WORKERS, "passed", f"All {len(tables)} made-up tables right: the fewest workers that "
-                           "meet the rate and the p95 budget in every run, one per NPU core at most, and None when "
-                           "none does.", [f"{len(tables)} tables, {nones} with no count that meets both goals"])
+                           "meet the rate and the p95 budget in every run (at the goal exactly counts), and None "
+                           "when none does.", [f"{len(tables)} tables, {nones} with no count that meets both goals"])
 
     return _LAB.run(EX_WORKERS, body)
 
@@ -333,21 +474,16 @@ def check_workers(choose_workers: Callable[[Any, float, float, int], Optional[in
 #: frames per check run (the simulator runs the 480 x 480 model in a few hundred ms)
 LOOP_FRAMES = 4
 
+#: exercise 4: the most bytes the student's own code may allocate inside one frame (Python and
+#: numpy, by tracemalloc; the runtime's and rknnlab's stages set aside): well below the 230,400 B
+#: of one output map, far below the 691,200 B of one letterboxed input
+FRAME_HEAP_LIMIT = 96 * 1024
+
 
 def _model_file_here(rt: Any) -> str:
     from ._core import _model_file
     soc = getattr(rt, "soc", None) or "rk3588"
     return _model_file(PIPE_MODEL, {"rk3566": "rk3568"}.get(soc, soc))
-
-
-def _require_pipe_model(rt: Any) -> None:
-    """A failure that says where to run the exercise when the runtime is not an RK3588's (the
-    only SoC the model's .rknn file is built for)."""
-    soc = getattr(rt, "soc", None) or "rk3588"
-    if soc != "rk3588":
-        raise _Fail(f"{PIPE_MODEL}.rknn is built for RK3588 only, not for the {soc}.",
-                    "run this exercise on the simulator: RKNNLAB_BACKEND=sim, without RKNNLAB_SIM_SOC (it then "
-                    "plays an RK3588).")
 
 
 def _loop_result(fn: Callable[..., Any], args: Tuple[Any, ...], what: str, name: str, hint: str,
@@ -359,6 +495,8 @@ def _loop_result(fn: Callable[..., Any], args: Tuple[Any, ...], what: str, name:
     except RknnError as exc:
         raise _Fail(f"{what}: the runtime refused: {exc.function} returned {exc.code} ({exc.name}): {exc.detail}",
                     hint)
+    except _Fail:
+        raise
     except Exception as exc:
         raise _student_error(exc, what, hint)
     if got is None:
@@ -381,24 +519,57 @@ def _count_boxes(key: Any) -> str:
     return f"{len(key)} box{'es' if len(key) != 1 else ''}"
 
 
+def _reference(rt: Any, frames: Sequence[Any]) -> List[Any]:
+    """The check's own boxes of ``frames``; refuses a reference with no box at all (the
+    frames are drawn from shots the detector finds text in)."""
+    ref = _cases.reference_boxes(rt, _model_file_here(rt), frames)
+    if not any(ref):
+        raise _Fail("the check's own run found no box in any frame, so it cannot judge your loop.",
+                    "Restart the kernel and run the notebook from the top (was rknnlab's find_boxes or "
+                    "letterbox replaced?).")
+    return ref
+
+
+@contextlib.contextmanager
+def _find_boxes_set_aside(heap: "_cases.StudentHeap") -> Iterator[None]:
+    """While the block runs, rknnlab.pipeline.find_boxes is the original (bound at import), with
+    its own allocations set aside from the student's heap."""
+    package = importlib.import_module("rknnlab.pipeline")
+    module = importlib.import_module("rknnlab.pipeline.postprocess")
+    saved = (module.find_boxes, package.__dict__.get("find_boxes"))
+    real = _cases._find_boxes
+
+    def find_boxes(*args: Any, **kwargs: Any) -> Any:
+        heap.enter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            heap.leave()
+    module.find_boxes = find_boxes
+    package.find_boxes = find_boxes
+    try:
+        yield
+    finally:
+        module.find_boxes = saved[0]
+        if saved[1] is None:
+            package.__dict__.pop("find_boxes", None)
+        else:
+            package.find_boxes = saved[1]
+
+
 def compare_frames(detect: Callable[..., Any], n_frames: int = LOOP_FRAMES, seed: int = 0) -> str:
     """Run ``detect(rt, frames)`` (or ``detect(rt, frames, letterbox)``) on ``n_frames`` camera
     frames of a seeded choice: one line per frame with the boxes it found, and whether they are
     the boxes a plain run of the same frame finds (the check's reference).  With a letterbox
-    argument, each line also says whether the letterbox got a buffer it had written before.
+    argument, each line also says whether the letterbox got a buffer an earlier frame used.
     An error in ``detect`` becomes one line: this never raises."""
     import inspect
     from .. import open_runtime
-    from ..pipeline import letterbox
     rt = open_runtime()
     counting = _cases.Counting(rt)
-    watched = _cases.WatchedLetterbox(letterbox)
+    watched = _cases.WatchedLetterbox()
     with_letterbox = callable(detect) and len(inspect.signature(detect).parameters) >= 3
     try:
-        try:
-            _require_pipe_model(rt)
-        except _Fail as f:
-            return f"{f.message} Hint: {f.hint}"
         frames = _cases.pick_frames(np.random.default_rng(seed), n_frames)
         args = (counting, frames, watched) if with_letterbox else (counting, frames)
         try:
@@ -418,29 +589,30 @@ def compare_frames(detect: Callable[..., Any], n_frames: int = LOOP_FRAMES, seed
         rt.close()
     lines = []
     for k, (g, r) in enumerate(zip(got, ref)):
-        verdict = "the same boxes" if g == r else ("the boxes of the frame before" if k and g == ref[k - 1]
+        verdict = "the same boxes" if g == r else ("the boxes of frame 1" if k and g == got[0] == ref[0]
                                                    else "other boxes")
         line = f"frame {k + 1}: yours {_count_boxes(g or ()):>9}, reference {_count_boxes(r):>9}: {verdict}"
         if with_letterbox and k and k < len(calls):
-            line += "; letterbox buffer " + ("reused" if calls[k][1] else "allocated since the frame before")
+            line += "; letterbox buffer " + ("reused" if calls[k][1] else "new")
         lines.append(line)
     return "\n".join(lines)
 
 
 def measure_workers(counts: Sequence[int] = (1, 2, 3), repeats: int = 3, n_frames: int = 24) -> Any:
-    """Measure the pipeline with each number of workers (one per NPU core), ``repeats`` runs
-    each: a table with one row per run (workers, run, fps, mean_ms, p95_ms), the runs in the
-    order they were made.  Timing runs replay the model's outputs (rknnlab.sim.values_replayed
-    on the simulator), so they time the modeled NPU and this host's CPU stages."""
+    """Measure the pipeline with each number of workers, ``repeats`` runs each: a table with
+    one row per run (workers, run, fps, mean_ms, p95_ms), the runs in the order they were
+    made.  On the simulator the runs replay one real output (rknnlab.pipeline.run with
+    values=False: rknnlab.sim.values_replayed), so they time the modeled NPU and this host's
+    CPU stages; the boxes are not the frames'."""
     import pandas as pd
-    from ..pipeline.loop import distinct_frames, run
+    from ..pipeline import distinct_frames, run
     frames = distinct_frames(4)
-    run(frames, workers=max(counts), n_frames=n_frames, values=True)    # a warm-up, not kept
+    run(frames, workers=max(counts), n_frames=n_frames, values=False)    # a warm-up, not kept
     rows = []
     source = ""
     for r in range(repeats):
         for w in counts:
-            res = run(frames, workers=w, n_frames=n_frames, values=True)
+            res = run(frames, workers=w, n_frames=n_frames, values=False)
             lat = res.latencies_ms
             rows.append({"workers": w, "run": r + 1, "fps": round(float(res.fps), 1),
                          "mean_ms": round(float(np.mean(lat)), 1), "p95_ms": round(float(res.latency["p95_ms"]), 1)})
@@ -450,23 +622,31 @@ def measure_workers(counts: Sequence[int] = (1, 2, 3), repeats: int = 3, n_frame
     return table
 
 
-def try_choice(choose_workers: Callable[..., Any], table: Any, target_fps: float, p95_budget_ms: float,
-               npu_cores: int = 3) -> str:
+def try_choice(choose_workers: Callable[..., Any], table: Any, target_fps: float, p95_budget_ms: float) -> str:
     """One line: what ``choose_workers`` answers for the lab's own table (never raises)."""
     if table is None:
-        return "no measured table on this board: run exercise 5 on the simulator"
+        return "no measured table"
     try:
-        got = choose_workers(table.copy(), target_fps, p95_budget_ms, npu_cores)
+        got = choose_workers(table.copy(), target_fps, p95_budget_ms)
     except NotImplementedError:
         return "not done yet: choose_workers still raises NotImplementedError"
     except Exception as exc:
         return f"choose_workers raised {type(exc).__name__}: {exc}"
-    goal = f"{target_fps:g} fps with p95 <= {p95_budget_ms:g} ms on {npu_cores} NPU cores"
-    return f"{goal}: {'no count meets both' if got is None else f'{got} worker(s)'}"
+    return f"{_goal(target_fps, p95_budget_ms)}: {'no count meets both' if got is None else f'{got} worker(s)'}"
 
 
-_SYNC_HINT = ("The NPU writes the output mem during rknn_run. On a context made with this flag, which frame's "
-              "map does the CPU see in a cacheable mem, and from which call on?")
+_SYNC_HINT = ("The NPU writes the output mem during rknn_run. On a context made with this flag, when does the "
+              "CPU's view of a cacheable mem take the NPU's new bytes?")
+
+_SYNC_BEFORE_NOTE = ("Your loop syncs the output before rknn_run. Here that shows the fresh map (the sync drops "
+                     "the CPU's cached lines and the NPU writes afterwards), but on a board the CPU may read "
+                     "lines in again between the sync and the run (speculative reads): the safe place is after "
+                     "the run, before the read.")
+_NON_CACHEABLE_NOTE = ("Your output mem is non-cacheable: right, but every CPU read of the map is then uncached "
+                       "(much slower, chapter 3), and a board's driver refuses rknn_mem_sync on a non-cacheable "
+                       "buffer: drop the sync for that mem.")
+_NO_FLAG_NOTE = ("Your context is made without RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE: right, the runtime then "
+                 "does the output's cache maintenance itself after each run.")
 
 
 def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> CheckResult:
@@ -475,94 +655,132 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
 
     The check draws LOOP_FRAMES camera frames at every call, from shots of different
     sources in turn (so consecutive frames have different boxes), runs your function on them
-    with a runtime that passes every call through, and runs the same frames itself on a plain
-    context (flag 0, rknn_inputs_set, rknn_outputs_get: nothing cached) through the same
-    letterbox and find_boxes.  Every frame's boxes must equal the reference's.  A failure
-    says how many frames differ and how many carry the boxes of the frame before."""
+    with a runtime that counts its calls, and runs the same frames itself on a plain context
+    (flag 0, rknn_inputs_set, rknn_outputs_get: nothing cached) through letterbox and
+    find_boxes bound at import.  Your loop must run the model once per frame, read the output
+    from its bound mem (no rknn_outputs_get), and every frame's boxes must equal the
+    reference's.  A failure says how many frames differ and how."""
     def body() -> CheckResult:
         _require_function(detect, "check_synced_loop(detect)")
         from .. import open_runtime
         rt = open_runtime()
         counting = _cases.Counting(rt)
         try:
-            _require_pipe_model(rt)
             frames = _cases.pick_frames(np.random.default_rng(_fresh_seed()), LOOP_FRAMES)
+            ref = _reference(rt, frames)
             got = _loop_result(detect, (counting, frames), f"detect(rt, <{LOOP_FRAMES} frames>)", "detect",
                                _SYNC_HINT, LOOP_FRAMES)
-            counting.cleanup()
-            ref = _cases.reference_boxes(rt, _model_file_here(rt), frames)
         finally:
             counting.cleanup()
             rt.close()
+        if counting.gets:
+            raise _Fail(f"your loop reads the output with rknn_outputs_get ({counting.gets} calls): that is the "
+                        "general API, not the zero-copy loop to fix.", "Keep bind_io's bound mems and read the "
+                        "map where the NPU writes it. " + _SYNC_HINT)
+        if counting.runs != LOOP_FRAMES:
+            raise _Fail(f"your loop ran the model {counting.runs} times for {LOOP_FRAMES} frames: one run per "
+                        "frame.", "Run each frame once and read that run's output. " + _SYNC_HINT)
         wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
-        late = [k for k in wrong if k and got[k] == ref[k - 1]]
         details = [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
                    for k in wrong]
+        if wrong and len(set(got)) == 1 and len(set(ref)) > 1:
+            first = "the first frame's boxes" if got[0] == ref[0] else "one set of boxes"
+            raise _Fail(f"the boxes stop changing: all {LOOP_FRAMES} frames show {first}, while the reference run "
+                        f"of the same frames finds {len(set(ref))} different sets: the CPU never sees a new map.",
+                        _SYNC_HINT, details)
+        late = [k for k in wrong if k and got[k] == ref[k - 1]]
         if late:
             raise _Fail(f"{len(late)} of {LOOP_FRAMES} frames show the boxes of the frame before: your loop reads "
                         "each output one frame late.", _SYNC_HINT, details)
-        if len(set(got)) == 1 and len(set(ref)) > 1:
-            raise _Fail(f"all {LOOP_FRAMES} frames show the same boxes, while the reference run of the same frames "
-                        f"finds {len(set(ref))} different sets: the CPU never sees a new map.", _SYNC_HINT, details)
         if wrong:
-            raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames have other boxes than the reference run of the same "
-                        "frames.", "Keep the lab's letterbox, model and find_boxes with its default thresholds; "
-                        "change only what the CPU reads, and when. " + _SYNC_HINT, details)
+            raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames are wrong: their boxes differ from the reference "
+                        "run of the same frames.", "Keep the lab's letterbox, model and find_boxes with its "
+                        "default thresholds; change only what the CPU reads, and when. " + _SYNC_HINT, details)
+        notes = []
+        if counting.synced_before_run_only:
+            notes.append(_SYNC_BEFORE_NOTE)
+        if counting.non_cacheable:
+            notes.append(_NON_CACHEABLE_NOTE)
+        from ..rknn import abi
+        if counting.init_flags and not any(f & abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE
+                                           for f in counting.init_flags):
+            notes.append(_NO_FLAG_NOTE)
         return CheckResult(EX_SYNC, "passed", f"Every frame's boxes are its own, for {LOOP_FRAMES} frames the check "
-                           "drew: the CPU reads what the NPU wrote for that frame.",
+                           "drew, with one run per frame: the CPU reads what the NPU wrote for that frame.",
                            [f"frames {', '.join(str(f.index) for f in frames)} of the camera; "
-                            f"{sum(len(r) for r in ref)} boxes in all"])
+                            f"{sum(len(r) for r in ref)} boxes in all"] + [f"Note: {n}" for n in notes])
 
     return _LAB.run(EX_SYNC, body)
 
 
-_ALLOC_HINT = ("Allocate the buffer the letterbox writes into once, before the loop, sized for the model's "
-               "input, and hand that same buffer to every frame. " + REUSE_RULE)
+_ALLOC_HINT = ("Make the buffer the letterbox writes into once, before the loop, sized for the model's input, "
+               "and hand it to every frame; make the output buffer, the inputs and every context or mem before "
+               "the loop too. " + REUSE_RULE)
 
 
 def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..., Any]], Sequence[Any]]) -> CheckResult:
     """Exercise 4: ``detect_once(rt, frames, letterbox) -> [boxes of each frame]``: the
     per-frame loop of the lab with its allocation moved out of the loop.
 
-    The check draws LOOP_FRAMES camera frames at every call and hands your function a
-    runtime that counts the mems made after the first rknn_run (DMA churn), and a letterbox
-    stage that records, before every call, whether the buffer it is handed still holds what
-    an earlier call wrote (the buffer was reused) or not (it was allocated since).  Every
-    buffer an earlier call wrote stays referenced until the check ends, so a new buffer cannot
-    take its bytes.  From the second frame on, every letterbox call must get a reused buffer
-    and no mem may be made; every frame's boxes must equal the reference run's (exercise 3)."""
+    The check draws LOOP_FRAMES camera frames at every call and measures the whole frame:
+    the contexts and mems made after the first rknn_run, the rknn_outputs_get calls with
+    is_prealloc = 0 (the runtime allocates their buffers), the bytes your own Python code
+    allocates inside each frame after the first (tracemalloc; the runtime's, the letterbox's
+    and find_boxes' own allocations set aside; limit FRAME_HEAP_LIMIT), and the buffer each
+    letterbox call is handed (by data pointer; every buffer stays referenced until the check
+    ends, so a new one cannot take an old one's address): from the third frame on it must be
+    one an earlier frame used (a pool of two made before the loop passes).  Every frame's
+    boxes must equal the reference run's (exercise 3)."""
     def body() -> CheckResult:
         _require_function(detect_once, "check_allocation_once(detect_once)")
         from .. import open_runtime
-        from ..pipeline import letterbox
         rt = open_runtime()
-        counting = _cases.Counting(rt)
-        watched = _cases.WatchedLetterbox(letterbox)
+        heap = _cases.StudentHeap()
+        counting = _cases.Counting(rt, heap)
+        watched = _cases.WatchedLetterbox(heap=heap)
         try:
-            _require_pipe_model(rt)
             frames = _cases.pick_frames(np.random.default_rng(_fresh_seed()), LOOP_FRAMES)
-            got = _loop_result(detect_once, (counting, frames, watched), f"detect_once(rt, <{LOOP_FRAMES} frames>, "
-                               "letterbox)", "detect_once", _ALLOC_HINT, LOOP_FRAMES)
-            counting.cleanup()
+            ref = _reference(rt, frames)
+            heap.start()
+            try:
+                with _find_boxes_set_aside(heap):
+                    got = _loop_result(detect_once, (counting, frames, watched), f"detect_once(rt, <{LOOP_FRAMES} "
+                                       "frames>, letterbox)", "detect_once", _ALLOC_HINT, LOOP_FRAMES)
+            finally:
+                heap.stop()
             calls = list(watched.calls)
-            watched.release()
-            ref = _cases.reference_boxes(rt, _model_file_here(rt), frames)
         finally:
             watched.release()
             counting.cleanup()
             rt.close()
+        if heap.tracing_lost:
+            raise _Fail("tracemalloc was stopped during your loop: the check cannot measure its memory.",
+                        "Leave tracemalloc alone; the check starts and stops it itself.")
         if len(calls) < LOOP_FRAMES:
             raise _Fail(f"the letterbox stage you were given ran {len(calls)} times for {LOOP_FRAMES} frames.",
                         "call the letterbox argument of detect_once once per frame (not pipeline.letterbox "
                         "itself): the check watches the buffer you hand it.")
+        if counting.contexts_after_first_run:
+            raise _Fail(f"your loop made {counting.contexts_after_first_run} contexts after its first rknn_run: "
+                        "a model load, its weights and its internal memory per frame.",
+                        "Make the context once, before the loop. " + REUSE_RULE)
         if counting.mems_after_first_run:
             raise _Fail(f"your loop made {counting.mems_after_first_run} mems after its first rknn_run: a DMA "
                         f"allocation per frame ({LOOP_FRAMES} frames).", "Create every mem once, before the loop, "
                         "and bind it once. " + REUSE_RULE)
-        fresh = sum(not held for _, held in calls[1:])
+        if counting.runtime_allocated_gets:
+            raise _Fail(f"{counting.runtime_allocated_gets} of {counting.gets} rknn_outputs_get calls used "
+                        "is_prealloc = 0: the runtime allocates the output's buffer in every frame.",
+                        "Give rknn_outputs_get your own buffer, made once (is_prealloc = 1). " + REUSE_RULE)
+        rises = heap.rises()
+        if max(rises, default=0) > FRAME_HEAP_LIMIT:
+            raise _Fail(f"your code allocated up to {max(rises):,} B inside a frame, in {len(rises)} frames after "
+                        f"the first (limit: {FRAME_HEAP_LIMIT:,} B; tracemalloc, the runtime's and rknnlab's "
+                        "stages set aside).", _ALLOC_HINT, [f"frame {k + 2}: {r:,} B" for k, r in enumerate(rises)])
+        fresh = sum(not used for _, used in calls[2:])
         if fresh:
-            raise _Fail(f"{fresh} of {len(calls) - 1} letterbox calls after the first got a buffer allocated since "
-                        "the call before (it did not hold what an earlier call wrote).", _ALLOC_HINT,
+            raise _Fail(f"{fresh} of {len(calls) - 2} letterbox calls from the third frame on got a buffer no "
+                        "earlier frame had used (a new buffer).", _ALLOC_HINT,
                         [f"letterbox buffers: {', '.join(f'{n:,} B' for n, _ in calls)}"])
         wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
         if wrong:
@@ -571,10 +789,12 @@ def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..
                         "frame before its run, and read its output after the run.",
                         [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
                          for k in wrong])
-        return CheckResult(EX_ALLOC, "passed", f"No allocation per frame: from the second of {LOOP_FRAMES} frames on, "
-                           "the letterbox wrote into a buffer it had written before, no mem was made after the first "
-                           "run, and every frame's boxes are right.",
-                           [f"letterbox buffer: {calls[0][0]:,} B, reused {len(calls) - 1} times"])
+        buffers = sum(not used for _, used in calls)
+        return CheckResult(EX_ALLOC, "passed", f"No allocation per frame, for {LOOP_FRAMES} frames: no context, "
+                           "mem or runtime-allocated output after the first run, your own code's heap flat inside "
+                           "each frame, the letterbox buffer reused, and every frame's boxes right.",
+                           [f"letterbox: {buffers} buffer(s) of {calls[0][0]:,} B for {len(calls)} calls; "
+                            f"your heap inside a frame: at most {max(rises, default=0):,} B"])
 
     return _LAB.run(EX_ALLOC, body)
 
