@@ -380,10 +380,15 @@ def test_ex2_says_which_expected_bytes_are_inferred() -> None:
     assert "inferred from the NC1HWC2 layout" in ex2 and "No shipped report confirms them" in ex2
     for doc in (cases.made_up_layers.__doc__, checks.check_read_bytes.__doc__):
         assert "inferred" in _flat(doc) and "24 channels at C2 = 16" in _flat(doc)
-    # the reports indeed show padding in no other case: only Conv inputs of 24 channels at C2 = 16
-    padded = {(c["c2"], c["layer"]["op"][:4], c["layer"]["input_shapes"][0][1]) for c in cases.judged_layers()
-              if cases.rw_rule(c["layer"], c["c2"]) != cases.rw_rule(c["layer"], 1)}
-    assert padded == {(16, "Conv", 24)}, padded
+    # what the reports confirm: Conv inputs of 24 channels at C2 = 16 in the classifiers, and (only
+    # in ppocr_det's reports) Add, Mul and Conv inputs at C2 = 16 and C2 = 8; never a Concat
+    padded = {(c["model"], c["c2"], c["layer"]["op"][:4], c["layer"]["input_shapes"][0][1])
+              for c in cases.judged_layers() if cases.rw_rule(c["layer"], c["c2"]) != cases.rw_rule(c["layer"], 1)}
+    ops = {(c2, op) for _, c2, op, _ in padded}
+    assert {(16, "Conv"), (16, "Add"), (16, "Mul"), (8, "Add"), (8, "Conv"), (8, "Mul")} <= ops, ops
+    assert not any(op == "Conc" for _, _, op, _ in padded), padded
+    assert {m for m, c2, op, ch in padded if (c2, op, ch) != (16, "Conv", 24)} == {"ppocr_det"}, padded
+    assert "ppocr_det" in ex2 and "Add, Mul and Conv" in ex2
 
 
 def test_ex2_an_error_gets_a_generic_hint() -> None:

@@ -320,10 +320,11 @@ def made_up_layers(rng: np.random.Generator, c2_by_soc: Dict[str, int], n: int =
     SoC whose C2 is 8 and half on SoCs whose C2 is 16, as judged_layers' cases (model "made-up").
     Their truth is the rule (made_up_truth), which judged_layers checks on every shipped layer;
     part of it is inferred, not confirmed.  The shipped reports confirm the weights, inputs
-    whose channels are a multiple of C2, and padding only for Conv inputs of 24 channels at
-    C2 = 16 (about ten ConvClips).  No shipped Add or Concat has an input whose channels are not
-    a multiple of C2, nor does any C2 = 8 layer past the model's input: in every other padded
-    case, the padded bytes are inferred from the NC1HWC2 layout.  Those cases are what tells
+    whose channels are a multiple of C2, padding for Conv inputs of 24 channels at C2 = 16
+    (about ten ConvClips) and, in ppocr_det's reports, padding for Add, Mul and Conv inputs
+    whose channels are not a multiple of C2, at C2 = 16 and at C2 = 8.  No shipped Concat has
+    an input whose channels are not a multiple of C2: its padded bytes are inferred from the
+    NC1HWC2 layout.  Those cases are what tells
     C2 = 8, C2 = 16 and no padding apart, so they stay (a table read from the reports must not
     pass).  Drawn until at least ``telling`` of them tell each wrong reading (the other C2, no padding,
     padded weights) from the rule by more than the tolerance."""

@@ -208,9 +208,10 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
       per output channel a Conv's column holds in the reports, counted from the output
       shape), so a table read from the reports cannot answer them, and C2 = 8, C2 = 16, no
       padding and padded weights each give a different answer on several of them.  Part of
-      that truth is inferred, not confirmed: the reports show padding only for Conv inputs of
-      24 channels at C2 = 16.  The padded bytes of a made-up Add or Concat, and any padding at
-      C2 = 8, follow from the NC1HWC2 layout; no shipped report confirms them.
+      that truth is inferred, not confirmed: the reports show padding for Conv inputs of
+      24 channels at C2 = 16 and, in ppocr_det's, for Add, Mul and Conv inputs at C2 = 16 and
+      C2 = 8.  The padded bytes of a made-up Concat follow from the NC1HWC2 layout; no shipped
+      report confirms them.
 
     An answer is right within 8% of the figure plus 2 KiB (the compiler rounds to whole KB and
     adds the 8 B per output channel).  A failure shows a few layers with your number and the
