@@ -1410,6 +1410,69 @@ def test_video_pipeline_maps_boxes_back_to_the_frames_it_reads(video_pipeline: P
     assert _summary(run.stdout)["boxes"] == 2 * sum(len(r) for r in NV12_RECTS)
 
 
+def _shapes_boxes(exe: Path, detector: Path, tmp_path: Path):
+    """One 480x480 frame (scale 1, no padding) through the program and through the course's Python:
+    two bars touching at one corner, a staircase of 3x3 blocks that touch diagonally (each one
+    8-connected component), a grey bar of mean probability 0.55 (kept at 0.5, dropped at PP-OCR
+    demo's 0.6), a lighter bar of 0.39 (dropped), a 2x2 dot (too small).  The Python reads the map
+    the double computes (q = 127 - luma, -128 below luma 16) from the course's own letterbox of the
+    same frame.  Returns (the program's boxes, the Python's boxes rounded outwards), sorted."""
+    import numpy as np
+    from rknnlab.pipeline import Nv12Frame, find_boxes, letterbox
+    size = 480
+    y = np.full((size, size), 200, np.uint8)                     # paper: p = 0.16, no text
+    y[60:90, 60:160] = 30                                        # bar, then a bar from its corner
+    y[90:120, 160:260] = 30
+    for k in range(10):
+        y[200 + 3 * k:203 + 3 * k, 300 + 3 * k:303 + 3 * k] = 30
+    y[200:230, 60:200] = 115                                     # luma 115: p = 140/255 = 0.55
+    y[300:330, 60:200] = 150                                     # luma 156: p = 99/255 = 0.39
+    y[400:402, 400:402] = 30
+    data = np.concatenate([y.ravel(), np.full(size * size // 2, 128, np.uint8)])
+    video = tmp_path / "shapes.nv12"
+    video.write_bytes(data.tobytes())
+    run = _pipeline_run(exe, detector, "--nv12", video, "--width", size, "--height", size, "--frames", 1)
+    assert run.returncode == 0, run.stderr
+    zp, scale = [float(v) for v in re.search(r"zp=(\S+) scale=(\S+)", detector_payload()).groups()]
+    rgb = np.empty((size, size, 3), np.uint8)
+    box = letterbox(Nv12Frame(data, size, size, size, size), rgb, size, size)
+    r, g, b = rgb.astype(np.int32).transpose(2, 0, 1)
+    luma = (77 * r + 150 * g + 29 * b) >> 8
+    q = np.where(luma < 16, -128, 127 - luma).astype(np.int8)
+    python = sorted((int(np.floor(b.x0)), int(np.floor(b.y0)), int(np.ceil(b.x1)), int(np.ceil(b.y1)))
+                    for b in find_boxes(q, int(zp), scale, letterbox=box))
+    return sorted(_frames(run.stdout)[0]["boxes"]), python
+
+
+def _same_boxes(got, expected) -> bool:
+    return len(got) == len(expected) and all(abs(a - b) <= 1 for g, e in zip(got, expected)
+                                             for a, b in zip(g, e))
+
+
+def test_video_pipeline_finds_the_boxes_the_python_finds(video_pipeline: Path, detector: Path, tmp_path: Path):
+    """examples/c/video_pipeline.c and rknnlab.pipeline.find_boxes follow the same steps with the same
+    defaults (8-connectivity, thresh 0.3, box_thresh 0.5, unclip 1.6, min side 3): every box of the
+    program is a box of the Python's, within a pixel of rounding."""
+    got, expected = _shapes_boxes(video_pipeline, detector, tmp_path)
+    assert len(expected) == 3, expected                          # the corner pair, the staircase, grey
+    assert _same_boxes(got, expected), (got, expected)
+    pair = next(b for b in got if b[1] < 100)
+    assert pair[0] < 60 and pair[2] > 260                        # both bars in one box
+
+
+@pytest.mark.parametrize("old, new, what", [
+    ("#define BOX_THRESH 0.5f", "#define BOX_THRESH 0.6f", "PP-OCR demo's box threshold"),
+    ("if ((dx || dy) && x + dx >= 0", "if ((dx == 0) != (dy == 0) && x + dx >= 0", "4-neighbours"),
+])
+def test_video_pipeline_planted_post_processing_differences_show(rknn_double_path: Path, detector: Path,
+                                                                  tmp_path: Path, old: str, new: str,
+                                                                  what: str):
+    """The comparison can fail: a copy with another box threshold or 4-connectivity finds other boxes."""
+    exe = _planted_pipeline(rknn_double_path, tmp_path, old, new)
+    got, expected = _shapes_boxes(exe, detector, tmp_path)
+    assert not _same_boxes(got, expected), what
+
+
 def test_video_pipeline_with_three_workers_finds_the_same_boxes(video_pipeline: Path, detector: Path,
                                                                 tmp_path: Path):
     """One context per worker (rknn_init, then rknn_dup_context), cores 0, 1, 2: the same boxes

@@ -4,7 +4,7 @@
  *   usage: video_pipeline MODEL.rknn [--frames N] [--workers W]
  *                         [--width 1280 --height 720] [--nv12 FILE]
  *                         [--thresh P] [--unclip R]
- *   build on a board: gcc -O2 -pthread -I <rknn_api.h dir> video_pipeline.c -lrknnrt -o video_pipeline
+ *   build on a board: gcc -O2 -pthread -I <rknn_api.h dir> video_pipeline.c -lrknnrt -lm -o video_pipeline
  *
  * A text detector shaped like PP-OCR's (one uint8 image in, one int8
  * probability map out), run on a stream of NV12 frames, as a camera or a
@@ -51,11 +51,14 @@
  *             rk3568.  Read it from dims[4] of the native attr; never assume
  *             it.  Thresholded in the int8 domain: q >= ceil(P / scale + zp),
  *             so no value of the map is dequantized; connected components
- *             (flood fill with a preallocated stack); a box per component,
+ *             (8-connectivity: pixels that touch at a corner belong together;
+ *             flood fill with a preallocated stack); a box per component,
  *             its score the mean probability (one dequantization per box),
+ *             kept when the score reaches 0.5 and both sides 3 pixels,
  *             expanded as DB post-processing does (distance = area x R /
  *             perimeter; R = 0 keeps the component's own box), mapped back
- *             to frame coordinates.
+ *             to frame coordinates.  The same steps and defaults as the
+ *             course's Python (rknnlab.pipeline.find_boxes).
  *
  * Rockchip's sources do not settle when rknn_mem_sync is needed.  The
  * comments of the DISABLE_FLUSH flags imply that the runtime flushes inputs
@@ -102,7 +105,8 @@
 #define SHOWN_FRAMES 3      /* frames printed with their boxes */
 #define MAX_BOXES 256       /* boxes kept per frame; more are counted, not kept */
 #define MIN_BOX_SIDE 3      /* components narrower than this (model pixels) are noise */
-#define BOX_THRESH 0.6f     /* a box's mean probability must reach this (PP-OCR's default) */
+#define BOX_THRESH 0.5f     /* a box's mean probability must reach this: the course's Python
+                               default (RapidOCR's); Rockchip's PPOCR-Det demo uses 0.6 */
 
 enum { SOURCE, CONVERT, SYNC_IN, RUN, SYNC_OUT, POST, N_STAGES };
 static const char *const stage_names[N_STAGES] = {"source", "convert", "sync in", "run",
@@ -345,12 +349,13 @@ static void push(worker *wk, int *top, uint32_t at)
     wk->stack[(*top)++] = at;
 }
 
-/* Threshold in the int8 domain, connected components (4-neighbours), boxes.  Reads the output
-   mem in place; writes only this worker's mask, stack and boxes. */
+/* Threshold in the int8 domain, connected components (8-connectivity, as the course's Python:
+   a diagonal stroke stays one component), boxes.  Reads the output mem in place; writes only this
+   worker's mask, stack and boxes. */
 static void find_boxes(worker *wk, int k)
 {
     const pipeline *p = wk->p;
-    const int8_t *map = (const int8_t *)wk->out_mem->virt_addr + wk->out_mem->offset;
+    const int8_t *map = (const int8_t *)wk->out_mem->virt_addr; /* offset: see bind_mems */
     int h = p->out_h, w = p->out_w, n = 0;
     uint64_t hash = 0xcbf29ce484222325ull;
     for (int y = 0; y < h; y++) {
@@ -370,10 +375,12 @@ static void find_boxes(worker *wk, int k)
             y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1;
             count++;
             sum_q += map[((size_t)y * p->out_pitch + (size_t)x) * p->out_c2];
-            if (x > 0) push(wk, &top, at - 1);
-            if (x + 1 < w) push(wk, &top, at + 1);
-            if (y > 0) push(wk, &top, at - (uint32_t)w);
-            if (y + 1 < h) push(wk, &top, at + (uint32_t)w);
+            for (int dy = -1; dy <= 1; dy++) {
+                if (y + dy < 0 || y + dy >= h) continue;
+                for (int dx = -1; dx <= 1; dx++)
+                    if ((dx || dy) && x + dx >= 0 && x + dx < w)
+                        push(wk, &top, (uint32_t)((y + dy) * w + x + dx));
+            }
         }
         float score = ((float)sum_q / (float)count - (float)p->out_zp) * p->out_scale;
         if (x1 - x0 + 1 < MIN_BOX_SIDE || y1 - y0 + 1 < MIN_BOX_SIDE || score < BOX_THRESH) continue;
@@ -398,7 +405,7 @@ static int run_frame(worker *wk, int k, frame_record *r)
     t[0] = now_ms();
     if (!get_frame(wk, k)) return 0;
     t[1] = now_ms();
-    convert(p, wk->nv12, (uint8_t *)wk->in_mem->virt_addr + wk->in_mem->offset);
+    convert(p, wk->nv12, (uint8_t *)wk->in_mem->virt_addr); /* offset: see bind_mems */
     t[2] = now_ms();
     int ret = rknn_mem_sync(wk->ctx, wk->in_mem, RKNN_MEMORY_SYNC_TO_DEVICE);
     if (ret < 0) return fail("rknn_mem_sync(input, RKNN_MEMORY_SYNC_TO_DEVICE)", ret);
@@ -519,6 +526,10 @@ static int bind_mems(worker *wk)
 {
     wk->in_attr.type = RKNN_TENSOR_UINT8;
     wk->in_attr.fmt = RKNN_TENSOR_NHWC;
+    /* A mem from rknn_create_mem starts at its virt_addr (offset 0), so the program reads and writes
+       virt_addr alone, as Rockchip's zero-copy demos do.  Adapting it to rknn_create_mem_from_fd?
+       That mem carries the offset you passed, and no document says whether virt_addr already
+       includes it: check on your board before adding it, or you may apply it twice. */
     wk->in_mem = rknn_create_mem(wk->ctx, wk->in_attr.size_with_stride);
     wk->out_mem = rknn_create_mem(wk->ctx, wk->out_attr.size_with_stride);
     if (!wk->in_mem || !wk->out_mem) {

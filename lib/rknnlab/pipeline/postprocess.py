@@ -14,11 +14,13 @@ connected components of the mask (8-connectivity; own numpy code: run-length lab
 and union-find), a score per component (its mean probability), and a box grown by DB's
 "unclip" distance. PaddleOCR grows the component's minimum-area rotated rectangle as a
 polygon; this module uses the axis-aligned rectangle, which is what the chapter draws.
+examples/c/video_pipeline.c follows the same steps with the same defaults (a test checks
+that both find the same boxes).
 
-Reuse means no allocation per call: the map-sized arrays (mask, run edges, widened
-values) are scratch kept per thread and map shape, written in place by numpy's ``out=``.
-What a call still allocates is sized by the runs of text it finds (about 140 B per run:
-a page's map has a few hundred runs, about 26 KB), not by the map.
+No map-sized allocation per call: the map-sized arrays (mask, run edges, widened values)
+are scratch kept per thread and map shape, written in place by numpy's ``out=``. What a
+call still allocates is sized by the runs of text it finds (about 140 B per run: a
+page's map has a few hundred runs, about 26 KB), not by the map.
 """
 from __future__ import annotations
 
