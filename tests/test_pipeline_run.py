@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 import rknnlab
-from rknnlab.pipeline.loop import (STAGES, Worker, compare_modes, distinct_frames, int8_channel0, mask_name,
-                                  mask_value, run)
+from rknnlab.pipeline import loop
+from rknnlab.pipeline.loop import (STAGES, Worker, compare_modes, distinct_frames, inputs_set_copies, int8_channel0,
+                                  mask_name, mask_value, run, verdict_words)
 from rknnlab.pipeline.steady import SteadyState, steady_state
-from rknnlab.pipeline.workers import scaling
+from rknnlab.experiment.timing import Comparison
+from rknnlab.pipeline.workers import npu_runs_at_once, scaling
 from rknnlab.rknn import abi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +48,37 @@ def test_zero_copy_allocates_nothing_per_frame_and_the_planted_buffer_shows(fram
     # the planted buffer is 480 x 480 x 3 bytes, alive from the convert stage on
     assert np.all(planted_rise >= 480 * 480 * 3), planted.heap_rise
     assert np.all(planted.heap_rise[:, STAGES.index("convert")] >= 480 * 480 * 3)
+
+
+def test_the_peak_sees_temporaries_freed_inside_a_stage_the_rise_does_not(frames, rt, monkeypatch):
+    real = loop.find_boxes
+
+    def find_boxes_with_a_temporary(*args, **kwargs):
+        scratch = np.ones(1 << 20, np.uint8)       # 1 MiB, made and freed inside the post stage
+        del scratch
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "find_boxes", find_boxes_with_a_temporary)
+    both = run(frames, n_frames=4, runtime=rt, values=False, measure_heap="both")
+    post = STAGES.index("post")
+    assert np.all(both.heap_peak[:, post] >= 1 << 20), both.heap_peak
+    assert np.all(both.heap_rise[:, post] < 64 * 1024), both.heap_rise     # freed before the stage ends
+    assert np.all(both.heap_peak[:, STAGES.index("convert")] < 1 << 20)
+    import tracemalloc
+    assert not tracemalloc.is_tracing()          # started for the run, stopped after it
+
+
+def test_heap_instruments_one_at_a_time(frames, rt):
+    rise = run(frames, n_frames=2, runtime=rt, values=False, measure_heap=True)
+    peak = run(frames, n_frames=2, runtime=rt, values=False, measure_heap="peak", planted="letterbox_malloc")
+    plain = run(frames, n_frames=2, runtime=rt, values=False)
+    assert np.isfinite(rise.heap_rise).all() and np.isnan(rise.heap_peak).all()
+    assert np.isnan(peak.heap_rise).all() and np.isfinite(peak.heap_peak).all()
+    assert np.isnan(plain.heap_rise).all() and np.isnan(plain.heap_peak).all()
+    # the planted 480 x 480 x 3 buffer is made inside the convert stage
+    assert np.all(peak.heap_peak[:, STAGES.index("convert")] >= 480 * 480 * 3)
+    with pytest.raises(ValueError, match="measure_heap"):
+        run(frames, n_frames=1, runtime=rt, measure_heap="all")
 
 
 def test_general_mode_allocates_nothing_per_frame_either(frames, rt):
@@ -141,17 +174,97 @@ def test_scaling_rows_sources_and_host(frames, rt):
     three = t.set_index("config").loc["3 x CORE_0/CORE_1/CORE_2"]
     assert three["fps"] > t["fps"].iloc[0]       # three cores: more frames per second than one
     assert t["speedup"].iloc[0] == 1.0
+    # each row keeps its run: a Gantt drawn from it is the row's own measurement
+    runs = t.attrs["runs"]
+    assert list(runs) == list(t["config"])
+    for _, row in t.iterrows():
+        r = runs[row["config"]]
+        assert r.workers == row["workers"] and r.fps == row["fps"] and r.n_frames == 9
+    # the rate the row's own stage medians allow bounds the measured rate; the limit names the smallest term
+    assert set(t["limit"]) <= {"one frame per worker at a time", "host CPUs", "NPU cores"}
+    assert (t["fps"] <= t["bound_fps"] * 1.1).all(), t[["config", "fps", "bound_fps"]]
+
+
+def test_npu_runs_at_once_counts_distinct_cores():
+    c0, c1, c2 = abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2
+    assert npu_runs_at_once([c0], 3) == 1
+    assert npu_runs_at_once([c0, c0, c0], 3) == 1
+    assert npu_runs_at_once([c0, c1, c2], 3) == 3
+    assert npu_runs_at_once([abi.RKNN_NPU_CORE_AUTO] * 3, 3) == 3
+    assert npu_runs_at_once([abi.RKNN_NPU_CORE_AUTO] * 3, 2) == 2
+    assert npu_runs_at_once([abi.RKNN_NPU_CORE_0_1_2], 3) == 1
 
 
 def test_compare_modes_table_and_its_uncertainty(frames, rt):
     t = compare_modes(n_frames=12, frames=frames, runtime=rt)
     assert list(t.index) == ["general", "zero_copy"]
     assert "simulated RK3588" in t.attrs["source"] and "general vs zero_copy" in t.attrs["source"]
-    # 12 frames are too few for the timing comparison's rule: it says so, it does not guess
-    assert "cannot tell yet" in t.attrs["verdict"]
+    # 12 frames are too few for the timing comparison's rule: it says so, it does not guess; one phrase
+    assert "cannot tell yet" in t.attrs["verdict"] and "apart" not in t.attrs["verdict"]
     assert t.loc["general", "input_ms"] > t.loc["zero_copy", "input_ms"]   # inputs_set copies; a sync does not
     assert (t["heap_per_frame_bytes"] <= 64).all()
+    for s in STAGES:
+        assert (t[f"peak_{s}_bytes"] >= 0).all()
+    assert (t["peak_own_bytes"] >= t[["peak_convert_bytes", "peak_post_bytes"]].max(axis=1)).all()
+    assert (t["peak_own_bytes"] < 480 * 480 * 3).all()        # nothing frame-sized made per frame by our code
     assert t.loc["zero_copy", "dma_bytes"] > t.loc["general", "dma_bytes"]   # the io mems are counted (A9)
+    planted = compare_modes(n_frames=4, frames=frames, runtime=rt, planted="letterbox_malloc", heap_frames=4)
+    assert (planted["peak_convert_bytes"] >= 480 * 480 * 3).all() and (planted["peak_own_bytes"] >= 480 * 480 * 3).all()
+
+
+def test_the_verdict_is_one_phrase():
+    faster = Comparison("zero_copy", "general", "faster", ratio=0.87, low=0.84, high=0.90)
+    assert verdict_words(faster) == "0.87x the time per frame (95% interval 0.84–0.90): faster"
+    noisy = Comparison("zero_copy", "general", "cannot tell apart", ratio=0.87, low=0.84, high=0.90,
+                       reason="within the runs' own noise: the medians of general's 10 consecutive parts "
+                              "differ by up to 1.16x")
+    words = verdict_words(noisy)
+    assert words.startswith("0.87x the time per frame (95% interval 0.84–0.90): cannot tell yet (within")
+    assert "apart" not in words and words.count("cannot tell") == 1 and "faster" not in words
+    few = Comparison("zero_copy", "general", "cannot tell apart", ratio=0.9, reason="12 measured iterations")
+    assert verdict_words(few) == ("0.90x the time per frame: cannot tell yet (12 measured iterations; "
+                                  "more frames may tell)")
+
+
+class _DeferredInputs:
+    """A runtime whose inputs_set keeps a reference and reads the array only at rknn_run: the
+    behaviour inputs_set_copies must tell apart from a copy."""
+
+    def __init__(self, rt):
+        self._rt, self._pending = rt, {}
+
+    def __getattr__(self, name):
+        return getattr(self._rt, name)
+
+    def inputs_set(self, ctx, inputs):
+        self._pending[ctx] = [(i, i.buf) for i in inputs]
+        return 0
+
+    def run(self, ctx, extend=None):
+        import ctypes
+        kept = []
+        for i, buf in self._pending.pop(ctx, []):
+            data = (ctypes.c_uint8 * i.size).from_address(buf)
+            kept.append(buffers_input(i, np.frombuffer(data, np.uint8).copy()))
+        if kept:
+            self._rt.inputs_set(ctx, [k for k, _ in kept])
+        return self._rt.run(ctx, extend)
+
+
+def buffers_input(template, data):
+    from rknnlab.rknn.buffers import input_from_array
+    return input_from_array(template.index, data, fmt=template.fmt, type=template.type), data
+
+
+def test_inputs_set_copies_the_frame_and_the_test_can_tell(rt):
+    t = inputs_set_copies(rt)
+    assert list(t["model"]) == ["mobilenet_v2", "ppocr_det"]
+    assert list(t["input_bytes"]) == [224 * 224 * 3, 480 * 480 * 3]
+    assert (t["inputs_set_us"] > 0).all()
+    assert not t["change_after_call_seen"].any() and t["control_changed"].all()
+    assert "simulated RK3588" in t.attrs["source"]
+    deferred = inputs_set_copies(_DeferredInputs(rt), models=("ppocr_det",), calls=2)
+    assert deferred["change_after_call_seen"].all() and deferred["control_changed"].all()
 
 
 def test_bad_arguments_say_what_is_wrong(frames, rt):

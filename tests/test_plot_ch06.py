@@ -63,17 +63,42 @@ def test_gantt_draws_every_stage_of_every_frame_in_the_window(two_workers):
     assert np.isclose(min(p.get_x() for p in run_bars), (g["start_ms"] - origin).min())
     text = _texts(fig)
     assert "simulated RK3588" in text and "worker 1 (CORE_1)" in [t.get_text() for t in ax.get_yticklabels()]
+    # a short title: what and where; the run's conditions (values replayed, wall time) stay in its source
+    assert ax.get_title(loc="left").startswith("Zero-copy, 2 workers: stages of frames 0–3")
+    assert "replayed" not in text and "wall time" not in text
+
+
+def test_the_gantt_of_a_scaling_row_is_that_rows_run(frames):
+    from rknnlab.pipeline.workers import scaling
+    t = scaling(workers=(2,), n_frames=6, frames=frames, runtime=rknnlab.open_runtime("sim"))
+    r = t.attrs["runs"]["2 x CORE_0/CORE_1"]
+    fig = plot.pipeline_gantt(r)
+    run_bars = [p for p in fig.axes[0].patches if p.get_gid() == "stage:run"]
+    assert np.allclose(sorted(p.get_width() for p in run_bars), sorted(r.stage_ms()[:, STAGES.index("run")]))
 
 
 def test_frames_figure_draws_one_rectangle_per_box(frames):
     from rknnlab.pipeline.postprocess import Box
     boxes = [[Box(10, 20, 300, 80, 0.9)], [], [Box(5, 5, 50, 50, 0.7), Box(60, 60, 90, 90, 0.8)]]
     reference = [[Box(12, 22, 298, 78, 1.0)], [Box(1, 1, 9, 9, 1.0)], []]
-    fig = plot.pipeline_frames(frames, boxes, reference=reference, source="simulated RK3588 — test")
+    fig = plot.pipeline_frames(frames, boxes, reference=reference, source="simulated RK3588 — test: more words")
     counts = [sum(1 for p in ax.patches if type(p).__name__ == "Rectangle") for ax in fig.axes]
-    assert counts == [2, 1, 2]
+    assert counts == [2, 1, 2, 0]              # two per row: the fourth axes is empty and hidden
+    assert not fig.axes[3].axison
+    for ax in fig.axes[:3]:                    # readable at JupyterLab's 919 px: 10 pt titles
+        assert ax.title.get_fontsize() >= 10
+    int8 = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "box:int8"]
+    fp32 = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "box:fp32"]
+    assert len(int8) == 3 and len(fp32) == 2
+    # fp32: a thick light outline under the thin int8 line, so both show where they coincide
+    assert min(p.get_linewidth() for p in fp32) > 2 * max(p.get_linewidth() for p in int8)
+    assert max(p.get_zorder() for p in fp32) < min(p.get_zorder() for p in int8)
+    assert fig.get_figwidth() <= 9.19          # 919 px at 100 dpi: not scaled down
     text = _texts(fig)
-    assert "simulated RK3588" in text and "NPU path (int8)" in text and "fp32 twin" in text
+    assert "simulated RK3588" in text and "int8 (NPU path)" in text and "fp32 model" in text
+    assert "more words" not in text            # the source's details go in the printed line
+    titles = [ax.get_title(loc="left") for ax in fig.axes[:3]]
+    assert titles[0].endswith("1 box, fp32 1") and titles[1].endswith("0 boxes, fp32 1"), titles
     with pytest.raises(ValueError, match="one list of boxes per frame"):
         plot.pipeline_frames(frames, boxes[:2])
 
@@ -82,7 +107,8 @@ def test_frames_figure_from_a_run_uses_its_boxes_and_source(frames):
     r = run(frames[:1], n_frames=1, runtime=rknnlab.open_runtime("sim"), values=True, warmup=0)
     fig = plot.pipeline_frames(frames[:1], r)
     assert sum(1 for p in fig.axes[0].patches if type(p).__name__ == "Rectangle") == r.n_boxes[0] >= 1
-    assert "simulated RK3588" in _texts(fig)
+    text = _texts(fig)
+    assert "simulated RK3588" in text and "wall time" not in text
 
 
 def test_scaling_figure_has_a_bar_per_configuration(frames):
@@ -93,7 +119,7 @@ def test_scaling_figure_has_a_bar_per_configuration(frames):
     assert len(left.patches) == len(t) == 3
     assert np.allclose(sorted(p.get_width() for p in left.patches), sorted(t["fps"]))
     text = _texts(fig)
-    assert "simulated RK3588" in text and "CPU cores" in text
+    assert "simulated RK3588" in text and "CPU cores" in text and "replayed" not in text
 
 
 def test_steady_figure_from_the_recorded_trace():
@@ -108,7 +134,8 @@ def test_steady_figure_from_the_recorded_trace():
                                                                for v in s.variants)
     assert sorted(l.get_gid() for l in fig.axes[3].lines) == sorted(f"rise:{v}" for v in s.variants)
     text = _texts(fig)
-    assert "simulated RK3588" in text and "KiB per frame" in text
+    assert "simulated RK3588" in text and "rise inside each frame" in text
+    assert "replayed" not in text and "flat" not in fig.legends[0].get_texts()[0].get_text()
     planted = [l for l in fig.axes[3].lines if l.get_gid() == "rise:letterbox_malloc"][0]
     assert np.median(planted.get_ydata()) >= 480 * 480 * 3 / 1024
     heap = [l for l in fig.axes[1].lines if l.get_gid() == "readings:clean"][0].get_ydata()
@@ -131,3 +158,49 @@ def test_model_balance_shows_the_compiler_reports_numbers():
     assert pp.total_internal_size > pp.total_weight_size          # the opposite balance
     assert mb.total_internal_size < mb.total_weight_size
     assert "RK3588 compiler reports" in _texts(fig)
+
+
+def _steady(heap, dma, backend="sim"):
+    n = len(heap)
+    data = {"format": "rknnlab.pipeline.steady/1",
+            "meta": {"source": "simulated RK3588 — rknnlab sim: test, values replayed", "frames": n,
+                     "backend": backend},
+            "series": {"clean": {"iteration": list(range(n)), "rss_bytes": [1e8] * n,
+                                 "heap_bytes": list(map(float, heap)), "dma_bytes": list(map(float, dma))}},
+            "verdicts": {"clean": {k: {"verdict": "flat", "words": "flat", "slope": 0.0, "half_width": 1.0}
+                                   for k in ("rss", "heap", "dma")}},
+            "heap_rise": {"clean": {"frames": list(range(n)), "bytes": [0.0] * n, "per_frame_median_bytes": 0.0}},
+            "status": {"clean": "ok"}}
+    return SteadyState.from_dict(data)
+
+
+def test_a_flat_panel_says_no_change_and_simulator_spikes_are_labelled():
+    flat = [5e7] * 200
+    spiky = [1e8] * 200
+    spiky[50] += 2.7 * 2 ** 20          # a reading inside rknn_run
+    fig = plot.pipeline_steady(_steady(spiky, flat))
+    rss, heap, dma = fig.axes[:3]
+    assert [t.get_gid() for t in dma.texts] == ["no-change"] and dma.texts[0].get_text() == "no change: 0 B"
+    assert dma.get_ylim() == (-64, 64)
+    assert [t.get_gid() for t in heap.texts] == ["spikes"] and "simulator" in heap.texts[0].get_text()
+    assert heap.get_ylim()[1] > 2.7 * 1024     # the spike stays in view under the label
+    quiet = plot.pipeline_steady(_steady([1e8 + 32 * (i % 3) for i in range(200)],
+                                         [5e7 + 4096 * (i // 100) for i in range(200)]))
+    assert not quiet.axes[1].texts and not quiet.axes[2].texts      # no spike, and the DMA total moved
+    board = plot.pipeline_steady(_steady(spiky, flat, backend="board"))
+    assert not board.axes[1].texts      # the label names the simulator's conversion: not said of a board
+
+
+def test_model_balance_ticks_are_plain_mib_and_one_ratio_format():
+    fig = plot.model_balance()
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert ticks and all(t.replace(".", "").isdigit() for t in ticks), ticks     # 1, 2, 5, 10 ... no 10^x
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    ratios = []
+    for m, label in zip(("mobilenet_v2", "ppocr_det"), labels):
+        r = models.load_report(m, "rk3588")
+        ratios.append(f"{r.total_internal_size / r.total_weight_size:.1f}×")
+        assert label.endswith(f"internal = {ratios[-1]} the weights"), label
+    assert ratios[1] == "20.5×"

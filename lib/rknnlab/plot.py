@@ -1342,20 +1342,39 @@ def alloc_cache_choice(tables: Dict[str, Any], ax=None):
 #: one colour and hatch per pipeline stage (rknnlab.pipeline.STAGES), fixed across figures
 _PIPELINE_STAGES = {"convert": ("C0", ""), "input": ("C1", "//"), "run": ("C2", ""),
                     "output": ("C3", ".."), "post": ("C4", "xx")}
+#: JupyterLab's output area at 1366 px is 919 px wide; at 100 dpi a figure this wide is not scaled down
+_LAB_WIDTH = 9.0
+#: int8 boxes: a thin dark line; fp32 boxes: a thick light outline drawn under it
+_INT8_BOX = {"edgecolor": "#d62728", "linewidth": 1.3, "zorder": 3}
+_FP32_BOX = {"edgecolor": "#7ec8ff", "linewidth": 5.0, "alpha": 0.9, "zorder": 2}
+
+
+def _platform(source: str) -> str:
+    """"simulated RK3588 — rknnlab sim" from "simulated RK3588 — rknnlab sim: ppocr_det,
+    ...; values replayed ...": where it ran, the part a figure's title needs (the rest
+    goes in the printed source line)."""
+    return str(source).split(": ", 1)[0]
+
+
+def _count(n: int, what: str = "box") -> str:
+    return f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("x") else "s"))
 
 
 def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Optional[Sequence[str]] = None,
                     ax=None):
-    """A few frames (rknnlab.pipeline.Nv12Frame, or RGB arrays) side by side, each with
-    its boxes: ``boxes`` one list of Box per frame (the NPU's int8 path: solid orange),
-    or a PipelineRun (its boxes of frames 0..n-1 and its source); ``reference`` the
-    same from the fp32 twin (dashed blue), or None.  ``source`` names where the boxes
-    come from when ``boxes`` is a list.  ``ax``: a sequence of axes, one per frame."""
+    """A few frames (rknnlab.pipeline.Nv12Frame, or RGB arrays), two per row, each
+    with its boxes: ``boxes`` one list of Box per frame (the NPU's int8 path: a thin
+    red line), or a PipelineRun (its boxes of frames 0..n-1; its platform names the
+    figure); ``reference`` the same from the fp32 model (a thick light-blue outline
+    under the int8 line, so both show where they coincide), or None.  ``source``
+    names where the boxes come from when ``boxes`` is a list (its first part, before
+    ": ", goes under the title).  ``titles``: one per frame (default "frame 20: 6
+    boxes, fp32 6").  ``ax``: a sequence of axes, one per frame."""
     _, plt = _plt()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
     if hasattr(boxes, "boxes") and hasattr(boxes, "source"):
-        source = source or boxes.source
+        source = source or getattr(boxes, "platform", "") or boxes.source
         boxes = boxes.boxes
         if boxes is None:
             raise ValueError("this PipelineRun kept no boxes (run it with keep_boxes=True)")
@@ -1365,11 +1384,15 @@ def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Opt
                          + (f", {len(reference)} reference lists" if reference is not None else "")
                          + ": give one list of boxes per frame")
     if ax is None:
-        cols = max(len(frames), 1)
-        fig, axes = plt.subplots(1, cols, figsize=(3.4 * cols, 2.9), layout="constrained", squeeze=False)
-        axes = list(axes[0])
+        cols = 1 if len(frames) == 1 else 2
+        rows = max(1, -(-len(frames) // cols))
+        fig, grid = plt.subplots(rows, cols, figsize=(_LAB_WIDTH if cols == 2 else 5.0, 2.75 * rows + 0.8),
+                                 layout="constrained", squeeze=False)
+        axes = list(grid.ravel())
+        for spare in axes[len(frames):]:
+            spare.set_axis_off()
     else:
-        axes = list(ax) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+        axes = list(np.ravel(ax)) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
         if len(axes) < len(frames):
             raise ValueError(f"{len(frames)} frames need {len(frames)} axes, got {len(axes)}")
         fig = axes[0].figure
@@ -1382,32 +1405,35 @@ def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Opt
             image = np.asarray(frame)
             label = f"frame {k}"
         a.imshow(image, interpolation="nearest")
-        pairs = [(boxes[k], "C1", "-", 1.6)]
+        layers = [(boxes[k], _INT8_BOX, "int8")]
         if reference is not None:
-            pairs.append((reference[k], "C0", "--", 1.2))
-        for found, colour, style, width in pairs:
+            layers.insert(0, (reference[k], _FP32_BOX, "fp32"))
+        for found, style, kind in layers:
             for b in found:
-                a.add_patch(Rectangle((b.x0, b.y0), b.x1 - b.x0, b.y1 - b.y0, fill=False, edgecolor=colour,
-                                      linestyle=style, linewidth=width))
-        counts = f"{len(boxes[k])} boxes" + (f", fp32 {len(reference[k])}" if reference is not None else "")
-        a.set_title(titles[k] if titles is not None else f"{label}: {counts}", fontsize=9, loc="left")
+                a.add_patch(Rectangle((b.x0, b.y0), b.x1 - b.x0, b.y1 - b.y0, fill=False, gid=f"box:{kind}",
+                                      **style))
+        counts = _count(len(boxes[k])) + (f", fp32 {len(reference[k])}" if reference is not None else "")
+        a.set_title(titles[k] if titles is not None else f"{label}: {counts}", fontsize=10, loc="left")
         a.set_xticks([])
         a.set_yticks([])
-    handles = [Line2D([], [], color="C1", linestyle="-", label="NPU path (int8)")]
+    handles = [Line2D([], [], color=_INT8_BOX["edgecolor"], linewidth=1.5, label="int8 (NPU path)")]
     if reference is not None:
-        handles.append(Line2D([], [], color="C0", linestyle="--", label="fp32 twin (onnxruntime)"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
-    if source:
-        fig.suptitle(_wrap(f"Text boxes found by the pipeline — {source}", 130), fontsize=10, x=0.01, ha="left")
+        handles.insert(0, Line2D([], [], color=_FP32_BOX["edgecolor"], linewidth=5,
+                                 label="fp32 model (onnxruntime)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=10)
+    fig.suptitle("Text boxes found by the pipeline" + (f"\n{_platform(source)}" if source else ""),
+                 fontsize=11, x=0.01, ha="left")
     return fig
 
 
 def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
     """The stages of each frame over time, one lane per worker (its core mask in the
     label), one colour per stage (convert, input, run, output, post), frame numbers on
-    the run bars.  ``run``: a rknnlab.pipeline.PipelineRun; ``frames=(first, last)``
-    limits the window (default: the first 8 frames)."""
-    fig, ax = _new(ax, figsize=(9.5, 1.6 + 0.55 * max(run.workers, 1)))
+    the run bars.  ``run``: a rknnlab.pipeline.PipelineRun (e.g. one of
+    rknnlab.pipeline.scaling(...).attrs["runs"], so the figure shows the table's own
+    run); ``frames=(first, last)`` limits the window (default: the first 8 frames).
+    The title names the platform; the run's full source is ``run.source``."""
+    fig, ax = _new(ax, figsize=(_LAB_WIDTH, 1.5 + 0.55 * max(run.workers, 1)))
     from .pipeline.loop import STAGES, mask_name
     df = run.gantt()
     first, last = frames if frames is not None else (0, min(run.n_frames, 8) - 1)
@@ -1423,25 +1449,27 @@ def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
                 edgecolor="black", linewidth=0.3, label=stage, gid=f"stage:{stage}")
     for _, r in df[df["stage"] == "run"].iterrows():
         ax.text((r["start_ms"] + r["end_ms"]) / 2 - origin, r["worker"], str(int(r["frame"])),
-                ha="center", va="center", fontsize=7, color="white")
+                ha="center", va="center", fontsize=8, color="white")
     lanes = range(run.workers)
-    ax.set_yticks(list(lanes), [f"worker {w} ({mask_name(run.masks[w])})" for w in lanes], fontsize=8)
+    ax.set_yticks(list(lanes), [f"worker {w} ({mask_name(run.masks[w])})" for w in lanes], fontsize=9)
     ax.set_ylim(run.workers - 0.4, -0.6)
     ax.set_xlabel(f"time since frame {first} started (ms); numbers: frame on the NPU")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="stage", title_fontsize=8)
-    _alloc_title(ax, f"{run.mode}, {run.workers} worker{'s' if run.workers != 1 else ''}: "
-                     f"the stages of frames {first}-{last}", run.source, 110)
+    mode = {"zero_copy": "Zero-copy", "general": "General API"}.get(run.mode, run.mode)
+    _title(ax, f"{mode}, {_count(run.workers, 'worker')}: stages of frames {first}–{last}",
+           getattr(run, "platform", "") or _platform(run.source))
     return fig
 
 
 def pipeline_scaling(table, ax=None):
     """Two panels of rknnlab.pipeline.scaling, one bar per configuration: frames per
     second (left) and latency (right: median, whisker to the 95th percentile).  The
-    host's CPU count from attrs goes under the title."""
+    platform and the table's note (the host's CPUs) go under the title; the full
+    source is the table's attrs["source"]."""
     _, plt = _plt()
     if ax is None:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.6), layout="constrained", sharey=True)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(_LAB_WIDTH, 3.6), layout="constrained", sharey=True)
     else:
         if len(ax) != 2:
             raise ValueError(f"ax: a pair of axes, not {len(ax)}")
@@ -1456,7 +1484,7 @@ def pipeline_scaling(table, ax=None):
                       va="center", fontsize=8)
     left.set_yticks(y, list(table["config"]), fontsize=8)
     left.invert_yaxis()
-    left.set_xlim(0, float(np.nanmax(fps)) * 1.35)
+    left.set_xlim(0, float(np.nanmax(fps)) * 1.45)
     left.set_xlabel("frames per second")
     left.grid(True, axis="x", alpha=0.3)
     med = table["latency_median_ms"].to_numpy(float)
@@ -1466,8 +1494,8 @@ def pipeline_scaling(table, ax=None):
     right.set_xlabel("latency: frame available to boxes (ms)\nbar: median; whisker: 95th percentile")
     right.grid(True, axis="x", alpha=0.3)
     note = table.attrs.get("note", "")
-    fig.suptitle(f"Workers and NPU cores: throughput and latency\n{_wrap(_source_of(table), 120)}"
-                 + (f"\n{_wrap(note, 120)}" if note else ""), fontsize=10, x=0.01, ha="left")
+    fig.suptitle(f"Workers and NPU cores: throughput and latency\n{_platform(_source_of(table))}"
+                 + (f"\n{_wrap(note, 110)}" if note else ""), fontsize=10, x=0.01, ha="left")
     return fig
 
 
@@ -1484,64 +1512,93 @@ def _floor(x: np.ndarray, y: np.ndarray, parts: int = 60) -> Tuple[np.ndarray, n
     return np.asarray(xs), np.asarray(ys)
 
 
+#: a heap reading this far above the floor is a spike: the sampler read the heap inside a call
+_SPIKE_BYTES = 2 ** 20
+#: what the spikes are, on the simulator (measured with tracemalloc per stage: rknn_run's
+#: peak with values replayed is 2,768,696 B, inputs_set's in the general API the same)
+_SIM_SPIKES = ("spikes: readings taken inside rknn_run: the simulator's\n"
+               "input conversion (about 2.6 MiB, freed in the call)")
+
+
 def pipeline_steady(result, ax=None):
     """Four panels of a rknnlab.pipeline.steady_state result over the frames: RSS, the
     malloc heap in use and the runtime's DMA total (each relative to its first
     reading: the readings light, their lower envelope bold, which the verdicts fit),
-    and the heap's rise inside each frame (what a frame allocates, even if it frees it
-    before the next).  One colour per variant (clean solid, planted dashed); the
-    legends carry the verdicts."""
+    and the heap's rise inside each frame (what a frame allocates and keeps past a
+    stage, even if it frees it before the next).  One colour per variant (clean
+    solid, planted dashed), one legend under the panels; the verdicts and the
+    numbers are the result's table() and summary(), printed beside it.  A panel that
+    does not move says "no change: 0 B"; on the simulator, heap readings that spike
+    above the floor are labelled (the simulator's own temporaries inside rknn_run)."""
     _, plt = _plt()
-    panels = (("rss_bytes", "rss", "RSS (KiB, from the first reading)"),
-              ("heap_bytes", "heap", "malloc heap in use (KiB, from the first reading)"),
-              ("dma_bytes", "dma", "runtime DMA total (KiB, from the first reading)"))
+    from matplotlib.lines import Line2D
+    panels = (("rss_bytes", "RSS (KiB, from the first reading)"),
+              ("heap_bytes", "malloc heap in use (KiB, from the first)"),
+              ("dma_bytes", "runtime DMA total (KiB, from the first)"))
     if ax is None:
-        fig, axes = plt.subplots(2, 2, figsize=(11.0, 6.4), layout="constrained")
+        fig, axes = plt.subplots(2, 2, figsize=(_LAB_WIDTH, 6.2), layout="constrained")
         axes = list(axes.ravel())
     else:
         axes = list(np.ravel(ax))
         if len(axes) != 4:
             raise ValueError(f"ax: four axes, not {len(axes)}")
         fig = axes[0].figure
+    moved = [False] * 3
+    spikes = False
+    handles = []
     for i, v in enumerate(result.variants):
         s = result.series[v]
         x = np.asarray(s["iteration"], float)
         style = _style(i)
-        for a, (column, key, label) in zip(axes, panels):
+        handles.append(Line2D([], [], linewidth=1.8, label=v, **style))
+        for k, (a, (column, label)) in enumerate(zip(axes, panels)):
             y = np.asarray([np.nan if val is None else val for val in s[column]], float)
             ok = ~np.isnan(y)
+            a.set_title(label, fontsize=10, loc="left")
             if not ok.any():
                 continue
             rel = (y[ok] - y[ok][0]) / 1024
+            moved[k] = moved[k] or bool(np.ptp(rel) > 0)
             a.plot(x[ok], rel, linewidth=0.6, alpha=0.35, color=style["color"], gid=f"readings:{v}")
             fx, fy = _floor(x[ok], rel)
-            a.plot(fx, fy, linewidth=1.8, **style, label=f"{v}: {result.verdicts[v][key]['verdict']}",
-                   gid=f"floor:{v}")
-            a.set_title(label, fontsize=9, loc="left")
+            a.plot(fx, fy, linewidth=1.8, **style, gid=f"floor:{v}")
+            if column == "heap_bytes":
+                spikes = spikes or bool(np.max(y[ok] - np.interp(x[ok], fx, fy * 1024 + y[ok][0]))
+                                        > _SPIKE_BYTES)
         rise = result.heap_rise.get(v) or {}
         if rise.get("frames"):
-            med = rise.get("per_frame_median_bytes", math.nan)
             axes[3].plot(rise["frames"], np.asarray(rise["bytes"], float) / 1024, linewidth=1.4, **style,
-                         label=f"{v}: {med / 1024:,.0f} KiB per frame (median)", gid=f"rise:{v}")
-    axes[3].set_title("the heap's rise inside each frame (KiB)", fontsize=9, loc="left")
+                         gid=f"rise:{v}")
+    for k, a in enumerate(axes[:3]):
+        if not moved[k] and a.lines:
+            a.set_ylim(-64, 64)
+            a.text(0.5, 0.62, "no change: 0 B", transform=a.transAxes, ha="center", fontsize=10, color="0.25",
+                   gid="no-change")
+    if spikes and str(result.meta.get("backend", "")) == "sim":
+        low, high = axes[1].get_ylim()
+        axes[1].set_ylim(low, high + 0.45 * (high - low))      # room above the spikes for the label
+        axes[1].text(0.02, 0.97, _SIM_SPIKES, transform=axes[1].transAxes, ha="left", va="top", fontsize=8,
+                     color="0.25", gid="spikes", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+    axes[3].set_title("the heap's rise inside each frame (KiB)", fontsize=10, loc="left")
     for a in axes:
         a.set_xlabel("frame")
         a.grid(True, alpha=0.3)
-        if a.get_legend_handles_labels()[0]:
-            a.legend(fontsize=7, loc="best")
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=10)
     frames = result.meta.get("frames", "?")
-    head = f"{frames:,} frames per variant" if isinstance(frames, int) else "steady state"
-    fig.suptitle(f"{head}: flat memory, and what each frame allocates\n{_wrap(result.source, 130)}",
-                 fontsize=10, x=0.01, ha="left")
+    head = f"{frames:,} frames per variant" if isinstance(frames, int) else "Steady state"
+    fig.suptitle(f"{head}: flat memory, and what each frame allocates\n{_platform(result.source)}",
+                 fontsize=11, x=0.01, ha="left")
     return fig
 
 
 def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: str = "rk3588", ax=None):
     """Weights against internal (activation) memory per model, from the compiler
     reports (total_weight_size, total_internal_size; no run): paired bars in MiB on a
-    log axis, each labelled with its bytes and the ratio internal / weights."""
+    log axis with plain MiB ticks, each bar labelled with its MiB, each model with the
+    ratio internal / weights ("20.5×")."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, StrMethodFormatter
     from . import models as course_models
-    fig, ax = _new(ax, figsize=(8.0, 3.8))
+    fig, ax = _new(ax, figsize=(_LAB_WIDTH, 3.8))
     reports = [course_models.load_report(m, soc) for m in models]
     x = np.arange(len(reports))
     width = 0.38
@@ -1551,16 +1608,23 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     ax.bar(x + width / 2, internal / 2 ** 20, width, color="C1", hatch="//", edgecolor="white",
            label="internal (total_internal_size)")
     for xi, w, n in zip(x, weights, internal):
-        ax.annotate(f"{w / 2 ** 20:,.2f} MiB", (xi - width / 2, w / 2 ** 20), textcoords="offset points",
-                    xytext=(0, 2), ha="center", fontsize=8)
-        ax.annotate(f"{n / 2 ** 20:,.2f} MiB", (xi + width / 2, n / 2 ** 20), textcoords="offset points",
-                    xytext=(0, 2), ha="center", fontsize=8)
+        for offset, value in ((-width / 2, w), (width / 2, n)):
+            ax.annotate(f"{value / 2 ** 20:,.1f} MiB", (xi + offset, value / 2 ** 20), textcoords="offset points",
+                        xytext=(0, 2), ha="center", fontsize=9)
     ax.set_yscale("log")
-    ax.set_xticks(x, [f"{r.model}\ninternal / weights = {n / w:.2g}x" for r, w, n in zip(reports, weights, internal)],
-                  fontsize=8)
+    low = float(min(weights.min(), internal.min())) / 2 ** 20
+    high = float(max(weights.max(), internal.max())) / 2 ** 20
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if low / 2.5 <= t <= high * 2.5]
+    ax.set_ylim(low / 2.5, high * 2.5)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(x, [f"{r.model}\ninternal = {n / w:.1f}× the weights"
+                      for r, w, n in zip(reports, weights, internal)], fontsize=9)
     ax.set_ylabel("MiB (log scale)")
-    ax.grid(True, axis="y", which="both", alpha=0.2)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     toolkits = sorted({str(r.data.get("toolkit_version", "?")) for r in reports})
     _title(ax, "Weights vs internal memory: the opposite balance",
            f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}), no run")

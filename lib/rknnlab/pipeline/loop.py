@@ -37,6 +37,7 @@ import math
 import os
 import threading
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -44,13 +45,15 @@ import numpy as np
 
 from ..probe import Heap
 from ..rknn import abi
-from ..rknn.buffers import input_from_array, mem_view
+from ..rknn.buffers import input_from_array, mem_view, output_view
 from .postprocess import find_boxes
 from .preprocess import letterbox
 
 #: the stages of a frame, in order
 STAGES = ("convert", "input", "run", "output", "post")
 MODES = ("zero_copy", "general")
+#: the stages that run the pipeline's own code (the others are runtime calls)
+OWN_STAGES = [STAGES.index("convert"), STAGES.index("post")]
 PLANTED = (None, "letterbox_malloc")
 #: core mask names a caller may use, besides the RKNN_NPU_CORE_* ints
 MASKS = {"AUTO": abi.RKNN_NPU_CORE_AUTO, "CORE_0": abi.RKNN_NPU_CORE_0, "CORE_1": abi.RKNN_NPU_CORE_1,
@@ -236,17 +239,31 @@ class Worker:
     def input_bytes(self) -> int:
         return int(self.dst.nbytes)
 
-    def frame(self, nv12: Any, out: np.ndarray, heap_rise: Optional[np.ndarray] = None) -> list:
-        """Run one frame; stage times into ``out[k] = (t0, t1)``; the heap in use after
-        each stage minus before the frame into ``heap_rise[k]`` (when measuring)."""
+    def frame(self, nv12: Any, out: np.ndarray, heap_rise: Optional[np.ndarray] = None,
+              heap_peak: Optional[np.ndarray] = None) -> list:
+        """Run one frame; stage times into ``out[k] = (t0, t1)``.  When measuring:
+        the malloc heap in use after each stage minus before the frame into
+        ``heap_rise[k]`` (what outlives the stage), and, while tracemalloc traces, the
+        peak of Python's traced memory during stage k above its start into
+        ``heap_peak[k]`` (temporaries made and freed inside the stage count too)."""
         rt, ctx, clock = self.rt, self.ctx, time.perf_counter
         heap = self.heap
         base = heap.sample()["heap_in_use_bytes"] if heap is not None else None
+        peaks = heap_peak is not None and tracemalloc.is_tracing()
+        start = [0]
+
+        def begin() -> None:
+            if peaks:
+                tracemalloc.reset_peak()
+                start[0] = tracemalloc.get_traced_memory()[0]
 
         def mark(k: int) -> None:
+            if peaks:
+                heap_peak[k] = tracemalloc.get_traced_memory()[1] - start[0]
             if heap is not None and heap_rise is not None and base is not None:
                 heap_rise[k] = heap.sample()["heap_in_use_bytes"] - base
 
+        begin()
         t = clock()
         if self.planted == "letterbox_malloc":   # a fresh destination every frame, as the zoo's demos do
             dst = np.empty(self.height * self.w_stride * 3, np.uint8)
@@ -255,6 +272,7 @@ class Worker:
         lb = letterbox(nv12, dst, self.width, self.height, w_stride=self.w_stride)
         out[0] = t, clock()
         mark(0)
+        begin()
         t = clock()
         if self.mode == "zero_copy":
             if dst is not self.dst:              # the demos' buffer, copied into the bound mem
@@ -267,10 +285,12 @@ class Worker:
             rt.inputs_set(ctx, self.inputs)
         out[1] = t, clock()
         mark(1)
+        begin()
         t = clock()
         rt.run(ctx)
         out[2] = t, clock()
         mark(2)
+        begin()
         t = clock()
         if self.mode == "zero_copy":
             rt.mem_sync(ctx, self.out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
@@ -279,6 +299,7 @@ class Worker:
             rt.outputs_release(ctx, self.outputs)   # paired, with is_prealloc = 1 too
         out[3] = t, clock()
         mark(3)
+        begin()
         t = clock()
         boxes = find_boxes(self.out_map, self.zp, self.scale, letterbox=lb, **self.box_args)
         out[4] = t, clock()
@@ -301,7 +322,12 @@ class PipelineRun:
     from the source, or due at ``source_fps``); ``worker``: which worker ran it;
     ``boxes``: each frame's boxes (when kept) and ``n_boxes`` their count;
     ``heap_rise``: frames x stages, the malloc heap in use after each stage minus
-    before the frame (NaN when not measured); ``masks``: each worker's core mask;
+    before the frame (mallinfo2: what outlives a stage); ``heap_peak``: frames x
+    stages, the peak of Python's traced memory during each stage above its start
+    (tracemalloc: numpy's and Python's temporaries, freed inside the stage too); both
+    NaN when not measured.  Neither sees the C runtime's own mallocs inside a call
+    (chapter 4 measures those); on the simulator, the runtime is Python, so the
+    input, run and output stages' peaks are the simulator's.  ``masks``: each worker's core mask;
     ``dma_bytes``: the first context's total_dma_allocated_size after the warm-up."""
     mode: str
     workers: int
@@ -312,6 +338,7 @@ class PipelineRun:
     n_boxes: np.ndarray
     boxes: Optional[List[list]]
     heap_rise: np.ndarray
+    heap_peak: np.ndarray
     wall_s: float
     source: str
     model: str
@@ -322,6 +349,8 @@ class PipelineRun:
     rss_change_bytes: float = math.nan
     frame_size: Tuple[int, int] = (0, 0)
     host_cpus: int = field(default_factory=lambda: os.cpu_count() or 0)
+    #: where it ran, in a figure's words ("simulated RK3588 — rknnlab sim" or the board)
+    platform: str = ""
 
     @property
     def n_frames(self) -> int:
@@ -436,7 +465,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
         core_masks: Optional[Sequence[Union[int, str]]] = None, n_frames: Optional[int] = None,
         runtime: Optional[Any] = None, model: str = "ppocr_det", planted: Optional[str] = None,
         values: bool = True, soc: Optional[str] = None, warmup: int = 1, keep_boxes: bool = True,
-        measure_heap: bool = False, source_fps: Optional[float] = None,
+        measure_heap: Union[bool, str] = False, source_fps: Optional[float] = None,
         box_args: Optional[Dict[str, Any]] = None) -> PipelineRun:
     """Run ``n_frames`` frames through the pipeline and time every stage.
 
@@ -455,14 +484,22 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     the boxes are then the first frame's.
     ``planted="letterbox_malloc"``: a fresh letterbox buffer every frame.
     ``warmup``: frames run first per worker, untimed (first-call costs).
-    ``measure_heap``: read mallinfo2 between stages (one worker only: the heap is
-    the process's; on the simulator with values=False, since computing output values
-    allocates inside rknn_run, which is the simulator's memory, not the pipeline's).  ``source_fps``: frames arrive at this rate (a camera); None:
+    ``measure_heap``: True or "rise" reads mallinfo2 after every stage (heap_rise);
+    "peak" traces Python's allocations with tracemalloc (heap_peak: each stage's
+    peak; tracing slows Python's allocations inside the timed stages, and its own
+    bookkeeping, a few KiB per frame, lands in the malloc heap, so measure the rise
+    without it); "both" does both at once.  One worker only:
+    the heap is the process's; on the simulator with values=False, since computing
+    output values allocates inside rknn_run, which is the simulator's memory, not the
+    pipeline's.  ``source_fps``: frames arrive at this rate (a camera); None:
     a frame is available as soon as a worker is free (throughput).
     ``runtime`` (default: the simulator of ``soc``, rk3588).  ``box_args``: passed to
     find_boxes."""
     if workers < 1:
         raise ValueError(f"workers={workers}: at least 1")
+    if measure_heap not in (False, True, "rise", "peak", "both"):
+        raise ValueError(f"measure_heap={measure_heap!r}: False, True (= 'rise'), 'rise', 'peak' or 'both'")
+    rises, peaks = measure_heap in (True, "rise", "both"), measure_heap in ("peak", "both")
     if measure_heap and workers != 1:
         raise ValueError("measure_heap needs workers=1: mallinfo2 counts the whole process's heap")
     rt = open_runtime(runtime, soc)
@@ -479,11 +516,15 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     worker_of = np.zeros(n, np.int64)
     n_boxes = np.zeros(n, np.int64)
     heap_rise = np.full((n, len(STAGES)), np.nan)
+    heap_peak = np.full((n, len(STAGES)), np.nan)
     kept: Optional[List[list]] = [[] for _ in range(n)] if keep_boxes else None
-    heap = Heap() if measure_heap else None
+    heap = Heap() if rises else None
     ctxs: List[int] = []
     pool: List[Worker] = []
     with contextlib.ExitStack() as replay:
+        if peaks and not tracemalloc.is_tracing():
+            tracemalloc.start()
+            replay.callback(tracemalloc.stop)
         try:
             ctxs.append(rt.init(path))
             for _ in range(workers - 1):
@@ -533,7 +574,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                             return
                         available[i] = avail
                         worker_of[i] = k
-                        boxes = w.frame(frame, times[i], heap_rise[i] if heap is not None else None)
+                        boxes = w.frame(frame, times[i], heap_rise[i] if rises else None,
+                                        heap_peak[i] if peaks else None)
                         n_boxes[i] = len(boxes)
                         if kept is not None:
                             kept[i] = boxes
@@ -566,29 +608,57 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
             + (f", planted {planted}" if planted else "") + conditions)
     nv12 = first
     return PipelineRun(mode=mode, workers=workers, masks=masks, times=times, available=available,
-                       worker=worker_of, n_boxes=n_boxes, boxes=kept, heap_rise=heap_rise, wall_s=wall,
+                       worker=worker_of, n_boxes=n_boxes, boxes=kept, heap_rise=heap_rise, heap_peak=heap_peak,
+                       wall_s=wall,
                        source=source_of(rt, what), conditions=conditions, model=model, planted=planted,
                        input_bytes=pool[0].input_bytes if pool else 0, dma_bytes=dma,
-                       rss_change_bytes=rss1 - rss0,
+                       rss_change_bytes=rss1 - rss0, platform=str(rt.source),
                        frame_size=(int(getattr(nv12, "width", 0)), int(getattr(nv12, "height", 0))))
 
 
 # --------------------------------------------------------------------------- general vs zero-copy
+#: frames of the second, instrumented pass of compare_modes (mallinfo2 and tracemalloc)
+HEAP_FRAMES = 20
+
+
+def verdict_words(c: Any, what: str = "the time per frame") -> str:
+    """One phrase for a rknnlab.experiment.timing Comparison: "0.87x the time per
+    frame (95% interval 0.84-0.90): faster" (or slower), or "...: cannot tell yet
+    (<the reason>)" when the run cannot tell which is faster."""
+    if math.isnan(c.ratio):
+        head = f"no ratio of {what}"
+    else:
+        head = f"{c.ratio:.2f}x {what}" + (f" ({c.interval()})" if c.interval() else "")
+    if c.verdict in ("faster", "slower"):
+        return f"{head}: {c.verdict}"
+    return f"{head}: cannot tell yet ({c.reason or 'within the noise'}; more frames may tell)"
+
+
 def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any] = None,
                   model: str = "ppocr_det", values: bool = False, soc: Optional[str] = None,
-                  planted: Optional[str] = None):
+                  planted: Optional[str] = None, heap_frames: int = HEAP_FRAMES):
     """The same frames through the general API and through zero-copy, one worker on
     RKNN_NPU_CORE_0, one after the other.
 
+    Three passes per mode: ``n_frames`` timed frames with no instrument, then
+    ``heap_frames`` frames reading mallinfo2, then ``heap_frames`` traced by
+    tracemalloc (which slows Python's allocations inside the stages, and whose own
+    bookkeeping would show in mallinfo2).
+
     Rows: "general", "zero_copy".  Columns: <stage>_ms (median ms per stage),
-    total_ms (median of the five stages' sum), latency_ms, fps, heap_per_frame_bytes
-    (median over frames of the malloc heap's largest rise inside a frame, read after
-    every stage: what a frame allocates, even when freed again before the next),
-    heap_max_rise_bytes (the largest), dma_bytes (the context's
-    total_dma_allocated_size, io mems included), rss_change_bytes (RSS after the
-    measured frames minus before), input_bytes (the buffer the frame is converted
-    into), boxes (per frame, mean; only with values=True).  attrs: source, verdict (which is faster, with
-    the ratio's 95% interval, or "cannot tell yet"), comparison (the
+    total_ms (median of the five stages' sum), latency_ms, fps;
+    heap_per_frame_bytes (median over frames of the malloc heap's largest rise,
+    read after every stage: what outlives a stage), heap_max_rise_bytes (the
+    largest); peak_<stage>_bytes (median of the stage's tracemalloc peak: Python's
+    and numpy's temporaries, freed inside the stage too; on the simulator the input,
+    run and output stages' are the simulator's own, a board's runtime allocates in C,
+    unseen), peak_own_bytes (median over frames of the larger of the convert and post
+    peaks: the pipeline's own code, not the runtime's);
+    dma_bytes (the context's total_dma_allocated_size, io mems included),
+    rss_change_bytes (RSS after the timed frames minus before), input_bytes (the
+    buffer the frame is converted into), boxes (per frame, mean; only with
+    values=True).  attrs: source, verdict (one phrase: faster or slower with the
+    ratio's 95% interval, or "cannot tell yet" with the reason), comparison (the
     rknnlab.experiment.timing Comparison), host_cpus.
 
     ``values=False`` (default) replays output values on the simulator: the NPU is
@@ -600,31 +670,97 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
     src = frames if frames is not None else distinct_frames()
     rows, totals, runs = [], {}, {}
     for mode in ("general", "zero_copy"):
-        r = run(src, mode=mode, n_frames=n_frames, runtime=rt, model=model, values=values,
-                planted=planted, keep_boxes=False, measure_heap=True,
-                core_masks=[abi.RKNN_NPU_CORE_0])
+        common = dict(mode=mode, runtime=rt, model=model, values=values, planted=planted, keep_boxes=False,
+                      core_masks=[abi.RKNN_NPU_CORE_0])
+        r = run(src, n_frames=n_frames, **common)
+        h = run(src, n_frames=heap_frames, measure_heap="rise", **common)
+        p = run(src, n_frames=heap_frames, measure_heap="peak", **common)   # its bookkeeping is malloc's
         runs[mode] = r
         ms = r.stage_ms()
         totals[mode] = ms.sum(axis=1)
-        rise = np.nanmax(r.heap_rise, axis=1)
+        rise = np.nanmax(h.heap_rise, axis=1)
         row: Dict[str, Any] = {"mode": mode}
         for k, s in enumerate(STAGES):
             row[f"{s}_ms"] = float(np.median(ms[:, k]))
         row.update(total_ms=float(np.median(totals[mode])), latency_ms=r.latency["median_ms"], fps=r.fps,
-                   heap_per_frame_bytes=float(np.median(rise)), heap_max_rise_bytes=float(np.max(rise)),
+                   heap_per_frame_bytes=float(np.median(rise)), heap_max_rise_bytes=float(np.max(rise)))
+        for k, s in enumerate(STAGES):
+            row[f"peak_{s}_bytes"] = float(np.median(p.heap_peak[:, k]))
+        row.update(peak_own_bytes=float(np.median(np.nanmax(p.heap_peak[:, OWN_STAGES], axis=1))),
                    dma_bytes=r.dma_bytes, rss_change_bytes=r.rss_change_bytes, input_bytes=r.input_bytes)
         if values:      # replayed values repeat the first frame's boxes: not a count per frame
             row["boxes"] = float(np.mean(r.n_boxes))
         rows.append(row)
     table = pd.DataFrame(rows).set_index("mode")
     c = compare("zero_copy", totals["zero_copy"], "general", totals["general"])
-    if c.verdict == "cannot tell apart":
-        verdict = f"zero_copy vs general: {c.words('the time per frame')}; cannot tell yet which is faster"
-    else:
-        verdict = f"zero_copy vs general: {c.words('the time per frame')}"
-    what = (f"{model}, general vs zero_copy, 1 worker on CORE_0, {n_frames} frames each"
+    what = (f"{model}, general vs zero_copy, 1 worker on CORE_0, {n_frames} timed frames each"
+            f" (heap: {heap_frames} more)"
             + (f", planted {planted}" if planted else "")
             + runs["zero_copy"].conditions)
     table.attrs.update(source=source_of(rt, what),
-                       verdict=verdict, comparison=c, host_cpus=os.cpu_count())
+                       verdict=f"zero_copy vs general: {verdict_words(c)}", comparison=c,
+                       host_cpus=os.cpu_count())
+    return table
+
+
+# --------------------------------------------------------------------------- the general API's input copy
+def inputs_set_copies(runtime: Optional[Any] = None, models: Sequence[str] = ("mobilenet_v2", "ppocr_det"),
+                      calls: int = 20, soc: Optional[str] = None, seed: int = 1):
+    """Does rknn_inputs_set copy the frame?  Per model: the time of one call (median
+    of ``calls``), and two runs that answer it from outputs.
+
+    For each model a random uint8 NHWC frame of its input size is set, run, and its
+    output read (want_float = 0, the runtime's buffers, each get released).  Then the
+    same frame is set again and the array is changed (inverted) AFTER the call,
+    before rknn_run: if the output is the first one, the run read the bytes as they
+    were at the call: inputs_set copied them.  A control sets the inverted frame
+    itself: its output must differ, or the first test would prove nothing.
+
+    One row per model: model, input_bytes, inputs_set_us (median),
+    change_after_call_seen (False: inputs_set copied the frame), control_changed
+    (True: the output depends on the input at all).  attrs["source"]."""
+    import pandas as pd
+    from .. import models as course_models
+    rt = open_runtime(runtime, soc)
+    board = {"rk3566": "rk3568"}.get(str(getattr(rt, "soc", "rk3588")), str(getattr(rt, "soc", "rk3588")))
+    rows = []
+    for name in models:
+        ctx = rt.init(str(course_models.model_path(name, board)))
+        try:
+            attr = rt.query(ctx, abi.RKNN_QUERY_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+            dims = [int(d) for d in attr.dims[:attr.n_dims]]
+            if attr.fmt == abi.RKNN_TENSOR_NCHW:
+                dims = [dims[0], dims[2], dims[3], dims[1]]
+            frame = np.random.default_rng(seed).integers(0, 256, dims, dtype=np.uint8)
+            took = []
+            for _ in range(calls):
+                inputs = [input_from_array(0, frame, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)]
+                start = time.perf_counter()
+                rt.inputs_set(ctx, inputs)
+                took.append(time.perf_counter() - start)
+
+            def output(array: np.ndarray, change_after: bool) -> bytes:
+                rt.inputs_set(ctx, [input_from_array(0, array, fmt=abi.RKNN_TENSOR_NHWC,
+                                                     type=abi.RKNN_TENSOR_UINT8)])
+                if change_after:
+                    array[:] = 255 - array
+                rt.run(ctx)
+                outs = [abi.rknn_output(index=0, want_float=0, is_prealloc=0)]
+                rt.outputs_get(ctx, outs)
+                try:
+                    return output_view(outs[0], np.uint8).tobytes()
+                finally:
+                    rt.outputs_release(ctx, outs)
+
+            first = output(frame.copy(), change_after=False)
+            after = output(frame.copy(), change_after=True)
+            control = output(255 - frame, change_after=False)
+            rows.append({"model": name, "input_bytes": int(frame.nbytes),
+                         "inputs_set_us": float(np.median(took)) * 1e6,
+                         "change_after_call_seen": after != first, "control_changed": control != first})
+        finally:
+            rt.destroy(ctx)
+    table = pd.DataFrame(rows)
+    table.attrs["source"] = source_of(rt, f"rknn_inputs_set, median of {calls} calls per model; a random "
+                                          "uint8 NHWC frame, changed after the call")
     return table

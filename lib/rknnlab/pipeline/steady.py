@@ -9,7 +9,12 @@ allocation per call. Flat memory only shows there is no leak.":
 - the growth verdict of each series (rknnlab.experiment.growth: a slope with its
   95% interval; "flat", "grows", or "cannot tell yet");
 - the heap's rise inside each frame (mallinfo2 read after every stage, minus before
-  the frame): what a frame allocates, even when it frees it again before the next.
+  the frame): what a frame allocates and keeps past a stage, even when it frees it
+  again before the next;
+- after the measured frames, PEAK_FRAMES more traced by tracemalloc: each stage's
+  peak of Python's (and numpy's) memory above its start, temporaries freed inside
+  the stage included (on the simulator the runtime calls' peaks are the simulator's
+  own Python; a board's runtime allocates in C, which neither instrument sees).
 
 ``planted="letterbox_malloc"`` adds a fresh letterbox buffer every frame (as
 Rockchip's model-zoo demos do): a real allocation per frame that a flat curve does
@@ -27,12 +32,13 @@ import os
 import platform
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .loop import STAGES, Worker, distinct_frames, values_mode
+from .loop import OWN_STAGES, STAGES, Worker, distinct_frames, values_mode
 
 #: the series the verdicts judge, as (key, summary prefix, column in the samples, unit label)
 SERIES = (("rss", "rss", "rss_kb", "RSS"), ("heap", "heap", "heap_in_use_bytes", "malloc heap in use"),
@@ -40,6 +46,9 @@ SERIES = (("rss", "rss", "rss_kb", "RSS"), ("heap", "heap", "heap_in_use_bytes",
 #: points per series kept in a result (a recorded trace stays small)
 KEEP_POINTS = 600
 FORMAT = "rknnlab.pipeline.steady/1"
+#: frames traced by tracemalloc after the measured ones (tracing slows Python's
+#: allocations, and its bookkeeping lives in the malloc heap the series read)
+PEAK_FRAMES = 20
 
 
 # --------------------------------------------------------------------------- the variants (child process)
@@ -58,9 +67,14 @@ def _pipeline(lab: Any, planted: Optional[str]) -> None:
     rises = np.full((lab.total, len(STAGES)), np.nan)    # once: no allocation per frame
     boxes = np.zeros(lab.total, np.int64)
     worker.frame(frames[0], times)          # real output values: a replay repeats them
+    peaks = np.full((PEAK_FRAMES, len(STAGES)), np.nan)
     with values_mode(rt, bool(p.get("values", False))):
         for i in lab.loop():
             boxes[i] = len(worker.frame(frames[i % len(frames)], times, rises[i]))
+        tracemalloc.start()             # after the loop: the series' stage is "teardown" now
+        for i in range(PEAK_FRAMES):
+            worker.frame(frames[i % len(frames)], times, heap_peak=peaks[i])
+        tracemalloc.stop()
     worker.close()
     rt.destroy(ctx)
     measured = rises[lab.warmup:]
@@ -69,7 +83,10 @@ def _pipeline(lab: Any, planted: Optional[str]) -> None:
     print(json.dumps({"heap_rise": {
         "per_frame_median_bytes": float(np.median(per_frame)), "per_frame_max_bytes": float(per_frame.max()),
         "by_stage_median_bytes": {s: float(np.median(measured[:, k])) for k, s in enumerate(STAGES)},
-        "frames": list(range(lab.warmup, lab.total, step)), "bytes": [float(v) for v in per_frame[::step]]},
+        "frames": list(range(lab.warmup, lab.total, step)), "bytes": [float(v) for v in per_frame[::step]],
+        "peak_own_median_bytes": float(np.median(np.nanmax(peaks[:, OWN_STAGES], axis=1))),
+        "peak_by_stage_median_bytes": {s: float(np.median(peaks[:, k])) for k, s in enumerate(STAGES)},
+        "peak_frames": PEAK_FRAMES},
         "boxes_mean": float(boxes[lab.warmup:].mean())}))
 
 
@@ -94,7 +111,11 @@ class SteadyState:
     "letterbox_malloc").  ``series[v]``: iteration, rss_bytes, heap_bytes, dma_bytes
     (at most KEEP_POINTS readings of the measured frames, evenly thinned);
     ``verdicts[v][s]`` for s in rss, heap, dma: verdict, words, slope and half_width
-    (bytes per frame); ``heap_rise[v]``: the heap's rise inside a frame;
+    (bytes per frame); ``heap_rise[v]``: the heap's rise inside a frame
+    (per_frame_median_bytes, per_frame_max_bytes, by_stage_median_bytes, frames,
+    bytes) and the tracemalloc peaks of PEAK_FRAMES more frames
+    (peak_own_median_bytes: the larger of the convert and post stages' peaks, the
+    pipeline's own code; peak_by_stage_median_bytes; peak_frames);
     ``meta``: source, command, created, backend, host, frames."""
 
     def __init__(self, meta: Dict[str, Any], series: Dict[str, Dict[str, List[float]]],
@@ -128,7 +149,10 @@ class SteadyState:
 
     def rises(self):
         """One row per variant: heap_per_frame_bytes (median of each frame's largest
-        rise), heap_max_rise_bytes, and the median rise after each stage."""
+        rise), heap_max_rise_bytes, the median rise after each stage
+        (after_<stage>_bytes), peak_own_bytes (median over the traced frames of the
+        larger of the convert and post stages' tracemalloc peaks: the pipeline's own
+        code) and peak_<stage>_bytes."""
         import pandas as pd
         rows = []
         for v in self.variants:
@@ -137,6 +161,9 @@ class SteadyState:
                    "heap_max_rise_bytes": h.get("per_frame_max_bytes", math.nan)}
             for s in STAGES:
                 row[f"after_{s}_bytes"] = (h.get("by_stage_median_bytes") or {}).get(s, math.nan)
+            row["peak_own_bytes"] = h.get("peak_own_median_bytes", math.nan)
+            for s in STAGES:
+                row[f"peak_{s}_bytes"] = (h.get("peak_by_stage_median_bytes") or {}).get(s, math.nan)
             rows.append(row)
         df = pd.DataFrame(rows)
         df.attrs["source"] = self.source
@@ -151,7 +178,8 @@ class SteadyState:
             h = self.heap_rise.get(v) or {}
             parts = [f"{label} {self.verdicts[v][key]['words']}" for key, _, _, label in SERIES]
             lines.append(f"{v}: " + "; ".join(parts)
-                         + f"; heap rise inside a frame {h.get('per_frame_median_bytes', math.nan):,.0f} B (median)")
+                         + f"; heap rise inside a frame {h.get('per_frame_median_bytes', math.nan):,.0f} B (median)"
+                         + f"; tracemalloc peak of its own stages {h.get('peak_own_median_bytes', math.nan):,.0f} B")
         return "\n".join(lines + [f"{self.meta.get('frames', '?')} frames per variant; source: {self.source}"])
 
     def __repr__(self) -> str:

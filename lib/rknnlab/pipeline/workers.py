@@ -27,6 +27,19 @@ CONFIGURATIONS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
 )
 
 
+def npu_runs_at_once(masks: Sequence[int], npu_cores: int) -> int:
+    """How many of these workers' rknn_run calls the NPU can serve at once: one per
+    distinct single core (CORE_0, CORE_1, CORE_2); AUTO workers spread over the SoC's
+    cores; a mask over several cores (0_1, 0_1_2) takes them all for one run."""
+    from ..rknn import abi
+    single = {abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1, abi.RKNN_NPU_CORE_2}
+    if any(m not in single and m != abi.RKNN_NPU_CORE_AUTO for m in masks):
+        return 1
+    auto = sum(1 for m in masks if m == abi.RKNN_NPU_CORE_AUTO)
+    fixed = {m for m in masks if m in single}
+    return max(1, min(len(fixed) + auto, npu_cores))
+
+
 def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequence[Union[int, str]]]] = None,
             n_frames: int = 60, frames: Any = None, runtime: Optional[Any] = None,
             model: str = "ppocr_det", values: bool = False, soc: Optional[str] = None,
@@ -43,9 +56,15 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     (frames over the wall time), latency_median_ms, latency_p95_ms (frame available
     to boxes ready; frames are available as soon as a worker is free), run_ms
     (median rknn_run), cpu_ms (median of the CPU stages: convert + input + output +
-    post), speedup (fps over the first row's).  attrs: source, host_cpus (this
-    host's CPU count: the CPU stages of all workers share them), npu_cores (3 on
-    RK3588; the default configurations need them all), note (what the host's CPU count means for the rows).
+    post), speedup (fps over the first row's), bound_fps and limit (the frame rate
+    the row's own medians allow: the smallest of workers / (cpu_ms + run_ms) "one
+    frame per worker at a time", host_cpus / cpu_ms "host CPUs", and NPU runs at once
+    / run_ms "NPU cores"; fps stays under it, and its term names the bottleneck).
+    attrs: source, host_cpus (this host's CPU count: the CPU stages of all workers
+    share them), npu_cores (3 on RK3588; the default configurations need them all),
+    note (what the host's CPU count means for the rows), runs (config -> the
+    PipelineRun the row was computed from: draw its Gantt with
+    rknnlab.plot.pipeline_gantt, and the figure and the row are one run).
 
     ``values=False`` (default): output values replayed on the simulator, so the
     rows measure the modeled NPU and the pipeline's CPU stages, not the twin's
@@ -59,8 +78,10 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
         configs = [(len(m), tuple(m)) for m in masks]
     if not configs:
         raise ValueError(f"no configuration with {tuple(workers)} workers")
-    rows = []
+    rows, runs = [], {}
     source = ""
+    cpus = os.cpu_count() or 0
+    npu = NPU_CORES.get(str(getattr(rt, "soc", "")).lower(), 1)
     for n_workers, config in configs:
         values_masks = [mask_value(m) for m in config]
         r = run(src, mode=mode, workers=n_workers, core_masks=values_masks, n_frames=n_frames,
@@ -68,17 +89,23 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
         ms = r.stage_ms()
         names = [mask_name(m) for m in values_masks]
         label = names[0] if len(set(names)) == 1 else "/".join(names)
-        rows.append({"config": f"{n_workers} x {label}", "workers": n_workers, "masks": "/".join(names),
+        run_ms = float(np.median(ms[:, STAGES.index("run")]))
+        cpu_ms = float(np.median(ms[:, [k for k, s in enumerate(STAGES) if s != "run"]].sum(axis=1)))
+        bounds = {"one frame per worker at a time": 1e3 * n_workers / (cpu_ms + run_ms),
+                  "host CPUs": 1e3 * cpus / cpu_ms if cpus and cpu_ms > 0 else np.inf,
+                  "NPU cores": 1e3 * npu_runs_at_once(values_masks, npu) / run_ms if run_ms > 0 else np.inf}
+        limit = min(bounds, key=bounds.get)
+        config = f"{n_workers} x {label}"
+        rows.append({"config": config, "workers": n_workers, "masks": "/".join(names),
                      "fps": r.fps, "latency_median_ms": r.latency["median_ms"],
-                     "latency_p95_ms": r.latency["p95_ms"],
-                     "run_ms": float(np.median(ms[:, STAGES.index("run")])),
-                     "cpu_ms": float(np.median(ms[:, [k for k, s in enumerate(STAGES) if s != "run"]].sum(axis=1)))})
+                     "latency_p95_ms": r.latency["p95_ms"], "run_ms": run_ms, "cpu_ms": cpu_ms,
+                     "bound_fps": bounds[limit], "limit": limit})
+        runs[config] = r
         source = r.conditions
     table = pd.DataFrame(rows)
-    table["speedup"] = table["fps"] / table["fps"].iloc[0]
-    cpus = os.cpu_count() or 0
-    npu = NPU_CORES.get(str(getattr(rt, "soc", "")).lower(), 1)
-    table.attrs.update(
+    table.insert(table.columns.get_loc("bound_fps"), "speedup", table["fps"] / table["fps"].iloc[0])
+    table.attrs.update(runs=runs,
+
         source=source_of(rt, f"{model}, {mode}, {n_frames} frames per configuration{source}"),
         host_cpus=cpus, npu_cores=npu,
         note=(f"The CPU stages of every worker share this host's {cpus} CPU cores"
