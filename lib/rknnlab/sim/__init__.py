@@ -165,10 +165,14 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE / _OUTPUT_MEM_CACHE imply that the runtime "
             "flushes inputs and invalidates outputs around rknn_run by default; the API reference "
             "says cacheable memory shared by the CPU and the NPU needs rknn_mem_sync; none of "
-            "Rockchip's demos call it.",
+            "Rockchip's demos call it. rknn_mem_sync on a NON_CACHEABLE mem returns RKNN_SUCC "
+            "here; Rockchip's rknpu kernel driver refuses to sync a buffer made without its "
+            "cacheable flag (-EINVAL from its sync ioctl), and no document says what "
+            "rknn_mem_sync returns then.",
      "init with RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE, write an input through a cacheable mem "
      "and run with and without RKNN_MEMORY_SYNC_TO_DEVICE; compare outputs (then the same "
-     "without the flag)."),
+     "without the flag); call rknn_mem_sync on a mem made with RKNN_FLAG_MEMORY_NON_CACHEABLE "
+     "and read its return code (and dmesg)."),
     ("A12", "rknn_inputs_set takes UINT8, INT8, FLOAT32 and FLOAT16 inputs as raw values: it "
             "normalises them with the model's mean/std, quantizes with the native zp/scale "
             "(round half to even, saturating) and writes the native layout; INT8 is not taken as "
