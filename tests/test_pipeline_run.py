@@ -181,7 +181,7 @@ def test_scaling_rows_sources_and_host(frames, rt):
         r = runs[row["config"]]
         assert r.workers == row["workers"] and r.fps == row["fps"] and r.n_frames == 9
     # the rate the row's own stage medians allow bounds the measured rate; the limit names the smallest term
-    assert set(t["limit"]) <= {"one frame per worker at a time", "host CPUs", "NPU cores"}
+    assert set(t["limit"]) <= {"one worker's frame", "host CPUs", "NPU cores"}
     assert (t["fps"] <= t["bound_fps"] * 1.1).all(), t[["config", "fps", "bound_fps"]]
 
 
@@ -323,3 +323,25 @@ def test_a_bad_trace_is_refused(tmp_path):
         SteadyState.load(bad)
     with pytest.raises(ValueError, match="planted"):
         steady_state(n_frames=10, planted="leak")
+
+
+def test_tables_as_text_have_units_in_headers_and_one_format_per_column():
+    import pandas as pd
+    from rknnlab.pipeline.loop import show_table
+    t = pd.DataFrame({"mode": ["general", "zero_copy"], "convert_ms": [0.9, 12.3456], "fps": [95.0, 126.4],
+                      "heap_per_frame_bytes": [32.0, 691280.0], "dma_bytes": [44435579, 59872379],
+                      "precision": [1.0, float("nan")], "control_changed": [True, False]}).set_index("mode")
+    t.attrs["source"] = "simulated RK3588 — rknnlab sim: a test"
+    lines = show_table(t).splitlines()
+    head = lines[0]
+    for h in ("convert (ms)", "frames/s", "heap rise/frame (B)", "DMA total (MiB)", "control changed"):
+        assert h in head, head
+    general, zero = lines[1].split(), lines[2].split()
+    assert general[1:5] == ["0.90", "95", "32", "42.38"] and zero[1:5] == ["12.35", "126", "691,280", "57.10"]
+    assert general[5] == "1" and zero[5] == "-"           # nothing to match: "-", not a number
+    assert general[6] == "yes" and zero[6] == "no"
+    # numbers right-aligned under their header
+    assert head.index("frames/s") + len("frames/s") == lines[1].index("95") + 2
+    assert lines[-1].startswith("source: simulated RK3588")
+    with pytest.raises(KeyError, match="no column"):
+        show_table(t, ["nope"])

@@ -764,3 +764,90 @@ def inputs_set_copies(runtime: Optional[Any] = None, models: Sequence[str] = ("m
     table.attrs["source"] = source_of(rt, f"rknn_inputs_set, median of {calls} calls per model; a random "
                                           "uint8 NHWC frame, changed after the call")
     return table
+
+
+# --------------------------------------------------------------------------- the tables as text
+#: readable headers, with their unit, for the columns of this package's tables
+HEADERS = {
+    "convert_ms": "convert (ms)", "input_ms": "input (ms)", "run_ms": "run (ms)", "output_ms": "output (ms)",
+    "post_ms": "post (ms)", "total_ms": "total (ms)", "latency_ms": "latency (ms)", "cpu_ms": "CPU stages (ms)",
+    "latency_median_ms": "latency median (ms)", "latency_p95_ms": "latency p95 (ms)", "fps": "frames/s",
+    "bound_fps": "bound (frames/s)", "speedup": "speedup (x)", "heap_per_frame_bytes": "heap rise/frame (B)",
+    "heap_max_rise_bytes": "largest heap rise (B)", "peak_own_bytes": "traced peak, own (B)",
+    "dma_bytes": "DMA total (MiB)", "rss_change_bytes": "RSS change (B)", "input_bytes": "input (B)",
+    "inputs_set_us": "inputs_set (us)", "change_after_call_seen": "change after call seen",
+    "control_changed": "control changed", "slope_bytes_per_frame": "slope (B/frame)", "pm_bytes": "± (B/frame)",
+}
+#: columns shown in MiB (the others in their header's unit)
+_MIB = ("dma_bytes",)
+
+
+def header(column: str) -> str:
+    """A column's header with its unit: "convert (ms)", "peak of post (B)", "frames/s"."""
+    if column in HEADERS:
+        return HEADERS[column]
+    if column.startswith("peak_") and column.endswith("_bytes"):
+        return f"peak of {column[5:-6]} (B)"
+    if column.startswith("after_") and column.endswith("_bytes"):
+        return f"after {column[6:-6]} (B)"
+    for suffix, unit in (("_ms", "ms"), ("_us", "us"), ("_bytes", "B")):
+        if column.endswith(suffix):
+            return f"{column[:-len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def _formatter(column: str, values: Any):
+    """One format for the whole column: ms with 2 decimals, us whole, bytes as whole numbers with
+    thousands separators (MiB with 2 decimals for the DMA total), rates whole, ratios
+    with 2 decimals, yes/no for booleans, "-" for nothing (NaN, None)."""
+    def nothing(v: Any) -> bool:
+        return v is None or (isinstance(v, float) and math.isnan(v))
+
+    if column in _MIB:
+        return lambda v: "-" if nothing(v) else f"{v / 2 ** 20:,.2f}"
+    if column.endswith("_bytes") or column.endswith("_bytes_per_frame"):
+        small = all(nothing(v) or abs(v) >= 10 for v in values)
+        return lambda v: "-" if nothing(v) else (f"{v:,.0f}" if small else f"{v:,.1f}")
+    if column.endswith("_ms"):
+        return lambda v: "-" if nothing(v) else f"{v:,.2f}"
+    if column.endswith("_us"):
+        return lambda v: "-" if nothing(v) else f"{v:,.0f}"
+    if column.endswith("fps"):
+        return lambda v: "-" if nothing(v) else f"{v:,.0f}"
+    if column == "speedup":
+        return lambda v: "-" if nothing(v) else f"{v:.2f}"
+    if all(isinstance(v, (bool, np.bool_)) for v in values):
+        return lambda v: "yes" if v else "no"
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return lambda v: f"{v:,}"
+    if all(isinstance(v, (float, np.floating)) for v in values):
+        return lambda v: "-" if nothing(v) else f"{v:,.3g}"
+    return lambda v: "-" if nothing(v) else str(v)
+
+
+def show_table(table: Any, columns: Optional[Sequence[str]] = None, width: int = 100) -> str:
+    """One of this package's tables (compare_modes, scaling, inputs_set_copies,
+    SteadyState.table() or .rises(), PipelineRun.table()) as aligned text: a header
+    with its unit over each column, plain numbers in one format per column (numbers
+    right-aligned, text left-aligned), "-" where there is nothing, and the table's
+    source under it (wrapped at ``width`` columns)."""
+    import textwrap
+    shown = table.reset_index() if table.index.name else table
+    cols = list(columns) if columns is not None else [c for c in shown.columns if not str(c).startswith("_")]
+    missing = [c for c in cols if c not in shown.columns]
+    if missing:
+        raise KeyError(f"no column {', '.join(missing)} in this table; it has {', '.join(map(str, shown.columns))}")
+    cells, numeric = [], []
+    for c in cols:
+        values = list(shown[c])
+        fmt = _formatter(str(c), values)
+        cells.append([header(str(c))] + [fmt(v) for v in values])
+        numeric.append(all(isinstance(v, (int, float, np.integer, np.floating)) or v is None for v in values))
+    widths = [max(len(x) for x in col) for col in cells]
+    lines = []
+    for r in range(len(shown) + 1):
+        parts = [(col[r].rjust(w) if num else col[r].ljust(w)) for col, w, num in zip(cells, widths, numeric)]
+        lines.append("  ".join(parts).rstrip())
+    source = str(getattr(table, "attrs", {}).get("source", "not recorded"))
+    lines.append(textwrap.fill(f"source: {source}", width, break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines)

@@ -58,7 +58,7 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     (median rknn_run), cpu_ms (median of the CPU stages: convert + input + output +
     post), speedup (fps over the first row's), bound_fps and limit (the frame rate
     the row's own medians allow: the smallest of workers / (cpu_ms + run_ms) "one
-    frame per worker at a time", host_cpus / cpu_ms "host CPUs", and NPU runs at once
+    worker's frame", host_cpus / cpu_ms "host CPUs", and NPU runs at once
     / run_ms "NPU cores"; fps stays under it, and its term names the bottleneck).
     attrs: source, host_cpus (this host's CPU count: the CPU stages of all workers
     share them), npu_cores (3 on RK3588; the default configurations need them all),
@@ -91,7 +91,7 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
         label = names[0] if len(set(names)) == 1 else "/".join(names)
         run_ms = float(np.median(ms[:, STAGES.index("run")]))
         cpu_ms = float(np.median(ms[:, [k for k, s in enumerate(STAGES) if s != "run"]].sum(axis=1)))
-        bounds = {"one frame per worker at a time": 1e3 * n_workers / (cpu_ms + run_ms),
+        bounds = {"one worker's frame": 1e3 * n_workers / (cpu_ms + run_ms),
                   "host CPUs": 1e3 * cpus / cpu_ms if cpus and cpu_ms > 0 else np.inf,
                   "NPU cores": 1e3 * npu_runs_at_once(values_masks, npu) / run_ms if run_ms > 0 else np.inf}
         limit = min(bounds, key=bounds.get)
