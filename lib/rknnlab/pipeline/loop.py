@@ -488,7 +488,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     "peak" traces Python's allocations with tracemalloc (heap_peak: each stage's
     peak; tracing slows Python's allocations inside the timed stages, and its own
     bookkeeping, a few KiB per frame, lands in the malloc heap, so measure the rise
-    without it); "both" does both at once.  One worker only:
+    without it); "both" does both at once.  Tracing resets tracemalloc's peak at
+    every stage (a caller already tracing loses its own peak).  One worker only:
     the heap is the process's; on the simulator with values=False, since computing
     output values allocates inside rknn_run, which is the simulator's memory, not the
     pipeline's.  ``source_fps``: frames arrive at this rate (a camera); None:
