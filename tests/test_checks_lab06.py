@@ -842,9 +842,17 @@ def test_lab_notebook_structure() -> None:
     check = next(k for k, c in enumerate(nb.cells) if c.source.strip() == "checks.check_synced_loop(detect)")
     assert not any("after each `rknn_run`" in c.source for c in nb.cells[start:check] if c.cell_type == "markdown")
     assert "after each `rknn_run`" in nb.cells[check + 1].source
-    # the Predict answers of exercise 1 come from a cell both editions keep, after the check
+    # the Predict answers of exercise 1 are constants in a folded answer after the check; no code cell a
+    # student sees calls rknnlab's size or threshold functions (copying them would pass nothing)
     k = next(k for k, c in enumerate(nb.cells) if c.source.strip().startswith("checks.check_frame_sizes"))
-    assert "Predict's answers" in nb.cells[k + 1].source and not nb.cells[k + 1].metadata.get("tags")
+    assert nb.cells[k + 1].source.startswith("```{admonition} Answer") and "3,133,440 B" in nb.cells[k + 1].source
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "solution" not in cell.metadata.get("tags", []):
+            assert not re.search(r"pipeline\.(nv12_size|rgb_size|int8_threshold)", cell.source), cell.source
+    # exercise 3's explanation and its fixes are folded, after the check; exercise 5 has a folded answer
+    assert nb.cells[check + 1].source.startswith("```{admonition} Answer")
+    assert "Answer: how many workers?" in text
+    assert "RK3588 only" not in text and "npu_cores" not in text
 
 
 def test_lab_teaches_the_canonical_sentences_word_for_word() -> None:

@@ -31,7 +31,7 @@ Rules the machinery enforces:
 - The summary resists accidental reassignment, not deliberate tampering in your own kernel:
   ``Lab.run`` keeps a frozen copy of each result in a store only this module's closures reach
   (no module attribute holds it or the function that writes it); it records a result only
-  when a check module of this package called it; ``results()`` returns copies; a result
+  when one of the lab's sealed check functions called it; ``results()`` returns copies; a result
   built by hand or returned by a replaced check never reaches the store; and
   :meth:`Lab.summary` warns, and does not count the exercise, when a sealed check function or
   ``Lab.run`` itself has been replaced.  A determined student can still patch anything in
@@ -189,7 +189,6 @@ def _make_store() -> Tuple[Callable[[str, CheckResult], None], Callable[[str], D
 
 
 _RECORD, _read, _seal, _originals = _make_store()
-_CHECKS_DIR = os.path.realpath(Path(__file__).parent) + os.sep   # the lab modules that may record
 
 
 class Lab:
@@ -201,13 +200,14 @@ class Lab:
         self._module: Dict[str, Any] = {}
 
     def run(self, exercise: str, body: Callable[[], CheckResult],
-            _store: Any = None, _check: Any = None) -> CheckResult:
-        """Run a check's body; never raises; records the result for :meth:`summary` when a
-        check module of this package called it (a notebook cell calling it records nothing).
-        (``_store`` and ``_check`` are bound once, below the definition of ``_run_check``:
-        replacing the module's names later changes nothing.)"""
+            _store: Any = None, _check: Any = None, _sealed: Any = None) -> CheckResult:
+        """Run a check's body; never raises; records the result for :meth:`summary` when one of
+        the lab's sealed check functions called it (a notebook cell calling it records nothing).
+        (``_store``, ``_check`` and ``_sealed`` are bound once, below the definition of
+        ``_run_check``: replacing the module's names later changes nothing.)"""
         result = _check(exercise, body)
-        if os.path.realpath(sys._getframe(1).f_code.co_filename).startswith(_CHECKS_DIR):
+        caller = sys._getframe(1).f_code
+        if any(getattr(f, "__code__", None) is caller for f, _ in _sealed(self.title).values()):
             _store(self.title, result)
         return result
 
@@ -302,7 +302,7 @@ def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
     return result
 
 
-Lab.run.__defaults__ = (_RECORD, _run_check)
+Lab.run.__defaults__ = (_RECORD, _run_check, _originals)
 _SEALED_LAB_RUN = Lab.run
 del _RECORD                 # reachable only through Lab.run from here on
 
