@@ -16,6 +16,8 @@ accuracy                        :func:`box_agreement`, :func:`iou`, :func:`refer
 the loop                        :func:`run`, :class:`PipelineRun`, :data:`STAGES`,
                                 :func:`int8_channel0` (channel 0 of an output, read in
                                 place), :func:`distinct_frames`, :func:`compare_modes`,
+                                :func:`inputs_set_copies` (rknn_inputs_set copies),
+                                :func:`show_table` (a table with units in its headers),
                                 :func:`scaling`, :func:`steady_state`,
                                 :class:`SteadyState` (``SteadyState.load`` reads a
                                 recorded long run)
@@ -41,7 +43,8 @@ _NAMES = {
     # the loop lives in pipeline/loop.py: a submodule named "run" would replace the function
     # pipeline.run with the module once anything imported it
     "run": "loop", "PipelineRun": "loop", "compare_modes": "loop", "STAGES": "loop", "Worker": "loop",
-    "int8_channel0": "loop", "distinct_frames": "loop",
+    "int8_channel0": "loop", "distinct_frames": "loop", "inputs_set_copies": "loop", "show_table": "loop",
+    "verdict_words": "loop",
     "scaling": "workers",
     "steady_state": "steady", "SteadyState": "steady",
 }
