@@ -612,6 +612,11 @@ def zero_copy_loop(flags=abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE, sync="fro
     return detect
 
 
+def context_per_frame_no_sync(rt, frames):
+    """The bug kept, with a new context and new mems for every frame (nothing cached yet)."""
+    return [zero_copy_loop(sync="none")(rt, [frame])[0] for frame in frames]
+
+
 def general_api_loop(rt, frames):
     """The flag kept, no sync, the general API: inputs_set / outputs_get (leaves zero-copy)."""
     ctx = rt.init(_model_of(rt), abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE)
@@ -679,9 +684,9 @@ def test_ex3_a_sync_before_the_run_passes_with_a_note() -> None:
     (zero_copy_loop(which="in"), "stop changing"), (zero_copy_loop(when="before", extra="shift"), "ran the model 5"),
     (zero_copy_loop(extra="twice"), "ran the model 8"), (general_api_loop, "general API"),
     (the_checks_own_reference, "ran the model 0"), (no_sync_and_find_boxes_patched, "frames"),
-    (library_pipeline_run, "ran the model 0")],
+    (library_pipeline_run, "ran the model 0"), (context_per_frame_no_sync, "contexts and")],
     ids=["as-given-no-sync", "sync-to-device", "input-mem-synced", "results-shifted-by-one", "run-twice",
-         "general-api", "the-checks-own-reference", "find-boxes-patched", "pipeline-run"])
+         "general-api", "the-checks-own-reference", "find-boxes-patched", "pipeline-run", "context-per-frame"])
 def test_ex3_wrong_loops_fail(loop, words) -> None:
     _failed(checks.check_synced_loop(loop), words)
     assert pipeline.find_boxes is cases._find_boxes or callable(pipeline.find_boxes)

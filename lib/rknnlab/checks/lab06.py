@@ -677,6 +677,11 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
             raise _Fail(f"your loop reads the output with rknn_outputs_get ({counting.gets} calls): that is the "
                         "general API, not the zero-copy loop to fix.", "Keep bind_io's bound mems and read the "
                         "map where the NPU writes it. " + _SYNC_HINT)
+        if counting.contexts_after_first_run or counting.mems_after_first_run:
+            raise _Fail(f"your loop made {counting.contexts_after_first_run} contexts and "
+                        f"{counting.mems_after_first_run} mems after its first rknn_run: a fresh mem hides the "
+                        "stale cache instead of fixing it.", "Keep one context and bind_io's mems, made once. "
+                        + _SYNC_HINT)
         if counting.runs != LOOP_FRAMES:
             raise _Fail(f"your loop ran the model {counting.runs} times for {LOOP_FRAMES} frames: one run per "
                         "frame.", "Run each frame once and read that run's output. " + _SYNC_HINT)
@@ -690,8 +695,8 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
                         _SYNC_HINT, details)
         late = [k for k in wrong if k and got[k] == ref[k - 1]]
         if late:
-            raise _Fail(f"{len(late)} of {LOOP_FRAMES} frames show the boxes of the frame before: your loop reads "
-                        "each output one frame late.", _SYNC_HINT, details)
+            raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames are wrong; {len(late)} of them show the boxes of the "
+                        "frame before: your loop reads outputs one frame late.", _SYNC_HINT, details)
         if wrong:
             raise _Fail(f"{len(wrong)} of {LOOP_FRAMES} frames are wrong: their boxes differ from the reference "
                         "run of the same frames.", "Keep the lab's letterbox, model and find_boxes with its "
