@@ -198,6 +198,11 @@ def _judge_sizes(nv12_bytes: Callable[..., Any], rgb_input_bytes: Callable[..., 
         side = _size_verdict(got, _cases.rgb_input_bytes(w, h, soc))
         if side:
             wrong_rgb.append(f"{what}: {_shown_size(got)} is {side}")
+    wrong_all = wrong_nv12 + wrong_rgb
+    if wrong_all and all("a float" in w for w in wrong_all):
+        raise _Fail(f"{len(wrong_all)} sizes of {2 * len(frames)} are floats:", "A size in bytes is an int, as "
+                    "malloc and rknn_create_mem take it: compute with integer arithmetic (// 2, not * 1.5).",
+                    _shown(wrong_all))
     if wrong_nv12:
         raise _Fail(f"nv12_bytes is wrong for {len(wrong_nv12)} of {len(frames)} made-up frames:",
                     "NV12 keeps a full-size Y plane and one UV plane of half the rows (each row holds U and V "
