@@ -317,6 +317,19 @@ def mask_stops_tracemalloc(out, zp, scale, value):
     return (out.astype(np.float32) - zp) * scale >= value
 
 
+def mask_row_by_row(out, zp, scale, value):
+    """Calls int8_threshold for show, then dequantises one row at a time in float64 (never the whole
+    map at once, unless the map is one row)."""
+    try:
+        threshold_reference(value, zp, scale)
+    except ValueError:
+        pass
+    mask = np.empty(out.shape, bool)
+    for r in range(out.shape[0]):
+        mask[r] = (out[r].astype(np.float64) - zp) * scale >= value
+    return mask
+
+
 def mask_clamped(out, zp, scale, value):
     """A clamped q used as it is: pixels at 127 pass a threshold none reaches."""
     try:
@@ -339,7 +352,7 @@ def test_ex2_right_masks_pass(mask, monkeypatch: pytest.MonkeyPatch) -> None:
     (mask_dequantised_f64, "bytes per pixel"), (mask_int8_overflow, "text_mask("),
     (mask_unhandled_range, "raised ValueError"),
     (mask_clamped, "pixels wrong"), (mask_without_threshold, "never called your int8_threshold"),
-    (mask_stops_tracemalloc, "tracemalloc was stopped")])
+    (mask_stops_tracemalloc, "tracemalloc was stopped"), (mask_row_by_row, "bytes per pixel")])
 def test_ex2_wrong_masks_fail(mask, words, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in SEEDS:
         _seeded(monkeypatch, seed)

@@ -335,9 +335,14 @@ def _check_masks(text_mask: Callable[..., Any], int8_threshold: Callable[..., An
     """The masks of made-up int8 maps: right pixel by pixel, and allocating less than
     MASK_BYTES_PER_PIXEL per pixel at once.  Returns the most bytes per pixel seen."""
     most = 0.0
-    picked = [c for c in cases if c[3] != "between"][:3] + [c for c in cases if c[3] == "between"][:4]
-    for value, zp, scale, kind in picked:
-        shape = (int(rng.integers(200, 481)), int(rng.integers(200, 481)))
+    picked = [c for c in cases if c[3] not in ("between", "level")][:3] + \
+        [c for c in cases if c[3] == "between"][:6]
+    # the last two maps are one row and one column: a loop that dequantises a row (or a column) at a
+    # time then copies the whole map at once
+    long = int(rng.integers(20000, 40001))
+    shapes = [(int(rng.integers(200, 481)), int(rng.integers(200, 481))) for _ in picked[:-2]] + \
+        [(1, long), (long, 1)]
+    for (value, zp, scale, kind), shape in zip(picked, shapes):
         out = rng.integers(-128, 128, size=shape).astype(np.int8)
         what = f"text_mask(<int8 map {shape[0]}x{shape[1]}>, zp={zp}, scale={scale:.6g}, value={value:.6g})"
         calls: List[int] = []
@@ -389,7 +394,8 @@ def check_int8_threshold(int8_threshold: Callable[[float, int, float], int],
     the fraction below and above one half, two exactly on a level (a power-of-two scale, so
     that floating point cannot blur it), zero points from -128 to 100, values above the
     largest and below the smallest value the output can hold.  Every q must be an exact int.
-    Then it calls text_mask on seven made-up int8 maps (three with values out of range):
+    Then it calls text_mask on nine made-up int8 maps (three with values out of range; one of
+    a single row and one of a single column):
     every pixel must be right, text_mask must call your int8_threshold, and the call must
     allocate less than MASK_BYTES_PER_PIXEL bytes per pixel at once (tracemalloc; a float32
     copy of the map takes 4).  rknnlab.pipeline.int8_threshold raises while the check runs.
