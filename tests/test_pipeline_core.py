@@ -747,3 +747,5 @@ def test_toolkit_simulation_agrees_on_the_page_views():
     page = table[table.index.str.startswith("page")]
     assert len(page) >= 1 and (page["reference"] > 0).all()
     assert page["f1"].mean() >= 0.8
+    empty = table[(table["boxes"] == 0) & (table["reference"] == 0)]
+    assert len(empty) >= 1 and empty[["precision", "recall", "f1"]].isna().all().all()  # text, rocket

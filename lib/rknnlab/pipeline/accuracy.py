@@ -213,8 +213,11 @@ def toolkit_agreement(model: str = "ppocr_det", iou: float = 0.5,
         boxes = find_boxes(out, zp, scale, **box_args)
         reference = reference_boxes(rgb, model=model, **box_args)
         a = box_agreement(boxes, reference, iou)
+        # with nothing to match, a ratio is undefined: NaN, printed "-" (Agreement itself says 1.0)
         rows.append({"view": name, "boxes": a.n, "reference": a.n_ref, "matched": a.matched,
-                     "precision": a.precision, "recall": a.recall, "f1": a.f1})
+                     "precision": a.precision if a.n else float("nan"),
+                     "recall": a.recall if a.n_ref else float("nan"),
+                     "f1": a.f1 if a.n or a.n_ref else float("nan")})
     table = pd.DataFrame(rows).set_index("view")
     try:
         toolkit = models.toolkit_version(model)
