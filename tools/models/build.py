@@ -276,6 +276,16 @@ def _check_outputs_follow_input(onnx_path: Path, images: list[np.ndarray], spec:
 FRAMES = REPO / "data" / "frames"
 
 
+def write_dataset(calib: list[np.ndarray], workdir: Path) -> None:
+    """The calibration images as .npy files and the toolkit's dataset.txt listing them."""
+    lines = []
+    for i, img in enumerate(calib):
+        path = workdir / f"calib_{i:02d}.npy"
+        np.save(path, img)
+        lines.append(str(path))
+    (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
+
+
 def _export_pretrained(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
     """ppocr_det: the wheel's ONNX file as the twin (workdir/original.onnx), a copy with the
     input fixed at the compile size (workdir/model.onnx), the frames and the calibration set."""
@@ -286,12 +296,7 @@ def _export_pretrained(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> 
     write_atomic(onnx_path, ppocr.fixed_shape(original, spec.input_shape[2]))
     frames = ppocr.export_frames(FRAMES)
     calib, names = ppocr.calibration_set(FRAMES, SEED)
-    lines = []
-    for i, img in enumerate(calib):
-        p = workdir / f"calib_{i:02d}.npy"
-        np.save(p, img)
-        lines.append(str(p))
-    (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
+    write_dataset(calib, workdir)
     meta.pop("seed", None)
     meta.update({
         "weights": "pretrained",
@@ -361,12 +366,7 @@ def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
                              f"{spec.name}'s weights are checked against")
         if onnx_weights_sha256(base_onnx) != meta["weights_sha256"]:
             raise ValueError(f"{spec.name}'s weights differ from {spec.variant_of}'s ({base_onnx})")
-    lines = []
-    for i, img in enumerate(calib):
-        p = workdir / f"calib_{i:02d}.npy"
-        np.save(p, img)
-        lines.append(str(p))
-    (workdir / "dataset.txt").write_text("\n".join(lines) + "\n")
+    write_dataset(calib, workdir)
     meta["calibration"] = {"n": len(calib), "seed": SEED,
                            "kind": "training digits" if spec.calibration == "digits" else "synthetic smooth images"}
     if spec.variant_of:
