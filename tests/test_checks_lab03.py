@@ -1060,3 +1060,13 @@ def test_lab_states_the_chapters_rules_in_its_words() -> None:
 
 test_lab_instructor_edition_passes_every_check, test_lab_student_edition_runs_and_reports_not_done = \
     lh.edition_tests(LAB, n_checks=5)
+
+
+def test_ex5_made_up_models_use_only_ops_whose_split_the_lab_teaches() -> None:
+    """ppocr_det brought ops (ConvTranspose, ConvHardSwish, Mul, ...) whose split on a board is a
+    simulator assumption: made-up models leave them out, so the taught rule stays the truth."""
+    rng = np.random.default_rng(7)
+    for kind in range(len(cases._MADE_UP_MODEL_KINDS)):
+        for _ in range(20):
+            ops = {x["op"] for x in cases.made_up_model(rng, kind)[1:-1]}
+            assert ops <= cases.MADE_UP_MODEL_OPS, ops
