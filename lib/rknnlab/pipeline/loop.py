@@ -1,6 +1,7 @@
 """The video pipeline's loop, stage by stage and timed: NV12 frames in, text boxes out.
 
-One frame goes through five stages, each timed with ``time.perf_counter``:
+One frame goes through five stages, each timed with ``time.perf_counter`` (wall time)
+and ``time.thread_time`` (the CPU time of the worker's thread: work, not waiting):
 
 =========  =====================================  =====================================
 stage      zero_copy                              general
@@ -185,6 +186,7 @@ class Worker:
         if core_mask is not None:
             rt.set_core_mask(ctx, core_mask)
         self.mems: List[Any] = []
+        self.run_us = 0
         n = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
         if n.n_input != 1:
             raise ValueError(f"the pipeline feeds one image input; this model has {n.n_input} inputs")
@@ -240,8 +242,11 @@ class Worker:
         return int(self.dst.nbytes)
 
     def frame(self, nv12: Any, out: np.ndarray, heap_rise: Optional[np.ndarray] = None,
-              heap_peak: Optional[np.ndarray] = None) -> list:
-        """Run one frame; stage times into ``out[k] = (t0, t1)``.  When measuring:
+              heap_peak: Optional[np.ndarray] = None, cpu: Optional[np.ndarray] = None) -> list:
+        """Run one frame; stage times into ``out[k] = (t0, t1)``; ``cpu[k]``: the
+        thread's CPU seconds in stage k (time.thread_time), and ``self.run_us`` the
+        runtime's own account of the run (RKNN_QUERY_PERF_RUN, read after the run
+        stage, outside its timing).  When measuring:
         the malloc heap in use after each stage minus before the frame into
         ``heap_rise[k]`` (what outlives the stage), and, while tracemalloc traces, the
         peak of Python's traced memory during stage k above its start into
@@ -251,13 +256,17 @@ class Worker:
         base = heap.sample()["heap_in_use_bytes"] if heap is not None else None
         peaks = heap_peak is not None and tracemalloc.is_tracing()
         start = [0]
+        cpu0 = [0.0]
 
         def begin() -> None:
             if peaks:
                 tracemalloc.reset_peak()
                 start[0] = tracemalloc.get_traced_memory()[0]
+            cpu0[0] = time.thread_time()
 
         def mark(k: int) -> None:
+            if cpu is not None:
+                cpu[k] = time.thread_time() - cpu0[0]
             if peaks:
                 heap_peak[k] = tracemalloc.get_traced_memory()[1] - start[0]
             if heap is not None and heap_rise is not None and base is not None:
@@ -290,6 +299,7 @@ class Worker:
         rt.run(ctx)
         out[2] = t, clock()
         mark(2)
+        self.run_us = int(rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration)
         begin()
         t = clock()
         if self.mode == "zero_copy":
@@ -327,7 +337,12 @@ class PipelineRun:
     (tracemalloc: numpy's and Python's temporaries, freed inside the stage too); both
     NaN when not measured.  Neither sees the C runtime's own mallocs inside a call
     (chapter 4 measures those); on the simulator, the runtime is Python, so the
-    input, run and output stages' peaks are the simulator's.  ``masks``: each worker's core mask;
+    input, run and output stages' peaks are the simulator's.  ``cpu_s``: frames x
+    stages, the CPU seconds the worker's thread spent in each stage
+    (time.thread_time: work, without the waits for a CPU, the lock or the NPU; in the
+    run stage, the simulator's own Python on this PC, near 0 on a board); ``npu_us``:
+    per frame, the run's duration by RKNN_QUERY_PERF_RUN (the runtime's own account:
+    on the simulator the modeled NPU time).  ``masks``: each worker's core mask;
     ``dma_bytes``: the first context's total_dma_allocated_size after the warm-up."""
     mode: str
     workers: int
@@ -339,6 +354,8 @@ class PipelineRun:
     boxes: Optional[List[list]]
     heap_rise: np.ndarray
     heap_peak: np.ndarray
+    cpu_s: np.ndarray
+    npu_us: np.ndarray
     wall_s: float
     source: str
     model: str
@@ -478,7 +495,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     each with its own io buffers; they take the frames in order from one queue, so
     with 2 workers the CPU stages of frame N+1 overlap the NPU run of frame N (double
     buffering).  ``core_masks``: one per worker (ints or "CORE_0", "0_1_2",
-    "AUTO"); default: worker i on RKNN_NPU_CORE_i (on a one-core SoC no mask is set).  ``values=False`` on the
+    "AUTO"; None: no rknn_set_core_mask for that worker); default: worker i on RKNN_NPU_CORE_i (on a one-core SoC no mask is set).  ``values=False`` on the
     simulator: after the warm-up (real values, on the first frame), every run
     replays the warm-up's output values (rknnlab.sim.values_replayed), for timing:
     the boxes are then the first frame's.
@@ -504,7 +521,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     if measure_heap and workers != 1:
         raise ValueError("measure_heap needs workers=1: mallinfo2 counts the whole process's heap")
     rt = open_runtime(runtime, soc)
-    masks = ([mask_value(m) for m in core_masks] if core_masks is not None
+    masks = ([None if m is None else mask_value(m) for m in core_masks] if core_masks is not None
              else default_masks(workers, getattr(rt, "soc", "rk3588")))
     if len(masks) != workers:
         raise ValueError(f"{len(masks)} core masks for {workers} workers: give one per worker")
@@ -518,6 +535,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     n_boxes = np.zeros(n, np.int64)
     heap_rise = np.full((n, len(STAGES)), np.nan)
     heap_peak = np.full((n, len(STAGES)), np.nan)
+    cpu_s = np.zeros((n, len(STAGES)))
+    npu_us = np.zeros(n)
     kept: Optional[List[list]] = [[] for _ in range(n)] if keep_boxes else None
     heap = Heap() if rises else None
     ctxs: List[int] = []
@@ -576,7 +595,8 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
                         available[i] = avail
                         worker_of[i] = k
                         boxes = w.frame(frame, times[i], heap_rise[i] if rises else None,
-                                        heap_peak[i] if peaks else None)
+                                        heap_peak[i] if peaks else None, cpu_s[i])
+                        npu_us[i] = w.run_us
                         n_boxes[i] = len(boxes)
                         if kept is not None:
                             kept[i] = boxes
@@ -610,7 +630,7 @@ def run(frames: Any, mode: str = "zero_copy", workers: int = 1,
     nv12 = first
     return PipelineRun(mode=mode, workers=workers, masks=masks, times=times, available=available,
                        worker=worker_of, n_boxes=n_boxes, boxes=kept, heap_rise=heap_rise, heap_peak=heap_peak,
-                       wall_s=wall,
+                       cpu_s=cpu_s, npu_us=npu_us, wall_s=wall,
                        source=source_of(rt, what), conditions=conditions, model=model, planted=planted,
                        input_bytes=pool[0].input_bytes if pool else 0, dma_bytes=dma,
                        rss_change_bytes=rss1 - rss0, platform=str(rt.source),
@@ -647,7 +667,8 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
     bookkeeping would show in mallinfo2).
 
     Rows: "general", "zero_copy".  Columns: <stage>_ms (median ms per stage),
-    total_ms (median of the five stages' sum), latency_ms, fps;
+    frame_ms (the median of each frame's total of the five stages: what the verdict
+    compares; the stage medians need not add up to it), latency_ms, fps;
     heap_per_frame_bytes (median over frames of the malloc heap's largest rise,
     read after every stage: what outlives a stage), heap_max_rise_bytes (the
     largest); peak_<stage>_bytes (median of the stage's tracemalloc peak: Python's
@@ -683,7 +704,7 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
         row: Dict[str, Any] = {"mode": mode}
         for k, s in enumerate(STAGES):
             row[f"{s}_ms"] = float(np.median(ms[:, k]))
-        row.update(total_ms=float(np.median(totals[mode])), latency_ms=r.latency["median_ms"], fps=r.fps,
+        row.update(frame_ms=float(np.median(totals[mode])), latency_ms=r.latency["median_ms"], fps=r.fps,
                    heap_per_frame_bytes=float(np.median(rise)), heap_max_rise_bytes=float(np.max(rise)))
         for k, s in enumerate(STAGES):
             row[f"peak_{s}_bytes"] = float(np.median(p.heap_peak[:, k]))
@@ -771,12 +792,12 @@ def inputs_set_copies(runtime: Optional[Any] = None, models: Sequence[str] = ("m
 #: readable headers, with their unit, for the columns of this package's tables
 HEADERS = {
     "convert_ms": "convert (ms)", "input_ms": "input (ms)", "run_ms": "run (ms)", "output_ms": "output (ms)",
-    "post_ms": "post (ms)", "total_ms": "total (ms)", "latency_ms": "latency (ms)", "cpu_ms": "CPU stages (ms)",
+    "post_ms": "post (ms)", "total_ms": "total (ms)", "frame_ms": "frame (ms)", "latency_ms": "latency (ms)", "cpu_ms": "CPU work (ms)", "npu_ms": "NPU run (ms)", "run_cpu_ms": "CPU in run (ms)",
     "latency_median_ms": "latency median (ms)", "latency_p95_ms": "latency p95 (ms)", "fps": "frames/s",
     "bound_fps": "bound (frames/s)", "speedup": "speedup (x)", "heap_per_frame_bytes": "heap rise/frame (B)",
     "heap_max_rise_bytes": "largest heap rise (B)", "peak_own_bytes": "traced peak, own (B)",
     "dma_bytes": "DMA total (MiB)", "rss_change_bytes": "RSS change (B)", "input_bytes": "input (B)",
-    "inputs_set_us": "inputs_set (us)", "change_after_call_seen": "change after call seen",
+    "inputs_set_us": "inputs_set (µs)", "change_after_call_seen": "change after call seen",
     "control_changed": "control changed", "slope_bytes_per_frame": "slope (B/frame)", "pm_bytes": "± (B/frame)",
 }
 #: columns shown in MiB (the others in their header's unit)
@@ -791,7 +812,7 @@ def header(column: str) -> str:
         return f"peak of {column[5:-6]} (B)"
     if column.startswith("after_") and column.endswith("_bytes"):
         return f"after {column[6:-6]} (B)"
-    for suffix, unit in (("_ms", "ms"), ("_us", "us"), ("_bytes", "B")):
+    for suffix, unit in (("_ms", "ms"), ("_us", "µs"), ("_bytes", "B")):
         if column.endswith(suffix):
             return f"{column[:-len(suffix)].replace('_', ' ')} ({unit})"
     return column.replace("_", " ")

@@ -17,14 +17,29 @@ import numpy as np
 
 from .loop import NPU_CORES, STAGES, distinct_frames, mask_name, mask_value, open_runtime, run, source_of
 
-#: (workers, core mask of each worker): the configurations the chapter compares
-CONFIGURATIONS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
-    (1, ("CORE_0",)),
-    (1, ("0_1_2",)),
-    (2, ("CORE_0", "CORE_1")),
-    (3, ("CORE_0", "CORE_1", "CORE_2")),
-    (3, ("AUTO", "AUTO", "AUTO")),
-)
+def configurations(soc: str = "rk3588") -> Tuple[Tuple[int, Tuple[Optional[str], ...]], ...]:
+    """(workers, core mask of each worker): the configurations the chapter compares, with
+    only the masks ``soc`` has.  Three cores (RK3588): 1 worker on CORE_0, 1 on 0_1_2
+    (the run split over three cores), 2 on CORE_0/CORE_1 (double buffering), 3 on
+    CORE_0/1/2, 3 on AUTO.  Two (RK3576): CORE_0, 0_1, CORE_0/CORE_1, 3 on AUTO.  One
+    (RK3562, RK3566, RK3568): 1, 2 and 3 workers with no mask set (rknn_set_core_mask
+    has nothing to choose): more workers only double-buffer on the one core."""
+    cores = NPU_CORES.get(str(soc).lower(), 1)
+    if cores == 1:
+        return tuple((w, (None,) * w) for w in (1, 2, 3))
+    single = ("CORE_0", "CORE_1", "CORE_2")[:cores]
+    every = "0_1_2" if cores == 3 else "0_1"
+    configs = [(1, ("CORE_0",)), (1, (every,)), (2, ("CORE_0", "CORE_1"))]
+    if cores >= 3:
+        configs.append((3, single))
+    configs.append((3, ("AUTO",) * 3))
+    return tuple(configs)
+
+
+#: the configurations on RK3588 (see configurations)
+CONFIGURATIONS = configurations("rk3588")
+#: frames of the untimed run before the first configuration (its first-call costs)
+WARMUP_FRAMES = 12
 
 
 def npu_runs_at_once(masks: Sequence[int], npu_cores: int) -> int:
@@ -46,25 +61,36 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
             mode: str = "zero_copy"):
     """Frames per second and latency per configuration of workers and core masks.
 
-    Default configurations (CONFIGURATIONS), kept where their number of workers is in
-    ``workers``: 1 worker on CORE_0; 1 worker on 0_1_2 (one context, the run split
-    over three cores); 2 workers on CORE_0/CORE_1 (double buffering); 3 workers on
-    CORE_0/1/2; 3 workers on AUTO.  ``masks``: your own list of per-worker masks
-    instead (one configuration each, workers = its length).
+    Default configurations: configurations(soc) (only the masks the SoC has), kept
+    where their number of workers is in ``workers``.  ``masks``: your own list of
+    per-worker masks instead (one configuration each, workers = its length).  An
+    untimed run of the first configuration (WARMUP_FRAMES frames) comes first, so the
+    first row does not pay the process's first-call costs.
 
     One row per configuration: config ("2 x CORE_0/CORE_1"), workers, masks, fps
     (frames over the wall time), latency_median_ms, latency_p95_ms (frame available
     to boxes ready; frames are available as soon as a worker is free), run_ms
-    (median rknn_run), cpu_ms (median of the CPU stages: convert + input + output +
-    post), speedup (fps over the first row's), bound_fps and limit (the frame rate
-    the row's own medians allow: the smallest of workers / (cpu_ms + run_ms) "one
-    worker's frame", host_cpus / cpu_ms "host CPUs", and NPU runs at once
-    / run_ms "NPU cores"; fps stays under it, and its term names the bottleneck).
-    attrs: source, host_cpus (this host's CPU count: the CPU stages of all workers
-    share them), npu_cores (3 on RK3588; the default configurations need them all),
-    note (what the host's CPU count means for the rows), runs (config -> the
-    PipelineRun the row was computed from: draw its Gantt with
-    rknnlab.plot.pipeline_gantt, and the figure and the row are one run).
+    (median wall time of the run stage), cpu_ms (CPU work per frame: the median of
+    the thread CPU time, time.thread_time, of the four CPU stages, convert + input +
+    output + post; waiting for a CPU or the interpreter lock is not work),
+    run_cpu_ms (the thread CPU time inside rknn_run: on the simulator its own Python,
+    done while the modeled NPU time runs; near 0 on a board), npu_ms (median
+    RKNN_QUERY_PERF_RUN: the runtime's own account of the run, the modeled NPU time
+    on the simulator), speedup (fps over the first row's), bound_fps and limit: the
+    smallest of three rates, and what sets it:
+
+    * "one worker's frame": workers / (cpu_ms + max(npu_ms, run_cpu_ms)), each worker
+      doing one frame at a time;
+    * "host CPUs (N)": N / (cpu_ms + run_cpu_ms), the host's N CPUs shared by all
+      workers' CPU work;
+    * "NPU cores (K at once)": K / npu_ms, K = the runs the masks let the NPU serve
+      at once (npu_runs_at_once).
+
+    The measured fps stays under the bound; the gap is time no term counts: threads
+    waiting for each other (the interpreter lock, a CPU busy with another worker).
+    attrs: source, host_cpus, npu_cores, note (what the host's CPU count means for
+    the rows), runs (config -> the PipelineRun the row was computed from: draw its
+    Gantt with rknnlab.plot.pipeline_gantt, and the figure and the row are one run).
 
     ``values=False`` (default): output values replayed on the simulator, so the
     rows measure the modeled NPU and the pipeline's CPU stages, not the twin's
@@ -72,8 +98,9 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     import pandas as pd
     rt = open_runtime(runtime, soc)
     src = frames if frames is not None else distinct_frames()
+    chip = str(getattr(rt, "soc", soc or "rk3588")).lower()
     if masks is None:
-        configs = [(w, m) for w, m in CONFIGURATIONS if w in tuple(workers)]
+        configs = [(w, m) for w, m in configurations(chip) if w in tuple(workers)]
     else:
         configs = [(len(m), tuple(m)) for m in masks]
     if not configs:
@@ -81,33 +108,48 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     rows, runs = [], {}
     source = ""
     cpus = os.cpu_count() or 0
-    npu = NPU_CORES.get(str(getattr(rt, "soc", "")).lower(), 1)
+    npu = NPU_CORES.get(chip, 1)
+
+    def values_of(config: Tuple[Any, ...]) -> list:
+        return [None if m is None else mask_value(m) for m in config]
+
+    n0, config0 = configs[0]
+    run(src, mode=mode, workers=n0, core_masks=values_of(config0), n_frames=WARMUP_FRAMES,
+        runtime=rt, model=model, values=values, keep_boxes=False)       # untimed: first-call costs
     for n_workers, config in configs:
-        values_masks = [mask_value(m) for m in config]
+        values_masks = values_of(config)
         r = run(src, mode=mode, workers=n_workers, core_masks=values_masks, n_frames=n_frames,
                 runtime=rt, model=model, values=values, keep_boxes=False)
-        ms = r.stage_ms()
         names = [mask_name(m) for m in values_masks]
         label = names[0] if len(set(names)) == 1 else "/".join(names)
-        run_ms = float(np.median(ms[:, STAGES.index("run")]))
-        cpu_ms = float(np.median(ms[:, [k for k, s in enumerate(STAGES) if s != "run"]].sum(axis=1)))
-        bounds = {"one worker's frame": 1e3 * n_workers / (cpu_ms + run_ms),
-                  "host CPUs": 1e3 * cpus / cpu_ms if cpus and cpu_ms > 0 else np.inf,
-                  "NPU cores": 1e3 * npu_runs_at_once(values_masks, npu) / run_ms if run_ms > 0 else np.inf}
+        run_ms = float(np.median(r.stage_ms()[:, STAGES.index("run")]))
+        k_run = STAGES.index("run")
+        cpu_ms = float(np.median(np.delete(r.cpu_s, k_run, axis=1).sum(axis=1))) * 1e3
+        run_cpu_ms = float(np.median(r.cpu_s[:, k_run])) * 1e3
+        npu_ms = float(np.median(r.npu_us)) / 1e3
+        at_once = npu_runs_at_once(values_masks, npu)
+        frame_ms = cpu_ms + max(npu_ms, run_cpu_ms)     # the run's CPU work overlaps the NPU's time
+        host_ms = cpu_ms + run_cpu_ms
+        bounds = {"one worker's frame": 1e3 * n_workers / frame_ms if frame_ms > 0 else np.inf,
+                  f"host CPUs ({cpus})": 1e3 * cpus / host_ms if cpus and host_ms > 0 else np.inf,
+                  f"NPU cores ({at_once} at once)": 1e3 * at_once / npu_ms if npu_ms > 0 else np.inf}
         limit = min(bounds, key=bounds.get)
         config = f"{n_workers} x {label}"
         rows.append({"config": config, "workers": n_workers, "masks": "/".join(names),
                      "fps": r.fps, "latency_median_ms": r.latency["median_ms"],
                      "latency_p95_ms": r.latency["p95_ms"], "run_ms": run_ms, "cpu_ms": cpu_ms,
-                     "bound_fps": bounds[limit], "limit": limit})
+                     "run_cpu_ms": run_cpu_ms, "npu_ms": npu_ms, "bound_fps": bounds[limit], "limit": limit})
         runs[config] = r
         source = r.conditions
     table = pd.DataFrame(rows)
     table.insert(table.columns.get_loc("bound_fps"), "speedup", table["fps"] / table["fps"].iloc[0])
-    table.attrs.update(runs=runs,
-
-        source=source_of(rt, f"{model}, {mode}, {n_frames} frames per configuration{source}"),
+    more = int(table["workers"].max())
+    table.attrs.update(
+        runs=runs,
+        source=source_of(rt, f"{model}, {mode}, {n_frames} frames per configuration after {WARMUP_FRAMES} "
+                             f"untimed; CPU work = thread CPU time, NPU = RKNN_QUERY_PERF_RUN{source}"),
         host_cpus=cpus, npu_cores=npu,
-        note=(f"The CPU stages of every worker share this host's {cpus} CPU cores"
-              + (f": with 3 workers, 3 threads compete for {cpus} cores." if cpus and cpus < 3 else ".")))
+        note=(f"The CPU work of every worker shares this host's {cpus} CPU cores"
+              + (f": with {more} workers, {more} threads take turns on {cpus} cores and on the interpreter "
+                 "lock, which no term of the bound counts." if cpus and cpus < more else ".")))
     return table
