@@ -15,8 +15,10 @@ from rknnlab.pipeline.loop import (STAGES, Worker, compare_modes, distinct_frame
                                   mask_name, mask_value, run, verdict_words)
 from rknnlab.pipeline.steady import SteadyState, steady_state
 from rknnlab.experiment.timing import Comparison
-from rknnlab.pipeline.workers import npu_runs_at_once, scaling
+from rknnlab.pipeline import workers as workers_module
+from rknnlab.pipeline.workers import bound, configurations, npu_runs_at_once, scaling
 from rknnlab.rknn import abi
+from rknnlab.sim import modeled_run_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted((ROOT / "data" / "traces").glob("ch06_steady_*.json"))
@@ -181,8 +183,53 @@ def test_scaling_rows_sources_and_host(frames, rt):
         r = runs[row["config"]]
         assert r.workers == row["workers"] and r.fps == row["fps"] and r.n_frames == 9
     # the rate the row's own stage medians allow bounds the measured rate; the limit names the smallest term
-    assert set(t["limit"]) <= {"one worker's frame", "host CPUs", "NPU cores"}
+    cpus = os.cpu_count()
+    assert set(t["limit"]) <= {"one worker's frame", f"host CPUs ({cpus})", "NPU cores (1 at once)",
+                               "NPU cores (3 at once)"}
     assert (t["fps"] <= t["bound_fps"] * 1.1).all(), t[["config", "fps", "bound_fps"]]
+    # the terms are work, not waiting: the NPU time is the runtime's own account, the CPU work thread time
+    one = t.set_index("config").loc["1 x CORE_0"]
+    assert one["npu_ms"] == pytest.approx(modeled_run_ms("ppocr_det", "rk3588", abi.RKNN_NPU_CORE_0), abs=0.01)
+    assert (t["run_cpu_ms"] < t["npu_ms"]).all()         # rknn_run blocks: the simulator sleeps, no CPU
+    r = t.attrs["runs"]["3 x CORE_0/CORE_1/CORE_2"]
+    assert (r.cpu_s <= r.stage_ms() / 1e3 + 1e-3).all()  # a thread's CPU time never exceeds its wall time
+
+
+def test_the_bound_names_its_smallest_term():
+    # 3 workers whose CPU work per frame is 4 ms on 2 CPUs: the CPUs allow 500/s, the NPU 3/7 ms = 429/s
+    fps, limit = bound(3, cpu_ms=4.0, run_cpu_ms=0.0, npu_ms=7.0, host_cpus=2, at_once=3)
+    assert limit == "one worker's frame" and fps == pytest.approx(3000 / 11)
+    fps, limit = bound(3, cpu_ms=5.0, run_cpu_ms=1.0, npu_ms=2.0, host_cpus=2, at_once=3)
+    assert limit == "host CPUs (2)" and fps == pytest.approx(2000 / 6)
+    fps, limit = bound(3, cpu_ms=0.5, run_cpu_ms=0.0, npu_ms=7.0, host_cpus=8, at_once=1)
+    assert limit == "NPU cores (1 at once)" and fps == pytest.approx(1000 / 7)
+    # the CPU work inside rknn_run overlaps the NPU's time: counted once in a worker's frame
+    fps, _ = bound(1, cpu_ms=2.0, run_cpu_ms=1.5, npu_ms=7.0, host_cpus=8, at_once=1)
+    assert fps == pytest.approx(1000 / 9)
+
+
+@pytest.mark.parametrize("soc, configs", [
+    ("rk3576", ["1 x CORE_0", "1 x 0_1", "2 x CORE_0/CORE_1", "3 x AUTO"]),
+    ("rk3568", ["1 x not set", "2 x not set", "3 x not set"]),
+])
+def test_scaling_uses_only_the_masks_the_soc_has(frames, soc, configs):
+    t = scaling(n_frames=4, frames=frames, soc=soc)
+    assert list(t["config"]) == configs
+    assert soc.upper() in t.attrs["source"] and (t["fps"] > 0).all()
+    assert len(configurations("rk3588")) == 5 and configurations("rk3562") == configurations("rk3568")
+
+
+def test_scaling_warms_up_before_its_first_row(frames, rt, monkeypatch):
+    calls = []
+    real = workers_module.run
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["n_frames"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workers_module, "run", counting)
+    t = scaling(workers=(1,), n_frames=5, frames=frames, runtime=rt)
+    assert calls == [workers_module.WARMUP_FRAMES] + [5] * len(t)       # one untimed run, then the rows
 
 
 def test_npu_runs_at_once_counts_distinct_cores():
@@ -202,6 +249,11 @@ def test_compare_modes_table_and_its_uncertainty(frames, rt):
     # 12 frames are too few for the timing comparison's rule: it says so, it does not guess; one phrase
     assert "cannot tell yet" in t.attrs["verdict"] and "apart" not in t.attrs["verdict"]
     assert t.loc["general", "input_ms"] > t.loc["zero_copy", "input_ms"]   # inputs_set copies; a sync does not
+    # the per-frame total the verdict compares is a column: the 0.xx x can be read from the table
+    assert "frame_ms" in t.columns and "total_ms" not in t.columns
+    assert (t["frame_ms"] >= t["run_ms"]).all()
+    c = t.attrs["comparison"]
+    assert np.isnan(c.ratio) or c.ratio == pytest.approx(t.loc["zero_copy", "frame_ms"] / t.loc["general", "frame_ms"])
     assert (t["heap_per_frame_bytes"] <= 64).all()
     for s in STAGES:
         assert (t[f"peak_{s}_bytes"] >= 0).all()

@@ -118,6 +118,8 @@ def test_scaling_figure_has_a_bar_per_configuration(frames):
     left, right = fig.axes[:2]
     assert len(left.patches) == len(t) == 3
     assert np.allclose(sorted(p.get_width() for p in left.patches), sorted(t["fps"]))
+    bound = [line for line in left.lines if line.get_gid() == "bound"]
+    assert len(bound) == 1 and np.allclose(bound[0].get_xdata(), t["bound_fps"])
     text = _texts(fig)
     assert "simulated RK3588" in text and "CPU cores" in text and "replayed" not in text
 
@@ -157,7 +159,11 @@ def test_model_balance_shows_the_compiler_reports_numbers():
     mb, pp = (models.load_report(m, "rk3588") for m in ("mobilenet_v2", "ppocr_det"))
     assert pp.total_internal_size > pp.total_weight_size          # the opposite balance
     assert mb.total_internal_size < mb.total_weight_size
-    assert "RK3588 compiler reports" in _texts(fig)
+    text = _texts(fig)
+    assert "RK3588 compiler reports" in text
+    # plain words in the legend; the report's identifiers in the source line
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["weights", "internal memory"]
+    assert "total_weight_size" in ax.get_title(loc="left") and "total_internal_size" in ax.get_title(loc="left")
 
 
 def _steady(heap, dma, backend="sim"):

@@ -1464,7 +1464,8 @@ def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
 
 def pipeline_scaling(table, ax=None):
     """Two panels of rknnlab.pipeline.scaling, one bar per configuration: frames per
-    second (left) and latency (right: median, whisker to the 95th percentile).  The
+    second (left, with the row's bound as a black tick when the table has bound_fps)
+    and latency (right: median, whisker to the 95th percentile).  The
     platform and the table's note (the host's CPUs) go under the title; the full
     source is the table's attrs["source"]."""
     _, plt = _plt()
@@ -1479,12 +1480,18 @@ def pipeline_scaling(table, ax=None):
     colours = [f"C{i}" for i in range(len(table))]
     fps = table["fps"].to_numpy(float)
     left.barh(y, fps, color=colours, edgecolor="white")
-    for yi, f, s in zip(y, fps, table["speedup"].to_numpy(float)):
-        left.annotate(f"{f:,.0f} /s ({s:.2f}x)", (f, yi), textcoords="offset points", xytext=(3, 0),
+    bound = table["bound_fps"].to_numpy(float) if "bound_fps" in table else np.full(len(table), np.nan)
+    if np.isfinite(bound).any():
+        left.plot(bound, y, ls="none", marker="|", markersize=16, markeredgewidth=2, color="black",
+                  label="bound (the table's limit)", gid="bound")
+        left.legend(fontsize=8, loc="lower right")
+    ends = np.fmax(fps, np.where(np.isfinite(bound), bound, fps))
+    for yi, end, f, s in zip(y, ends, fps, table["speedup"].to_numpy(float)):
+        left.annotate(f"{f:,.0f} /s ({s:.2f}x)", (end, yi), textcoords="offset points", xytext=(5, 0),
                       va="center", fontsize=8)
     left.set_yticks(y, list(table["config"]), fontsize=8)
     left.invert_yaxis()
-    left.set_xlim(0, float(np.nanmax(fps)) * 1.45)
+    left.set_xlim(0, float(np.nanmax(ends)) * 1.45)
     left.set_xlabel("frames per second")
     left.grid(True, axis="x", alpha=0.3)
     med = table["latency_median_ms"].to_numpy(float)
@@ -1604,9 +1611,9 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     width = 0.38
     weights = np.array([r.total_weight_size for r in reports], float)
     internal = np.array([r.total_internal_size for r in reports], float)
-    ax.bar(x - width / 2, weights / 2 ** 20, width, color="C0", label="weights (total_weight_size)")
+    ax.bar(x - width / 2, weights / 2 ** 20, width, color="C0", label="weights")
     ax.bar(x + width / 2, internal / 2 ** 20, width, color="C1", hatch="//", edgecolor="white",
-           label="internal (total_internal_size)")
+           label="internal memory")
     for xi, w, n in zip(x, weights, internal):
         for offset, value in ((-width / 2, w), (width / 2, n)):
             ax.annotate(f"{value / 2 ** 20:,.1f} MiB", (xi + offset, value / 2 ** 20), textcoords="offset points",
@@ -1627,5 +1634,6 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     toolkits = sorted({str(r.data.get("toolkit_version", "?")) for r in reports})
     _title(ax, "Weights vs internal memory: the opposite balance",
-           f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}), no run")
+           f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}): total_weight_size, "
+           "total_internal_size; no run")
     return fig

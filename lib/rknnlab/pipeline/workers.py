@@ -55,6 +55,22 @@ def npu_runs_at_once(masks: Sequence[int], npu_cores: int) -> int:
     return max(1, min(len(fixed) + auto, npu_cores))
 
 
+def bound(workers: int, cpu_ms: float, run_cpu_ms: float, npu_ms: float, host_cpus: int,
+          at_once: int) -> Tuple[float, str]:
+    """(frames per second, limit): the smallest of three rates and the name of its term.
+    "one worker's frame": workers / (cpu_ms + max(npu_ms, run_cpu_ms)) (the CPU work
+    inside rknn_run overlaps the NPU's time); "host CPUs (N)": N / (cpu_ms + run_cpu_ms);
+    "NPU cores (K at once)": K / npu_ms.  Times in ms per frame; a term with no time
+    allows any rate."""
+    frame_ms = cpu_ms + max(npu_ms, run_cpu_ms)
+    host_ms = cpu_ms + run_cpu_ms
+    rates = {"one worker's frame": 1e3 * workers / frame_ms if frame_ms > 0 else np.inf,
+             f"host CPUs ({host_cpus})": 1e3 * host_cpus / host_ms if host_cpus and host_ms > 0 else np.inf,
+             f"NPU cores ({at_once} at once)": 1e3 * at_once / npu_ms if npu_ms > 0 else np.inf}
+    limit = min(rates, key=rates.get)
+    return float(rates[limit]), limit
+
+
 def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequence[Union[int, str]]]] = None,
             n_frames: int = 60, frames: Any = None, runtime: Optional[Any] = None,
             model: str = "ppocr_det", values: bool = False, soc: Optional[str] = None,
@@ -76,15 +92,13 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
     run_cpu_ms (the thread CPU time inside rknn_run: on the simulator its own Python,
     done while the modeled NPU time runs; near 0 on a board), npu_ms (median
     RKNN_QUERY_PERF_RUN: the runtime's own account of the run, the modeled NPU time
-    on the simulator), speedup (fps over the first row's), bound_fps and limit: the
-    smallest of three rates, and what sets it:
+    on the simulator), speedup (fps over the first row's), bound_fps and limit (see
+    bound): the smallest of three rates, and what sets it:
 
-    * "one worker's frame": workers / (cpu_ms + max(npu_ms, run_cpu_ms)), each worker
-      doing one frame at a time;
-    * "host CPUs (N)": N / (cpu_ms + run_cpu_ms), the host's N CPUs shared by all
-      workers' CPU work;
-    * "NPU cores (K at once)": K / npu_ms, K = the runs the masks let the NPU serve
-      at once (npu_runs_at_once).
+    * "one worker's frame": each worker does one frame at a time;
+    * "host CPUs (N)": the host's N CPUs share all workers' CPU work;
+    * "NPU cores (K at once)": K = the runs the masks let the NPU serve at once
+      (npu_runs_at_once).
 
     The measured fps stays under the bound; the gap is time no term counts: threads
     waiting for each other (the interpreter lock, a CPU busy with another worker).
@@ -127,18 +141,12 @@ def scaling(workers: Sequence[int] = (1, 2, 3), masks: Optional[Sequence[Sequenc
         cpu_ms = float(np.median(np.delete(r.cpu_s, k_run, axis=1).sum(axis=1))) * 1e3
         run_cpu_ms = float(np.median(r.cpu_s[:, k_run])) * 1e3
         npu_ms = float(np.median(r.npu_us)) / 1e3
-        at_once = npu_runs_at_once(values_masks, npu)
-        frame_ms = cpu_ms + max(npu_ms, run_cpu_ms)     # the run's CPU work overlaps the NPU's time
-        host_ms = cpu_ms + run_cpu_ms
-        bounds = {"one worker's frame": 1e3 * n_workers / frame_ms if frame_ms > 0 else np.inf,
-                  f"host CPUs ({cpus})": 1e3 * cpus / host_ms if cpus and host_ms > 0 else np.inf,
-                  f"NPU cores ({at_once} at once)": 1e3 * at_once / npu_ms if npu_ms > 0 else np.inf}
-        limit = min(bounds, key=bounds.get)
+        bound_fps, limit = bound(n_workers, cpu_ms, run_cpu_ms, npu_ms, cpus, npu_runs_at_once(values_masks, npu))
         config = f"{n_workers} x {label}"
         rows.append({"config": config, "workers": n_workers, "masks": "/".join(names),
                      "fps": r.fps, "latency_median_ms": r.latency["median_ms"],
                      "latency_p95_ms": r.latency["p95_ms"], "run_ms": run_ms, "cpu_ms": cpu_ms,
-                     "run_cpu_ms": run_cpu_ms, "npu_ms": npu_ms, "bound_fps": bounds[limit], "limit": limit})
+                     "run_cpu_ms": run_cpu_ms, "npu_ms": npu_ms, "bound_fps": bound_fps, "limit": limit})
         runs[config] = r
         source = r.conditions
     table = pd.DataFrame(rows)
