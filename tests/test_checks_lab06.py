@@ -352,7 +352,7 @@ def test_ex2_right_masks_pass(mask, monkeypatch: pytest.MonkeyPatch) -> None:
     (mask_dequantised_f64, "bytes per pixel"), (mask_int8_overflow, "text_mask("),
     (mask_unhandled_range, "raised ValueError"),
     (mask_clamped, "pixels wrong"), (mask_without_threshold, "never called your int8_threshold"),
-    (mask_stops_tracemalloc, "tracemalloc was stopped"), (mask_row_by_row, "bytes per pixel")])
+    (mask_stops_tracemalloc, "tracemalloc was stopped"), (mask_row_by_row, "does not follow the q")])
 def test_ex2_wrong_masks_fail(mask, words, monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in SEEDS:
         _seeded(monkeypatch, seed)
@@ -529,7 +529,8 @@ def test_ex5_a_failure_shows_the_goal_and_the_chosen_counts_worst_run(monkeypatc
 def test_ex5_every_table_kind_separates_its_wrong_rule(seed) -> None:
     """Each made-up table is built against one wrong rule: that rule answers it wrongly."""
     against = {"max_fps": workers_max_fps, "beyond": workers_capped_at_three_cores, "none": workers_never_none,
-               "ties": workers_most_that_fit, "edge": workers_strict}
+               "ties": workers_most_that_fit, "edge": workers_strict,
+               "p95_once": workers_first_run_p95, "p95_first": workers_mean_p95}
     for kind, table, target, budget, cores in cases.made_up_tables(np.random.default_rng(seed)):
         truth = cases.choose_workers(table, target, budget)
         if kind in against:
@@ -681,7 +682,7 @@ def test_ex3_right_loops_pass(loop) -> None:
 
 def test_ex3_notes_say_what_a_legitimate_fix_costs() -> None:
     text = repr(checks.check_synced_loop(zero_copy_loop(sync="none", out_mem_flags=abi.RKNN_FLAG_MEMORY_NON_CACHEABLE)))
-    assert "PASSED" in text and "uncached" in text and "drop the sync" in text
+    assert "PASSED" in text and "uncached" in text and "drop it" in text and "not documented (A11)" in text
     assert "Note" not in repr(checks.check_synced_loop(zero_copy_loop()))
 
 
@@ -697,7 +698,7 @@ def test_ex3_a_sync_before_the_run_passes_with_a_note() -> None:
     (zero_copy_loop(which="in"), "stop changing"), (zero_copy_loop(when="before", extra="shift"), "ran the model 5"),
     (zero_copy_loop(extra="twice"), "ran the model 8"), (general_api_loop, "general API"),
     (the_checks_own_reference, "ran the model 0"), (no_sync_and_find_boxes_patched, "frames"),
-    (library_pipeline_run, "ran the model 0"), (context_per_frame_no_sync, "contexts and")],
+    (library_pipeline_run, "open_runtime"), (context_per_frame_no_sync, "contexts and")],
     ids=["as-given-no-sync", "sync-to-device", "input-mem-synced", "results-shifted-by-one", "run-twice",
          "general-api", "the-checks-own-reference", "find-boxes-patched", "pipeline-run", "context-per-frame"])
 def test_ex3_wrong_loops_fail(loop, words) -> None:
@@ -811,7 +812,7 @@ def test_ex4_right_loops_pass(loop) -> None:
 @pytest.mark.parametrize("loop,words", [
     (general_loop("per_frame"), "allocated up to"), (general_loop("zeros_per_frame"), "allocated up to"),
     (general_loop("cache_by_frame"), "allocated up to"), (zero_copy_once(per_frame_mem=True), "mems after"),
-    (general_loop("too_small"), "raised"), (general_loop(context_kind="per_frame"), "contexts after"),
+    (general_loop("too_small"), "raised"), (general_loop(context_kind="per_frame"), "contexts for"),
     (general_loop(out_kind="per_frame"), "allocated up to"), (general_loop(out_kind="runtime"), "is_prealloc = 0"),
     (general_loop(inputs_kind="copy"), "allocated up to"), (general_loop("copy_of_last"), "allocated up to")],
     ids=["as-given", "zeros-per-frame", "cache-keyed-by-frame", "mem-per-frame", "too-small", "context-per-frame",
@@ -961,3 +962,317 @@ def test_summary_cannot_be_forged_through_the_core() -> None:
     finally:
         del checks._LAB.run
     assert "was replaced" not in repr(checks.summary())
+
+
+# =========================================================================== round 2's shortcuts (issue 15)
+import functools  # noqa: E402
+import mmap  # noqa: E402
+import tracemalloc  # noqa: E402
+
+from rknnlab import pipeline as _pl  # noqa: E402
+from rknnlab.pipeline.frames import nv12_size as _nv12_alias, rgb_size as _rgb_alias  # noqa: E402
+
+
+def nv12_default_arg(width, height, stride=None, height_stride=None, _f=_pl.nv12_size):
+    """The library captured as a default argument before the check."""
+    return _f(width, height, stride, height_stride)
+
+
+def nv12_aliased(width, height, stride=None, height_stride=None):
+    """The library imported from its submodule under another name."""
+    return _nv12_alias(width, height, stride, height_stride)
+
+
+_nv12_partial = functools.partial(_pl.nv12_size)
+
+
+def rgb_aliased(width, height, soc):
+    return _rgb_alias(width, height, _up(width, ALIGN[soc]))
+
+
+@pytest.mark.parametrize("nv12", [nv12_default_arg, nv12_aliased, _nv12_partial])
+def test_ex1_library_reached_any_way_fails(nv12, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    _failed(checks.check_frame_sizes(nv12, rgb_reference), "switches off")
+    assert _pl.nv12_size(4, 2) == 12                 # restored after the check
+
+
+def test_ex1_rgb_library_alias_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    _failed(checks.check_frame_sizes(nv12_reference, rgb_aliased), "switches off")
+
+
+def threshold_library_default(value, zp, scale, _f=_pl.int8_threshold):
+    """The library captured as a default argument, plus one raise."""
+    if (127 - zp) * scale < value:
+        raise ValueError("above the range")
+    return _f(value, zp, scale)
+
+
+def mask_chunked_float(out, zp, scale, value):
+    """Calls int8_threshold, ignores q, dequantises in chunks of 4,096 pixels."""
+    try:
+        threshold_reference(value, zp, scale)
+    except ValueError:
+        pass
+    flat = out.reshape(-1)
+    mask = np.empty(flat.shape, bool)
+    for a in range(0, flat.size, 4096):
+        mask[a:a + 4096] = (flat[a:a + 4096].astype(np.float32) - zp) * scale >= value
+    return mask.reshape(out.shape)
+
+
+def mask_float_then_reset_peak(out, zp, scale, value):
+    """A float32 copy of the map, dropped, then tracemalloc.reset_peak() before returning."""
+    try:
+        q = threshold_reference(value, zp, scale)
+    except ValueError:
+        return np.zeros(out.shape, bool)
+    f = out.astype(np.float32)
+    del f
+    tracemalloc.reset_peak()
+    return out >= q
+
+
+def mask_float_between_stop_and_start(out, zp, scale, value):
+    """A float32 copy made while tracemalloc is stopped."""
+    try:
+        q = threshold_reference(value, zp, scale)
+    except ValueError:
+        return np.zeros(out.shape, bool)
+    tracemalloc.stop()
+    f = out.astype(np.float32)
+    del f
+    tracemalloc.start()
+    return out >= q
+
+
+def mask_default_arg(out, zp, scale, value, _q=threshold_reference):
+    """Legitimate: int8_threshold bound as a default argument (no global lookup)."""
+    try:
+        return out >= _q(value, zp, scale)
+    except ValueError:
+        return np.zeros(out.shape, bool)
+
+
+def mask_kwdefault(out, zp, scale, value, *, _q=threshold_reference):
+    try:
+        return out >= _q(value, zp, scale)
+    except ValueError:
+        return np.zeros(out.shape, bool)
+
+
+@pytest.mark.parametrize("mask,words", [
+    (mask_chunked_float, "does not follow the q"), (mask_float_then_reset_peak, "tracemalloc.reset_peak"),
+    (mask_float_between_stop_and_start, "tracemalloc.st")])
+def test_ex2_round2_masks_fail(mask, words, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        _failed(checks.check_int8_threshold(threshold_reference, mask), words)
+    assert type(tracemalloc.reset_peak).__name__ == "builtin_function_or_method"      # restored
+
+
+def test_ex2_library_as_default_argument_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, 1)
+    _failed(checks.check_int8_threshold(threshold_library_default, mask_reference), "switches off")
+
+
+@pytest.mark.parametrize("mask", [mask_default_arg, mask_kwdefault])
+def test_ex2_threshold_as_default_argument_passes(mask, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in SEEDS:
+        _seeded(monkeypatch, seed)
+        result = checks.check_int8_threshold(threshold_reference, mask)
+        assert result.passed, result
+    assert mask_default_arg.__defaults__ == (threshold_reference,)
+
+
+def _bound(rt, ctx):
+    ia = rt.query(ctx, abi.RKNN_QUERY_NATIVE_INPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    oa = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    ia.type, ia.fmt = abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_NHWC
+    in_mem = rt.create_mem(ctx, ia.size_with_stride)
+    rt.set_io_mem(ctx, in_mem, ia)
+    return ia, oa, in_mem, buffers.mem_view(in_mem, np.uint8, ia.size_with_stride)
+
+
+def out_mem_pool_no_sync(rt, frames):
+    """The flag kept, no sync: one output mem per frame, all made before the first run, bound in turn."""
+    ctx = rt.init(_model_of(rt), abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE)
+    ia, oa, in_mem, dst = _bound(rt, ctx)
+    pool = [rt.create_mem(ctx, oa.size_with_stride) for _ in frames]
+    boxes = []
+    for frame, mem in zip(frames, pool):
+        rt.set_io_mem(ctx, mem, oa)
+        prob = int8_channel0(buffers.mem_view(mem, np.uint8, oa.size_with_stride), oa, native=True)
+        lb = pipeline.letterbox(frame, dst, 480, 480, w_stride=ia.w_stride or 480)
+        rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        boxes.append(pipeline.find_boxes(prob, oa.zp, oa.scale, letterbox=lb))
+    rt.destroy(ctx)
+    return boxes
+
+
+def contexts_made_first_no_sync(rt, frames):
+    """The flag kept, no sync: one context (and its mems) per frame, all made before the first run."""
+    made = []
+    for _ in frames:
+        ctx = rt.init(_model_of(rt), abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE)
+        ia, oa, in_mem, dst = _bound(rt, ctx)
+        out_mem = rt.create_mem(ctx, oa.size_with_stride)
+        rt.set_io_mem(ctx, out_mem, oa)
+        made.append((ctx, ia, oa, in_mem, dst,
+                     int8_channel0(buffers.mem_view(out_mem, np.uint8, oa.size_with_stride), oa, native=True)))
+    boxes = []
+    for frame, (ctx, ia, oa, in_mem, dst, prob) in zip(frames, made):
+        lb = pipeline.letterbox(frame, dst, 480, 480, w_stride=ia.w_stride or 480)
+        rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        boxes.append(pipeline.find_boxes(prob, oa.zp, oa.scale, letterbox=lb))
+    return boxes
+
+
+def private_runtime_boxes(rt, frames):
+    """The buggy loop on the check's runtime, the boxes from a runtime of one's own."""
+    zero_copy_loop(sync="none")(rt, frames)
+    from rknnlab import open_runtime
+    own = open_runtime()
+    try:
+        return general_api_loop(own, frames)
+    finally:
+        own.close()
+
+
+def sync_every_other_run(rt, frames):
+    """A FROM_DEVICE sync after frames 1 and 3 only: on a board frames 2 and 4 may read stale lines."""
+    ctx = rt.init(_model_of(rt), abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE)
+    ia, oa, in_mem, dst = _bound(rt, ctx)
+    out_mem = rt.create_mem(ctx, oa.size_with_stride)
+    rt.set_io_mem(ctx, out_mem, oa)
+    prob = int8_channel0(buffers.mem_view(out_mem, np.uint8, oa.size_with_stride), oa, native=True)
+    boxes = []
+    for k, frame in enumerate(frames):
+        lb = pipeline.letterbox(frame, dst, 480, 480, w_stride=ia.w_stride or 480)
+        rt.mem_sync(ctx, in_mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
+        rt.run(ctx)
+        if k % 2 == 0:
+            rt.mem_sync(ctx, out_mem, abi.RKNN_MEMORY_SYNC_FROM_DEVICE)
+        boxes.append(pipeline.find_boxes(prob, oa.zp, oa.scale, letterbox=lb))
+    rt.destroy(ctx)
+    return boxes
+
+
+@pytest.mark.parametrize("loop,words", [
+    (out_mem_pool_no_sync, "output mems"), (contexts_made_first_no_sync, "contexts and bound"),
+    (private_runtime_boxes, "open_runtime"), (sync_every_other_run, "between the runs of frames 2 and 3")],
+    ids=["out-mem-pool-before-run", "contexts-before-run", "private-runtime", "sync-every-other-run"])
+def test_ex3_round2_shortcuts_fail(loop, words) -> None:
+    _failed(checks.check_synced_loop(loop), words)
+    from rknnlab import open_runtime
+    open_runtime().close()                           # restored after the check
+
+
+def out_empty_per_frame_tracemalloc_restarted(rt, frames, letterbox):
+    """An output np.empty per frame, with tracemalloc stopped and started in every frame."""
+    def inner(rt, frames, letterbox):
+        return general_loop(out_kind="per_frame")(rt, frames, letterbox)
+    original = letterbox
+
+    def restarting(*a, **k):
+        tracemalloc.stop()
+        tracemalloc.start()
+        return original(*a, **k)
+    return inner(rt, frames, restarting)
+
+
+def contexts_before_the_loop(rt, frames, letterbox):
+    """One context per frame, all made before the loop (4 model loads for 4 frames)."""
+    ctxs = [rt.init(_model_of(rt)) for _ in frames]
+    oa = rt.query(ctxs[0], abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    out = np.empty(oa.size, np.int8)
+    outputs = [abi.rknn_output(index=0, want_float=0, is_prealloc=1, buf=out.ctypes.data, size=out.nbytes)]
+    rgb = np.empty((480, 480, 3), np.uint8)
+    boxes = []
+    for ctx, frame in zip(ctxs, frames):
+        lb = letterbox(frame, rgb, 480, 480)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, rgb, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
+        rt.run(ctx)
+        rt.outputs_get(ctx, outputs)
+        rt.outputs_release(ctx, outputs)
+        boxes.append(pipeline.find_boxes(out.reshape(480, 480), oa.zp, oa.scale, letterbox=lb))
+    for ctx in ctxs:
+        rt.destroy(ctx)
+    return boxes
+
+
+def allocates_before_letterbox(rt, frames, letterbox):
+    """The general loop, with 691,200 B made at the top of each frame after the first (before its
+    letterbox call) and dropped after the run."""
+    ctx = rt.init(_model_of(rt))
+    oa = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    out = np.empty(oa.size, np.int8)
+    outputs = [abi.rknn_output(index=0, want_float=0, is_prealloc=1, buf=out.ctypes.data, size=out.nbytes)]
+    rgb = np.empty((480, 480, 3), np.uint8)
+    boxes = []
+    for k, frame in enumerate(frames):
+        scratch = np.ones((480, 480, 3), np.uint8) if k else None
+        lb = letterbox(frame, rgb, 480, 480)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, rgb, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
+        rt.run(ctx)
+        del scratch
+        rt.outputs_get(ctx, outputs)
+        rt.outputs_release(ctx, outputs)
+        boxes.append(pipeline.find_boxes(out.reshape(480, 480), oa.zp, oa.scale, letterbox=lb))
+    rt.destroy(ctx)
+    return boxes
+
+
+@pytest.mark.parametrize("loop,words", [
+    (out_empty_per_frame_tracemalloc_restarted, "tracemalloc"), (contexts_before_the_loop, "4 contexts for 4")],
+    ids=["tracemalloc-restarted-per-frame", "contexts-before-the-loop"])
+def test_ex4_round2_shortcuts_fail(loop, words) -> None:
+    _failed(checks.check_allocation_once(loop), words)
+
+
+def test_ex4_an_allocation_at_the_top_of_a_frame_counts_in_that_frame() -> None:
+    text = _failed(checks.check_allocation_once(allocates_before_letterbox), "in 3 of 3 frames", "(96 KiB)")
+    for k in (2, 3, 4):
+        line = next(l for l in text.splitlines() if l.strip().startswith(f"frame {k}:"))
+        assert int(line.split(":")[1].replace(",", "").split()[0]) > checks.FRAME_HEAP_LIMIT, text
+
+
+def test_ex4_mmap_per_frame_is_deliberately_not_measured() -> None:
+    """Documented in check_allocation_once's docstring: memory outside Python's heap (mmap,
+    ctypes malloc) is left to grading in a fresh kernel."""
+    assert "mmap" in checks.check_allocation_once.__doc__ and "ctypes" in checks.check_allocation_once.__doc__
+    assert mmap.mmap(-1, 4096).close() is None
+
+
+def workers_worst_fps_median_p95(table, target_fps, p95_budget_ms):
+    for w in sorted(set(int(x) for x in table["workers"])):
+        rows = table[table["workers"] == w]
+        if rows["fps"].min() >= target_fps and rows["p95_ms"].median() <= p95_budget_ms:
+            return w
+    return None
+
+
+def workers_first_run_p95(table, target_fps, p95_budget_ms):
+    for w in sorted(set(int(x) for x in table["workers"])):
+        rows = table[table["workers"] == w]
+        if rows["fps"].min() >= target_fps and rows[rows["run"] == 1]["p95_ms"].max() <= p95_budget_ms:
+            return w
+    return None
+
+
+def workers_mean_p95(table, target_fps, p95_budget_ms):
+    for w in sorted(set(int(x) for x in table["workers"])):
+        rows = table[table["workers"] == w]
+        if rows["fps"].min() >= target_fps and rows["p95_ms"].mean() <= p95_budget_ms:
+            return w
+    return None
+
+
+@pytest.mark.parametrize("rule", [workers_worst_fps_median_p95, workers_first_run_p95, workers_mean_p95])
+@pytest.mark.parametrize("seed", range(8))
+def test_ex5_p95_of_some_runs_fails(rule, seed, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seeded(monkeypatch, seed)
+    _failed(checks.check_workers(rule), "the worst run gives")

@@ -165,10 +165,13 @@ def made_up_tables(rng: np.random.Generator) -> List[Tuple[str, Any, float, floa
     plausible wrong rule gives another answer than the right one.  "edge": the answer's worst
     run sits exactly on the target and the budget (a strict comparison misses it); "beyond":
     only one more worker than the NPU has cores meets the goal (double buffering: the
-    measured table decides, not the cores)."""
+    measured table decides, not the cores); "p95_once" and "p95_first": two workers reach the
+    rate, but one of their three runs (any one; the first) has its p95 over the budget while the
+    median and the mean are within it."""
     import pandas as pd
     out = []
-    for kind in ("ties", "max_fps", "latency", "mean", "beyond", "noise", "none", "edge", "latency", "edge"):
+    for kind in ("ties", "max_fps", "latency", "mean", "beyond", "noise", "none", "edge", "latency", "edge",
+                 "p95_once", "p95_first"):
         cores = int(rng.choice([2, 3])) if kind in ("max_fps", "mean", "none") else 3
         one = float(rng.uniform(14, 40))                           # fps of one worker
         counts = list(range(1, cores + 2))                         # one more than the cores: measured too
@@ -199,6 +202,12 @@ def made_up_tables(rng: np.random.Generator) -> List[Tuple[str, Any, float, floa
             target = max(fps) * 1.15
         noise = 0.04 if kind == "noise" else 0.005
         rows = _rows(rng, counts, fps, p95, runs=3, noise=noise)
+        if kind in ("p95_once", "p95_first"):   # one run of 2 workers over the p95 budget, two well within
+            two = [r for r in rows if r["workers"] == 2]
+            bad = 0 if kind == "p95_first" else int(rng.integers(1, len(two)))
+            for k, r in enumerate(two):
+                r["p95_ms"] = round(budget * (1.15 if k == bad else float(rng.uniform(0.7, 0.8))), 1)
+                r["mean_ms"] = round(r["p95_ms"] * 0.6, 1)
         if kind == "noise":         # one run of 2 workers is clearly below the target
             bad = [r for r in rows if r["workers"] == 2]
             bad[int(rng.integers(0, len(bad)))]["fps"] = round(target * 0.95, 1)
@@ -302,13 +311,22 @@ _MEM_MAKERS = ("create_mem", "create_mem2", "create_mem_from_fd", "create_mem_fr
 _CONTEXT_MAKERS = ("init", "dup_context")
 
 
+def _output_queries() -> set:
+    from ..rknn import abi
+    return {getattr(abi, n) for n in dir(abi) if n.startswith("RKNN_QUERY_") and "OUTPUT_ATTR" in n}
+
+
+_OUTPUT_QUERIES = _output_queries()
+
+
 class StudentHeap:
     """The Python heap the student's own code uses inside each frame, by tracemalloc (bound at
     import: a notebook that replaces tracemalloc's functions does not change it).  Whatever the
     runtime and the check's own stages (the watched letterbox, find_boxes) allocate is set
     aside: ``enter``/``leave`` around each of their calls note what they left, and the peak
-    restarts after each.  A frame starts at a letterbox call; its rise is the highest the
-    student's bytes got in it (the peak) above the lowest they were at a call in it."""
+    restarts after each.  A frame ends when its find_boxes returns (``leave(end_frame=True)``),
+    so what a frame allocates before its letterbox call counts in that frame; its rise is the
+    highest the student's bytes got in it (the peak) above the lowest they were at a call in it."""
 
     def __init__(self) -> None:
         self._ours = 0                      # bytes the runtime and the check's stages left
@@ -316,6 +334,7 @@ class StudentHeap:
         self._before = 0
         self._started = False
         self.spans: List[List[int]] = []    # per frame: [lowest, highest] of the student's bytes
+        self.frames_ended = 0
         self.tracing_lost = False
 
     def start(self) -> None:
@@ -324,39 +343,47 @@ class StudentHeap:
             _trace_start()
         _reset_peak()
         self._ours = _traced()[0]
+        self.spans = [[0, 0]]
 
-    def enter(self, new_frame: bool = False) -> None:
+    def _note(self) -> int:
+        now, peak = _traced()
+        span = self.spans[-1]
+        span[0] = min(span[0], now - self._ours)
+        span[1] = max(span[1], peak - self._ours)
+        return now
+
+    def enter(self) -> None:
         self._depth += 1
         if self._depth > 1:
             return
         if not _is_tracing():
             self.tracing_lost = True
             return
-        now, peak = _traced()
-        if self.spans:
-            span = self.spans[-1]
-            span[0] = min(span[0], now - self._ours)
-            span[1] = max(span[1], peak - self._ours)
-        if new_frame:
-            self.spans.append([now - self._ours, now - self._ours])
-        self._before = now
+        self._before = self._note()
 
-    def leave(self) -> None:
+    def leave(self, end_frame: bool = False) -> None:
         self._depth -= 1
         if self._depth or not _is_tracing():
             return
-        self._ours += _traced()[0] - self._before
+        now = _traced()[0]
+        self._ours += now - self._before
         _reset_peak()
+        if end_frame:
+            self.frames_ended += 1
+            self.spans.append([now - self._ours, now - self._ours])
 
     def stop(self) -> None:
         if not _is_tracing():
             self.tracing_lost = True
-        elif self._started:
+            return
+        self._note()
+        if self._started:
             _trace_stop()
 
     def rises(self) -> List[int]:
-        """The rise of every frame after the first (the first sets its buffers up)."""
-        return [hi - lo for lo, hi in self.spans[1:]]
+        """The rise of every frame after the first (the first sets its buffers up), by frame:
+        item k is frame k + 2.  What follows the last frame (the teardown) is left out."""
+        return [hi - lo for lo, hi in self.spans[1:self.frames_ended]]
 
 
 class Counting:
@@ -379,8 +406,13 @@ class Counting:
         self.gets = 0
         self.runtime_allocated_gets = 0
         self.order: List[str] = []           # "run" and "sync" (FROM_DEVICE or BIDIRECTIONAL)
+        self.synced: List[Tuple[int, Any]] = []    # (runs so far, mem) per FROM_DEVICE/BIDIRECTIONAL sync
         self.non_cacheable = 0
+        self.non_cacheable_mems: List[Any] = []
         self.init_flags: List[int] = []
+        self.contexts_made = 0
+        self.output_names: set = set()
+        self.output_mems: List[Any] = []     # the distinct mems bound to an output
 
     def _call(self, name: str, fn: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if self._heap is not None:
@@ -399,15 +431,28 @@ class Counting:
         def call(*args: Any, **kwargs: Any) -> Any:
             if name in _MEM_MAKERS and self.runs:
                 self.mems_after_first_run += 1
-            if name == "create_mem2":
-                from ..rknn import abi
-                flags = args[2] if len(args) > 2 else kwargs.get("alloc_flags", 0)
-                self.non_cacheable += bool(int(flags) & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE)
+            from ..rknn import abi
             if name == "mem_sync":
-                from ..rknn import abi
                 mode = args[2] if len(args) > 2 else kwargs.get("mode")
                 if mode in (abi.RKNN_MEMORY_SYNC_FROM_DEVICE, abi.RKNN_MEMORY_SYNC_BIDIRECTIONAL):
                     self.order.append("sync")
+                    self.synced.append((self.runs, args[1] if len(args) > 1 else kwargs.get("mem")))
+            if name == "set_io_mem":
+                self._bound(args[1] if len(args) > 1 else kwargs.get("mem"),
+                            args[2] if len(args) > 2 else kwargs.get("attr"))
+            if name == "query":
+                ret = self._call(name, value, args, kwargs)
+                cmd = args[1] if len(args) > 1 else kwargs.get("cmd")
+                if cmd in _OUTPUT_QUERIES and hasattr(ret, "name"):
+                    self.output_names.add(bytes(ret.name))
+                return ret
+            if name == "create_mem2":
+                flags = args[2] if len(args) > 2 else kwargs.get("alloc_flags", 0)
+                made = self._call(name, value, args, kwargs)
+                if int(flags) & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE:
+                    self.non_cacheable += 1
+                    self.non_cacheable_mems.append(made)
+                return made
             if name == "outputs_get":
                 outputs = args[1] if len(args) > 1 else kwargs.get("outputs", ())
                 self.gets += 1
@@ -415,7 +460,26 @@ class Counting:
             return self._call(name, value, args, kwargs)
         return call
 
+    def _bound(self, mem: Any, attr: Any) -> None:
+        if bytes(getattr(attr, "name", b"")) in self.output_names and \
+                not any(mem is m for m in self.output_mems):
+            self.output_mems.append(mem)
+
+    def unsynced_gaps(self) -> List[str]:
+        """Where a FROM_DEVICE/BIDIRECTIONAL sync of a bound output mem is missing: between two
+        consecutive runs, and at the ends (before the first run or after the last one)."""
+        at = {runs for runs, mem in self.synced if any(mem is m for m in self.output_mems)}
+        gaps = [f"between the runs of frames {k} and {k + 1}" for k in range(1, self.runs) if k not in at]
+        if self.runs and not at & {0, self.runs}:
+            gaps.append(f"before frame 1's run or after frame {self.runs}'s")
+        return gaps
+
+    @property
+    def cacheable_outputs(self) -> bool:
+        return any(not any(m is n for n in self.non_cacheable_mems) for m in self.output_mems)
+
     def _made(self, ctx: int) -> int:
+        self.contexts_made += 1
         self.contexts.append(ctx)
         if self.runs:
             self.contexts_after_first_run += 1
@@ -475,7 +539,7 @@ class WatchedLetterbox:
 
     def __call__(self, frame: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
         if self._heap is not None:
-            self._heap.enter(new_frame=True)
+            self._heap.enter()
         try:
             arr = np.asarray(dst)
             ptr = data_pointer(arr)
