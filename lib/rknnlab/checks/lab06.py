@@ -214,10 +214,12 @@ def _judge_sizes(nv12_bytes: Callable[..., Any], rgb_input_bytes: Callable[..., 
                     "malloc and rknn_create_mem take it: compute with integer arithmetic (// 2, not * 1.5).",
                     _shown(wrong_all))
     if wrong_nv12:
+        also = [f"rgb_input_bytes: also wrong for {len(wrong_rgb)} of {len(frames)} made-up inputs"] \
+            if wrong_rgb else []
         raise _Fail(f"nv12_bytes is wrong for {len(wrong_nv12)} of {len(frames)} made-up frames:",
                     "NV12 keeps a full-size Y plane and one UV plane of half the rows (each row holds U and V "
                     "in turn). A decoder's buffer has rows of stride bytes and height_stride rows: size both "
-                    "planes from the strides, not from the picture.", _shown(wrong_nv12))
+                    "planes from the strides, not from the picture.", _shown(wrong_nv12) + also)
     if wrong_rgb:
         raise _Fail(f"rgb_input_bytes is wrong for {len(wrong_rgb)} of {len(frames)} made-up inputs:",
                     "An RGB888 pixel is 3 bytes. A zero-copy input's rows are padded: the width goes up to "
@@ -695,6 +697,7 @@ def measure_workers(counts: Sequence[int] = (1, 2, 3), repeats: int = 3, n_frame
     CPU stages; the boxes are not the frames'."""
     import pandas as pd
     from ..pipeline import distinct_frames, run
+    print(f"{repeats * len(counts)} runs of {n_frames} frames: about 5-10 s", flush=True)
     frames = distinct_frames(4)
     run(frames, workers=max(counts), n_frames=n_frames, values=False)    # a warm-up, not kept
     rows = []
@@ -721,7 +724,9 @@ def try_choice(choose_workers: Callable[..., Any], table: Any, target_fps: float
         return "not done yet: choose_workers still raises NotImplementedError"
     except Exception as exc:
         return f"choose_workers raised {type(exc).__name__}: {exc}"
-    return f"{_goal(target_fps, p95_budget_ms)}: {'no count meets both' if got is None else f'{got} worker(s)'}"
+    if got is None:
+        return f"{_goal(target_fps, p95_budget_ms)}: no count meets both"
+    return f"{_goal(target_fps, p95_budget_ms)}: {got} worker{'s' if got != 1 else ''}"
 
 
 _SYNC_HINT = ("The NPU writes the output mem during rknn_run. On a context made with this flag, when does the "
@@ -798,7 +803,7 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
                         "see the CPU's reads, A60).", _SYNC_HINT, [f"{g}: no sync of the output mem" for g in unsynced])
         wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
         details = [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
-                   for k in wrong]
+                   + (" (other boxes)" if len(got[k]) == len(ref[k]) else "") for k in wrong]
         if wrong and len(set(got)) == 1 and len(set(ref)) > 1:
             first = "the first frame's boxes" if got[0] == ref[0] else "one set of boxes"
             raise _Fail(f"the boxes stop changing: all {LOOP_FRAMES} frames show {first}, while the reference run "
@@ -914,7 +919,7 @@ def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..
                         "frames.", "Reusing the buffer must not change what each frame computes: letterbox each "
                         "frame before its run, and read its output after the run.",
                         [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
-                         for k in wrong])
+                         + (" (other boxes)" if len(got[k]) == len(ref[k]) else "") for k in wrong])
         buffers = sum(not used for _, used in calls)
         return CheckResult(EX_ALLOC, "passed", f"No allocation per frame, for {LOOP_FRAMES} frames: no context, "
                            "mem or runtime-allocated output after the first run, your own code's heap flat inside "
