@@ -856,7 +856,10 @@ def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..
 
     Deliberately not measured: memory from outside Python's heap, such as an mmap.mmap or a
     libc malloc through ctypes per frame.  tracemalloc cannot see it, and the malloc heap of a
-    shared kernel is too noisy to judge one frame by; grading re-runs the lab in a fresh kernel."""
+    shared kernel is too noisy to judge one frame by; grading re-runs the lab in a fresh kernel.
+    A known limit: the heap is read at the calls the check sees (the runtime, the letterbox,
+    find_boxes), so a buffer freed after one frame's find_boxes and made again before the next
+    frame's first such call shows no rise in that frame (only where no older one was freed)."""
     def body() -> CheckResult:
         _require_function(detect_once, "check_allocation_once(detect_once)")
         from .. import open_runtime
