@@ -474,3 +474,12 @@ def test_a_missing_notebook_object_is_explained():
     r = run(f, iterations=1, warmup=0, backend=BACKEND, sample_hz=0)
     err = r["uses_a_notebook_object"].error
     assert err.startswith("NameError") and "fresh process" in err
+
+
+def test_run_plays_the_soc_of_rknnlab_sim_soc(monkeypatch):
+    """Like rknnlab.open_runtime("sim"), a run with no soc plays $RKNNLAB_SIM_SOC (chapter 6 on a
+    simulated RK3568 measured an RK3588 before)."""
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    result = rknnlab.run("prealloc_output", model="mobilenet_v2", iterations=3, warmup=0, sample_hz=0,
+                         backend="sim", progress=False)
+    assert result.meta["model"]["soc"] == "rk3568" and "RK3568" in result.meta["source"]

@@ -425,7 +425,9 @@ def run(variants: Union[VariantLike, Iterable[VariantLike]], model: str = "mobil
         except (ValueError, board.BackendUnavailableError) as exc:
             raise RunError(str(exc)) from None
     if soc is None:
-        soc = "rk3588"
+        # the SoC the simulator plays unless told: $RKNNLAB_SIM_SOC, as rknnlab.open_runtime("sim")
+        from .. import ENV_SIM_SOC
+        soc = os.environ.get(ENV_SIM_SOC) or "rk3588"
         if chosen == "native":
             from .. import board
             soc = board.read_board().soc or soc
