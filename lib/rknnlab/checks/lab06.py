@@ -859,7 +859,8 @@ def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..
     shared kernel is too noisy to judge one frame by; grading re-runs the lab in a fresh kernel.
     A known limit: the heap is read at the calls the check sees (the runtime, the letterbox,
     find_boxes), so a buffer freed after one frame's find_boxes and made again before the next
-    frame's first such call shows no rise in that frame (only where no older one was freed)."""
+    frame's first such call shows no rise in that frame; it shows in the first frame that makes
+    one while no older one is freed."""
     def body() -> CheckResult:
         _require_function(detect_once, "check_allocation_once(detect_once)")
         from .. import open_runtime
