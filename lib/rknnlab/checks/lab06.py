@@ -473,9 +473,11 @@ def check_int8_threshold(int8_threshold: Callable[[float, int, float], int],
     largest and below the smallest value the output can hold.  Every q must be an exact int.
     Then it calls text_mask on nine made-up int8 maps (three with values out of range; one of
     a single row and one of a single column):
-    every pixel must be right, text_mask must call your int8_threshold, and the call must
-    allocate less than MASK_BYTES_PER_PIXEL bytes per pixel at once (tracemalloc; a float32
-    copy of the map takes 4).  rknnlab.pipeline.int8_threshold raises while the check runs.
+    text_mask must call your int8_threshold (through a global name, a closure or a default
+    argument), every pixel must be right for the q it returned, and the call must allocate
+    less than MASK_BYTES_PER_PIXEL bytes per pixel at once (tracemalloc; a float32 copy of the
+    map takes 4; a call that stops, starts or resets tracemalloc fails).
+    rknnlab.pipeline.int8_threshold raises while the check runs.
     A failure says what a wrong q does to the map, never the q."""
     def body() -> CheckResult:
         for fn, name in ((int8_threshold, "int8_threshold"), (text_mask, "text_mask")):
