@@ -693,7 +693,7 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
     rows, totals, runs = [], {}, {}
     for mode in ("general", "zero_copy"):
         common = dict(mode=mode, runtime=rt, model=model, values=values, planted=planted, keep_boxes=False,
-                      core_masks=[abi.RKNN_NPU_CORE_0])
+                      core_masks=default_masks(1, getattr(rt, "soc", "rk3588")))   # CORE_0; none on one core
         r = run(src, n_frames=n_frames, **common)
         h = run(src, n_frames=heap_frames, measure_heap="rise", **common)
         p = run(src, n_frames=heap_frames, measure_heap="peak", **common)   # its bookkeeping is malloc's
@@ -715,7 +715,9 @@ def compare_modes(n_frames: int = 100, frames: Any = None, runtime: Optional[Any
         rows.append(row)
     table = pd.DataFrame(rows).set_index("mode")
     c = compare("zero_copy", totals["zero_copy"], "general", totals["general"])
-    what = (f"{model}, general vs zero_copy, 1 worker on CORE_0, {n_frames} timed frames each"
+    mask = runs["zero_copy"].masks[0]
+    on = f"on {mask_name(mask)}" if mask is not None else "with no core mask (one NPU core)"
+    what = (f"{model}, general vs zero_copy, 1 worker {on}, {n_frames} timed frames each"
             f" (heap: {heap_frames} more)"
             + (f", planted {planted}" if planted else "")
             + runs["zero_copy"].conditions)

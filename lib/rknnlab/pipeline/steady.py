@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .loop import OWN_STAGES, STAGES, Worker, distinct_frames, values_mode
+from .loop import NPU_CORES, OWN_STAGES, STAGES, Worker, distinct_frames, values_mode
 
 #: the series the verdicts judge, as (key, summary prefix, column in the samples, unit label)
 SERIES = (("rss", "rss", "rss_kb", "RSS"), ("heap", "heap", "heap_in_use_bytes", "malloc heap in use"),
@@ -265,8 +265,10 @@ def _from_result(result: Any, names: Dict[str, str], frames: int, command: str) 
     params = result.meta.get("parameters", {}).get("params", {})
     values = ("output values replayed from the warm-up frame's real inference (rknnlab.sim.values_replayed)"
               if result.meta.get("backend") == "sim" and not params.get("values") else "")
+    soc = str(result.meta.get("model", {}).get("soc") or "rk3588")
+    on = "on CORE_0" if NPU_CORES.get(soc.lower(), 1) > 1 else "with no core mask (one NPU core)"
     meta = {"source": (f"{result.source}: {result.meta.get('model', {}).get('name')} pipeline, zero_copy, "
-                       f"1 worker on CORE_0, {frames:,} frames per variant" + (f"; {values}" if values else "")),
+                       f"1 worker {on}, {frames:,} frames per variant" + (f"; {values}" if values else "")),
             "backend": result.meta.get("backend"), "model": result.meta.get("model", {}).get("name"),
             "frames": frames, "created": result.meta.get("created"), "command": command,
             "host": {"cpu_count": host.get("cpu_count"), "python": host.get("python"),
