@@ -860,7 +860,7 @@ def test_lab_notebook_structure() -> None:
     start = next(k for k, c in enumerate(nb.cells) if c.source.startswith("## Exercise 3"))
     check = next(k for k, c in enumerate(nb.cells) if c.source.strip() == "checks.check_synced_loop(detect)")
     assert not any("after each `rknn_run`" in c.source for c in nb.cells[start:check] if c.cell_type == "markdown")
-    assert "after each `rknn_run`" in nb.cells[check + 1].source
+    assert "after each `rknn_run`" in nb.cells[check + 2].source
     # the Predict answers of exercise 1 are constants in a folded answer after the check; no code cell a
     # student sees calls rknnlab's size or threshold functions (copying them would pass nothing)
     k = next(k for k, c in enumerate(nb.cells) if c.source.strip().startswith("checks.check_frame_sizes"))
@@ -869,7 +869,17 @@ def test_lab_notebook_structure() -> None:
         if cell.cell_type == "code" and "solution" not in cell.metadata.get("tags", []):
             assert not re.search(r"pipeline\.(nv12_size|rgb_size|int8_threshold)", cell.source), cell.source
     # exercise 3's explanation and its fixes are folded, after the check; exercise 5 has a folded answer
-    assert nb.cells[check + 1].source.startswith("```{admonition} Answer")
+    assert nb.cells[check + 2].source.startswith("```{admonition} Answer")
+    # exercises 3 and 4: unfolded, the check paragraph says only what the check runs and compares; what it
+    # requires (which would hand over Hint 2) is folded, right after the check cell
+    check4 = next(k for k, c in enumerate(nb.cells) if c.source.strip() == "checks.check_allocation_once(detect_once)")
+    for k, words in ((check, "between every two runs"), (check4, "From the third frame on")):
+        required = nb.cells[k + 1].source
+        assert required.startswith("```{admonition} What the check requires\n:class: dropdown"), required[:80]
+        assert words in required
+        before = [c.source for c in nb.cells[:k] if c.cell_type == "markdown"]
+        assert not any(words in b for b in before), words
+    assert "pool of two" not in text
     assert "Answer: how many workers?" in text
     assert "RK3588 only" not in text and "npu_cores" not in text
 
@@ -1169,6 +1179,22 @@ def test_ex3_round2_shortcuts_fail(loop, words) -> None:
     _failed(checks.check_synced_loop(loop), words)
     from rknnlab import open_runtime
     open_runtime().close()                           # restored after the check
+
+
+def test_ex3_failure_lists_each_missing_sync_on_its_own_line() -> None:
+    """The loop's two ends protect different reads (frame 1's, frame 4's): two lines, plain plurals."""
+    result = checks.check_synced_loop(zero_copy_loop(sync="none"))
+    text = _failed(result, "in 4 places:")
+    assert "(s)" not in text
+    assert "after frame 4's run: no sync of the output mem" in result.details
+    assert any(d.startswith("before frame 1's run:") for d in result.details)
+    assert not any("before" in d and "after" in d for d in result.details), result.details
+
+
+def test_ex4_pass_counts_buffers_in_plain_words() -> None:
+    one, two = (repr(checks.check_allocation_once(general_loop(kind))) for kind in ("once", "pool"))
+    assert "letterbox: 1 buffer of" in one and "letterbox: 2 buffers of" in two
+    assert "(s)" not in one + two
 
 
 def out_empty_per_frame_tracemalloc_restarted(rt, frames, letterbox):

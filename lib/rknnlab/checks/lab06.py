@@ -734,6 +734,19 @@ def try_choice(choose_workers: Callable[..., Any], table: Any, target_fps: float
 _SYNC_HINT = ("The NPU writes the output mem during rknn_run. On a context made with this flag, when does the "
               "CPU's view of a cacheable mem take the NPU's new bytes?")
 
+def _gap_lines(gaps: Sequence[str], runs: int) -> List[str]:
+    """One line per missing sync; the loop's two ends (one sync at either is enough) on two lines,
+    since they protect different reads (frame 1's and the last frame's)."""
+    lines = []
+    for gap in gaps:
+        if gap.startswith("before frame 1's run"):
+            lines += [f"after frame {runs}'s run: no sync of the output mem",
+                      "before frame 1's run: no sync either (one of these two places is enough)"]
+        else:
+            lines.append(f"{gap}: no sync of the output mem")
+    return lines
+
+
 _SYNC_BEFORE_NOTE = ("Your loop syncs the output before rknn_run. Here that shows the fresh map (the sync drops "
                      "the CPU's cached lines and the NPU writes afterwards), but on a board the CPU may read "
                      "lines in again between the sync and the run (speculative reads): the safe place is after "
@@ -800,9 +813,10 @@ def check_synced_loop(detect: Callable[[Any, Sequence[Any]], Sequence[Any]]) -> 
         flagged = any(f & abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE for f in counting.init_flags)
         unsynced = counting.unsynced_gaps() if flagged and counting.cacheable_outputs else []
         if unsynced:
-            raise _Fail(f"your loop skips the output sync in {len(unsynced)} place(s): a frame read there may "
+            places = "1 place" if len(unsynced) == 1 else f"{len(unsynced)} places"
+            raise _Fail(f"your loop skips the output sync in {places}: a frame read there may "
                         "show the lines the CPU cached from an earlier frame (on a board; the simulator cannot "
-                        "see the CPU's reads, A60).", _SYNC_HINT, [f"{g}: no sync of the output mem" for g in unsynced])
+                        "see the CPU's reads, A60).", _SYNC_HINT, _gap_lines(unsynced, counting.runs))
         wrong = [k for k in range(LOOP_FRAMES) if got[k] != ref[k]]
         details = [f"frame {k + 1}: your {_count_boxes(got[k])}, the reference's {_count_boxes(ref[k])}"
                    + (" (other boxes)" if len(got[k]) == len(ref[k]) else "") for k in wrong]
@@ -930,7 +944,8 @@ def check_allocation_once(detect_once: Callable[[Any, Sequence[Any], Callable[..
         return CheckResult(EX_ALLOC, "passed", f"No allocation per frame, for {LOOP_FRAMES} frames: no context, "
                            "mem or runtime-allocated output after the first run, your own code's heap flat inside "
                            "each frame, the letterbox buffer reused, and every frame's boxes right.",
-                           [f"letterbox: {buffers} buffer(s) of {calls[0][0]:,} B for {len(calls)} calls; "
+                           [f"letterbox: {buffers} buffer{'' if buffers == 1 else 's'} of {calls[0][0]:,} B for "
+                            f"{len(calls)} calls; "
                             f"your heap inside a frame: at most {max(rises, default=0):,} B"])
 
     return _LAB.run(EX_ALLOC, body)
