@@ -271,11 +271,11 @@ def test_the_int8_path_finds_the_fp32_boxes(run) -> None:
 def _ms(text: str, mode: str) -> Dict[str, float]:
     """One row of §4's table (pipeline.show_table: units in the headers, plain numbers) and the heap
     rise printed under it for that mode."""
-    row = re.search(rf"^{mode}\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", text, flags=re.M)
+    row = re.search(rf"^{mode}" + r"\s+([\d.]+)" * 7 + "$", text, flags=re.M)
     assert row, f"no {mode} row:\n{text}"
     heap = re.search(rf"^  {mode}\s+heap rise\s+([\d,]+) B;", text, flags=re.M)
     assert heap, f"no heap rise for {mode}:\n{text}"
-    names = ("input", "run", "output", "post", "frame", "dma", "heap")
+    names = ("convert", "input", "run", "output", "post", "frame", "dma", "heap")
     return dict(zip(names, (float(g.replace(",", "")) for g in (*row.groups(), heap.group(1)))))
 
 
@@ -296,6 +296,7 @@ def test_zero_copy_saves_the_copies_not_the_run(run) -> None:
     assert "cannot tell apart" not in text, "the verdict says one thing"
     for mode in (general, zero):        # the frame column is each frame's total: at least its run and post
         assert mode["frame"] >= mode["run"] + mode["post"] - 0.05, text
+        assert 0 < mode["convert"] < mode["frame"], "the table shows the conversion the frame includes"
     peaks = re.findall(r"^  (general|zero_copy)\s+heap rise\s+[\d,]+ B; peaks: convert\s+([\d,]+) B, post\s+([\d,]+) B,",
                        text, flags=re.M)
     assert len(peaks) == 2, text
