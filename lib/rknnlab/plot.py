@@ -1131,19 +1131,25 @@ def _alloc_title(ax, what: str, df_or_source: Any, width: int = 95) -> None:
     _title(ax, what, _wrap(source, width))
 
 
+def _two_panels(ax, figsize):
+    """(fig, left, right): ``ax`` if it is a pair of axes, else a new figure of two panels
+    side by side sharing their y axis (one row per bar)."""
+    if ax is None:
+        _, plt = _plt()
+        fig, (left, right) = plt.subplots(1, 2, figsize=figsize, layout="constrained", sharey=True)
+        return fig, left, right
+    if len(ax) != 2:
+        raise ValueError(f"ax: a pair of axes, not {len(ax)}")
+    left, right = ax
+    return left.figure, left, right
+
+
 def alloc_loops(df, ax=None):
     """Two panels of rknnlab.allocation.prealloc_vs_per_frame, one bar per strategy: left,
     the median wall time per frame with its q1..q3 whisker; right, the DMA memory
     allocated and freed again inside one frame, labelled with the runtime calls per
     frame.  ``ax``: a pair of axes, or None."""
-    _, plt = _plt()
-    if ax is None:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained", sharey=True)
-    else:
-        if len(ax) != 2:
-            raise ValueError(f"ax: a pair of axes, not {len(ax)}")
-        left, right = ax
-        fig = left.figure
+    fig, left, right = _two_panels(ax, (10.0, 3.8))
     y = np.arange(len(df))
     labels = [_wrap(s) for s in df["strategy"]]
     med = df["median_us"].to_numpy(float) / 1e3
@@ -1468,14 +1474,7 @@ def pipeline_scaling(table, ax=None):
     and latency (right: median, whisker to the 95th percentile).  The
     platform and the table's note (the host's CPUs) go under the title; the full
     source is the table's attrs["source"]."""
-    _, plt = _plt()
-    if ax is None:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(_LAB_WIDTH, 3.6), layout="constrained", sharey=True)
-    else:
-        if len(ax) != 2:
-            raise ValueError(f"ax: a pair of axes, not {len(ax)}")
-        left, right = ax
-        fig = left.figure
+    fig, left, right = _two_panels(ax, (_LAB_WIDTH, 3.6))
     y = np.arange(len(table))
     colours = [f"C{i}" for i in range(len(table))]
     fps = table["fps"].to_numpy(float)
