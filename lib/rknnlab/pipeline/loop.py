@@ -44,6 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .. import board as _board
 from ..probe import Heap
 from ..rknn import abi
 from ..rknn.buffers import input_from_array, mem_view, output_view
@@ -89,8 +90,11 @@ def mask_name(mask: Optional[int]) -> str:
     return abi.CORE_MASK_NAMES.get(int(mask), hex(int(mask))).replace("RKNN_NPU_", "")
 
 
-#: NPU cores per SoC (the facts sheet: RK3588 3, RK3576 2, RK3562/RK3566/RK3568 1)
-NPU_CORES = {"rk3588": 3, "rk3588s": 3, "rk3576": 2}
+#: NPU cores per SoC, from rknnlab.board's table (and its aliases); a count the facts sheet
+#: lacks (rk3562) is taken as one core, as the simulator plays it
+NPU_CORES = {soc: cores or 1 for soc, cores in
+             {**_board.SOC_NPU_CORES,
+              **{alias: _board.SOC_NPU_CORES[soc] for alias, soc in _board.SOC_ALIASES.items()}}.items()}
 
 
 def default_masks(workers: int, soc: str = "rk3588") -> List[Optional[int]]:
