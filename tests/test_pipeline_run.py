@@ -254,7 +254,9 @@ def test_compare_modes_table_and_its_uncertainty(frames, rt):
     assert (t["frame_ms"] >= t["run_ms"]).all()
     c = t.attrs["comparison"]
     assert np.isnan(c.ratio) or c.ratio == pytest.approx(t.loc["zero_copy", "frame_ms"] / t.loc["general", "frame_ms"])
-    assert (t["heap_per_frame_bytes"] <= 64).all()
+    # no buffer per frame: Python's own bookkeeping (a boxes list, a dict growing) moves the median
+    # by tens of bytes (64 and 80 seen), a frame-sized buffer by 230,400 B or more
+    assert (t["heap_per_frame_bytes"] <= 1024).all()
     for s in STAGES:
         assert (t[f"peak_{s}_bytes"] >= 0).all()
     assert (t["peak_own_bytes"] >= t[["peak_convert_bytes", "peak_post_bytes"]].max(axis=1)).all()

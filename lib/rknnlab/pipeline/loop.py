@@ -57,9 +57,10 @@ MODES = ("zero_copy", "general")
 #: the stages that run the pipeline's own code (the others are runtime calls)
 OWN_STAGES = [STAGES.index("convert"), STAGES.index("post")]
 PLANTED = (None, "letterbox_malloc")
-#: core mask names a caller may use, besides the RKNN_NPU_CORE_* ints
-MASKS = {"AUTO": abi.RKNN_NPU_CORE_AUTO, "CORE_0": abi.RKNN_NPU_CORE_0, "CORE_1": abi.RKNN_NPU_CORE_1,
-         "CORE_2": abi.RKNN_NPU_CORE_2, "0_1": abi.RKNN_NPU_CORE_0_1, "0_1_2": abi.RKNN_NPU_CORE_0_1_2}
+#: core mask names a caller may use, besides the RKNN_NPU_CORE_* ints: the header's names
+#: without RKNN_NPU_CORE_, a single core keeping its CORE_ ("CORE_0", "0_1_2", "AUTO", "ALL")
+MASKS = {(f"CORE_{short}" if short.isdigit() else short): value
+         for value, short in ((v, n[len("RKNN_NPU_CORE_"):]) for v, n in abi.CORE_MASK_NAMES.items())}
 #: frames the timing functions render once and cycle through (the camera is not timed)
 DISTINCT_FRAMES = 8
 #: the first of them: the seeded camera's zoom over a page of text (boxes to find)
