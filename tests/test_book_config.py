@@ -35,7 +35,7 @@ def test_repo_book_toml_has_the_full_course_map():
         "chapters/00_setup.ipynb", "chapters/01_memory_layers.ipynb", "chapters/02_lifecycle.ipynb",
         "chapters/03_bottlenecks.ipynb", "chapters/04_output_reuse.ipynb",
         "chapters/05_allocation.ipynb", "chapters/06_video_pipeline.ipynb",
-        "chapters/07_misconceptions.ipynb", "chapters/glossary.ipynb"]
+        "chapters/07_misconceptions.ipynb", "chapters/cheatsheet.ipynb", "chapters/glossary.ipynb"]
     labs = [e.file for e in cfg.entries() if e.kind == "lab"]
     assert len(labs) == 7 and "labs/lab04_output_reuse.ipynb" in labs
     # an entry marked ready must exist (the build refuses a missing one); the others may not
