@@ -1,0 +1,254 @@
+"""Chapter 7 reviews the course: every claim it re-measures links back to where it was first measured.
+
+Static checks of chapters/07_misconceptions.ipynb (its C is compiled by tests/test_notebook_c.py):
+
+- the chapter's rules (R7a-R7d and the reuse rule) appear word for word in their section, and the key
+  points are those rules plus the earlier rules the review touches, each word for word as its own
+  chapter states it;
+- the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 7 exercise;
+- every numbered section asks the reader to predict, with a folded answer after it;
+- the recipe's wrong claims are shown as published (a ```text fence) after a prompt, in one container;
+- every back link names a heading that exists in the chapter it points to (MyST's anchors), and each
+  point links back to the section that measured it first (course style 15);
+- every RKNN name outside a wrong claim exists in the course's header;
+- the C writes rows at w_stride into a mem of size_with_stride bytes;
+- the simulator's assumptions the text names are the ones its last cell lists, and exist;
+- the notebook defines no functions, keeps code cells short, has no placeholder text, stays within
+  the prose budget, and is saved without outputs.
+
+The executed checks run the chapter on the simulator (once per session, tests/notebook_runs.py):
+every output is short and names its backend, the run stays within its time budget, and what the
+answers commit to is what the run printed.
+"""
+from __future__ import annotations
+
+import re
+from functools import partial
+from pathlib import Path
+from typing import Dict, List
+
+import chapterhelpers as ch
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "chapters/07_misconceptions.ipynb"
+CHAPTER = ROOT / NOTEBOOK
+
+#: the chapter's rules, stated in their section ("**The rule.**") and in the key points; Lab 7 quotes them
+RULES = {
+    "1": "Alignment is about rows, not start addresses. A zero-copy input's rows are w_stride pixels apart, "
+         "and its buffer holds size_with_stride bytes. A buffer you pass to rknn_inputs_set needs no "
+         "alignment: the runtime copies it.",
+    "2": "The runtime puts nothing in SRAM unless you ask: RKNN_FLAG_ENABLE_SRAM at init, or "
+         "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM for a mem. Nothing is swapped in and out. RKNN_QUERY_MEM_SIZE and "
+         "the RKNN_LOG_LEVEL=3 log show what it placed.",
+    "3": "Allocating the largest size once is right for one context whose input shape changes. Contexts that "
+         "run at the same time need their own internal memory.",
+    "4": "Reuse means no allocation per call. Flat memory only shows there is no leak.",
+    "5": "An error code names a kind of problem, not its cause. Before you change code, read the runtime's "
+         "log (RKNN_LOG_LEVEL=4), dmesg and the doctor.",
+}
+
+#: the earlier rules the review touches: the chapter (and section) that states each, and the rule, which
+#: chapter 7 quotes word for word in that section's review and in its key points
+EARLIER_RULES = {
+    "1": ("chapters/01_memory_layers.ipynb",
+          "Size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr (native, or "
+          "a plain input attr whose rows may be padded). For a plain output attr you set to FLOAT32, use "
+          "n_elems × 4 bytes."),
+    "2": ("chapters/05_allocation.ipynb",
+          "Only what fits in the free SRAM goes there: at most 956 KiB on RK3588, in 4 KiB pages, shared by "
+          "every context. The rest stays in DDR. Check where it landed; never assume it."),
+    "3": ("chapters/05_allocation.ipynb",
+          "Models that run one after another may share one internal buffer, as large as the largest "
+          "`total_internal_size`. Give each context its own view of it, at least as large as that context's "
+          "`total_internal_size`. Models whose runs can overlap must not share it."),
+    "4": ("chapters/03_bottlenecks.ipynb",
+          "Only Conv, depthwise Conv, Add, Concat and ReLU-family layers are split over cores (a Conv fused "
+          "with SiLU is not); the rest run on core 0. Measure the speedup of each model: a small network can "
+          "get slower."),
+}
+
+#: the key points, in this order: each section's rule, the earlier rule it touches after it
+KEY_POINTS = [RULES["1"], EARLIER_RULES["1"][1], RULES["2"], EARLIER_RULES["2"][1], RULES["3"],
+              EARLIER_RULES["3"][1], RULES["4"], EARLIER_RULES["4"][1], RULES["5"]]
+
+TITLES = {"1": "Align every buffer to 64 bytes", "2": "SRAM is swapped in and out automatically",
+          "3": "Allocate the maximum once", "4": "Six more claims, measured again",
+          "5": "Error codes, and what to check"}
+
+#: the objectives, one verb each, with the Lab 7 exercises that assess them (1 predict the sizes, 4 write rows
+#: at the right stride; 2 make four failing calls succeed, 3 diagnose three memory traces; 5 fit three models
+#: in a budget, 6 predict where SRAM goes, 7 choose core masks; ★8 fix a C program)
+OBJECTIVES = {"Size": [1, 4], "Diagnose": [2, 3], "Choose": [5, 6, 7], "Fix": [8]}
+
+#: the recipe's wrong claims (words of each box's title), each after the recipe as published and a prompt
+WRONG_CLAIMS = ("align every buffer to 64 bytes", "the driver swaps data between sram and ddr",
+                "allocate the largest buffer once")
+
+#: the recipe's lines and the six claims, quoted as published (translated) in ```text fences
+AS_PUBLISHED = ("The NPU requires input and output buffers aligned to 64 bytes,", "posix_memalign",
+                "Zero-copy needs 64-byte aligned input.", "NPU SRAM is tiny (RK3588: a few hundred KB).",
+                "Over-allocating makes the driver swap between SRAM and DDR all the time.",
+                "Releasing the output buffer right after every rknn_outputs_get() fragments memory.",
+                "Allocate buffers of the largest possible size at init and reuse them for the whole life.",
+                "1. The driver manages NPU memory.", "2. The output pointer did not change, so the buffer is reused.",
+                "3. rknn_outputs_release is optional.", "4. NPU memory is separate from system RAM.",
+                "5. More NPU cores are always faster.", "6. want_float = 1 is free.")
+
+#: course style 15: each point links back to the section that measured it first (section -> chapter §)
+LINKS_BACK = {"1": ("chapter 1 §4", "chapter 6 §2"), "2": ("chapter 5 §7", "chapter 1 §8"),
+              "3": ("chapter 3 §5", "chapter 5 §4", "chapter 5 §6"),
+              "4": ("chapter 1 §1", "chapter 1 §2", "chapter 1 §7", "chapter 2 §6", "chapter 3 §4",
+                    "chapter 3 §6", "chapter 4 §2", "chapter 4 §3")}
+
+#: sources the text must cite
+SOURCES = ("airockchip/rknn-toolkit2#554", "User Guide V2.3.0 Table 5-2 and §10.9", "p.57", "§5.4.4.2",
+           "API reference V2.3.2 p.19")
+
+#: names that look like API names but are environment variables
+NOT_API = {"RKNN_LOG_LEVEL"}
+
+#: the canonical sentences (DECISIONS 3' and 5) and the earlier rules a lab may quote beside this chapter's
+SHARED_RULES = tuple(rule for _, rule in EARLIER_RULES.values()) + (
+    "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
+    "rknn_set_io_mem.",
+    "One set of output buffers per context, and one thread per context at a time.",
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on rk3588, "
+    "rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; never assume it.",
+)
+
+_cells = partial(ch.cells, CHAPTER)
+_markdown = partial(ch.markdown, CHAPTER)
+_code = partial(ch.code, CHAPTER)
+
+
+run = ch.printed_run(NOTEBOOK)
+
+
+class TestTheCourseRules(ch.ExecutedChapterChecks):
+    """Rules, header, section arc, wrong claims, RKNN names, assumptions, the board's calls, the
+    lab's rules, the notebook's hygiene and budgets, and the run's outputs (tests/chapterhelpers.py)."""
+    chapter, lab, lab_notebook = CHAPTER, 7, ROOT / "labs" / "lab07_misconceptions.ipynb"
+    rules, titles, objectives, starred = RULES, TITLES, OBJECTIVES, ("Fix",)
+    wrong_claims = WRONG_CLAIMS
+    not_api = NOT_API
+    shared_rules, sources = SHARED_RULES, r"simulated|source: "
+    board_calls = ("review.alignment_table(", "review.zero_copy_rows(", "review.unaligned_inputs_set(",
+                   "review.undersized_bind(", "review.sram_default(", "review.max_once(",
+                   "review.who_allocates(", "review.pointer_reuse(", "review.skip_release(",
+                   "review.npu_memory_in_ram(", "review.core_masks(", "review.want_float_cost(",
+                   "review.claims_table(", "review.error_codes(", "review.reproduce_error(")
+
+    def test_the_key_points_are_the_rules_and_nothing_else(self) -> None:
+        """The key points are the chapter's rules and the earlier rules the review touches, in section order."""
+        points = re.findall(r"^- (.*(?:\n  .*)*)", ch.section(_markdown(), "Key points"), flags=re.M)
+        assert [ch.flat(p) for p in points] == KEY_POINTS
+
+
+# --------------------------------------------------------------------------- rules, quotes, links
+@pytest.mark.parametrize("number", sorted(EARLIER_RULES))
+def test_each_earlier_rule_is_quoted_word_for_word_in_its_section(number: str) -> None:
+    """The review quotes the rule of an earlier chapter in the words that chapter uses (course style 9)."""
+    origin, rule = EARLIER_RULES[number]
+    assert rule in ch.flat(ch.markdown(ROOT / origin)), f"{origin} no longer states: {rule[:60]!r}"
+    if number != "4":     # §4's table names the cores rule's chapter; the key points quote it
+        assert rule in ch.flat(ch.numbered_sections(_markdown())[number]), f"§{number} does not quote {rule[:60]!r}"
+
+
+def test_the_recipes_lines_are_quoted_as_published() -> None:
+    published = ch.flat("\n".join(re.findall(r"```text\n(.*?)```", _markdown(), flags=re.S)))
+    for line in AS_PUBLISHED:
+        assert line in published, f"not quoted as published: {line!r}"
+
+
+def _anchors(notebook: Path) -> Dict[str, str]:
+    """MyST's anchor (GitHub-style) of every ## heading of ``notebook`` -> the heading."""
+    found = {}
+    for line in ch.markdown(notebook).splitlines():
+        m = re.match(r"^##? (.+)$", line)
+        if m:
+            title = m.group(1).replace("`", "").strip().lower()
+            slug = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+            found[slug] = m.group(1)
+    return found
+
+
+def test_every_back_link_names_a_heading_that_exists() -> None:
+    links = re.findall(r"\[(chapter (\d) §(\d))\]\((0\d_\w+\.ipynb)#([\w-]+)\)", _markdown())
+    assert len(links) >= 12, f"only {len(links)} back links"
+    for label, chapter, number, target, anchor in links:
+        assert target.startswith(f"0{chapter}_"), f"{label} points at {target}"
+        anchors = _anchors(ROOT / "chapters" / target)
+        assert anchor in anchors, f"{target} has no heading #{anchor} (it has {sorted(anchors)})"
+        assert anchors[anchor].startswith(f"{number}. "), f"{label} links to {anchors[anchor]!r}"
+
+
+def test_the_anchors_are_mysts() -> None:
+    myst_slugs = pytest.importorskip("myst_parser.slugs")
+    for target in sorted(set(re.findall(r"\((0\d_\w+\.ipynb)#", _markdown()))):
+        for slug, title in _anchors(ROOT / "chapters" / target).items():
+            assert slug == myst_slugs.github_slugify(title.replace("`", "")), title
+
+
+@pytest.mark.parametrize("number", sorted(LINKS_BACK))
+def test_each_point_links_back_to_where_it_was_measured_first(number: str) -> None:
+    """Course style 15: each section links back to the sections that measured its points first."""
+    body = ch.numbered_sections(_markdown())[number]
+    linked = {label.lower() for label in re.findall(r"\[(chapter \d §\d)\]\(", body)}
+    missing = set(LINKS_BACK[number]) - linked
+    assert not missing, f"§{number} does not link back to {sorted(missing)}"
+
+
+def test_sources_are_cited() -> None:
+    text = ch.flat(_markdown())
+    for source in SOURCES:
+        assert source in text, f"{source} is not cited"
+
+
+def test_the_board_and_the_simulator_differ_openly_on_an_undersized_input() -> None:
+    """§1 says the simulator refuses the bind while a board fails the run with "failed to submit" and -1."""
+    text = ch.flat(ch.numbered_sections(_markdown())["1"])
+    for words in ("The simulator refuses the bind", "`failed to submit`", "returns -1, `RKNN_ERR_FAIL`"):
+        assert words in text, f"§1 no longer says {words!r}"
+
+
+def test_the_c_writes_rows_at_w_stride_into_a_mem_of_size_with_stride() -> None:
+    blocks = ch.c_blocks(_markdown())
+    assert len(blocks) == 1, "one C block: the zero-copy input of §1"
+    block = blocks[0]
+    assert "rknn_create_mem(ctx, attr.size_with_stride)" in block
+    assert "attr.w_stride ? attr.w_stride : width" in block, "w_stride 0 means the width"
+    assert "y * w_stride * channels" in block and "y * width * channels" in block, "rows at w_stride, read at width"
+    assert block.index("rknn_set_io_mem") < block.index("for (uint32_t y"), "bound once, before the writes"
+    assert block.index("RKNN_MEMORY_SYNC_TO_DEVICE") < block.index("rknn_run("), "synced after the writes"
+
+
+def test_every_table_is_followed_by_its_takeaway() -> None:
+    cells = _cells()
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code" or not re.search(r"profile\.show\(|print\(codes\)", ch.source(cell)):
+            continue
+        after = next(ch.source(c) for c in cells[index + 1:] if c["cell_type"] == "markdown")
+        assert after.startswith("What the table shows: "), f"cell {index} has no takeaway after it"
+
+
+# --------------------------------------------------------------------------- the run
+def _printed_by(run: Dict[int, str], needle: str) -> str:
+    found = [text for index, text in run.items() if needle in ch.source(_cells()[index])]
+    assert found, f"no code cell calls {needle}"
+    return found[0]
+
+
+def test_the_chapter_runs_within_its_budget(run) -> None:
+    """The course's budget is 60 s on the simulator; this shared test machine gets half as much again."""
+    from notebook_runs import executed
+    seconds = executed(NOTEBOOK).seconds
+    assert seconds < 90, f"chapter 7 took {seconds:.0f} s on the simulator (budget 60 s)"
+
+
+def test_every_output_line_fits_100_columns(run) -> None:
+    for index, text in run.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
