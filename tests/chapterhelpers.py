@@ -23,7 +23,7 @@ MAX_CODE_LINES, MAX_OUTPUT_LINES = 25, 15
 MAX_WORDS, MAX_SECTION_WORDS, MAX_SENTENCE_WORDS = 3000, 600, 30
 
 #: the course's own declarations of the RKNN C API (written from facts)
-C_API_HEADER = Path(__file__).resolve().parent / "c_api" / "rknn_api.h"
+C_API_HEADER = Path(__file__).resolve().parents[1] / "lib" / "rknnlab" / "c" / "rknn_api.h"
 
 
 def cells(chapter: Path) -> List[dict]:

@@ -11,12 +11,12 @@ from typing import Callable, Dict, Tuple
 
 import pytest
 
-RKNN_DOUBLE_SOURCE = Path(__file__).parent / "native_double" / "rknn_double.c"
+RKNN_DOUBLE_SOURCE = Path(__file__).resolve().parents[1] / "lib" / "rknnlab" / "c" / "rknn_double.c"
 
 
 @pytest.fixture(scope="session")
 def build_rknn_double(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """Compile tests/native_double/rknn_double.c (a C test double of
+    """Compile lib/rknnlab/c/rknn_double.c (a C test double of
     librknnrt.so) into a .so; ``build_rknn_double("DOUBLE_OLD_RUNTIME")`` passes
     -D defines.  Each variant is built once per session, under its own name so
     that dlopen never confuses two variants.  Skips if gcc is missing."""

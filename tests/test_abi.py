@@ -335,7 +335,7 @@ def test_library_errors_are_not_rknn_errors():
 
 ROOT = Path(__file__).resolve().parents[1]
 ROCKCHIP_CONSTANTS = ROOT / "tests" / "c_api" / "rockchip_header_constants.txt"
-OUR_HEADER = ROOT / "tests" / "c_api" / "rknn_api.h"
+OUR_HEADER = ROOT / "lib" / "rknnlab" / "c" / "rknn_api.h"
 FACTS_DIR = ROOT / ".." / "shared" / "reference"
 
 

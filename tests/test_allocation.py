@@ -542,7 +542,7 @@ def test_sram_effect_takes_sram_and_saves_time(rt):
 
 
 # --------------------------------------------------------------------------- a board's runtime
-#: the C double of librknnrt.so knows one fake model, given by these bytes (tests/native_double)
+#: the C double of librknnrt.so knows one fake model, given by these bytes (lib/rknnlab/c/rknn_double.c)
 FAKE_MODEL = b"RKNN" + b"fake model for tests"
 
 

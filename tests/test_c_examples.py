@@ -1,5 +1,5 @@
 """The course's C examples compile against our own declarations of the C API
-(tests/c_api/rknn_api.h) and run against the C test double of librknnrt.so."""
+(lib/rknnlab/c/rknn_api.h) and run against the C test double of librknnrt.so."""
 from __future__ import annotations
 
 import os
@@ -21,7 +21,7 @@ def output_reuse(rknn_double_path: Path, tmp_path_factory: pytest.TempPathFactor
     if gcc is None:
         pytest.skip("gcc not found: the C examples cannot be built")
     exe = tmp_path_factory.mktemp("c_examples") / "output_reuse"
-    subprocess.run([gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+    subprocess.run([gcc, "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "lib" / "rknnlab" / "c"),
                     str(EXAMPLES / "output_reuse.c"), str(rknn_double_path),
                     f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)], check=True)
     return exe
@@ -88,7 +88,7 @@ def test_output_reuse_reports_a_bad_model(output_reuse: Path, tmp_path: Path):
 
 
 def test_our_header_has_the_facts_sheet_layouts(tmp_path: Path):
-    """tests/c_api/rknn_api.h and the test double declare the structs separately (the double
+    """lib/rknnlab/c/rknn_api.h and the test double declare the structs separately (the double
     keeps looser types for its own bookkeeping); the sizes pin both to the same ABI."""
     gcc = shutil.which("gcc")
     if gcc is None:
@@ -103,7 +103,7 @@ def test_our_header_has_the_facts_sheet_layouts(tmp_path: Path):
         f'_Static_assert(sizeof({name}) == {size}, "{name}");\n' for name, size in sizes.items())
         + '_Static_assert(offsetof(rknn_tensor_attr, size_with_stride) == 364, "size_with_stride");\n'
         + '_Static_assert(offsetof(rknn_output, buf) == 8, "rknn_output.buf");\n')
-    subprocess.run([gcc, "-fsyntax-only", "-I", str(ROOT / "tests" / "c_api"), str(src)], check=True)
+    subprocess.run([gcc, "-fsyntax-only", "-I", str(ROOT / "lib" / "rknnlab" / "c"), str(src)], check=True)
 
 
 # --------------------------------------------------------------------------- mem_layers.c (lab 1)
@@ -113,7 +113,7 @@ def _build_example(name: str, double: Path, out_dir: Path) -> Path:
     if gcc is None:
         pytest.skip("gcc not found: the C examples cannot be built")
     exe = out_dir / name
-    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "lib" / "rknnlab" / "c"),
                     str(EXAMPLES / f"{name}.c"), str(double), f"-Wl,-rpath,{double.parent}", "-o", str(exe)],
                    check=True)
     return exe
@@ -550,7 +550,7 @@ def test_lifecycle_comparison_reports_outputs_that_differ(rknn_double_path: Path
     shifted = tmp_path / "lifecycle_next_frame.c"
     shifted.write_text(source.replace(same_frame, "run_frames(ctx, &theirs, frame + 1, 1)"))
     exe = tmp_path / "lifecycle_next_frame"
-    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "lib" / "rknnlab" / "c"),
                     str(shifted), str(rknn_double_path), f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)],
                    check=True)
     rt = double_runtime
@@ -820,7 +820,7 @@ def test_phases_reports_a_refused_perf_detail_and_still_destroys_the_context(pha
     forgetful = tmp_path / "phases_without_flag.c"
     forgetful.write_text(source.replace(with_flag, "uint32_t flag = 0; (void)perf;"))
     exe = tmp_path / "phases_without_flag"
-    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "lib" / "rknnlab" / "c"),
                     str(forgetful), str(rknn_double_path), f"-Wl,-rpath,{rknn_double_path.parent}", "-o", str(exe)],
                    check=True)
     log = tmp_path / "calls.log"
@@ -915,7 +915,7 @@ def _build_variant(double: Path, out_dir: Path, replace: str, by: str) -> Path:
     planted = out_dir / "allocation_planted.c"
     planted.write_text(source.replace(replace, by))
     exe = out_dir / "allocation_planted"
-    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "tests" / "c_api"),
+    subprocess.run([gcc, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "lib" / "rknnlab" / "c"),
                     str(planted), str(double), f"-Wl,-rpath,{double.parent}", "-o", str(exe)], check=True)
     return exe
 
@@ -1285,7 +1285,7 @@ def _build_pipeline(source: Path, double: Path, out_dir: Path) -> Path:
         pytest.skip("gcc not found: the C examples cannot be built")
     exe = out_dir / source.stem
     subprocess.run([gcc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread",
-                    "-I", str(ROOT / "tests" / "c_api"), str(source), str(double),
+                    "-I", str(ROOT / "lib" / "rknnlab" / "c"), str(source), str(double),
                     f"-Wl,-rpath,{double.parent}", "-lm", "-o", str(exe)], check=True)
     return exe
 

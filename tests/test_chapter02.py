@@ -7,7 +7,7 @@ tests/test_notebooks.py once listed there, its C by tests/test_notebook_c.py):
 - the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 2 exercise;
 - every numbered section asks the reader to predict, with a folded answer after it;
 - every wrong claim is shown as published (a ```text fence) and a prompt comes before its box;
-- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- every RKNN name outside a wrong claim exists in the course's header (lib/rknnlab/c/rknn_api.h);
 - a zero-copy model buffer is destroyed after its context in every C block;
 - the reported leaks are cited as reports; the simulator's assumptions the text names are the
   ones its last cell lists, and exist in rknnlab.sim;

@@ -6,7 +6,7 @@ Static checks of chapters/03_bottlenecks.ipynb (its C is compiled by tests/test_
 - the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 3 exercise;
 - every numbered section asks the reader to predict, with a folded answer after it;
 - every wrong claim is shown as published (a ```text fence) after a prompt, in one container;
-- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- every RKNN name outside a wrong claim exists in the course's header (lib/rknnlab/c/rknn_api.h);
 - the C shows the profiling flag, both perf queries and a monotonic clock around each phase;
 - the published board figures are quoted with their source; the timing check's published table
   holds the facts sheet's numbers;

@@ -7,7 +7,7 @@ Static checks of chapters/05_allocation.ipynb (its C is compiled by tests/test_n
 - every numbered section asks the reader to predict, with a folded answer after it;
 - every wrong claim is shown as published (a ```text fence) after a prompt, in one container, and the
   published lines are the recipe's and the reuse demo README's own;
-- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h);
+- every RKNN name outside a wrong claim exists in the course's header (lib/rknnlab/c/rknn_api.h);
 - the C shows outside allocation, the dynamic-shape calls and both cache flags; the course's
   canonical sentences (bound-buffer size, supported reuse, cache maintenance) are quoted word for word;
 - Rockchip's disagreements (SRAM versions, SHARE_SRAM) are taught, not settled;

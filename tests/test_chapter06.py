@@ -6,7 +6,7 @@ Static checks of chapters/06_video_pipeline.ipynb (its C is compiled by tests/te
 - the header asks 2-4 questions and ties each objective (one bold verb) to a Lab 6 exercise;
 - every numbered section asks the reader to predict, with a folded answer after it;
 - the recipe's wrong claims are shown as published (a ```text fence) after a prompt, in one container;
-- every RKNN name outside a wrong claim exists in the course's header (tests/c_api/rknn_api.h), and the
+- every RKNN name outside a wrong claim exists in the course's header (lib/rknnlab/c/rknn_api.h), and the
   recipe's invented names appear only inside wrong claims;
 - the chapter reuses the methods of chapters 2-5 and links back to where each was taught (course style 15);
 - the C binds once, syncs both directions and allocates nothing per frame; the course's canonical

@@ -1,6 +1,6 @@
 """NativeRuntime end to end against a C double of librknnrt.so.
 
-tests/native_double/rknn_double.c implements the runtime's functions for one
+lib/rknnlab/c/rknn_double.c implements the runtime's functions for one
 fake model and logs every call with the arguments it received, so these tests
 check what actually crossed the ABI, not just what Python thinks it passed.
 The fake model: input "input" 1x4x4x3 NHWC int8 (zp -128, scale 1/255;
@@ -882,9 +882,9 @@ def test_views_share_memory_and_check_sizes():
 
 
 def test_every_function_of_our_c_header_has_a_signature():
-    """native.SIGNATURES and tests/c_api/rknn_api.h (what the course's C compiles
+    """native.SIGNATURES and lib/rknnlab/c/rknn_api.h (what the course's C compiles
     against) declare the same functions with the same number of arguments."""
-    header = (Path(__file__).parent / "c_api" / "rknn_api.h").read_text()
+    header = (Path(__file__).parents[1] / "lib" / "rknnlab" / "c" / "rknn_api.h").read_text()
     declared = {name: len([a for a in args.split(",") if a.strip()])
                 for name, args in re.findall(r"^[\w ]+?\**\s*\b(rknn_\w+)\(([^)]*)\);", header, re.M)}
     assert len(declared) >= 20

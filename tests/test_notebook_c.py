@@ -3,7 +3,7 @@
 Each fenced ```c block (also ```{code-block} c, and blocks nested in MyST
 admonitions) in a markdown cell of a notebook under chapters/ or labs/ (any
 depth) is compiled with ``gcc -fsyntax-only -std=c11 -Wall -Wextra -Werror``
-against tests/c_api/rknn_api.h, the project's own declarations of the RKNN C
+against lib/rknnlab/c/rknn_api.h, the project's own declarations of the RKNN C
 API written from the facts sheets.
 
 - A block that defines a function at top level (a line at column 0 that
@@ -45,7 +45,7 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-C_API = ROOT / "tests" / "c_api"
+C_API = ROOT / "lib" / "rknnlab" / "c"
 NOTEBOOK_DIRS = ("chapters", "labs")
 
 GCC_FLAGS = ["-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Werror"]

@@ -3,7 +3,7 @@
 Nothing is interpreted on the way: each method hands its arguments to the C
 function of the same name and turns a negative return into an exception.
 What crosses the boundary is exactly what a C program would pass, which the
-tests verify against a C double of the runtime (tests/native_double/).
+tests verify against a C double of the runtime (lib/rknnlab/c/).
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 /*
- * rknn_double.c -- a test double of librknnrt.so, for rknnlab's tests only.
+ * rknn_double.c -- a test double of librknnrt.so, for rknnlab's tests and for
+ * lab 7's C check (rknnlab.checks._lab07_c builds it on first use).
  *
  * It exports the runtime's C functions with the runtime's signatures and
  * struct layouts (declared here from the project's facts sheet, not from
@@ -116,7 +117,7 @@
  *                       "rknn_outputs_get_float" adds to a get that asks any
  *                       output with want_float = 1.
  *
- * Built by tests/conftest.py with gcc -shared -fPIC -O1.  Defining
+ * Built by tests/conftest.py (and by lab 7's check) with gcc -shared -fPIC -O1.  Defining
  * DOUBLE_OLD_RUNTIME leaves out rknn_create_mem2 and rknn_set_input_shapes,
  * to stand for a runtime older than those functions.
  */

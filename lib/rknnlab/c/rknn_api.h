@@ -1,7 +1,8 @@
 /*
  * rknn_api.h -- rknnlab's own declarations of the RKNN runtime C API, for
- * compiling the course's C examples in the test suite (against the test
- * double tests/native_double/rknn_double.c).  Written from the project's
+ * compiling the course's C (the examples, the notebooks' C blocks, lab 7's
+ * C exercise) against the test double rknn_double.c beside it; shipped with
+ * the rknnlab package so that lab 7's check finds both on a student's machine.  Written from the project's
  * facts sheet (names, values, layouts); it is not Rockchip's header.  On a
  * board, compile the examples against the real rknn_api.h from Rockchip's
  * rknn-toolkit2 repository instead (see examples/c/README.md).
