@@ -686,6 +686,34 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "output (and the boxes or classes from it) with the fp32 twin's on the PC and with "
      "rknn-toolkit2's INT8 simulation (ppocr_det: toolkit_int8.npz holds its inputs and "
      "maps); the board's output should sit nearer the toolkit's than the twin's."),
+    ("A62", "rknn_set_io_mem refuses (RKNN_ERR_PARAM_INVALID) an input mem smaller than the "
+            "layout of the attr it is bound with (A26) at the bind itself: digits_cnn's native "
+            "input on rk3588 (size_with_stride 128 B) bound to a mem of n_elems = 64 B fails "
+            "there, before any run. No Rockchip document says when a board checks the size. "
+            "Public logs show boards failing at rknn_run instead: 'failed to submit' with "
+            "rknn_run returning -1 (RKNN_ERR_FAIL) in airockchip/rknn-toolkit2#554 (zero-copy, "
+            "librknnrt 2.3.2, op Concat) and rockchip-linux/rknn-toolkit2#320 (op "
+            "Conv:/model.0/conv/Conv, multi-core, an old driver); the User Guide V2.3.0 (section "
+            "10.9) ties 'failed to submit' in the first conv with zero-copy to an undersized "
+            "input. So a board may return 0 at the bind, then -1 at the run, or let the NPU "
+            "read past the mem's end.",
+     "on a board, create a mem of n_elems bytes (64) for digits_cnn's native input "
+     "(size_with_stride 128 on an RK3588), rknn_set_io_mem it with the native attr and read "
+     "the return code; if it is 0, rknn_run and read that return code, the RKNN_LOG_LEVEL=4 "
+     "log and dmesg (IOMMU faults)."),
+    ("A63", "Return codes the API reference's table implies but no public log of a 2.x runtime "
+            "shows: rknn_init of a course model compiled for another SoC returns "
+            "RKNN_ERR_TARGET_PLATFORM_UNMATCH (-13), the code described as a model not "
+            "compatible with the current platform; a call with ctx 0 (an rknn_init that failed) "
+            "or with a destroyed context returns RKNN_ERR_CTX_INVALID (-7). Public logs differ "
+            "by version: librknnrt 1.2.0 on an RK3568 returned -1 for a model built for RK3588 "
+            "(rockchip-linux/rknpu2#25, log: the model does not match the RKNPU hardware "
+            "version), while the RKNPU1 runtime 1.7.0 returned -13 for a model of another SoC "
+            "(rockchip-linux/rknn-toolkit#133). No document says a board checks a destroyed "
+            "context: the call may crash instead.",
+     "on an RK3588, rknn_init the rk3568 build of digits_cnn (and the rk3588 build on an "
+     "RK3568): read the return code and the RKNN_LOG_LEVEL=4 log; call rknn_run with ctx 0 "
+     "and read its return code."),
 ]
 
 

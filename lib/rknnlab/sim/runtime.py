@@ -1166,7 +1166,10 @@ class SimRuntime(Runtime):
                 raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                              f"{name}: the mem has {_available_text(record)}, the tensor needs "
                              f"{layout.nbytes:,} B ({_tensor_kind(attr.type, attr.fmt, len(spec.logical))}). "
-                             + _bound_size_rule(layout, layout == spec.native, is_output))
+                             + _bound_size_rule(layout, layout == spec.native, is_output)
+                             # refused here; a board may accept it and fail at the run (A62)
+                             + ("" if is_output else ". The simulator refuses it at the bind; a board "
+                                "may accept it and fail at rknn_run (ASSUMPTIONS A62)"))
             zero_copy = layout == spec.native
             flush_flag = (abi.RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE if is_output
                           else abi.RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE)
