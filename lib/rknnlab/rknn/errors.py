@@ -11,13 +11,20 @@ from typing import Dict, Optional, Sequence, Tuple, Type
 from . import abi
 
 
+# Every hint names what to look at, in this order: the runtime's own log (RKNN_LOG_LEVEL is read
+# by librknnrt, so it must be set before the process starts), the kernel's log (dmesg: the rknpu
+# driver's lines) and the course's doctor (device access, driver and runtime versions). A code
+# names a kind of problem, not its cause: the log says which.
+_LOG = "RKNN_LOG_LEVEL=4 set before Python starts"
+
+
 class RknnError(Exception):
     """A runtime function returned a negative RKNN error code."""
 
     #: the RKNN_ERR_* value this class stands for (None on the base class)
     code_value: Optional[int] = None
-    #: what usually causes the code, and what to try
-    hint: str = "see the runtime's own log (environment variable RKNN_LOG_LEVEL=4) for details."
+    #: what usually causes the code, and what to check
+    hint: str = f"read the runtime's own log ({_LOG}); check dmesg and `python -m rknnlab doctor`."
 
     def __init__(self, code: int, function: str, detail: str = "") -> None:
         self.code = code
@@ -32,30 +39,37 @@ class RknnError(Exception):
 
 class RknnFailError(RknnError):
     code_value = abi.RKNN_ERR_FAIL
-    hint = ("a generic failure with no more specific code: set the environment variable "
-            "RKNN_LOG_LEVEL=4 before starting Python and read the runtime's log; check dmesg "
-            "for NPU driver messages.")
+    hint = ("a failure with no more specific code; the log says what failed. At rknn_run, "
+            "'failed to submit' means the NPU job failed: check that every bound mem holds its "
+            "attr's size_with_stride, and that one thread at a time uses a context. At rknn_init, "
+            "'failed to open rknn device' means no access to the NPU. Check: the runtime's log "
+            f"({_LOG}), dmesg | grep -i rknpu, `python -m rknnlab doctor` (NPU device, versions).")
 
 
 class RknnTimeoutError(RknnError):
     code_value = abi.RKNN_ERR_TIMEOUT
-    hint = ("the NPU did not finish in time: look for rknpu messages in dmesg (a hung or "
-            "reset NPU), lower the number of contexts running at once, or raise "
-            "rknn_run_extend.timeout_ms.")
+    hint = ("the NPU did not finish in time. Check dmesg for rknpu lines (a job timeout, an NPU "
+            "reset), the NPU load (/sys/kernel/debug/rknpu/load, as root), and how many contexts "
+            "run at once; rknn_run_extend.timeout_ms sets the limit of a blocking run. "
+            f"The runtime's log ({_LOG}) names the op that was running.")
 
 
 class RknnDeviceUnavailableError(RknnError):
     code_value = abi.RKNN_ERR_DEVICE_UNAVAILABLE
-    hint = ("the NPU could not be opened: is the rknpu driver loaded (vendor kernel), is "
-            "/dev/dri/card* (or renderD*) readable by this user (video/render group), and, "
-            "in a container, is the device passed through?")
+    hint = ("the runtime could not open the NPU. Check `python -m rknnlab doctor` (its 'NPU "
+            "device' line: is the rknpu driver there, can this user open the device node), "
+            "dmesg | grep -i rknpu (did the driver load: a vendor kernel is needed), and in a "
+            "container whether the device is passed through. Some runtimes report a device "
+            f"this user cannot open as -1 instead; the log ({_LOG}) says which.")
 
 
 class RknnMallocError(RknnError):
     code_value = abi.RKNN_ERR_MALLOC_FAIL
-    hint = ("memory ran out: outputs_get without outputs_release, mems never destroyed and "
-            "contexts never destroyed are the usual leaks; check MemAvailable and the "
-            "process's RSS.")
+    hint = ("memory could not be allocated (a NULL from the create_mem family arrives here too: "
+            "the C API gives no code). Check dmesg (an NPU IOMMU that is disabled leaves only a "
+            "small reserved area; 'swiotlb buffer is full'), MemAvailable, open file descriptors "
+            "(each DMA buffer holds one: ulimit -n), and leaks: outputs_get without "
+            f"outputs_release, mems or contexts never destroyed. The log ({_LOG}) gives the size.")
 
 
 class RknnParamInvalidError(RknnError):
@@ -63,58 +77,70 @@ class RknnParamInvalidError(RknnError):
     hint = ("an argument is wrong: a buffer too small for the tensor (an is_prealloc "
             "output needs n_elems x 4 bytes with want_float; a bound mem needs the size of "
             "the attr you bind it with), an index past n_input/n_output, a NULL pointer, a query size "
-            "that is not sizeof() of the struct the command fills, or a flag or command this "
-            "runtime does not support (the message says which).")
+            "that is not sizeof() of the struct the command fills (a header older than "
+            "librknnrt.so), or a flag or command this runtime does not support. The message, or "
+            f"the runtime's log ({_LOG}), names the argument.")
 
 
 class RknnModelInvalidError(RknnError):
     code_value = abi.RKNN_ERR_MODEL_INVALID
     hint = ("the bytes are not a usable .rknn model: a wrong or truncated file, an ONNX file, "
             "or a path passed with a non-zero size (size 0 means 'model is a path'); also a "
-            "model exported by a toolkit newer than this librknnrt.so.")
+            "model exported by a toolkit newer than this librknnrt.so (the log says 'Invalid "
+            "RKNN model version'). Check the file, the runtime's log "
+            f"({_LOG}) and the doctor's 'toolkit vs runtime' line.")
 
 
 class RknnCtxInvalidError(RknnError):
     code_value = abi.RKNN_ERR_CTX_INVALID
-    hint = ("the context is not live: it was never initialised (0), or already destroyed, "
-            "or belongs to another runtime instance.")
+    hint = ("the context is not live: it was never initialised (0: check the return code of "
+            "rknn_init before using ctx), already destroyed, or belongs to another runtime "
+            "instance. On a board a destroyed context may crash the call instead.")
 
 
 class RknnInputInvalidError(RknnError):
     code_value = abi.RKNN_ERR_INPUT_INVALID
     hint = ("an input does not match the model: wrong count or index, NULL buf, or a size "
             "that is not n_elems x the element size of the type you declared (with "
-            "pass_through, the native attr's size_with_stride).")
+            "pass_through, the native attr's size_with_stride). Compare with RKNN_QUERY_INPUT_ATTR; "
+            f"the runtime's log ({_LOG}) prints the sizes it expected.")
 
 
 class RknnOutputInvalidError(RknnError):
     code_value = abi.RKNN_ERR_OUTPUT_INVALID
     hint = ("an output request does not match the model or the context's state: wrong "
-            "count or index, or outputs asked for before any rknn_run.")
+            "count or index, or outputs asked for before any rknn_run. Compare with "
+            "RKNN_QUERY_IN_OUT_NUM and RKNN_QUERY_OUTPUT_ATTR.")
 
 
 class RknnDeviceUnmatchError(RknnError):
     code_value = abi.RKNN_ERR_DEVICE_UNMATCH
-    hint = ("runtime and NPU driver do not fit together: compare the versions from "
-            "RKNN_QUERY_SDK_VERSION and update librknnrt.so or the kernel driver.")
+    hint = ("versions do not fit together, most likely librknnrt.so and the NPU driver: compare "
+            "them (RKNN_QUERY_SDK_VERSION, or the doctor's 'librknnrt version' and 'rknpu "
+            "driver' lines) and update the older one; dmesg | grep -i rknpu shows the driver's.")
 
 
 class RknnIncompatiblePreCompileModelError(RknnError):
     code_value = abi.RKNN_ERR_INCOMPATILE_PRE_COMPILE_MODEL
-    hint = ("the model was pre-compiled for another runtime/driver version: export it again "
-            "with the rknn-toolkit2 version that matches this librknnrt.so.")
+    hint = ("the model was pre-compiled for another runtime or driver version (this code is in "
+            "rknn_api.h only; the API reference's table does not list it): export it again with "
+            "the rknn-toolkit2 that matches this librknnrt.so (the doctor's 'toolkit vs runtime' "
+            "line compares them).")
 
 
 class RknnIncompatibleOptimizationLevelVersionError(RknnError):
     code_value = abi.RKNN_ERR_INCOMPATILE_OPTIMIZATION_LEVEL_VERSION
-    hint = ("the model's optimisation level is not supported by this runtime: export it "
-            "again with the matching rknn-toolkit2 version.")
+    hint = ("the model uses an optimisation level this driver does not support: update the "
+            "driver and librknnrt.so, or export the model again with the matching rknn-toolkit2 "
+            "(the doctor shows the versions). A log line 'ret = -12(ERROR_NOT_SUPPORTED)' from "
+            "opening the driver is a driver error number, not this code.")
 
 
 class RknnTargetPlatformUnmatchError(RknnError):
     code_value = abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH
     hint = ("the model was built for another SoC: export it with target_platform set to this "
-            "board's SoC (e.g. 'rk3588').")
+            "board's SoC (e.g. 'rk3588'; the doctor's 'SoC' line names it). The runtime's log "
+            f"({_LOG}) prints the model's target platform; some runtimes return -1 for this.")
 
 
 ERROR_CLASSES: Dict[int, Type[RknnError]] = {
