@@ -43,11 +43,11 @@ UNDERSIZED_ASSUMPTION = "A62"
 
 #: what public logs show a board doing with an undersized zero-copy input (A62)
 BOARD_UNDERSIZED = (
-    "A board may accept the bind and fail at rknn_run: public logs show 'failed to submit' "
-    "with rknn_run returning -1 (RKNN_ERR_FAIL), e.g. airockchip/rknn-toolkit2#554 (zero-copy, "
-    "librknnrt 2.3.2) and rockchip-linux/rknn-toolkit2#320 (first Conv). The facts sheet ties "
-    "'failed to submit' in the first conv with zero-copy to an undersized input (User Guide "
-    "V2.3.0 §10.9).")
+    "A board may accept the bind and fail at rknn_run. A failing run on a board logs 'failed "
+    "to submit' and rknn_run returns -1 (RKNN_ERR_FAIL): airockchip/rknn-toolkit2#554 "
+    "(zero-copy, librknnrt 2.3.2), rockchip-linux/rknn-toolkit2#320 (first Conv); neither "
+    "thread shows its cause. The User Guide V2.3.0 (§10.9) ties 'failed to submit' in the "
+    "first conv with zero-copy to an undersized input.")
 
 
 def _runtime(rt: Any, soc: Optional[str]) -> Any:
