@@ -103,7 +103,10 @@ def _export(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--no-execute", action="store_true",
                    help="export the notebook's saved outputs instead of executing it")
     p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    p.add_argument("-o", "--out", help="output file (default: _build/export/<name>[-instructor].html)")
+    p.add_argument("--print", dest="printable", action="store_true",
+                   help="a page for paper: A4, no code or prompts, compact type, tables kept whole "
+                        "(default file: _build/export/<name>-print.html); print it from a browser")
+    p.add_argument("-o", "--out", help="output file (default: _build/export/<name>[-instructor][-print].html)")
     p.set_defaults(func=_export_main)
 
 
@@ -112,7 +115,8 @@ def _export_main(args: argparse.Namespace) -> int:
     from .book.export import export_notebook
     try:
         export_notebook(args.notebook, to=args.to, edition=args.edition, out=args.out,
-                        backend=args.backend, execute=not args.no_execute, timeout=args.timeout)
+                        backend=args.backend, execute=not args.no_execute, timeout=args.timeout,
+                        printable=args.printable)
     except (BookBuildError, FileNotFoundError, ValueError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1
