@@ -119,6 +119,8 @@ class RowsResult:
     source: str
     written: np.ndarray = field(repr=False, compare=False)  #: the first image (H, W) as written
     seen: np.ndarray = field(repr=False, compare=False)     #: rows at w_stride in the mem: what the NPU reads
+    predicted: np.ndarray = field(repr=False, compare=False)  #: zero-copy route's digit per image
+    labels: np.ndarray = field(repr=False, compare=False)     #: the true digit per image, same order
 
     def __repr__(self) -> str:
         return (f"rows at {self.rows} ({self.pitch} B apart; w_stride {self.w_stride} px, "
@@ -225,7 +227,7 @@ def zero_copy_rows(rows: str = "w_stride", model: str = "digits_cnn", n: Optiona
         mem_size=mem_size, n=len(images), accuracy=float((predicted == labels).mean()),
         reference_accuracy=float((expected == labels).mean()), agreement=float((predicted == expected).mean()),
         identical=float((results == reference).all(axis=1).mean()), source=rt.source,
-        written=images[0].copy(), seen=seen)
+        written=images[0].copy(), seen=seen, predicted=predicted, labels=labels)
 
 
 # --------------------------------------------------------------------------- inputs_set
