@@ -109,6 +109,28 @@
  *   $RKNN_DOUBLE_LOG_FILE  if set, the call log is written to that file when
  *                       the process exits (for C programs, which cannot call
  *                       double_call_log themselves).
+ *   $RKNN_DOUBLE_EVENTS_FILE  if set, one JSON object per line is written
+ *                       to that file as each memory call returns (a crash
+ *                       leaves the lines before it), for lab 7's C check:
+ *                       {"call": "rknn_init"|"rknn_destroy"|"rknn_inputs_set"|
+ *                       "rknn_run"|"rknn_outputs_get"|"rknn_outputs_release"|
+ *                       "rknn_create_mem"|"rknn_destroy_mem"|"rknn_set_io_mem"|
+ *                       "rknn_mem_sync", "ret": the return code (create_mem*:
+ *                       0, or -4 for NULL), ...}.  rknn_destroy adds
+ *                       "unreleased": the outputs its gets allocated that no
+ *                       release freed (they go with the context).  A get adds
+ *                       "outputs": [index, is_prealloc, want_float, size given,
+ *                       bytes the output needs, what the buffer held before
+ *                       the get]; that last is "runtime" (is_prealloc = 0: the
+ *                       get allocates), or for a caller's buffer "new" (no get
+ *                       wrote there before), "same" (still what the last get
+ *                       wrote there: reused), "fresh" / "freed" (the fill
+ *                       glibc gives blocks it hands out / takes back, under
+ *                       $MALLOC_PERTURB_), "zero", "changed", or "small" (no
+ *                       buffer, or smaller than the output: refused).  create_mem*
+ *                       (all kinds log "rknn_create_mem") adds "size";
+ *                       set_io_mem adds "name" (the attr's).  At exit: {"call":
+ *                       "exit", "contexts", "mems", "outputs": still live}.
  *   $RKNN_DOUBLE_DELAY_US  e.g. "rknn_run=2000,rknn_inputs_set=500+100": each
  *                       named call sleeps that many microseconds (A+B: the
  *                       k-th call, from 0, sleeps A + k*B), so that a test
@@ -648,7 +670,7 @@ static int parse_detector(const char *payload, detector_model *det)
     return 1;
 }
 
-EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
+static int init_call(rknn_context *context, void *model, uint32_t size, uint32_t flag,
                      rknn_init_extend *extend)
 {
     int32_t ext_offset = extend ? extend->real_model_offset : 0;
@@ -786,7 +808,7 @@ EXPORT int double_live_outputs(void)
     return n;
 }
 
-EXPORT int rknn_destroy(rknn_context context)
+static int destroy_call(rknn_context context)
 {
     log_line("rknn_destroy ctx=%llu", ULL(context));
     context_state *state = lookup_any(context);
@@ -1155,7 +1177,7 @@ static int8_t quantize(const void *buf, int type, size_t i)
     return clamp_int8((long)(scaled < 0 ? scaled - 0.5f : scaled + 0.5f) - 128);
 }
 
-EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
+static int inputs_set_call(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
 {
     log_line("rknn_inputs_set ctx=%llu n=%u", ULL(context), n_inputs);
     delay("rknn_inputs_set");
@@ -1270,7 +1292,7 @@ static int run_detector_call(rknn_context context, context_state *state)
     return ret;
 }
 
-EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
+static int run_call(rknn_context context, rknn_run_extend *extend)
 {
     log_line("rknn_run ctx=%llu ext=%d non_block=%d timeout_ms=%d", ULL(context), extend != NULL,
              extend ? extend->non_block : 0, extend ? extend->timeout_ms : 0);
@@ -1325,7 +1347,7 @@ static void write_output(const context_state *state, const rknn_output *out)
     }
 }
 
-EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_output outputs[],
+static int outputs_get_call(rknn_context context, uint32_t n_outputs, rknn_output outputs[],
                             rknn_output_extend *extend)
 {
     log_line("rknn_outputs_get ctx=%llu n=%u ext=%d", ULL(context), n_outputs, extend != NULL);
@@ -1370,7 +1392,7 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
     return RKNN_SUCC;
 }
 
-EXPORT int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_output outputs[])
+static int outputs_release_call(rknn_context context, uint32_t n_outputs, rknn_output outputs[])
 {
     log_line("rknn_outputs_release ctx=%llu n=%u", ULL(context), n_outputs);
     delay("rknn_outputs_release");
@@ -1529,14 +1551,14 @@ static rknn_tensor_mem *alloc_mem(uint64_t size)
     return track_mem(mem);
 }
 
-EXPORT rknn_tensor_mem *rknn_create_mem(rknn_context context, uint32_t size)
+static rknn_tensor_mem *create_mem_call(rknn_context context, uint32_t size)
 {
     log_line("rknn_create_mem ctx=%llu size=%u", ULL(context), size);
     return lookup(context) ? alloc_mem(size) : NULL;
 }
 
 #ifndef DOUBLE_OLD_RUNTIME
-EXPORT rknn_tensor_mem *rknn_create_mem2(rknn_context context, uint64_t size, uint64_t alloc_flags)
+static rknn_tensor_mem *create_mem2_call(rknn_context context, uint64_t size, uint64_t alloc_flags)
 {
     log_line("rknn_create_mem2 ctx=%llu size=%llu alloc_flags=0x%llx", ULL(context), ULL(size),
              ULL(alloc_flags));
@@ -1546,7 +1568,7 @@ EXPORT rknn_tensor_mem *rknn_create_mem2(rknn_context context, uint64_t size, ui
 }
 #endif
 
-EXPORT rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context context, int32_t fd, void *virt_addr,
+static rknn_tensor_mem *create_mem_from_fd_call(rknn_context context, int32_t fd, void *virt_addr,
                                                 uint32_t size, int32_t offset)
 {
     log_line("rknn_create_mem_from_fd ctx=%llu fd=%d virt=0x%lx size=%u offset=%d", ULL(context),
@@ -1570,7 +1592,7 @@ EXPORT rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context context, int32_t fd
     return track_mem(mem);
 }
 
-EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context context, uint64_t phys_addr,
+static rknn_tensor_mem *create_mem_from_phys_call(rknn_context context, uint64_t phys_addr,
                                                   void *virt_addr, uint32_t size)
 {
     log_line("rknn_create_mem_from_phys ctx=%llu phys=0x%llx virt=0x%lx size=%u", ULL(context),
@@ -1588,7 +1610,7 @@ EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context context, uint64_t
     return track_mem(mem);
 }
 
-EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
+static int destroy_mem_call(rknn_context context, rknn_tensor_mem *mem)
 {
     int slot = mem_slot(mem);
     if (slot < 0) { /* not ours, or destroyed already: its fields cannot be read */
@@ -1662,7 +1684,7 @@ EXPORT int rknn_set_internal_mem(rknn_context context, rknn_tensor_mem *mem)
     return set_model_mem("rknn_set_internal_mem", context, mem, 0);
 }
 
-EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tensor_attr *attr)
+static int set_io_mem_call(rknn_context context, rknn_tensor_mem *mem, rknn_tensor_attr *attr)
 {
     if (attr)
         log_line("rknn_set_io_mem ctx=%llu mem=0x%lx mem_size=%u index=%u size=%u "
@@ -1728,7 +1750,7 @@ EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tens
     return RKNN_ERR_PARAM_INVALID;
 }
 
-EXPORT int rknn_mem_sync(rknn_context context, rknn_tensor_mem *mem, int mode)
+static int mem_sync_call(rknn_context context, rknn_tensor_mem *mem, int mode)
 {
     log_line("rknn_mem_sync ctx=%llu mem=0x%lx mode=%d", ULL(context), PTR(mem), mode);
     if (!lookup(context))
@@ -1736,4 +1758,242 @@ EXPORT int rknn_mem_sync(rknn_context context, rknn_tensor_mem *mem, int mode)
     if (mem_slot(mem) < 0 || mode < 1 || mode > 3)
         return RKNN_ERR_PARAM_INVALID;
     return RKNN_SUCC;
+}
+
+/* ------------------------------------------------- events (lab 7's check) */
+
+/* The runtime's functions as a program calls them: each one runs the double's behaviour above,
+   then writes its event to $RKNN_DOUBLE_EVENTS_FILE (header comment). */
+
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *events_file;
+static int events_off = -1;
+
+/* what a caller's output buffer held, per buffer, after the last get wrote into it */
+#define MAX_WRITTEN 64
+static struct { const void *buf; uint32_t len; uint64_t hash; } written[MAX_WRITTEN];
+
+static uint64_t fnv1a(const void *bytes, uint32_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < len; i++)
+        h = (h ^ ((const uint8_t *)bytes)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Opens the events file at the first event; 0 when there is none.  Called with events_lock held. */
+static int events_open(void)
+{
+    if (events_off < 0) {
+        const char *path = getenv("RKNN_DOUBLE_EVENTS_FILE");
+        events_file = path && *path ? fopen(path, "w") : NULL;
+        if (events_file)
+            setvbuf(events_file, NULL, _IOLBF, 0); /* a line per event, written at once */
+        events_off = events_file == NULL;
+    }
+    return !events_off;
+}
+
+static void event(const char *fmt, ...)
+{
+    pthread_mutex_lock(&events_lock);
+    if (events_open()) {
+        va_list args;
+        va_start(args, fmt);
+        vfprintf(events_file, fmt, args);
+        va_end(args);
+        fputc('\n', events_file);
+    }
+    pthread_mutex_unlock(&events_lock);
+}
+
+static int events_wanted(void)
+{
+    pthread_mutex_lock(&events_lock);
+    int on = events_open();
+    pthread_mutex_unlock(&events_lock);
+    return on;
+}
+
+/* What a caller's buffer holds just before a get writes `len` bytes into it (header comment). */
+static const char *held_before(const void *buf, uint32_t len)
+{
+    int slot = -1;
+    pthread_mutex_lock(&events_lock);
+    for (int i = 0; i < MAX_WRITTEN && slot < 0; i++)
+        if (written[i].buf == buf)
+            slot = i;
+    int same = slot >= 0 && written[slot].len == len && written[slot].hash == fnv1a(buf, len);
+    pthread_mutex_unlock(&events_lock);
+    if (slot < 0)
+        return "new";
+    if (same)
+        return "same";
+    const char *perturb = getenv("MALLOC_PERTURB_");
+    int p = perturb ? atoi(perturb) & 0xff : 0;
+    uint32_t given = 0, taken = 0, zero = 0;
+    for (uint32_t i = 0; i < len; i++) {
+        uint8_t b = ((const uint8_t *)buf)[i];
+        given += p && b == (p ^ 0xff);
+        taken += p && b == p;
+        zero += b == 0;
+    }
+    return 2 * given >= len ? "fresh" : 2 * taken >= len ? "freed" : zero == len ? "zero" : "changed";
+}
+
+static void remember_written(const void *buf, uint32_t len)
+{
+    pthread_mutex_lock(&events_lock);
+    int slot = -1, free_slot = -1;
+    for (int i = 0; i < MAX_WRITTEN && slot < 0; i++) {
+        if (written[i].buf == buf)
+            slot = i;
+        else if (!written[i].buf && free_slot < 0)
+            free_slot = i;
+    }
+    if (slot < 0)
+        slot = free_slot >= 0 ? free_slot : 0; /* a full table forgets its first buffer */
+    written[slot].buf = buf;
+    written[slot].len = len;
+    written[slot].hash = fnv1a(buf, len);
+    pthread_mutex_unlock(&events_lock);
+}
+
+__attribute__((destructor)) static void events_at_exit(void)
+{
+    if (events_off != 0) /* no event so far: no file */
+        return;
+    int contexts_live = 0;
+    for (int i = 0; i < MAX_CONTEXTS; i++)
+        contexts_live += contexts[i].live != 0;
+    event("{\"call\": \"exit\", \"contexts\": %d, \"mems\": %d, \"outputs\": %d}", contexts_live,
+          double_live_mems(), double_live_outputs());
+    pthread_mutex_lock(&events_lock);
+    fclose(events_file);
+    events_file = NULL;
+    events_off = 1;
+    pthread_mutex_unlock(&events_lock);
+}
+
+EXPORT int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag,
+                     rknn_init_extend *extend)
+{
+    int ret = init_call(context, model, size, flag, extend);
+    event("{\"call\": \"rknn_init\", \"ret\": %d}", ret);
+    return ret;
+}
+
+EXPORT int rknn_destroy(rknn_context context)
+{
+    int unreleased = 0;
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        unreleased += allocs[i].buf && allocs[i].ctx == context;
+    int ret = destroy_call(context);
+    event("{\"call\": \"rknn_destroy\", \"ret\": %d, \"unreleased\": %d}", ret, ret ? 0 : unreleased);
+    return ret;
+}
+
+EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
+{
+    int ret = inputs_set_call(context, n_inputs, inputs);
+    event("{\"call\": \"rknn_inputs_set\", \"ret\": %d}", ret);
+    return ret;
+}
+
+EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
+{
+    int ret = run_call(context, extend);
+    event("{\"call\": \"rknn_run\", \"ret\": %d}", ret);
+    return ret;
+}
+
+EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_output outputs[],
+                            rknn_output_extend *extend)
+{
+    if (!events_wanted() || !outputs || n_outputs > N_OUTPUTS)
+        return outputs_get_call(context, n_outputs, outputs, extend);
+    const char *held[N_OUTPUTS];
+    uint32_t need[N_OUTPUTS], given[N_OUTPUTS];
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        const rknn_output *out = &outputs[i];
+        need[i] = out->index < N_OUTPUTS ? output_bytes(out) : 0;
+        given[i] = out->size;
+        held[i] = !out->is_prealloc ? "runtime"
+                : out->buf && need[i] && out->size >= need[i] ? held_before(out->buf, need[i]) : "small";
+    }
+    int ret = outputs_get_call(context, n_outputs, outputs, extend);
+    char list[N_OUTPUTS * 64] = "";
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        const rknn_output *out = &outputs[i];
+        if (ret == RKNN_SUCC && out->is_prealloc)
+            remember_written(out->buf, need[i]);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s[%u, %u, %u, %u, %u, \"%s\"]",
+                 i ? ", " : "", out->index, out->is_prealloc, out->want_float, given[i], need[i],
+                 held[i]);
+    }
+    event("{\"call\": \"rknn_outputs_get\", \"ret\": %d, \"outputs\": [%s]}", ret, list);
+    return ret;
+}
+
+EXPORT int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_output outputs[])
+{
+    int ret = outputs_release_call(context, n_outputs, outputs);
+    event("{\"call\": \"rknn_outputs_release\", \"ret\": %d}", ret);
+    return ret;
+}
+
+static rknn_tensor_mem *mem_event(rknn_tensor_mem *mem, uint64_t size)
+{
+    event("{\"call\": \"rknn_create_mem\", \"ret\": %d, \"size\": %llu}",
+          mem ? RKNN_SUCC : RKNN_ERR_MALLOC_FAIL, ULL(size));
+    return mem;
+}
+
+EXPORT rknn_tensor_mem *rknn_create_mem(rknn_context context, uint32_t size)
+{
+    return mem_event(create_mem_call(context, size), size);
+}
+
+#ifndef DOUBLE_OLD_RUNTIME
+EXPORT rknn_tensor_mem *rknn_create_mem2(rknn_context context, uint64_t size, uint64_t alloc_flags)
+{
+    return mem_event(create_mem2_call(context, size, alloc_flags), size);
+}
+#endif
+
+EXPORT rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context context, int32_t fd, void *virt_addr,
+                                                uint32_t size, int32_t offset)
+{
+    return mem_event(create_mem_from_fd_call(context, fd, virt_addr, size, offset), size);
+}
+
+EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context context, uint64_t phys_addr,
+                                                  void *virt_addr, uint32_t size)
+{
+    return mem_event(create_mem_from_phys_call(context, phys_addr, virt_addr, size), size);
+}
+
+EXPORT int rknn_destroy_mem(rknn_context context, rknn_tensor_mem *mem)
+{
+    int ret = destroy_mem_call(context, mem);
+    event("{\"call\": \"rknn_destroy_mem\", \"ret\": %d}", ret);
+    return ret;
+}
+
+EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tensor_attr *attr)
+{
+    int ret = set_io_mem_call(context, mem, attr);
+    char name[64] = "";
+    for (size_t i = 0; attr && i + 1 < sizeof name && attr->name[i]; i++) /* JSON-safe characters */
+        name[i] = attr->name[i] == '"' || attr->name[i] == '\\' || (unsigned char)attr->name[i] < 32
+                      ? '?' : attr->name[i];
+    event("{\"call\": \"rknn_set_io_mem\", \"ret\": %d, \"name\": \"%s\"}", ret, name);
+    return ret;
+}
+
+EXPORT int rknn_mem_sync(rknn_context context, rknn_tensor_mem *mem, int mode)
+{
+    int ret = mem_sync_call(context, mem, mode);
+    event("{\"call\": \"rknn_mem_sync\", \"ret\": %d}", ret);
+    return ret;
 }

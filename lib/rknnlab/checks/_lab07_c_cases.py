@@ -1,0 +1,111 @@
+"""What Lab 7's exercise 8 hands to the student, and the truth its check judges by (import
+it from nowhere).
+
+- the program as the widely copied recipe writes it (the notebook shows it in a ``text``
+  fence: it does not compile against the runtime's API);
+- the check's fake model and frames: a model file for the course's C test double of
+  librknnrt (lib/rknnlab/c/rknn_double.c), and random uint8 frames;
+- what that double computes for a frame (its header comment documents the fake model),
+  printed the way the program prints it.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Tuple
+
+import numpy as np
+
+#: the file the notebook's %%writefile cell writes, and the check reads by default
+FILE_NAME = "lab07_fixed.c"
+
+#: the program as published: three names the runtime does not have, and the outputs kept
+#: without rknn_outputs_release
+PUBLISHED = r"""/* Reuse the output buffers: keep them, never release them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rknn_api.h"
+
+static unsigned char *load_file(const char *path, long *size)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    *size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *buf = malloc(*size > 0 ? (size_t)*size : 1);
+    if (buf && fread(buf, 1, (size_t)*size, fp) != (size_t)*size) { free(buf); buf = NULL; }
+    fclose(fp);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) { fprintf(stderr, "usage: %s MODEL FRAMES\n", argv[0]); return 2; }
+    long model_size = 0, frames_size = 0;
+    unsigned char *model = load_file(argv[1], &model_size);
+    unsigned char *frames = load_file(argv[2], &frames_size);
+    if (!model || !frames) { fprintf(stderr, "cannot read %s or %s\n", argv[1], argv[2]); return 1; }
+
+    rknn_context ctx;
+    if (rknn_init(&ctx, model, (uint32_t)model_size, 0) < 0) { fprintf(stderr, "rknn_init failed\n"); return 1; }
+
+    rknn_input_output_num io_num;
+    rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, &io_num, sizeof(io_num));
+    rknn_tensor_attr in_attr = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &in_attr, sizeof(in_attr));
+    rknn_tensor_attr out_attr[io_num.n_output];
+    rknn_output outputs[io_num.n_output];
+    memset(outputs, 0, sizeof(outputs));
+    for (uint32_t i = 0; i < io_num.n_output; i++) {
+        out_attr[i].index = i;
+        rknn_query(ctx, RKNN_QUERY_OUT_ATTR, &out_attr[i], sizeof(out_attr[i]));
+        outputs[i].index = i;
+        outputs[i].want_float = 1;
+    }
+
+    rknn_input input = {.index = 0, .type = RKNN_TENSOR_UINT8, .fmt = RKNN_TENSOR_NHWC};
+    input.size = in_attr.n_elems;             /* one uint8 per element */
+    long n_frames = frames_size / (long)input.size;
+    for (long f = 0; f < n_frames; f++) {
+        input.buf = frames + f * (long)input.size;
+        rknn_inputs_set(ctx, 1, &input);
+        rknn_run(ctx, NULL);
+        /* key point: no rknn_outputs_release, the runtime overwrites the same buffers */
+        rknn_outputs_get(ctx, io_num.n_output, outputs, NULL);
+        for (uint32_t i = 0; i < io_num.n_output; i++) {
+            const float *values = outputs[i].buf;
+            printf("frame %ld output %u:", f, i);
+            for (uint32_t k = 0; k < out_attr[i].n_elems; k++) printf(" %.2f", values[k]);
+            printf("\n");
+        }
+    }
+    rknn_outputs_release(ctx, io_num.n_output, outputs);   /* once, at the end */
+    rknn_deinit(ctx);
+    free(frames);
+    free(model);
+    return 0;
+}
+"""
+
+#: the fake model's input: 1x4x4x3 uint8 NHWC pixels (48 bytes per frame)
+FRAME_BYTES = 48
+
+#: the C double's fake model: any bytes starting with "RKNN" (the rest is its custom string)
+MODEL_BYTES = b"RKNN lab 7 exercise 8: the check's fake model"
+
+
+def frames(n: int) -> np.ndarray:
+    """``n`` random frames (uint8, one row of FRAME_BYTES per frame) no student can know."""
+    return np.frombuffer(os.urandom(n * FRAME_BYTES), dtype=np.uint8).reshape(n, FRAME_BYTES)
+
+
+def expected(frame: np.ndarray) -> List[Tuple[float, ...]]:
+    """What the double's fake model gives for one uint8 NHWC frame, per output, dequantised
+    (want_float = 1): the values the program prints.  The double's header comment: inputs
+    given as uint8 are quantised as q = u - 128; scores[k] = (sum of the 48 q + k) mod 256
+    as int8 (zp -10, scale 0.5); boxes[k] = q[k] for k < 16 (zp 0, scale 0.25)."""
+    q = frame.astype(np.int64) - 128
+    total = int(q.sum())
+    scores = [((total + k) & 0xFF) - 256 * (((total + k) & 0xFF) > 127) for k in range(10)]
+    return [tuple((s + 10) * 0.5 for s in scores), tuple(int(v) * 0.25 for v in q[:16])]
