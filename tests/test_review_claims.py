@@ -121,7 +121,7 @@ def test_skip_release_grows_by_about_one_output_per_frame(results, rt):
     assert r.ratio_low <= r.ratio <= r.ratio_high
     # one output per frame, plus malloc's chunk header and the runtime's small bookkeeping
     assert 0.98 <= r.ratio_low and r.ratio_high <= 1.10
-    assert abs(r.released_growth_per_frame) <= r.released_growth_pm + 1   # the control: flat
+    assert r.released_words.startswith("flat")     # the control: rknnlab's growth verdict, with its floor
     assert r.holds is False
 
 
