@@ -217,10 +217,14 @@ def _frame_of(run: _Run, event: Dict[str, Any]) -> int:
 
 
 def _frames_text(frames: Sequence[int]) -> str:
+    """'frame 3', 'frames 2–7', or 'frames 2, 4, 6, 8 and 3 more'."""
     frames = sorted(set(frames))
-    if len(frames) > 4:
-        return f"frames {frames[0]}–{frames[-1]} ({len(frames)} frames)"
-    return ("frame " if len(frames) == 1 else "frames ") + ", ".join(str(f) for f in frames)
+    if len(frames) == 1:
+        return f"frame {frames[0]}"
+    if frames == list(range(frames[0], frames[-1] + 1)):
+        return f"frames {frames[0]}–{frames[-1]}"
+    shown = ", ".join(str(f) for f in frames[:4])
+    return f"frames {shown}" + (f" and {len(frames) - 4} more" if len(frames) > 4 else "")
 
 
 def _judge_errors(run: _Run) -> None:
@@ -386,8 +390,7 @@ def _judge_memory(run: _Run) -> List[str]:
         if binds:
             raise _Fail(f"Your program called rknn_set_io_mem {len(binds)} time(s) after the first rknn_run (on "
                         f"{_frames_text([_frame_of(run, e) for e in binds])}): it binds inside the loop.",
-                        "bind each mem once, before the loop: the binding stays until you bind another mem "
-                        "or destroy the context. " + _SUPPORTED)
+                        "bind each mem once, before the loop, and use it for every frame. " + _SUPPORTED)
 
     # the end
     ends = run.calls("exit")

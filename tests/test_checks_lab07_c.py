@@ -1,0 +1,403 @@
+"""Lab 7, exercise 8 (★ fix a C program): check_c_program compiles the student's program
+against the course's rknn_api.h and runs it against the C test double of librknnrt.
+
+Planted wrong answers (each must fail with a message naming what was measured): the program
+as published, the published program with only its compile errors fixed (the leak), a buffer
+of n_elems bytes for want_float = 1, a buffer allocated anew every frame, is_prealloc = 0
+released every frame, a mem bound inside the loop, a mem created every frame, outputs read
+as the wrong type, no rknn_destroy, mems never destroyed, a crash, a hang.  Legitimate
+alternatives that must pass: is_prealloc = 1 into buffers allocated once (with and without
+the release), a larger buffer with its real capacity, zero-copy with every mem bound once,
+and the notebook's solution cell."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rknnlab.checks import _lab07_c, lab07
+from rknnlab.checks._lab07_c_cases import FRAME_BYTES, PUBLISHED, expected, frames
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "labs" / "lab07_misconceptions.ipynb"
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not found: the check cannot compile")
+
+#: is_prealloc = 1 into buffers allocated once, sized n_elems x 4 (want_float = 1), a release per get
+SOLUTION = r"""/* Reuse the output buffers: is_prealloc = 1 into buffers allocated once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rknn_api.h"
+
+static unsigned char *load_file(const char *path, long *size)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    *size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *buf = malloc(*size > 0 ? (size_t)*size : 1);
+    if (buf && fread(buf, 1, (size_t)*size, fp) != (size_t)*size) { free(buf); buf = NULL; }
+    fclose(fp);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) { fprintf(stderr, "usage: %s MODEL FRAMES\n", argv[0]); return 2; }
+    long model_size = 0, frames_size = 0;
+    unsigned char *model = load_file(argv[1], &model_size);
+    unsigned char *frames = load_file(argv[2], &frames_size);
+    if (!model || !frames) { fprintf(stderr, "cannot read %s or %s\n", argv[1], argv[2]); return 1; }
+
+    rknn_context ctx;   /* five arguments: the last, rknn_init_extend *, may be NULL */
+    if (rknn_init(&ctx, model, (uint32_t)model_size, 0, NULL) < 0) { fprintf(stderr, "rknn_init failed\n"); return 1; }
+
+    rknn_input_output_num io_num;
+    rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, &io_num, sizeof(io_num));
+    rknn_tensor_attr in_attr = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &in_attr, sizeof(in_attr));
+    rknn_tensor_attr out_attr[io_num.n_output];
+    rknn_output outputs[io_num.n_output];
+    memset(out_attr, 0, sizeof(out_attr));
+    memset(outputs, 0, sizeof(outputs));
+    for (uint32_t i = 0; i < io_num.n_output; i++) {
+        out_attr[i].index = i;
+        rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attr[i], sizeof(out_attr[i]));
+        outputs[i].index = i;
+        outputs[i].want_float = 1;
+        outputs[i].is_prealloc = 1;                          /* our buffer, allocated once */
+        outputs[i].size = out_attr[i].n_elems * sizeof(float);   /* want_float = 1: n_elems x 4 */
+        outputs[i].buf = malloc(outputs[i].size);
+        if (!outputs[i].buf) { fprintf(stderr, "out of memory\n"); return 1; }
+    }
+
+    rknn_input input = {.index = 0, .type = RKNN_TENSOR_UINT8, .fmt = RKNN_TENSOR_NHWC};
+    input.size = in_attr.n_elems;             /* one uint8 per element */
+    long n_frames = frames_size / (long)input.size;
+    for (long f = 0; f < n_frames; f++) {
+        input.buf = frames + f * (long)input.size;
+        rknn_inputs_set(ctx, 1, &input);
+        rknn_run(ctx, NULL);
+        if (rknn_outputs_get(ctx, io_num.n_output, outputs, NULL) < 0) { fprintf(stderr, "get failed\n"); return 1; }
+        for (uint32_t i = 0; i < io_num.n_output; i++) {
+            const float *values = outputs[i].buf;
+            printf("frame %ld output %u:", f, i);
+            for (uint32_t k = 0; k < out_attr[i].n_elems; k++) printf(" %.2f", values[k]);
+            printf("\n");
+        }
+        rknn_outputs_release(ctx, io_num.n_output, outputs);   /* every get, one release */
+    }
+    rknn_destroy(ctx);
+    for (uint32_t i = 0; i < io_num.n_output; i++) free(outputs[i].buf);
+    free(frames);
+    free(model);
+    return 0;
+}
+"""
+
+#: zero-copy: the input and every output in a mem created and bound once, dequantised by hand
+ZERO_COPY = r"""/* Zero-copy: every tensor in a mem created and bound once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rknn_api.h"
+
+static unsigned char *load_file(const char *path, long *size)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    *size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *buf = malloc(*size > 0 ? (size_t)*size : 1);
+    if (buf && fread(buf, 1, (size_t)*size, fp) != (size_t)*size) { free(buf); buf = NULL; }
+    fclose(fp);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) { fprintf(stderr, "usage: %s MODEL FRAMES\n", argv[0]); return 2; }
+    long model_size = 0, frames_size = 0;
+    unsigned char *model = load_file(argv[1], &model_size);
+    unsigned char *frames = load_file(argv[2], &frames_size);
+    if (!model || !frames) return 1;
+    rknn_context ctx;
+    if (rknn_init(&ctx, model, (uint32_t)model_size, 0, NULL) < 0) return 1;
+    rknn_input_output_num io_num;
+    rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, &io_num, sizeof(io_num));
+    rknn_tensor_attr in_attr = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_NATIVE_INPUT_ATTR, &in_attr, sizeof(in_attr));
+    in_attr.type = RKNN_TENSOR_UINT8;                   /* we write uint8 pixels */
+    rknn_tensor_mem *in_mem = rknn_create_mem(ctx, in_attr.size_with_stride);
+    if (!in_mem || rknn_set_io_mem(ctx, in_mem, &in_attr) < 0) return 1;
+    rknn_tensor_attr out_attr[io_num.n_output];
+    rknn_tensor_mem *out_mem[io_num.n_output];
+    for (uint32_t i = 0; i < io_num.n_output; i++) {
+        memset(&out_attr[i], 0, sizeof(out_attr[i]));
+        out_attr[i].index = i;
+        rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attr[i], sizeof(out_attr[i]));
+        out_mem[i] = rknn_create_mem(ctx, out_attr[i].size_with_stride);
+        if (!out_mem[i] || rknn_set_io_mem(ctx, out_mem[i], &out_attr[i]) < 0) return 1;
+    }
+    uint32_t h = in_attr.dims[1], w = in_attr.dims[2], c = in_attr.dims[3];
+    long frame_bytes = (long)(h * w * c);
+    long n_frames = frames_size / frame_bytes;
+    for (long f = 0; f < n_frames; f++) {
+        const unsigned char *src = frames + f * frame_bytes;
+        for (uint32_t y = 0; y < h; y++)      /* rows are w_stride pixels apart */
+            memcpy((unsigned char *)in_mem->virt_addr + (size_t)y * in_attr.w_stride * c, src + (size_t)y * w * c, (size_t)w * c);
+        rknn_mem_sync(ctx, in_mem, RKNN_MEMORY_SYNC_TO_DEVICE);
+        if (rknn_run(ctx, NULL) < 0) return 1;
+        for (uint32_t i = 0; i < io_num.n_output; i++) {
+            rknn_mem_sync(ctx, out_mem[i], RKNN_MEMORY_SYNC_FROM_DEVICE);
+            const int8_t *q = out_mem[i]->virt_addr;
+            printf("frame %ld output %u:", f, i);
+            for (uint32_t k = 0; k < out_attr[i].n_elems; k++)
+                printf(" %.2f", (q[k] - out_attr[i].zp) * out_attr[i].scale);
+            printf("\n");
+        }
+    }
+    for (uint32_t i = 0; i < io_num.n_output; i++) rknn_destroy_mem(ctx, out_mem[i]);
+    rknn_destroy_mem(ctx, in_mem);
+    rknn_destroy(ctx);
+    free(frames);
+    free(model);
+    return 0;
+}
+"""
+
+
+def replaced(text: str, *pairs: str) -> str:
+    """text with each (old, new) pair replaced; every old must be there (a planted bug that
+    silently planted nothing would pass for the wrong reason)."""
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def check(text: str):
+    result = lab07.check_c_program(text)
+    return result, str(result)
+
+
+NAMES_FIXED = replaced(PUBLISHED, "model_size, 0) < 0)", "model_size, 0, NULL) < 0)",
+                       "RKNN_QUERY_OUT_ATTR", "RKNN_QUERY_OUTPUT_ATTR", "rknn_deinit(ctx)", "rknn_destroy(ctx)")
+
+
+# --------------------------------------------------------------------------- must pass
+def test_the_solution_passes():
+    result, text = check(SOLUTION)
+    assert result.passed, text
+    assert "every printed output equals what the runtime computes" in text
+    assert "Note:" not in text
+
+
+def test_the_solution_from_a_file_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    Path("lab07_fixed.c").write_text(SOLUTION)
+    assert lab07.check_c_program("lab07_fixed.c").passed
+    assert lab07.check_c_program().passed   # the default name is the notebook's %%writefile file
+
+
+def test_is_prealloc_1_without_the_release_passes_with_a_note():
+    result, text = check(replaced(SOLUTION, "        rknn_outputs_release(ctx, io_num.n_output, outputs);   "
+                                  "/* every get, one release */\n", ""))
+    assert result.passed, text
+    assert "Note:" in text and "A15" not in text and "zipformer" in text
+
+
+def test_a_larger_buffer_with_its_real_capacity_passes():
+    result, text = check(replaced(SOLUTION, "outputs[i].size = out_attr[i].n_elems * sizeof(float);",
+                                  "outputs[i].size = out_attr[i].n_elems * sizeof(float) + 256;"))
+    assert result.passed, text
+
+
+def test_zero_copy_bound_once_passes():
+    result, text = check(ZERO_COPY)
+    assert result.passed, text
+    assert "3 mem(s) created and 3 bound, all before the first rknn_run; 3 destroyed" in text
+
+
+def test_the_notebooks_solution_cell_passes():
+    if not NOTEBOOK.exists():
+        pytest.skip("labs/lab07_misconceptions.ipynb is not built yet")
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    if not any("check_c_program" in "".join(c["source"]) for c in cells):
+        pytest.skip("lab 7's notebook has no exercise 8 yet")
+    sources = ["".join(c["source"]) for c in cells
+               if "solution" in c.get("metadata", {}).get("tags", []) and "%%writefile" in "".join(c["source"])]
+    assert sources, "no solution cell with %%writefile in lab 7"
+    program = sources[0].split("\n", 1)[1]
+    result, text = check(program)
+    assert result.passed, text
+
+
+# --------------------------------------------------------------------------- planted wrong answers
+def test_the_program_as_published_does_not_compile():
+    result, text = check(PUBLISHED)
+    assert result.status == "failed"
+    assert "does not compile" in text
+    assert "too few arguments to function 'rknn_init'" in text
+    assert "'RKNN_QUERY_OUT_ATTR' undeclared" in text and "'rknn_deinit'" in text
+    assert "did you mean" not in text     # gcc's guess for rknn_deinit is rknn_init: wrong
+
+
+@pytest.mark.parametrize("name", ["rknn_free_mem(ctx, NULL);", "rknn_set_mem_strategy(ctx, 0);"])
+def test_invented_functions_do_not_compile(name: str):
+    result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);", f"    {name}\n    rknn_destroy(ctx);"))
+    assert not result.passed and "does not compile" in text and name.split("(")[0] in text
+
+
+def test_only_the_compile_errors_fixed_is_the_leak():
+    result, text = check(NAMES_FIXED)
+    assert result.status == "failed"
+    assert "The leak:" in text
+    assert "had no rknn_outputs_release" in text and "still held when rknn_destroy ran" in text
+
+
+def test_a_buffer_of_n_elems_bytes_for_want_float_1_fails():
+    result, text = check(replaced(SOLUTION, "outputs[i].size = out_attr[i].n_elems * sizeof(float);",
+                                  "outputs[i].size = out_attr[i].n_elems;"))
+    assert result.status == "failed"
+    assert "rknn_outputs_get returned -9 (RKNN_ERR_OUTPUT_INVALID)" in text
+    assert "too small" in text and "n_elems × 4 bytes with want_float = 1" in text
+
+
+def test_attr_size_for_want_float_1_fails_even_without_checking_the_return_code():
+    result, text = check(replaced(SOLUTION,
+                                  "outputs[i].size = out_attr[i].n_elems * sizeof(float);",
+                                  "outputs[i].size = out_attr[i].size;",
+                                  "if (rknn_outputs_get(ctx, io_num.n_output, outputs, NULL) < 0) "
+                                  "{ fprintf(stderr, \"get failed\\n\"); return 1; }",
+                                  "rknn_outputs_get(ctx, io_num.n_output, outputs, NULL);"))
+    assert result.status == "failed" and "returned -9" in text, text
+
+
+PER_FRAME_BUFFER = replaced(
+    SOLUTION,
+    "        outputs[i].buf = malloc(outputs[i].size);\n"
+    "        if (!outputs[i].buf) { fprintf(stderr, \"out of memory\\n\"); return 1; }\n", "",
+    "        rknn_run(ctx, NULL);\n",
+    "        rknn_run(ctx, NULL);\n"
+    "        for (uint32_t i = 0; i < io_num.n_output; i++) outputs[i].buf = malloc(outputs[i].size);\n",
+    "        rknn_outputs_release(ctx, io_num.n_output, outputs);   /* every get, one release */\n",
+    "        rknn_outputs_release(ctx, io_num.n_output, outputs);   /* every get, one release */\n"
+    "        for (uint32_t i = 0; i < io_num.n_output; i++) free(outputs[i].buf);\n",
+    "    rknn_destroy(ctx);\n    for (uint32_t i = 0; i < io_num.n_output; i++) free(outputs[i].buf);\n",
+    "    rknn_destroy(ctx);\n")
+
+
+def test_a_buffer_allocated_anew_every_frame_fails_even_at_the_same_address():
+    result, text = check(PER_FRAME_BUFFER)
+    assert result.status == "failed"
+    assert "did not hold what the last get wrote into it" in text
+    assert "freshly allocated" in text or "freed" in text, text
+
+
+def test_a_new_buffer_every_frame_never_freed_fails():
+    result, text = check(replaced(PER_FRAME_BUFFER,
+                                  "        for (uint32_t i = 0; i < io_num.n_output; i++) free(outputs[i].buf);\n",
+                                  ""))
+    assert result.status == "failed" and "did not hold what the last get wrote into it" in text, text
+    assert "freshly allocated" in text or "new address" in text, text
+
+
+def test_is_prealloc_0_released_every_frame_is_no_reuse():
+    result, text = check(replaced(NAMES_FIXED,
+                                  "    rknn_outputs_release(ctx, io_num.n_output, outputs);   /* once, at the end */\n",
+                                  "",
+                                  "            printf(\"\\n\");\n        }\n",
+                                  "            printf(\"\\n\");\n        }\n"
+                                  "        rknn_outputs_release(ctx, io_num.n_output, outputs);\n"))
+    assert result.status == "failed"
+    assert "allocated" in text and "inside rknn_outputs_get" in text and "no reuse" in text
+    assert "The leak" not in text
+
+
+def test_a_mem_bound_inside_the_loop_fails():
+    moved = replaced(ZERO_COPY,
+                     "        if (rknn_run(ctx, NULL) < 0) return 1;\n",
+                     "        for (uint32_t i = 0; i < io_num.n_output; i++)\n"
+                     "            if (rknn_set_io_mem(ctx, out_mem[i], &out_attr[i]) < 0) return 1;\n"
+                     "        if (rknn_run(ctx, NULL) < 0) return 1;\n")
+    result, text = check(moved)
+    assert result.status == "failed"
+    assert "rknn_set_io_mem" in text and "binds inside the loop" in text
+
+
+def test_a_mem_created_every_frame_fails():
+    per_frame = replaced(ZERO_COPY,
+                         "        if (rknn_run(ctx, NULL) < 0) return 1;\n",
+                         "        rknn_tensor_mem *scratch = rknn_create_mem(ctx, 64);\n"
+                         "        if (rknn_run(ctx, NULL) < 0) return 1;\n"
+                         "        rknn_destroy_mem(ctx, scratch);\n")
+    result, text = check(per_frame)
+    assert result.status == "failed" and "created" in text and "after the first rknn_run" in text, text
+
+
+def test_outputs_read_as_the_wrong_type_fail():
+    result, text = check(replaced(ZERO_COPY, "(q[k] - out_attr[i].zp) * out_attr[i].scale", "(float)q[k]"))
+    assert result.status == "failed" and "differ from what the runtime computes" in text, text
+
+
+def test_one_frame_short_fails():
+    result, text = check(replaced(SOLUTION, "for (long f = 0; f < n_frames; f++)", "for (long f = 1; f < n_frames; f++)"))
+    assert result.status == "failed" and "printed no `frame F output I:` line for frame 0" in text, text
+
+
+def test_no_rknn_destroy_fails():
+    result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);\n", ""))
+    assert result.status == "failed" and "context(s) were still alive" in text, text
+
+
+def test_mems_never_destroyed_fail():
+    result, text = check(replaced(ZERO_COPY, "    rknn_destroy_mem(ctx, in_mem);\n", ""))
+    assert result.status == "failed" and "1 mem(s) were still alive" in text, text
+    assert "rknn_create_mem: 3, rknn_destroy_mem: 2" in text
+
+
+def test_a_crash_is_reported_not_raised():
+    result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);\n", "    abort();\n"))
+    assert result.status == "failed" and "crashed (SIGABRT)" in text, text
+
+
+def test_a_hang_is_stopped(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(_lab07_c, "_RUN_TIMEOUT_S", 1)
+    result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);\n", "    for (;;) {}\n"))
+    assert result.status == "failed" and "did not finish within 1 s" in text, text
+
+
+# --------------------------------------------------------------------------- not available, not done
+def test_no_compiler_is_not_a_failure(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(_lab07_c, "_compiler", lambda: None)
+    result, text = check(SOLUTION)
+    assert result.status == "not done"
+    assert "Not available here" in text and "build-essential" in text
+
+
+def test_a_missing_file_is_not_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    result = lab07.check_c_program("lab07_fixed.c")
+    assert result.status == "not done" and "%%writefile" in str(result)
+
+
+def test_the_summary_counts_the_check():
+    assert lab07.check_c_program(SOLUTION).passed
+    assert lab07.results()["Exercise 8 ★ — fix a C program"].passed
+
+
+# --------------------------------------------------------------------------- the truth
+def test_expected_follows_the_doubles_documented_model():
+    frame = frames(1)[0]
+    assert len(frame) == FRAME_BYTES
+    scores, boxes = expected(frame)
+    q = [int(u) - 128 for u in frame]
+    assert boxes == tuple(v * 0.25 for v in q[:16])
+    s = sum(q)
+    assert scores[3] == ((((s + 3) & 0xFF) ^ 0x80) - 0x80 + 10) * 0.5
