@@ -153,6 +153,7 @@ def test_rows_is_fast_and_labelled(rk3588):
     assert time.perf_counter() - start < 5.0   # the brief asks < 3 s; 2 shared cores here
     text = repr(result)
     assert len(text.splitlines()) <= 3 and "simulated RK3588" in text
+    assert max(map(len, text.splitlines())) <= 100   # the course's printed-line limit
     assert "98.3%" in text or f"{result.accuracy:.1%}" in text
 
 
@@ -167,6 +168,7 @@ def test_inputs_set_from_an_odd_address_gives_the_same_outputs(rk3588):
     assert result.odd_address_mod64 == 1 and result.aligned_address_mod64 == 0
     assert result.identical and result.max_abs_diff == 0.0
     assert "simulated RK3588" in repr(result) and "address % 64 = 1" in repr(result)
+    assert max(map(len, repr(result).splitlines())) <= 100
 
 
 def test_placed_views_have_the_asked_remainder():
@@ -185,6 +187,7 @@ def test_an_undersized_input_mem_is_refused_at_the_bind(rk3588):
     assert "failed to submit" in result.board and "-1" in result.board and "#554" in result.board
     text = repr(result)
     assert len(text.splitlines()) <= 4 and "refused" in text and "simulated RK3588" in text
+    assert max(map(len, text.splitlines())) <= 100
 
 
 def test_a_mem_of_size_with_stride_binds(rk3588):

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from rknnlab import review
+from rknnlab import models, review
 from rknnlab.review import errors as review_errors
 from rknnlab.rknn import abi, errors
 from rknnlab.sim import ASSUMPTIONS
@@ -113,6 +113,32 @@ def test_another_soc_uses_its_own_builds():
     other = review.error_codes("rk3568")
     assert "simulated RK3568" in other.source
     assert other.row(-13).reproduced_here and "rk3588" in other.row(-13).message
+
+
+def test_a_simulator_passed_in_is_used_and_left_open():
+    from rknnlab.sim import SimRuntime
+    rt = SimRuntime("rk3568")
+    try:
+        table = review.error_codes(rt=rt)
+        assert table.source == rt.source and "RK3568" in table.source
+        assert review.reproduce_error(-7, rt=rt).code == -7
+        ctx = rt.init(str(models.model_path("digits_cnn", "rk3568")))
+        rt.destroy(ctx)  # still open: the table did not close the caller's runtime
+    finally:
+        rt.close()
+
+
+def test_a_boards_runtime_only_lends_its_soc():
+    """The triggers (ctx 0, 1 PiB of memory) never run on a board: a native runtime only
+    says which SoC to simulate."""
+    class Board:  # what error_codes reads of a board's runtime: its backend and SoC
+        backend, soc = "native", "rk3568"
+
+        def __getattr__(self, name):
+            raise AssertionError(f"error_codes called {name} on the board")
+
+    table = review.error_codes(rt=Board())
+    assert "simulated RK3568" in table.source and len(table.rows) == 13
 
 
 def test_assumption_a63_is_listed_with_a_board_check():

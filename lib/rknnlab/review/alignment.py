@@ -123,10 +123,11 @@ class RowsResult:
     labels: np.ndarray = field(repr=False, compare=False)     #: the true digit per image, same order
 
     def __repr__(self) -> str:
-        return (f"rows at {self.rows} ({self.pitch} B apart; w_stride {self.w_stride} px, "
-                f"size_with_stride {self.size_with_stride} B, mem {self.mem_size} B) — {self.source}\n"
-                f"zero-copy accuracy {self.accuracy:.1%}, rknn_inputs_set {self.reference_accuracy:.1%} "
-                f"on {self.n} test digits; same digit as rknn_inputs_set for {self.agreement:.1%}")
+        return (f"rows at {self.rows}: {self.pitch} B apart, mem {self.mem_size} B (w_stride "
+                f"{self.w_stride} px, size_with_stride {self.size_with_stride} B)\n"
+                f"accuracy {self.accuracy:.1%} (rknn_inputs_set {self.reference_accuracy:.1%}) on {self.n} "
+                f"test digits; same digit as rknn_inputs_set: {self.agreement:.1%}\n"
+                f"source: {self.source}")
 
     __str__ = __repr__
 
@@ -243,8 +244,8 @@ class InputsSetResult:
 
     def __repr__(self) -> str:
         verdict = "identical outputs" if self.identical else f"outputs differ (max {self.max_abs_diff:g})"
-        return (f"{self.model}: rknn_inputs_set from address % 64 = {self.odd_address_mod64} and from "
-                f"address % 64 = {self.aligned_address_mod64}: {verdict} — {self.source}")
+        return (f"{self.model}: rknn_inputs_set at address % 64 = {self.odd_address_mod64} and at "
+                f"% 64 = {self.aligned_address_mod64}: {verdict}\nsource: {self.source}")
 
     __str__ = __repr__
 
@@ -314,10 +315,10 @@ class UndersizedBind:
             what = "not undersized here: n_elems bytes already equal size_with_stride on this SoC"
         else:
             what = "rknn_set_io_mem accepted it (return 0)"
-        return (f"{self.model}: input mem of {self.mem_size} B (n_elems), size_with_stride "
-                f"{self.needed} B — {self.source}\n{what}\n"
-                f"on a board: 'failed to submit' at rknn_run, -1 (RKNN_ERR_FAIL); see .board and "
-                f"assumption {self.assumption}")
+        return (f"{self.model}: input mem of {self.mem_size} B (n_elems), size_with_stride {self.needed} B\n"
+                f"{what}\n"
+                f"a board may accept the bind and fail at rknn_run ('failed to submit', -1); .board, "
+                f"{self.assumption}\nsource: {self.source}")
 
     __str__ = __repr__
 

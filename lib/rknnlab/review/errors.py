@@ -12,8 +12,9 @@ with the reason; their message is the one rknnlab.rknn.errors.error_for would gi
   ``.show(columns)``, ``.frame``);
 - :func:`reproduce_error` -> the RknnError the trigger really raised.
 
-The reproductions always run on the simulator (rknnlab.sim.SimRuntime): some of these calls
-(a context of 0, 1 PiB of memory) are not for a student's board.
+The reproductions always run on the simulator (rknnlab.sim.SimRuntime), also when a board's
+runtime is passed: some of these calls (a context of 0, 1 PiB of memory) are not for a
+student's board.
 """
 from __future__ import annotations
 
@@ -251,9 +252,14 @@ _TRIGGERS: Dict[int, Tuple[str, str, Callable[[Any], None]]] = {
 }
 
 
-def _simulator(soc: str) -> Any:
+def _simulator(soc: Optional[str], rt: Any) -> Tuple[Any, bool]:
+    """(the simulator to run the triggers on, whether we made it). A simulator passed as
+    ``rt`` is used as is; a board's runtime only lends its SoC: its triggers (ctx 0, 1 PiB)
+    are not for a student's board."""
+    if rt is not None and getattr(rt, "backend", "") == "sim":
+        return rt, False
     from ..sim import SimRuntime
-    return SimRuntime(soc)
+    return SimRuntime(soc or getattr(rt, "soc", "") or "rk3588"), True
 
 
 def _raise_trigger(code: int, rt: Any) -> errors.RknnError:
@@ -265,19 +271,23 @@ def _raise_trigger(code: int, rt: Any) -> errors.RknnError:
     raise RuntimeError(f"on {rt.source}, {call} raised no error")
 
 
-def reproduce_error(code: int, soc: str = "rk3588") -> errors.RknnError:
+def reproduce_error(code: int, soc: Optional[str] = None, rt: Any = None) -> errors.RknnError:
     """The RknnError the trigger of ``code`` really raised on the simulated ``soc`` (returned,
-    not raised). LookupError for a code the simulator cannot produce, saying why."""
+    not raised). LookupError for a code the simulator cannot produce, saying why.
+
+    ``rt``: a simulator to use; a board's runtime only gives its SoC (the triggers always
+    run on the simulator). ``soc`` defaults to rt's, else rk3588."""
     if code not in _CODES:
         raise LookupError(f"{code} is not an RKNN error code: they are {CODES[0]} ... {CODES[-1]}")
     name = abi.ERROR_NAMES[code]
     if code not in _TRIGGERS:
         raise LookupError(f"{code} ({name}) is board only: {_CODES[code].board_only}")
-    rt = _simulator(soc)
+    sim, made = _simulator(soc, rt)
     try:
-        return _raise_trigger(code, rt)
+        return _raise_trigger(code, sim)
     finally:
-        rt.close()
+        if made:
+            sim.close()
 
 
 # --------------------------------------------------------------------------- the table
@@ -392,11 +402,14 @@ class ErrorTable:
                 f"<tbody>{''.join(body)}</tbody></table>")
 
 
-def error_codes(soc: str = "rk3588") -> ErrorTable:
+def error_codes(soc: Optional[str] = None, rt: Any = None) -> ErrorTable:
     """One row per RKNN error code, -1 ... -13. Every code the simulator can produce is
     produced here by its trigger on the simulated ``soc``, and the row keeps the message
-    of the RknnError really raised; the others are "board only", with the reason."""
-    rt = _simulator(soc)
+    of the RknnError really raised; the others are "board only", with the reason.
+
+    ``rt``: a simulator to use; a board's runtime only gives its SoC (the triggers always
+    run on the simulator). ``soc`` defaults to rt's, else rk3588."""
+    rt, made = _simulator(soc, rt)
     rows, short = [], {}
     try:
         for code in CODES:
@@ -418,7 +431,8 @@ def error_codes(soc: str = "rk3588") -> ErrorTable:
                                  check=known.check))
             short[code] = (repro_short, known.check_short)
     finally:
-        rt.close()
+        if made:
+            rt.close()
     return ErrorTable(rows, rt.source, short)
 
 
