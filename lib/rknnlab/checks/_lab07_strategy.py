@@ -187,6 +187,22 @@ def _run_pattern(rt: Any, ctxs: Sequence[int], pattern: Sequence[Sequence[int]],
     return got, overlaps
 
 
+def _judged_run(rt: Any, ctxs: Sequence[int], pattern: Sequence[Sequence[int]],
+                frames: Sequence[Sequence[np.ndarray]], ref_out: Sequence[List[List[bytes]]]
+                ) -> Tuple[Dict[int, int], int]:
+    """Run the pattern until it can be judged: ({model index: wrong outputs}, overlapping runs).
+    With two threads their runs must overlap at least once, and a wrong output ends it early;
+    at most three tries (then the overlaps say 0)."""
+    wrong: Dict[int, int] = {}
+    overlaps = 0
+    for _ in range(3):
+        outs, overlaps = _run_pattern(rt, ctxs, pattern, frames)
+        wrong = {i: sum(a != b for a, b in zip(outs[i], ref_out[i])) for i in outs}
+        if any(wrong.values()) or len(pattern) == 1 or overlaps:
+            break
+    return wrong, overlaps
+
+
 def _as_contexts(got: Any, ledger: Any, n: int, what: str) -> List[int]:
     try:
         ctxs = [_whole_number(c) for c in got]
@@ -231,15 +247,10 @@ def _budget_round(setup: Callable[..., Any], rt: Any, models: List[str], pattern
             raise (_not_done if first else _Fail)(f"{what} returned None.",
                                                   "return the list of your contexts, one per model.")
         ctxs = _as_contexts(got, ledger, len(models), what)
-        overlaps = 0
-        for _ in range(3):     # two threads: their runs must overlap at least once to judge sharing
-            try:
-                outs, overlaps = _run_pattern(rt, ctxs, pattern, frames)
-            except RknnError as exc:
-                raise _Fail(f"{shown}: running your contexts: the runtime refused: {_refusal(exc)}", _BUDGET_HINT)
-            wrong = {i: sum(a != b for a, b in zip(outs[i], ref_out[i])) for i in outs}
-            if any(wrong.values()) or len(pattern) == 1 or overlaps:
-                break
+        try:
+            wrong, overlaps = _judged_run(rt, ctxs, pattern, frames, ref_out)
+        except RknnError as exc:
+            raise _Fail(f"{shown}: running your contexts: the runtime refused: {_refusal(exc)}", _BUDGET_HINT)
         if len(pattern) > 1 and not overlaps and not any(wrong.values()):
             raise _Fail(f"{shown}: the two threads' runs never overlapped in time (3 tries), so the check cannot "
                         "tell whether they may share.", "run the check again when the machine is less busy.")
@@ -298,11 +309,11 @@ def try_budget(setup: Callable[..., Any], case: Tuple[List[str], List[List[int]]
     try:
         ctxs = setup(ledger, list(paths), [list(t) for t in pattern], budget)
         ctxs = _as_contexts(ctxs, ledger, len(paths), "setup")
-        frames = [_frames_of(rt, c, 1, np.random.default_rng(1)) for c in ctxs]
-        outs, _ = _run_pattern(rt, ctxs, pattern, frames)
+        frames = [_frames_of(rt, c, BUDGET_FRAMES, np.random.default_rng(1)) for c in ctxs]
         ref, _, _ = _references(rt, paths, frames)
+        wrong, _ = _judged_run(rt, ctxs, pattern, frames, ref)
         total = sum(ledger.runtime_bytes(c) for c in ledger.contexts) + ledger.made_bytes()
-        right = all(outs[i] == ref[i] for i in outs)
+        right = not any(wrong.values())
         return (f"outputs equal to flag-0 contexts': {'yes' if right else 'NO'}; DMA total {total:,} B, budget "
                 f"{budget:,} B: {'fits' if total <= budget else 'OVER'}")
     except NotImplementedError:
@@ -431,18 +442,23 @@ def _sram_text(free: int, contexts: Sequence[Dict[str, int]]) -> str:
     return f"free {free:,} B; {names}"
 
 
-def _sram_hint(free: int, contexts: Sequence[Dict[str, int]], values: Sequence[int]) -> str:
+def _sram_hint(free: int, contexts: Sequence[Dict[str, int]], values: Sequence[int], truth: Sequence[int]) -> str:
     """The principle the first wrong value breaks, without its number."""
     left = free
-    for c, v in zip(contexts, values):
-        if not c["flag"] & abi.RKNN_FLAG_ENABLE_SRAM and v:
-            return RULE_SRAM
-        need = -(-c["total_internal_size"] // _cases.SRAM_PAGE) * _cases.SRAM_PAGE
-        if v > left:
-            return "A context can take only the SRAM that is still free: what the contexts before it took is gone."
-        if v > need:
-            return "A context takes no more SRAM than its internal buffer needs, in whole 4 KiB pages."
-        left -= _cases.sram_taken(c["total_internal_size"], c["flag"], left)
+    for c, v, t in zip(contexts, values, truth):
+        if v != t:
+            need = -(-c["total_internal_size"] // _cases.SRAM_PAGE) * _cases.SRAM_PAGE
+            if not c["flag"] & abi.RKNN_FLAG_ENABLE_SRAM:
+                return RULE_SRAM
+            if v > left:
+                return ("A context can take only the SRAM that is still free: what the contexts before it took "
+                        "is gone.")
+            if v > need:
+                return "A context takes no more SRAM than its internal buffer needs, in whole 4 KiB pages."
+            if v % _cases.SRAM_PAGE:
+                return "SRAM is handed out in whole 4 KiB pages (the driver's bitmap has one bit per page)."
+            break
+        left -= t
     return ("With RKNN_FLAG_ENABLE_SRAM a context takes the start of its internal buffer, in whole 4 KiB pages, as "
             "much as is free. " + RULE_SRAM)
 
@@ -489,7 +505,7 @@ def check_sram(sram_plan: Callable[[int, List[Dict[str, int]]], Sequence[int]]) 
             if bad:
                 wrong.append((f"situation {n + 1} ({_sram_text(free, contexts)}): you said "
                               + ", ".join(f"{values[k]:,} B for context {k + 1}" for k in bad)
-                              + "; the measurement differs", _sram_hint(free, contexts, values)))
+                              + "; the measurement differs", _sram_hint(free, contexts, values, truth)))
         if wrong:
             raise _Fail(f"{len(wrong)} of {len(cases)} situations have a wrong number ({source}):",
                         wrong[0][1], [w for w, _ in wrong])

@@ -114,12 +114,12 @@ def sram_situations(rng: np.random.Generator, available: Set[str]) -> List[Tuple
     turn), new at every call: a flag-0 context with a large plan before two ENABLE_SRAM ones; a
     small plan first (the second gets the rest); a large plan first (the second gets nothing);
     and one where part of the SRAM is held so that even the first gets less than its plan."""
-    small = [m for m in SRAM_SMALL if m in available]
+    small = [m for m in SRAM_SMALL if m in available]   # digits_cnn: a plan of 4,224 B, not whole pages
     large = [m for m in SRAM_LARGE if m in available]
     pick = lambda names: names[int(rng.integers(len(names)))]   # noqa: E731
     on = abi.RKNN_FLAG_ENABLE_SRAM
     situations = [
-        (int(rng.integers(0, 40)), [(pick(large), 0), (pick(small), on), (pick(large), on)]),
+        (int(rng.integers(0, 40)), [(pick(large), 0), ("digits_cnn", on), (pick(large), on)]),
         (int(rng.integers(0, 30)), [(small[-1], on), (pick(large), on), (pick(small), 0)]),
         (int(rng.integers(0, 30)), [(pick(large), on), (pick(small), on), (pick(large), 0)]),
         (int(rng.integers(60, 200)), [(pick(large), 0), (pick(large), on), (pick(small), on)]),
