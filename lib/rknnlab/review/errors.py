@@ -137,23 +137,23 @@ _CODES: Dict[int, _Code] = {
         "index < n_output; run before get",
         "rknn_outputs_get"),
     -10: _Code(
-        "Versions do not match.",
-        "The API reference says only that versions do not match: most likely librknnrt.so and the "
-        "NPU driver. No public log with -10 was found.",
+        "The runtime and the device (its driver or firmware) do not fit together.",
+        "rknn_api.h's comment points at the runtime SDK and the NPU driver or firmware; the API "
+        "reference's table says only that versions differ. No public log with -10 was found.",
         "RKNN_QUERY_SDK_VERSION or the doctor's 'librknnrt version' and 'rknpu driver' lines; "
         "update the older one",
         "doctor: librknnrt vs rknpu driver",
         "rknn_init",
         "the simulator has no driver whose version could differ"),
     -11: _Code(
-        "The model was pre-compiled for another runtime (rknn_api.h only: the API reference's table "
-        "does not list this code).",
-        "In rknn_api.h only; no document or public log says what returns it.",
-        "export the model again with the rknn-toolkit2 matching librknnrt.so (the doctor's "
-        "'toolkit vs runtime' line)",
+        "The model uses a pre-compile mode the current driver cannot run (rknn_api.h only: the API "
+        "reference's table does not list this code).",
+        "In rknn_api.h only; no document or public log says which call returns it.",
+        "driver and librknnrt versions (the doctor); export the model again with the rknn-toolkit2 "
+        "matching librknnrt.so (the doctor's 'toolkit vs runtime' line)",
         "re-export; doctor 'toolkit vs runtime'",
         "rknn_init",
-        "no document says what triggers it, and the course's models are not pre-compiled that way"),
+        "no document says which call returns it, and the course's models use no pre-compile mode"),
     -12: _Code(
         "The model uses an optimisation-level mode the current driver cannot run.",
         "A model built with such an optimisation level (API reference). Not to be confused with "

@@ -115,17 +115,17 @@ class RknnOutputInvalidError(RknnError):
 
 class RknnDeviceUnmatchError(RknnError):
     code_value = abi.RKNN_ERR_DEVICE_UNMATCH
-    hint = ("versions do not fit together, most likely librknnrt.so and the NPU driver: compare "
-            "them (RKNN_QUERY_SDK_VERSION, or the doctor's 'librknnrt version' and 'rknpu "
+    hint = ("the runtime and the NPU's driver or firmware do not fit together: compare their "
+            "versions (RKNN_QUERY_SDK_VERSION, or the doctor's 'librknnrt version' and 'rknpu "
             "driver' lines) and update the older one; dmesg | grep -i rknpu shows the driver's.")
 
 
 class RknnIncompatiblePreCompileModelError(RknnError):
     code_value = abi.RKNN_ERR_INCOMPATILE_PRE_COMPILE_MODEL
-    hint = ("the model was pre-compiled for another runtime or driver version (this code is in "
-            "rknn_api.h only; the API reference's table does not list it): export it again with "
-            "the rknn-toolkit2 that matches this librknnrt.so (the doctor's 'toolkit vs runtime' "
-            "line compares them).")
+    hint = ("the model uses a pre-compile mode this driver does not support (this code is in "
+            "rknn_api.h only; the API reference's table does not list it): update the driver and "
+            "librknnrt.so, or export the model again with the rknn-toolkit2 that matches this "
+            "librknnrt.so (the doctor's 'toolkit vs runtime' line compares them).")
 
 
 class RknnIncompatibleOptimizationLevelVersionError(RknnError):
