@@ -132,7 +132,8 @@ def check_sizes(predicted: Dict[str, Any]) -> CheckResult:
 
 # =========================================================================== exercise 2: failing calls
 _CALLS = (("fixed_prealloc", "an is_prealloc = 1 output buffer", OUTPUT_SIZE_RULE),
-          ("fixed_load", "the model's bytes", "rknn_init takes the whole .rknn file: its bytes, or its path."),
+          ("fixed_load", "the model's bytes", "rknn_init takes a model that rknn-toolkit2 exported for this SoC, "
+                                              "as its bytes or its path."),
           ("fixed_input", "the input", "An input's size is n_elems × the size of the type you declare in "
                                        "rknn_input.type."),
           ("fixed_soc", "the model file", "A .rknn file is compiled for one SoC: load the one built for the "
@@ -312,7 +313,7 @@ class Traces:
 def memory_traces() -> Traces:
     """Run the three loops of exercise 3 in an order drawn now (runs A, B and C) and return their
     measurements (about 1 s)."""
-    order = tuple(np.random.default_rng(_fresh_seed()).permutation(list(_cases.KINDS)))
+    order = tuple(str(k) for k in np.random.default_rng(_fresh_seed()).permutation(list(_cases.KINDS)))
     measured = [_cases.measure_loop(kind, seed=k) for k, kind in enumerate(order)]
     token = _fresh_seed()
     _remember(token, order)
@@ -416,7 +417,7 @@ def _judge_rows(fill: Callable[..., Any], soc: str, rng: np.random.Generator) ->
                     raise _student_error(exc, "fill(buf, image, attr)", _todo("fill"))
                 except Exception as exc:
                     raise _Fail(f"{label}: fill(buf, image, attr) raised {type(exc).__name__}: {exc}",
-                                ALIGN_RULE + " Read the pitch of the rows from the attr you are given.",
+                                ALIGN_RULE + " Read the distance between rows from the attr you are given.",
                                 [f"{label}: w_stride {attr.w_stride}, size_with_stride {attr.size_with_stride} B, "
                                  f"the digit {image.shape[1]}×{image.shape[0]}"])
                 rt.mem_sync(ctx, mem, abi.RKNN_MEMORY_SYNC_TO_DEVICE)
@@ -450,7 +451,7 @@ def check_rows(fill: Callable[..., Any]) -> CheckResult:
         rng = np.random.default_rng(_fresh_seed())
         wrong = [w for w in (_judge_rows(fill, soc, rng) for soc in ROWS_SOCS) if w]
         if wrong:
-            hint = ALIGN_RULE + " Take the pitch from the attr you are given, not from a number you know."
+            hint = ALIGN_RULE + " Take the distance between rows from the attr you are given, not from a number you know."
             if any("not found row by row" in w for w in wrong):
                 hint += (" The attr you bind says type UINT8: the runtime converts the pixels, so write them "
                          "as they are (no zp or scale).")
