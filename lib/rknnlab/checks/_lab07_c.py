@@ -184,8 +184,9 @@ def _run(exe: str, folder: str, n_frames: int) -> Tuple[_Run, Any]:
     env.update(RKNN_DOUBLE_EVENTS_FILE=events_path, RKNN_DOUBLE_NO_LOG="1", MALLOC_PERTURB_=_PERTURB,
                GLIBC_TUNABLES=(tunables + ":" if tunables else "") + "glibc.malloc.tcache_count=0", LC_ALL="C")
     try:
-        proc = subprocess.run([exe, model, frames_path], cwd=folder, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=_RUN_TIMEOUT_S)
+        with open(frames_path, "rb") as stdin:
+            proc = subprocess.run([exe, model], cwd=folder, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, timeout=_RUN_TIMEOUT_S)
         code: Optional[int] = proc.returncode
         out, err = proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -205,15 +206,15 @@ def _run(exe: str, folder: str, n_frames: int) -> Tuple[_Run, Any]:
 
 # =========================================================================== judging
 def _frame_of(run: _Run, event: Dict[str, Any]) -> int:
-    """The frame (1-based) an event belongs to: a get or a release belongs to the rknn_run
-    before it; any other call to the rknn_run after it."""
+    """The frame an event belongs to, counted from 0 as the program prints them: a get or a
+    release belongs to the rknn_run before it; any other call to the rknn_run after it."""
     runs = 0
     for e in run.events:
         if e is event:
             break
         runs += e.get("call") == "rknn_run"
     after_run = event.get("call") in ("rknn_outputs_get", "rknn_outputs_release")
-    return max(runs, 1) if after_run else runs + 1
+    return max(runs - 1, 0) if after_run else runs
 
 
 def _frames_text(frames: Sequence[int]) -> str:
@@ -261,8 +262,8 @@ def _judge_exit(run: _Run) -> None:
     after = f" The last RKNN call that returned was {last}." if last else ""
     if run.returncode is None:
         raise _Fail(f"Your program did not finish within {_RUN_TIMEOUT_S} s.{after}",
-                    "look for a loop that never ends, or a read from stdin: the check gives the model and the "
-                    "frames file as argv[1] and argv[2].", tail)
+                    "look for a loop that never ends: the check gives the model's path as argv[1] and the "
+                    "frames on stdin, and the input ends after the last frame.", tail)
     if run.returncode < 0:
         try:
             name = signal.Signals(-run.returncode).name
@@ -273,8 +274,8 @@ def _judge_exit(run: _Run) -> None:
                     "buffer: check each buffer's real size against rknn_output.size. " + _SIZE_RULE, tail)
     if run.returncode != 0:
         raise _Fail(f"Your program exited with code {run.returncode}.{after}",
-                    "run it yourself on the lab's files to see why; the check gives the model and the frames "
-                    "file as argv[1] and argv[2].", tail)
+                    "the check gives the model's path as argv[1] and the frames on stdin (program MODEL < FRAMES); "
+                    "the lines above are what your program wrote to stderr.", tail)
 
 
 _LINE = re.compile(r"^frame (\d+) output (\d+):(.*)$")
@@ -314,10 +315,10 @@ def _judge_outputs(run: _Run, frames: Any) -> str:
                             "(want_float = 1), or dequantise int8 with the attr's zp and scale; keep the "
                             "printf format (%.2f).")
     if missing:
-        raise _Fail(f"Your program printed no `frame F output I:` line for {_frames_text([m for m in missing])} "
-                    f"of the {n} frames in the file (0-based).",
-                    "run every frame of the file (its size / the input's n_elems), and keep the program's "
-                    "printf lines.")
+        raise _Fail(f"Your program printed no `frame F output I:` line for {_frames_text(missing)} "
+                    f"of the {n} frames on stdin (counted from 0).",
+                    "run every frame on stdin (the input's n_elems bytes each, until the input ends), and keep "
+                    "the program's printf lines.")
     return f"{n} frames (random, new at every check): every printed output equals what the runtime computes"
 
 
@@ -431,7 +432,7 @@ def check_c_program(path: Any = _cases.FILE_NAME) -> CheckResult:
 
     The check compiles it with gcc -std=c11 -Wall -Wextra -Werror against the course's
     rknn_api.h, and runs it in its own process against the course's C test double of
-    librknnrt, as ``program MODEL FRAMES`` (a fake model and random uint8 frames the check
+    librknnrt, as ``program MODEL < FRAMES`` (a fake model and random uint8 frames the check
     chooses).  It passes when the printed outputs equal what the runtime computes, the runtime
     allocates no output buffer per frame after the first, your own buffers are allocated once,
     nothing is bound or created per frame, and every context and mem is destroyed.  Needs gcc

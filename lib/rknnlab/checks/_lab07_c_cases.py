@@ -26,29 +26,11 @@ PUBLISHED = r"""/* Reuse the output buffers: keep them, never release them. */
 #include <string.h>
 #include "rknn_api.h"
 
-static unsigned char *load_file(const char *path, long *size)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    *size = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *buf = malloc(*size > 0 ? (size_t)*size : 1);
-    if (buf && fread(buf, 1, (size_t)*size, fp) != (size_t)*size) { free(buf); buf = NULL; }
-    fclose(fp);
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc != 3) { fprintf(stderr, "usage: %s MODEL FRAMES\n", argv[0]); return 2; }
-    long model_size = 0, frames_size = 0;
-    unsigned char *model = load_file(argv[1], &model_size);
-    unsigned char *frames = load_file(argv[2], &frames_size);
-    if (!model || !frames) { fprintf(stderr, "cannot read %s or %s\n", argv[1], argv[2]); return 1; }
-
+    if (argc != 2) { fprintf(stderr, "usage: %s MODEL < FRAMES\n", argv[0]); return 2; }
     rknn_context ctx;
-    if (rknn_init(&ctx, model, (uint32_t)model_size, 0) < 0) { fprintf(stderr, "rknn_init failed\n"); return 1; }
+    if (rknn_init(&ctx, argv[1], 0, 0) < 0) { fprintf(stderr, "rknn_init failed\n"); return 1; }
 
     rknn_input_output_num io_num;
     rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, &io_num, sizeof(io_num));
@@ -64,26 +46,24 @@ int main(int argc, char **argv)
         outputs[i].want_float = 1;
     }
 
-    rknn_input input = {.index = 0, .type = RKNN_TENSOR_UINT8, .fmt = RKNN_TENSOR_NHWC};
-    input.size = in_attr.n_elems;             /* one uint8 per element */
-    long n_frames = frames_size / (long)input.size;
-    for (long f = 0; f < n_frames; f++) {
-        input.buf = frames + f * (long)input.size;
+    unsigned char *pixels = malloc(in_attr.n_elems);          /* one uint8 per element, NHWC */
+    rknn_input input = {.index = 0, .buf = pixels, .size = in_attr.n_elems,
+                        .type = RKNN_TENSOR_UINT8, .fmt = RKNN_TENSOR_NHWC};
+    for (int f = 0; fread(pixels, 1, in_attr.n_elems, stdin) == in_attr.n_elems; f++) {
         rknn_inputs_set(ctx, 1, &input);
         rknn_run(ctx, NULL);
         /* key point: no rknn_outputs_release, the runtime overwrites the same buffers */
         rknn_outputs_get(ctx, io_num.n_output, outputs, NULL);
         for (uint32_t i = 0; i < io_num.n_output; i++) {
             const float *values = outputs[i].buf;
-            printf("frame %ld output %u:", f, i);
+            printf("frame %d output %u:", f, i);
             for (uint32_t k = 0; k < out_attr[i].n_elems; k++) printf(" %.2f", values[k]);
             printf("\n");
         }
     }
-    rknn_outputs_release(ctx, io_num.n_output, outputs);   /* once, at the end */
+    rknn_outputs_release(ctx, io_num.n_output, outputs);       /* once, at the end */
     rknn_deinit(ctx);
-    free(frames);
-    free(model);
+    free(pixels);
     return 0;
 }
 """
