@@ -219,3 +219,31 @@ def test_one_core_soc_has_no_masks_to_compare(monkeypatch):
     monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
     with pytest.raises(ValueError, match="one NPU core"):
         claims.core_masks(backend="sim")
+
+
+# --------------------------------------------------------------------------- the figure
+def test_figure_table_rows_come_from_the_results(results):
+    table = claims.figure_table(*results.values())
+    r = results
+    assert set(table["claim"]) == {"pointer_reuse", "skip_release", "npu_memory_in_ram", "core_masks",
+                                   "want_float_cost"}     # accounts and counts add no ratio row
+    row = table.set_index("label")
+    assert row.loc["heap growth per frame ÷ outputs", "measured"] == r["skip_release"].ratio
+    assert row.loc["output bytes, want_float 1 ÷ 0", "measured"] == 4
+    speedups = table[table["claim"] == "core_masks"]
+    assert len(speedups) == 2 and speedups["label"].str.contains("0_1_2").all()
+    assert ((table["low"] <= table["measured"]) & (table["measured"] <= table["high"])).all()
+
+
+def test_review_claims_figure_draws_every_row(results):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    from rknnlab import plot
+    table = claims.figure_table(*results.values())
+    fig = plot.review_claims(table)
+    ax = fig.axes[0]
+    assert len(ax.get_yticklabels()) == len(table)
+    assert "simulated RK3588" in ax.get_title()
+    import matplotlib.pyplot as plt
+    plt.close(fig)

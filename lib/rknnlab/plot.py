@@ -37,6 +37,7 @@ course's fixed size, so exported HTML and PDF look the same.
 :func:`alloc_sram`          each tensor's bytes in SRAM and in DRAM
 :func:`alloc_iommu`         many models against one 4 GiB IOMMU domain
 :func:`alloc_cache_choice`  cacheable vs non-cacheable, per access pattern
+:func:`review_claims`       Chapter 7: what each claim predicts beside what was measured
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -1635,4 +1636,34 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     _title(ax, "Weights vs internal memory: the opposite balance",
            f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}): total_weight_size, "
            "total_internal_size; no run")
+    return fig
+
+
+# --------------------------------------------------------------------------- Chapter 7 (review)
+def review_claims(table, ax=None):
+    """What each claim predicts and what was measured, from
+    rknnlab.review.claims.figure_table: one row per quantity, the measurement as a dot
+    with its 95% interval, the claim's prediction as a hollow diamond.  Each row is a
+    ratio (a multiple of its own reference), so rows share one axis."""
+    fig, ax = _new(ax, figsize=(8.0, 0.9 + 0.42 * max(len(table), 1)))
+    y = np.arange(len(table))[::-1]
+    measured = table["measured"].to_numpy(float)
+    low = table["low"].to_numpy(float)
+    high = table["high"].to_numpy(float)
+    err = np.nan_to_num(np.vstack([measured - low, high - measured]))
+    ax.errorbar(measured, y, xerr=err, fmt="o", color="C0", capsize=3, label="measured (95% interval)")
+    ax.scatter(table["claim_value"].to_numpy(float), y, marker="D", facecolors="none", edgecolors="C3",
+               s=45, linewidths=1.5, label="what the claim predicts", zorder=3)
+    for yi, says, value in zip(y, table["claim_says"], measured):
+        ax.annotate(f"{value:.2f}", (value, yi), textcoords="offset points", xytext=(0, 6), ha="center",
+                    fontsize=7)
+    ax.set_yticks(y, [f"{label}\n(claim: {says})" for label, says in zip(table["label"], table["claim_says"])],
+                  fontsize=7)
+    ax.set_xlabel("ratio (x its reference)")
+    ax.set_xlim(left=min(0.0, float(np.nanmin(low)) if len(table) else 0.0) - 0.1)
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.2 / max(len(table), 1) / 10), ncol=2,
+              frameon=False)
+    _title(ax, "What each claim predicts, and what was measured", _source_of(table))
     return fig

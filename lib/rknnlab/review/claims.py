@@ -875,6 +875,41 @@ def claims_table(*results: Any, backend: str = "auto") -> Any:
     return table
 
 
+def figure_table(*results: Any) -> Any:
+    """The numbers of the results that measure a ratio, beside what each claim predicts
+    for it: one row per quantity (label, measured, low, high: its 95% interval or the
+    value itself where the count is exact; claim_value: the value the claim predicts;
+    claim_says: in words).  rknnlab.plot.review_claims draws it.  Results with no such
+    ratio (who_allocates, max_once, sram_default: accounts and counts) add no row."""
+    import pandas as pd
+    rows: List[Dict[str, Any]] = []
+
+    def add(r: Any, label: str, value: float, low: float, high: float, says: str, at: float) -> None:
+        rows.append({"claim": r._name, "label": label, "measured": value, "low": low, "high": high,
+                     "claim_says": says, "claim_value": at})
+    for r in results:
+        if isinstance(r, PointerReuse):
+            share = r.allocating_gets / r.frames if r.frames else math.nan
+            add(r, "gets that allocated (share)", share, share, share, "0: the buffer is reused", 0.0)
+        elif isinstance(r, SkipRelease):
+            add(r, "heap growth per frame ÷ outputs", r.ratio, r.ratio_low, r.ratio_high, "0: nothing to release", 0.0)
+        elif isinstance(r, NpuMemoryInRam):
+            add(r, "process shared RSS gained ÷ DMA total", r.ratio, r.ratio, r.ratio, "0: separate memory", 0.0)
+        elif isinstance(r, CoreMasks):
+            rows_ = r.table[r.table["verdict"] != "reference"]
+            widest = rows_[rows_["cores"] == rows_["cores"].max()]
+            for _, t in widest.drop_duplicates("model").iterrows():
+                add(r, f"{t['model']}: speedup, {_short_mask(t['mask'])}", t["speedup"], t["speedup_low"],
+                    t["speedup_high"], f"> 1: more cores, faster (here {int(t['cores'])} cores)", 1.0)
+        elif isinstance(r, WantFloatCost):
+            add(r, "outputs_get time, want_float 1 ÷ 0", r.ratio, r.ratio_low, r.ratio_high, "1: free", 1.0)
+            add(r, "output bytes, want_float 1 ÷ 0", r.bytes_float / r.bytes_int8, r.bytes_float / r.bytes_int8,
+                r.bytes_float / r.bytes_int8, "1: free", 1.0)
+    table = pd.DataFrame(rows, columns=["claim", "label", "measured", "low", "high", "claim_says", "claim_value"])
+    table.attrs["source"] = "; ".join(dict.fromkeys(_machine(getattr(r, "source")) for r in results))
+    return table
+
+
 def _machine(source: str) -> str:
     """"simulated RK3588 — rknnlab sim: ..." -> "simulated RK3588 — rknnlab sim"."""
     return source.split(":")[0]
