@@ -13,7 +13,10 @@ Steps (all under ``<book root>/_build/``):
    re-reads only what changed;
 5. run Sphinx (myst-nb, sphinx-book-theme; execution off: outputs are already there)
    into ``html/`` (the default language and edition), or ``html-<lang>``,
-   ``html-instructor``, ``html-<lang>-instructor``.
+   ``html-instructor``, ``html-<lang>-instructor``;
+6. write the printable page of each notebook whose metadata has ``rknnlab.printable = true``
+   (the cheat sheet) next to its page: ``<docname>-print.html``, one sheet of A4, its links
+   pointing at the site's pages (:func:`rknnlab.book.export.print_html`).
 """
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ class BuildReport:
     fallbacks: List[str] = field(default_factory=list)      # pages shown in the default language
     executed: List[str] = field(default_factory=list)
     cached: List[str] = field(default_factory=list)
+    printables: List[str] = field(default_factory=list)     # printable pages written, site paths
     seconds: Dict[str, float] = field(default_factory=dict)  # phase -> seconds
 
 
@@ -128,6 +132,9 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
             f"{len(ex.errors)} notebook(s) failed, so the book was not built:\n\n"
             + "\n\n".join(ex.errors))
 
+    printable = {job.key for job in jobs_ if job.nb.metadata.get("rknnlab", {}).get("printable")}
+    staged: Dict[str, nbformat.NotebookNode] = {}
+
     # 4. stage
     stage.mkdir(parents=True, exist_ok=True)
     wanted = {"conf.py", "index.md"}
@@ -140,6 +147,7 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
                                 default_lang_name=default_name,
                                 lang_name=LANGUAGE_NAMES.get(lang, lang))
         nb = editions.static_widgets(nb, lang)
+        staged[p.entry.docname] = nb
         nb.metadata["rknnlab"] = {"edition": edition, "backend": be.name,
                                   "executed_at": r.executed_at, "source": p.display_path}
         rel = p.entry.docname + ".ipynb"
@@ -154,26 +162,51 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
         rel = f.relative_to(stage).as_posix()
         if rel not in wanted:
             f.unlink()
-            stale = out / (rel[: -len(".ipynb")] + ".html")
-            if stale.is_file():
-                stale.unlink()
+            docname = rel[: -len(".ipynb")]
+            for stale in (out / (docname + ".html"), _printable_path(out, docname)):
+                if stale.is_file():
+                    stale.unlink()
 
     # 5. sphinx
     t0 = time.monotonic()
     _run_sphinx(stage, out, doctrees, n_jobs, log, write_all=toc_changed)
     report.seconds["sphinx"] = time.monotonic() - t0
+
+    # 6. printable pages
+    for p in pages:
+        target = _printable_path(out, p.entry.docname)
+        if p.entry.docname in printable:
+            _write_printable(staged[p.entry.docname], p, lang, target)
+            report.printables.append(target.relative_to(out).as_posix())
+        elif target.is_file():       # no longer printable
+            target.unlink()
     report.seconds["total"] = time.monotonic() - t_start
     (build_dir / "reports").mkdir(parents=True, exist_ok=True)
     (build_dir / "reports" / f"{lang}-{edition}.json").write_text(json.dumps({
         "out_dir": str(report.out_dir), "lang": lang, "edition": edition, "backend": be.name,
         "backend_label": be.label, "pages": report.pages, "planned": report.planned,
         "fallbacks": report.fallbacks, "executed": report.executed, "cached": report.cached,
-        "seconds": report.seconds}, indent=1), encoding="utf-8")
+        "printables": report.printables, "seconds": report.seconds}, indent=1), encoding="utf-8")
     log(f"built {len(pages)} page(s) into {out} in {report.seconds['total']:.1f} s "
         f"({len(report.executed)} executed, {len(report.cached)} from the cache"
         + (f", {len(report.planned)} planned and listed on the index page" if report.planned else "")
         + ")")
     return report
+
+
+def _printable_path(out: Path, docname: str) -> Path:
+    return out / (docname + "-print.html")
+
+
+def _write_printable(nb: nbformat.NotebookNode, page: Page, lang: str, target: Path) -> None:
+    """The page as one printable sheet, written after Sphinx: its links to other notebooks
+    point at their built pages and sections (a page the site lacks: plain text)."""
+    from .export import print_html, site_link_resolver
+    html = print_html(nb, page.entry.title_in(lang), page.source.parent,
+                      link=site_link_resolver(target.parent))
+    # the provenance note's build time (a notebook with code), as the site's pages show it
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    _write_if_changed(target, html.replace(editions.BUILD_TIME_TOKEN, now))
 
 
 def _plan_page(cfg: BookConfig, entry: Entry, lang: str) -> Optional[Page]:

@@ -19,7 +19,7 @@ import copy
 import html
 import re
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, Optional, Set, Union
 
 import nbformat
 
@@ -166,8 +166,8 @@ def print_html(nb: nbformat.NotebookNode, title: str, path: Optional[Path] = Non
     another notebook ("04_output_reuse.ipynb#1-who-owns-an-output-buffer") to its target in
     the printable page, or None for plain text (the default: the section's number stays)."""
     nb = copy.deepcopy(nb)
-    nb.cells = [c for c in nb.cells
-                if not (c.cell_type == "markdown" and SCREEN_ONLY_TAG in c.get("metadata", {}).get("tags", []))]
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown"
+                                            and SCREEN_ONLY_TAG in c.get("metadata", {}).get("tags", []))]
 
     def relink(m: "re.Match[str]") -> str:
         target = link(m.group("href")) if link else None
@@ -179,23 +179,11 @@ def print_html(nb: nbformat.NotebookNode, title: str, path: Optional[Path] = Non
     return notebook_to_html(nb, title=title, path=path, template=PRINT_TEMPLATE)
 
 
-def myst_slug(title: str) -> str:
-    """The anchor MyST gives a heading (myst_heading_anchors: GitHub style), as notebooks
-    link to it: "4. Native layouts" -> "4-native-layouts"."""
-    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", title.strip().lower().replace(" ", "-"))
-
-
-# a Sphinx section and its heading: <section id="native-layouts">\n<h2>4. Native layouts<a class="headerlink"
-_SITE_SECTION = re.compile(r'<section id="(?P<id>[^"]+)"[^>]*>\s*<h[1-6][^>]*>(?P<title>.*?)<a class="headerlink"',
-                           re.DOTALL)
-
-
 def site_link_resolver(page_dir: Path) -> LinkResolver:
     """For a printable page written into ``page_dir`` of a built site: a link to a notebook
-    becomes a link to its built page, and a heading anchor becomes the id Sphinx gave that
-    section (MyST resolves "#4-native-layouts" to "#native-layouts"); None when the site has
-    no such page or heading."""
-    ids: Dict[Path, Dict[str, str]] = {}
+    becomes a link to its built page, at the same anchor (MyST gives each heading an element
+    with its anchor's id, myst_heading_anchors); None when the site has no such page or anchor."""
+    ids: Dict[Path, Set[str]] = {}
 
     def resolve(href: str) -> Optional[str]:
         target, _, anchor = href.partition("#")
@@ -206,10 +194,7 @@ def site_link_resolver(page_dir: Path) -> LinkResolver:
         if not anchor:
             return page
         if built not in ids:
-            text = built.read_text(encoding="utf-8")
-            ids[built] = {myst_slug(html.unescape(re.sub(r"<[^>]+>", "", m.group("title")))): m.group("id")
-                          for m in _SITE_SECTION.finditer(text)}
-        section = ids[built].get(anchor)
-        return f"{page}#{section}" if section else None
+            ids[built] = set(re.findall(r'\bid="([^"]+)"', built.read_text(encoding="utf-8")))
+        return f"{page}#{anchor}" if anchor in ids[built] else None
 
     return resolve

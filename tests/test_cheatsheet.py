@@ -1,0 +1,369 @@
+"""chapters/cheatsheet.ipynb: one page of the memory API, in the book and on paper.
+
+- Every rknn_*/RKNN_* name the sheet uses exists: rknnlab's binding has it (a function of
+  rknnlab.rknn.native.SIGNATURES, or a constant or struct of rknnlab.rknn.abi) and the course's
+  header declares it; the topics the sheet must cover are named.
+- The canonical sentences stand word for word; no sentence is over 30 words.
+- Every table row links to a section, and every link reaches a real file and heading.
+- ``python -m rknnlab export chapters/cheatsheet.ipynb --print`` writes a page for paper: no
+  prompts, no code, no screen-only cell, no dead links to notebooks.
+- The book build writes the printable page next to the sheet's page, with its links pointing
+  at the built sections, and the sheet's page links to it. This builds a small book of its own
+  (the sheet and the headings of the chapters it links to, markdown only: nothing executes),
+  not the course book.
+- Headless Chromium prints the printable page (the export's and the book's) to exactly one A4
+  page (Chrome's print to PDF, pages counted with pypdf). Without chromium or pypdf these
+  tests skip, saying so, except in CI (CI=true), where they fail.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHEET = ROOT / "chapters" / "cheatsheet.ipynb"
+#: the course's own declarations of the C API (moving from tests/c_api/ into the package)
+HEADERS = [ROOT / "lib" / "rknnlab" / "c" / "rknn_api.h", ROOT / "tests" / "c_api" / "rknn_api.h"]
+CHROMIUM = os.environ.get("RKNNLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+A4_POINTS = (595.28, 841.89)
+
+#: DECISIONS 1, 2, 3', 7, the alignment rule of chapter 7, and the parts of 4' and 9' the sheet keeps
+CANONICAL = [
+    "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on "
+    "rk3588, rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; "
+    "never assume it.",
+    "A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, attr.size "
+    "bytes with want_float = 0. Reallocate only when it is too small; a larger buffer is fine if "
+    "rknn_output.size gives its real capacity.",
+    "Size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr (native, or a "
+    "plain input attr whose rows may be padded). For a plain output attr you set to FLOAT32, use n_elems × 4 "
+    "bytes.",
+    "One set of output buffers per context, and one thread per context at a time.",
+    "Alignment is about rows, not start addresses. A zero-copy input's rows are w_stride pixels apart, and "
+    "its buffer holds size_with_stride bytes. A buffer you pass to rknn_inputs_set needs no alignment: the "
+    "runtime copies it.",
+    "This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1.",
+    "With is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented "
+    "fact.",
+    "Rockchip's sources do not settle when rknn_mem_sync is needed.",
+    "The course's code syncs: the safe choice.",
+    "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
+    "rknn_set_io_mem.",
+]
+
+#: what the sheet must cover (the brief of issue 16): who allocates and frees, flags, sync, attrs
+REQUIRED = [
+    "rknn_init", "rknn_dup_context", "rknn_destroy", "rknn_outputs_get", "rknn_outputs_release",
+    "is_prealloc = 0", "is_prealloc = 1", "rknn_create_mem", "rknn_create_mem2", "rknn_create_mem_from_fd",
+    "rknn_create_mem_from_phys", "rknn_destroy_mem", "rknn_set_io_mem", "rknn_set_weight_mem",
+    "rknn_set_internal_mem", "RKNN_FLAG_MEM_ALLOC_OUTSIDE", "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE",
+    "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY", "RKNN_FLAG_ENABLE_SRAM", "rknn_mem_sync",
+    "RKNN_MEMORY_SYNC_TO_DEVICE", "RKNN_MEMORY_SYNC_FROM_DEVICE", "RKNN_MEMORY_SYNC_BIDIRECTIONAL",
+    "RKNN_QUERY_INPUT_ATTR", "RKNN_QUERY_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_INPUT_ATTR",
+    "RKNN_QUERY_NATIVE_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR",
+    "size_with_stride", "w_stride", "h_stride", "read-only", "write-only", "RKNN_QUERY_MEM_SIZE",
+]
+
+LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<href>[^)\s]+)\)")
+NAME = re.compile(r"\b(?:rknn|RKNN)_\w+")
+
+
+def cells() -> List[dict]:
+    return json.loads(SHEET.read_text(encoding="utf-8"))["cells"]
+
+
+def source(cell: dict) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def sheet_markdown() -> str:
+    return "\n".join(source(c) for c in cells() if c["cell_type"] == "markdown")
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def plain_text(markdown: str) -> str:
+    """What a reader reads, one paragraph, heading or table cell a line: links as their text, no
+    backticks, no HTML tags, no table separators."""
+    units: List[str] = []
+    for block in re.split(r"\n\s*\n", markdown):
+        lines = block.strip().splitlines()
+        prose = [ln for ln in lines if not ln.startswith("|")]
+        if prose:
+            units.append(" ".join(prose))
+        for row in (ln for ln in lines if ln.startswith("|") and not re.match(r"\|\s*-", ln)):
+            units += row.strip().strip("|").split(" | ")
+    text = "\n".join(flat(u).strip() for u in units)
+    return LINK.sub(lambda m: m.group("text"), re.sub(r"<[^>]+>", "", text)).replace("`", "")
+
+
+def myst_slug(title: str) -> str:
+    """MyST's heading anchor (myst_heading_anchors: GitHub style), written out independently."""
+    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", title.strip().lower().replace(" ", "-"))
+
+
+def heading_anchors(notebook: Path) -> Dict[str, str]:
+    """anchor -> heading, for the headings of levels 1-3 outside code blocks and boxes."""
+    found: Dict[str, str] = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        fences: List[str] = []                       # open code blocks and MyST boxes
+        for line in source(cell).splitlines():
+            m = re.match(r"\s*(`{3,}|~{3,}|:{3,})(.*)$", line)
+            if m:
+                if not m.group(2).strip() and fences and len(m.group(1)) >= len(fences[-1]):
+                    fences.pop()
+                else:
+                    fences.append(m.group(1))
+                continue
+            h = re.match(r"(#{1,3}) (.+)", line)
+            if h and not fences:
+                found[myst_slug(h.group(2))] = h.group(2)
+    return found
+
+
+def section_links(markdown: str) -> List[str]:
+    return [m.group("href") for m in LINK.finditer(markdown) if ".ipynb" in m.group("href")]
+
+
+# --- the notebook ------------------------------------------------------------------------------
+
+def test_the_sheet_is_markdown_saved_valid_and_printable_by_the_book():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(str(SHEET), as_version=4)
+    nbformat.validate(nb)
+    assert all(c.cell_type == "markdown" for c in nb.cells), "a code cell would need to run on the simulator"
+    assert nb.metadata["rknnlab"]["printable"] is True, "the book build writes its printable page"
+    assert "```c" not in sheet_markdown(), "no C block: every name is checked below instead"
+
+
+def test_every_rknn_name_exists_in_the_binding_and_the_header():
+    from rknnlab.rknn import abi, native
+    header = next((h for h in HEADERS if h.is_file()), None)
+    assert header is not None, f"the course's rknn_api.h is in none of {HEADERS}"
+    declared = set(NAME.findall(header.read_text(encoding="utf-8")))
+    used = set(NAME.findall(sheet_markdown()))
+    assert len(used) >= 30, sorted(used)
+    unknown_to_binding = sorted(n for n in used if n not in native.SIGNATURES and not hasattr(abi, n))
+    assert not unknown_to_binding, f"names rknnlab's binding does not have: {unknown_to_binding}"
+    undeclared = sorted(used - declared)
+    assert not undeclared, f"names the course's header does not declare: {undeclared}"
+    # a name used as a call is a function of the runtime
+    calls = set(re.findall(r"\b(rknn_\w+)\(", sheet_markdown()))
+    assert calls <= set(native.SIGNATURES), sorted(calls - set(native.SIGNATURES))
+
+
+def test_the_sheet_covers_its_topics():
+    text = sheet_markdown()
+    missing = [n for n in REQUIRED if not re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)]
+    assert not missing, f"the sheet no longer names: {missing}"
+    for heading in ("Who allocates, who frees", "Which attr sizes which buffer"):
+        assert f"\n## {heading}" in "\n" + text
+
+
+@pytest.mark.parametrize("sentence", CANONICAL, ids=lambda s: s[:40])
+def test_the_canonical_sentences_stand_word_for_word(sentence):
+    assert any(sentence in unit for unit in plain_text(sheet_markdown()).splitlines())
+
+
+def test_short_sentences():
+    """Readers are often Chinese developers reading English: no sentence over 30 words (the
+    canonical sentences included: they were split to fit)."""
+    text = plain_text(sheet_markdown())
+    for line in text.splitlines():
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", line):
+            assert len(sentence.split()) <= 30, sentence
+
+
+def test_every_row_links_to_the_section_that_teaches_it():
+    rows = [ln for ln in sheet_markdown().splitlines()
+            if ln.startswith("| ") and not re.match(r"\|\s*-", ln) and "| § |" not in ln]
+    assert len(rows) >= 25
+    for row in rows:
+        last = row.rstrip().rstrip("|").rsplit("|", 1)[-1]
+        assert section_links(last), f"a row without a § link in its last column: {row[:80]}"
+
+
+def test_every_link_reaches_a_file_and_a_heading():
+    links = section_links(sheet_markdown())
+    assert len(links) >= 30
+    anchors: Dict[Path, Dict[str, str]] = {}
+    for href in links:
+        target, _, anchor = href.partition("#")
+        path = (SHEET.parent / target).resolve()
+        assert path.is_file(), f"{href}: no such notebook"
+        assert anchor, f"{href}: a link to a notebook names its section"
+        anchors.setdefault(path, heading_anchors(path))
+        assert anchor in anchors[path], f"{href}: {target} has no heading with that anchor"
+        # the link's text is that section's number: [§4.1](04_….ipynb#1-…)
+        text = next(m.group("text") for m in LINK.finditer(sheet_markdown()) if m.group("href") == href)
+        chapter = re.match(r"0?(\d+)_", target).group(1)
+        assert text == f"§{chapter}.{anchor.split('-')[0]}", f"{href} is labelled {text!r}"
+
+
+def test_the_page_says_where_its_printable_version_is_in_the_book_and_in_jupyterlab():
+    screen = [c for c in cells() if "screen-only" in c.get("metadata", {}).get("tags", [])]
+    assert len(screen) == 1
+    text = source(screen[0])
+    assert 'href="cheatsheet-print.html"' in text                 # the book's file, next to the page
+    assert "python -m rknnlab export chapters/cheatsheet.ipynb --print" in text
+    assert "_build/export/cheatsheet-print.html" in text
+
+
+# --- printing ------------------------------------------------------------------------------------
+
+def _needs_printing():
+    missing = []
+    if not Path(CHROMIUM).is_file():
+        missing.append(f"chromium ({CHROMIUM} not found)")
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        missing.append("the Python package pypdf")
+    if missing:
+        msg = f"printing needs {', '.join(missing)}: apt-get install chromium; pip install pypdf"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{msg} (CI=true: this test must run in CI)")
+        pytest.skip(msg)
+
+
+def print_to_pdf(page: Path, tmp: Path) -> List[tuple]:
+    """Headless Chromium prints ``page`` as a browser's print dialog would (the page's own
+    @page size and margins, no header or footer); the size of each PDF page, in points."""
+    _needs_printing()
+    import pypdf
+    pdf = tmp / (page.stem + ".pdf")
+    proc = subprocess.run(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--no-pdf-header-footer",
+         f"--user-data-dir={tmp / 'chromium-profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
+         f"--print-to-pdf={pdf}", page.resolve().as_uri()],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert pdf.is_file(), f"chromium wrote no PDF (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
+    return [(float(p.mediabox.width), float(p.mediabox.height)) for p in pypdf.PdfReader(str(pdf)).pages]
+
+
+def assert_one_a4_page(sizes: List[tuple]) -> None:
+    assert len(sizes) == 1, f"the printable page prints to {len(sizes)} pages, not one"
+    (w, h), = sizes
+    assert abs(w - A4_POINTS[0]) < 2 and abs(h - A4_POINTS[1]) < 2, f"not A4 portrait: {w:.1f} x {h:.1f} pt"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """`python -m rknnlab export chapters/cheatsheet.ipynb --print`, through the CLI (the sheet is
+    markdown only: --no-execute exports the same page without starting a kernel)."""
+    pytest.importorskip("nbconvert")
+    from rknnlab import cli
+    out = tmp_path_factory.mktemp("export") / "cheatsheet-print.html"
+    assert cli.main(["export", str(SHEET), "--print", "--no-execute", "-o", str(out)]) == 0
+    return out
+
+
+def test_the_export_is_a_page_for_paper(exported):
+    html = exported.read_text(encoding="utf-8")
+    assert "size: A4" in html and "@page" in html
+    body = html.split("<body", 1)[1]
+    assert "cheatsheet-print.html" not in body, "the screen-only cell is left out"
+    assert ".ipynb" not in body, "a link to a notebook leads nowhere from the exported file"
+    assert "§4.1" in body and "Who allocates, who frees" in body
+    assert not re.search(r"""<(?:script|link|img)[^>]+(?:src|href)=["']https?:""", html), "loads from the network"
+
+
+def test_a_printed_notebook_keeps_outputs_and_drops_code_and_prompts():
+    """Any notebook printed: code and prompts are left out of the page (not hidden), outputs
+    and markdown stay."""
+    pytest.importorskip("nbconvert")
+    import nbformat
+    from rknnlab.book.export import print_html
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Title\n\nSee [§4.1](04_output_reuse.ipynb#1-who-owns-an-output-buffer)."),
+        nbformat.v4.new_code_cell("print('CODE-' + 'TEXT')", execution_count=3, outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="CODE-TEXT printed\n")]),
+        nbformat.v4.new_markdown_cell("SCREEN-ONLY-TEXT", metadata={"tags": ["screen-only"]})])
+    body = print_html(nb, "Title").split("<body", 1)[1]
+    assert "CODE-TEXT printed" in body and "See §4.1." in body
+    assert "&#39;CODE-&#39;" not in body and "'CODE-'" not in body and "CODE-</span>" not in body
+    assert not re.search(r'class="jp-(?:Input|Output)Prompt', body) and "In&nbsp;[" not in body
+    assert "SCREEN-ONLY-TEXT" not in body
+    # in a built site the link points at the section instead
+    site = print_html(nb, "Title", link=lambda href: "04_output_reuse.html#who-owns-an-output-buffer")
+    assert '<a href="04_output_reuse.html#who-owns-an-output-buffer">§4.1</a>' in site
+
+
+def test_the_export_prints_to_one_a4_page(exported, tmp_path):
+    assert_one_a4_page(print_to_pdf(exported, tmp_path))
+
+
+def test_the_default_export_file_is_named_print(tmp_path):
+    from rknnlab.book.export import export_notebook
+    out = export_notebook(SHEET, printable=True, execute=False, build_dir=tmp_path, log=lambda s: None)
+    assert out == tmp_path / "export" / "cheatsheet-print.html" and out.is_file()
+
+
+# --- the book --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_book(tmp_path_factory):
+    """A book of the sheet and, for each chapter it links to, a notebook of that chapter's
+    headings (the real ones, so that Sphinx gives their sections the real ids); markdown only."""
+    for mod in ("sphinx", "myst_nb", "sphinx_book_theme", "nbconvert", "jupyter_cache"):
+        pytest.importorskip(mod, reason=f"{mod} is missing: pip install -e '.[book]'")
+    import nbformat
+    from rknnlab.book.build import build_book
+    root = tmp_path_factory.mktemp("book")
+    (root / "chapters").mkdir()
+    shutil.copy(SHEET, root / "chapters" / SHEET.name)
+    targets = sorted({href.partition("#")[0] for href in section_links(sheet_markdown())})
+    toml = ['[book]', 'title = "Cheat sheet test book"', 'authors = ["rknnlab tests"]', 'licence = "CC0-1.0"',
+            'languages = ["en"]', "", "[build]", 'backend = "sim"', "", "[[parts]]", 'title = "Chapters"']
+    for target in targets:
+        src = nbformat.read(str(SHEET.parent / target), as_version=4)
+        headings = [ln for c in src.cells if c.cell_type == "markdown"
+                    for ln in c.source.splitlines() if re.match(r"#{1,3} ", ln)]
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(h + "\n\nText.") for h in headings])
+        nbformat.write(nb, str(root / "chapters" / target))
+        toml += ["", "[[parts.chapters]]", f'title = "{target}"', f'file = "chapters/{target}"']
+    toml += ["", "[[parts.chapters]]", 'title = "Cheat sheet"', 'file = "chapters/cheatsheet.ipynb"']
+    (root / "book.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
+    report = build_book(root / "book.toml", backend="sim", log=lambda s: None)
+    return report
+
+
+def test_the_book_build_writes_the_printable_page_next_to_the_sheet(small_book):
+    assert small_book.printables == ["chapters/cheatsheet-print.html"]
+    out = small_book.out_dir
+    printable = out / "chapters" / "cheatsheet-print.html"
+    assert printable.is_file()
+    # the sheet's page links to it, and the link resolves from where the page is
+    page = (out / "chapters" / "cheatsheet.html").read_text(encoding="utf-8")
+    assert 'href="cheatsheet-print.html"' in page
+    assert (out / "chapters" / "cheatsheet.html").parent.joinpath("cheatsheet-print.html").is_file()
+    # no other page got a printable file
+    assert sorted(p.name for p in out.rglob("*-print.html")) == ["cheatsheet-print.html"]
+
+
+def test_the_book_printable_links_reach_the_built_sections(small_book):
+    out = small_book.out_dir
+    html = (out / "chapters" / "cheatsheet-print.html").read_text(encoding="utf-8")
+    assert ".ipynb" not in html
+    hrefs = re.findall(r'<a href="([^"#]+\.html)#([^"]+)"', html)
+    assert len(hrefs) == len(section_links(sheet_markdown())), "every § link stays a link"
+    for page, anchor in hrefs:
+        built = (out / "chapters" / page).read_text(encoding="utf-8")
+        assert f'id="{anchor}"' in built, f"{page}#{anchor}: no such section in the built page"
+
+
+def test_the_book_printable_prints_to_one_a4_page(small_book, tmp_path):
+    assert_one_a4_page(print_to_pdf(small_book.out_dir / "chapters" / "cheatsheet-print.html", tmp_path))
