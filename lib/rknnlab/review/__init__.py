@@ -24,6 +24,7 @@ from typing import Any
 _NAMES = {
     "alignment_table": "alignment", "zero_copy_rows": "alignment", "RowsResult": "alignment",
     "unaligned_inputs_set": "alignment", "undersized_bind": "alignment",
+    "InputsSetResult": "alignment", "UndersizedBind": "alignment", "ErrorRow": "errors",
     "error_codes": "errors", "ErrorTable": "errors", "reproduce_error": "errors",
     "pointer_reuse": "claims", "skip_release": "claims", "who_allocates": "claims",
     "npu_memory_in_ram": "claims", "core_masks": "claims", "want_float_cost": "claims",
