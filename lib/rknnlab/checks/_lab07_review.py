@@ -166,6 +166,9 @@ def _judge_call(fn: Callable[..., Any], name: str, images: List[np.ndarray]) -> 
             if watch.inits == 0 or watch.gets == 0:
                 return (f"{name}: it did not init a context and get its outputs on the runtime it was given "
                         f"({watch.inits} rknn_init, {watch.gets} rknn_outputs_get on rt).")
+            if name == "fixed_prealloc" and 1 not in watch.prealloc_flags:
+                return (f"{name}: every rknn_outputs_get had is_prealloc = 0: the runtime allocated the output, "
+                        "so your buffer was never tried. Keep is_prealloc = 1 and size the buffer.")
             if got is None:
                 return f"{name} returned None instead of the 10 scores."
             try:
@@ -193,7 +196,8 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
     Each runs on a fresh runtime the check opens (the board's, or the simulator of
     $RKNNLAB_SIM_SOC), on three test digits it picks.  It passes when no RKNN function raised
     an error inside it (caught or not), it made its context on the runtime it was given, and its
-    scores equal the check's own run (rknn_inputs_set, rknn_outputs_get) within 1e-5."""
+    scores equal the check's own run (rknn_inputs_set, rknn_outputs_get) within 1e-5.
+    ``fixed_prealloc`` must keep an is_prealloc = 1 output."""
     def body() -> CheckResult:
         functions = (fixed_prealloc, fixed_load, fixed_input, fixed_soc)
         for fn, (name, _, _) in zip(functions, _CALLS):

@@ -130,6 +130,7 @@ class ErrorWatch:
         self.errors: List[RknnError] = []
         self.inits = 0
         self.gets = 0
+        self.prealloc_flags: List[int] = []          # is_prealloc of every output asked for
         self.contexts: List[int] = []
         for name in dir(rt):
             if not name.startswith("_") and callable(getattr(rt, name, None)):
@@ -147,6 +148,8 @@ class ErrorWatch:
                 self.contexts.append(ret)
             elif name == "outputs_get":
                 self.gets += 1
+                outputs = args[1] if len(args) > 1 else kwargs.get("outputs", ())
+                self.prealloc_flags += [int(o.is_prealloc) for o in outputs]
             elif name == "destroy" and args and args[0] in self.contexts:
                 self.contexts.remove(args[0])
             return ret
