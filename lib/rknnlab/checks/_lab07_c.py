@@ -39,7 +39,8 @@ _PERTURB = "165"        # glibc fills blocks it hands out with 0x5A, blocks it t
 _ERRORS_SHOWN = 4
 
 _SIZE_RULE = ("A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, "
-              "attr.size bytes with want_float = 0.")
+              "attr.size bytes with want_float = 0. Reallocate only when it is too small; a larger buffer is "
+              "fine if rknn_output.size gives its real capacity.")
 _REUSE_RULE = "Reuse means no allocation per call. Flat memory only shows there is no leak."
 _SUPPORTED = ("The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem "
               "bound once with rknn_set_io_mem.")
@@ -247,7 +248,7 @@ def _judge_errors(run: _Run) -> None:
                                    f"{given:,} bytes: too small for that output")
             if details:
                 hint = (_SIZE_RULE + " Allocate each buffer once, before the loop, from the attr "
-                        "RKNN_QUERY_OUTPUT_ATTR gives, and set rknn_output.size to its real capacity.")
+                        "RKNN_QUERY_OUTPUT_ATTR gives.")
         elif call == "rknn_create_mem":
             hint = "create the mems once, before the loop, sized from the attr you bind them with."
         elif call == "rknn_set_io_mem":
