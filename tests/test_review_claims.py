@@ -244,6 +244,6 @@ def test_review_claims_figure_draws_every_row(results):
     fig = plot.review_claims(table)
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == len(table)
-    assert "simulated RK3588" in ax.get_title()
+    assert "simulated RK3588" in ax.get_title(loc="left")
     import matplotlib.pyplot as plt
     plt.close(fig)
