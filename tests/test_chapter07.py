@@ -109,10 +109,19 @@ SOURCES = ("airockchip/rknn-toolkit2#554", "User Guide V2.3.0 Table 5-2 and §10
 #: names that look like API names but are environment variables
 NOT_API = {"RKNN_LOG_LEVEL"}
 
-#: the canonical sentences (DECISIONS 3' and 5) and the earlier rules a lab may quote beside this chapter's
+#: the earlier rules and the course's canonical sentences (DECISIONS 1, 2, 4', 6 and 7) that a review lab may
+#: quote beside this chapter's rules
 SHARED_RULES = tuple(rule for _, rule in EARLIER_RULES.values()) + (
     "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
     "rknn_set_io_mem.",
+    "A preallocated output buffer must hold the output: n_elems × 4 bytes with want_float = 1, attr.size bytes "
+    "with want_float = 0. Reallocate only when it is too small; a larger buffer is fine if rknn_output.size gives "
+    "its real capacity.",
+    "This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1. "
+    "Rockchip's code disagrees. Its dynamic-shape demo says every get must be paired with one release (after an "
+    "is_prealloc = 0 get). Its model-zoo zipformer demo (examples/zipformer/cpp/rknpu2/zipformer.cc) uses "
+    "is_prealloc = 1 and never releases. With is_prealloc = 1 the release frees nothing of yours: a simulator "
+    "assumption (A15), not a documented fact.",
     "One set of output buffers per context, and one thread per context at a time.",
     "C2 is the channel block of NC1HWC2. It depends on the SoC and the data type: for int8, C2 is 16 on rk3588, "
     "rk3576 and rk3562, and 8 on rk3566 and rk3568. Read it from dims[4] of the native attr; never assume it.",
@@ -209,7 +218,8 @@ def test_sources_are_cited() -> None:
 def test_the_board_and_the_simulator_differ_openly_on_an_undersized_input() -> None:
     """§1 says the simulator refuses the bind while a board fails the run with "failed to submit" and -1."""
     text = ch.flat(ch.numbered_sections(_markdown())["1"])
-    for words in ("The simulator refuses the bind", "`failed to submit`", "returns -1, `RKNN_ERR_FAIL`"):
+    for words in ("The simulator refuses the bind", "A board may accept the bind and fail the run", "`failed to submit`",
+                  "`rknn_run` returns -1, `RKNN_ERR_FAIL`"):
         assert words in text, f"§1 no longer says {words!r}"
 
 
@@ -252,3 +262,83 @@ def test_every_output_line_fits_100_columns(run) -> None:
         if text.startswith("Simulator assumptions in this chapter:"):
             continue
         assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
+
+
+def _percent(text: str, rows: str) -> float:
+    block = text[text.index(f"rows at {rows}:"):]
+    return float(re.search(r"same digit as rknn_inputs_set: ([\d.]+)%", block).group(1))
+
+
+def test_only_rows_at_w_stride_agree_with_inputs_set(run) -> None:
+    """§1's answer: rows at w_stride give rknn_inputs_set's digits; on RK3588 (w_stride 16, width 8) rows at
+    the width and rows 64 bytes apart fall to about chance, and no call fails."""
+    text = _printed_by(run, "review.zero_copy_rows(")
+    assert "w_stride 16 px, size_with_stride 128 B" in text, text
+    assert _percent(text, "w_stride") == 100.0, text
+    assert _percent(text, "width") < 30 and _percent(text, "64 bytes") < 30, text
+    assert "accuracy 98" in text.splitlines()[1] or float(re.search(r"accuracy ([\d.]+)%", text).group(1)) > 90, text
+
+
+def test_inputs_set_from_an_odd_address_gives_the_same_outputs(run) -> None:
+    text = _printed_by(run, "review.unaligned_inputs_set(")
+    assert re.search(r"address % 64 = [1-9]\d* and at % 64 = 0: identical outputs", text), text
+
+
+def test_the_undersized_bind_is_refused_here_and_tagged_with_its_assumption(run) -> None:
+    """§1: the simulator refuses a mem of n_elems bytes at the bind (-5); the text names the same assumption
+    the result does."""
+    from rknnlab import review
+    text = _printed_by(run, "review.undersized_bind(")
+    assert "rknn_set_io_mem refused it: -5 (RKNN_ERR_PARAM_INVALID)" in text, text
+    key = review.undersized_bind(model="digits_cnn").assumption
+    assert f"({key})" in ch.numbered_sections(_markdown())["1"], f"§1 does not tag the refusal with {key}"
+
+
+def test_sram_goes_where_the_flag_asks_and_stays(run) -> None:
+    """§2's answer: flag 0 places nothing, the first ENABLE_SRAM context takes what fits, nothing moves."""
+    text = ch.flat(_printed_by(run, "review.sram_default("))
+    assert "flag 0 places 0 B" in text and "changed across 5 runs: no" in text, text
+    assert re.search(r"ENABLE_SRAM: first 956 KiB", text), text
+
+
+def test_one_allocation_serves_every_shape_but_not_two_contexts_at_once(run) -> None:
+    text = _printed_by(run, "review.max_once(")
+    shapes = re.search(r"^\(a\) .*: (\d+) of (\d+) shapes correct$", text, flags=re.M)
+    wrong = re.search(r"^\(b\) .*: (\d+) of (\d+) runs wrong$", text, flags=re.M)
+    assert shapes and shapes.group(1) == shapes.group(2) == "3", text
+    assert wrong and int(wrong.group(1)) > 0, f"§3's answer says the count of wrong runs shows the damage:\n{text}"
+
+
+def test_the_claims_table_has_every_claim_and_none_holds(run) -> None:
+    """§4's answer: none of the six claims (nor §2's and §3's) held; the cores claim may be 'cannot tell'
+    for the model with few split layers, never True."""
+    text = _printed_by(run, "review.claims_table(")
+    rows = re.findall(r"^\s*(.+?)\s+(Chapter \d §\d(?:, §\d)?)\s+(True|False|None)$", text, flags=re.M)
+    assert len(rows) == 8, text
+    for claim, _, holds in rows:
+        allowed = ("False", "None") if "cores" in claim else ("False",)
+        assert holds in allowed, f"{claim}: {holds}"
+    assert re.search(r"^source: simulated RK3588", text, flags=re.M), text
+
+
+def test_the_cores_answer_rests_on_the_printed_split_shares(run) -> None:
+    text = _printed_by(run, "review.core_masks(")
+    shares = dict(re.findall(r"^(mobilenet_v2|yolov5s) \((\d+)% split\)", text, flags=re.M))
+    assert int(shares["mobilenet_v2"]) > 50 > int(shares["yolov5s"]), text
+
+
+def test_want_float_costs_four_times_the_bytes_and_more_time(run) -> None:
+    text = _printed_by(run, "review.want_float_cost(")
+    assert "4x the output bytes" in text and "slower" in text, text
+
+
+def test_the_error_table_lists_thirteen_codes_and_the_answer_matches(run) -> None:
+    """§5: thirteen rows; the codes a single call causes are reproduced, the others marked 'board only'."""
+    text = _printed_by(run, "review.error_codes(")
+    rows = re.findall(r"^(-\d+)\s+\S+\s+(board only|\S.*?)\s{2,}", text, flags=re.M)
+    assert [int(code) for code, _ in rows] == list(range(-1, -14, -1)), text
+    reproduced = sum(1 for _, how in rows if how != "board only")
+    assert f"{reproduced} of 13 reproduced" in text and 0 < reproduced < 13, text
+    message = _printed_by(run, "review.reproduce_error(")
+    assert "returned -5 (RKNN_ERR_PARAM_INVALID)" in ch.flat(message), message
+    assert "a single call can cause" in ch.flat(ch.numbered_sections(_markdown())["5"])
