@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -254,13 +253,14 @@ def _judge_errors(run: _Run) -> None:
         elif call == "rknn_set_io_mem":
             hint = ("size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr "
                     "(native, or a plain input attr whose rows may be padded).")
-        raise _Fail(f"{call} returned {ret} ({_error_name(ret)}){where}.", hint, details)
+        returned = "NULL" if call == "rknn_create_mem" else f"{ret} ({_error_name(ret)})"
+        raise _Fail(f"{call} returned {returned}{where}.", hint, details)
 
 
 def _judge_exit(run: _Run) -> None:
     tail = [line for line in run.stderr.strip().splitlines()][-3:]
     last = next((e["call"] for e in reversed(run.events) if e.get("call") != "exit"), None)
-    after = f" The last RKNN call that returned was {last}." if last else ""
+    after = f" The last memory call the runtime recorded was {last}." if last else ""
     if run.returncode is None:
         raise _Fail(f"Your program did not finish within {_RUN_TIMEOUT_S} s.{after}",
                     "look for a loop that never ends: the check gives the model's path as argv[1] and the "
