@@ -247,3 +247,9 @@ def test_review_claims_figure_draws_every_row(results):
     assert "simulated RK3588" in ax.get_title(loc="left")
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_a_soc_without_npu_sram_says_so(monkeypatch):
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    with pytest.raises(ValueError, match="no SRAM"):
+        claims.sram_default(backend="sim")

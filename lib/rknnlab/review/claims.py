@@ -102,7 +102,8 @@ class _Claim:
         rows += [("verdict", f"<b>{e(getattr(self, 'verdict'))}</b>"), ("source", e(getattr(self, "source")))]
         cells = "".join(f"<tr><th style=\"text-align:left;padding:1px 8px\">{k}</th>"
                         f"<td style=\"text-align:left;padding:1px 8px\">{v}</td></tr>" for k, v in rows)
-        return f"<table style=\"font-size:90%\"><caption style=\"text-align:left\">{self._name}</caption>{cells}</table>"
+        caption = f"<caption style=\"text-align:left\">{self._name}</caption>"
+        return f"<table style=\"font-size:90%\">{caption}{cells}</table>"
 
 
 def _open(backend: str) -> Any:
@@ -330,9 +331,9 @@ class WhoAllocates(_Claim):
     def _numbers(self) -> List[str]:
         return [f"{self.model}, flag 0: DMA {_b(self.flag0_dma)} = weights {_b(self.weight_bytes)} + internal "
                 f"{_b(self.internal_bytes)} + io {_b(self.io_bytes)} + {_b(self.flag0_remainder)}",
-                f"MEM_ALLOC_OUTSIDE: DMA {_b(self.outside_dma)}, yours {_b(self.yours_bytes)}, outputs "
-                f"{'equal' if self.outside_correct else 'DIFFER'}; freed at destroy "
-                f"{_b(self.freed_at_destroy)}, at destroy_mem {_b(self.freed_at_destroy_mem)}"]
+                f"MEM_ALLOC_OUTSIDE: runtime {_b(self.outside_dma)}, yours {_b(self.yours_bytes)}, "
+                f"{'same outputs' if self.outside_correct else 'OUTPUTS DIFFER'}; destroy frees "
+                f"{_b(self.freed_at_destroy)}, destroy_mem {_b(self.freed_at_destroy_mem)}"]
 
 
 def _shared_rss() -> int:
@@ -508,7 +509,7 @@ def npu_memory_in_ram(model: str = "yolov5s", repeats: int = 3, backend: str = "
 
 
 # --------------------------------------------------------------------------- 5. core_masks
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)   # holds a DataFrame and a dict: no == or hash
 class CoreMasks(_Claim):
     """rknn_run time of each model under each core mask (rknnlab.profile.multicore)."""
     models: Tuple[str, ...]
@@ -527,7 +528,7 @@ class CoreMasks(_Claim):
             parts = [f"{_short_mask(r['mask'])} {r['speedup']:.2f}x [{r['speedup_low']:.2f}–{r['speedup_high']:.2f}]"
                      for _, r in rows.iterrows()]
             share = rows["split_share"].iloc[0] if len(rows) else math.nan
-            lines.append(f"{model} ({share:.0%} split), over CORE_0: " + ", ".join(parts))
+            lines.append(f"{model} ({share:.0%} split): " + ", ".join(parts))
         return lines
 
 
@@ -793,8 +794,8 @@ class SramDefault(_Claim):
     _name = "sram_default"
 
     def _numbers(self) -> List[str]:
-        return [f"{self.model} (internal {_b(self.internal_bytes)}), SRAM {_b(self.budget)}: flag 0 places "
-                f"{_b(self.flag0_placed)}; ENABLE_SRAM: first {_b(self.first_placed)}, second {_b(self.second_placed)}",
+        return [f"{self.model} (internal {_b(self.internal_bytes)}), SRAM {_b(self.budget)}; placed: flag 0 "
+                f"{_b(self.flag0_placed)}, ENABLE_SRAM {_b(self.first_placed)}, a second {_b(self.second_placed)}",
                 f"free after them: {_b(self.second_free)}; free SRAM changed across {self.runs} runs: "
                 f"{'yes' if self.moved else 'no'}"]
 
@@ -814,15 +815,20 @@ def sram_default(model: str = "mobilenet_v2", runs: int = 5, backend: str = "aut
     try:
         path = _model_path(rt, model)
         free0 = free_sram(rt)
+        if free0 is None:
+            # a board without root: free_sram_size is read through a context, so a first flag 0
+            # context reads it before the measured one (it stays alive, placing what it places)
+            contexts.append(rt.init(path))
+            free0 = free_sram(rt, contexts[0])
         contexts.append(rt.init(path))
-        budget = int(mem_size(rt, contexts[0]).total_sram_size)
+        budget = int(mem_size(rt, contexts[-1]).total_sram_size)
         if not budget:
             raise ValueError(f"{rt.soc.upper()}: RKNN_QUERY_MEM_SIZE reports no SRAM for the NPU "
                              "(total_sram_size 0); the claim is about RK3588")
         if free0 is None:
-            free0 = budget                 # nothing in this process holds SRAM yet
-        internal = int(mem_size(rt, contexts[0]).total_internal_size)
-        free_after = [free_sram(rt, contexts[0])]
+            raise ValueError("free SRAM cannot be read here (no free_sram_size, no driver bitmap)")
+        internal = int(mem_size(rt, contexts[-1]).total_internal_size)
+        free_after = [free_sram(rt, contexts[-1])]
         for _ in range(2):
             contexts.append(rt.init(path, flag=abi.RKNN_FLAG_ENABLE_SRAM))
             free_after.append(free_sram(rt, contexts[-1]))
