@@ -3,7 +3,8 @@ against the course's rknn_api.h and runs it against the C test double of librknn
 
 Planted wrong answers (each must fail with a message naming what was measured): the program
 as published, the published program with only its compile errors fixed (the leak), a buffer
-of n_elems bytes for want_float = 1, a buffer allocated anew every frame, is_prealloc = 0
+of n_elems bytes for want_float = 1, a buffer allocated anew every frame (malloc, calloc,
+never freed), a buffer the program writes into between gets, is_prealloc = 0
 released every frame, a mem bound inside the loop, a mem created every frame, outputs read
 as the wrong type, no rknn_destroy, mems never destroyed, a crash, a hang.  Legitimate
 alternatives that must pass: is_prealloc = 1 into buffers allocated once (with and without
@@ -265,6 +266,21 @@ def test_a_new_buffer_every_frame_never_freed_fails():
                                   ""))
     assert result.status == "failed" and "did not hold what the last get wrote into it" in text, text
     assert "freshly allocated" in text or "new address" in text, text
+
+
+def test_a_buffer_calloced_every_frame_fails():
+    result, text = check(replaced(PER_FRAME_BUFFER, "outputs[i].buf = malloc(outputs[i].size);",
+                                  "outputs[i].buf = calloc(1, outputs[i].size);"))
+    assert result.status == "failed" and "did not hold what the last get wrote into it" in text, text
+
+
+def test_a_buffer_overwritten_between_gets_fails():
+    """In-place post-processing: the course's measurement of reuse (the buffer still holds what
+    the last get wrote into it) cannot tell it from a new buffer, so it fails with its own hint."""
+    result, text = check(replaced(SOLUTION, "            printf(\"\\n\");\n",
+                                  "            printf(\"\\n\");\n            ((float *)outputs[i].buf)[0] += 1000.0f;\n"))
+    assert result.status == "failed" and "changed by your program since the last get" in text, text
+    assert "only read the buffer" in text
 
 
 def test_is_prealloc_0_released_every_frame_is_no_reuse():
