@@ -101,6 +101,9 @@ def test_lab_teaches_the_canonical_sentences_word_for_word() -> None:
                  review.C2_RULE):
         assert _flat(rule) in text and _flat(rule) in key_points, rule
     assert _flat(review.BOUND_SIZE_RULE) in text
+    header = _flat(nb.cells[0].source)
+    for rule in (checks.RULE_SRAM, checks.RULE_MAX_ONCE, review.ALIGN_RULE, review.REUSE_RULE):   # R7b, R7c
+        assert _flat(rule) in header and _flat(rule) in key_points, rule
     assert "as Rockchip's demos do" not in text
 
 
