@@ -85,7 +85,7 @@ class _Claim:
         def fit(line: str) -> str:
             return textwrap.shorten(line, MAX_COLUMNS, placeholder=" …")
         head = [fit(f"\"{self.claim}\" — {getattr(self, 'source')}")]
-        body = [fit(line) for line in self._numbers()[:2]]
+        body = [fit(line) for line in self._numbers()[:2]]    # a third line shows in HTML only
         room = MAX_LINES - len(head) - len(body)
         verdict = textwrap.wrap(f"verdict: {getattr(self, 'verdict')}", MAX_COLUMNS)
         if len(verdict) > room:
@@ -332,8 +332,9 @@ class WhoAllocates(_Claim):
         return [f"{self.model}, flag 0: DMA {_b(self.flag0_dma)} = weights {_b(self.weight_bytes)} + internal "
                 f"{_b(self.internal_bytes)} + io {_b(self.io_bytes)} + {_b(self.flag0_remainder)}",
                 f"MEM_ALLOC_OUTSIDE: runtime {_b(self.outside_dma)}, yours {_b(self.yours_bytes)}, "
-                f"{'same outputs' if self.outside_correct else 'OUTPUTS DIFFER'}; destroy frees "
-                f"{_b(self.freed_at_destroy)}, destroy_mem {_b(self.freed_at_destroy_mem)}"]
+                f"{'same outputs' if self.outside_correct else 'OUTPUTS DIFFER'}; rknn_destroy freed "
+                f"{_b(self.freed_at_destroy)}",
+                f"rknn_destroy_mem freed your {_b(self.freed_at_destroy_mem)} (shared RSS)"]   # HTML and table only
 
 
 def _shared_rss() -> int:
