@@ -297,8 +297,8 @@ def test_the_undersized_bind_is_refused_here_and_tagged_with_its_assumption(run)
 def test_sram_goes_where_the_flag_asks_and_stays(run) -> None:
     """§2's answer: flag 0 places nothing, the first ENABLE_SRAM context takes what fits, nothing moves."""
     text = ch.flat(_printed_by(run, "review.sram_default("))
-    assert "flag 0 places 0 B" in text and "changed across 5 runs: no" in text, text
-    assert re.search(r"ENABLE_SRAM: first 956 KiB", text), text
+    assert re.search(r"flag 0 (places )?0 B", text) and re.search(r"changed across \d+ runs: no", text), text
+    assert re.search(r"ENABLE_SRAM:? (first )?956 KiB", text), text
 
 
 def test_one_allocation_serves_every_shape_but_not_two_contexts_at_once(run) -> None:
@@ -342,3 +342,30 @@ def test_the_error_table_lists_thirteen_codes_and_the_answer_matches(run) -> Non
     message = _printed_by(run, "review.reproduce_error(")
     assert "returned -5 (RKNN_ERR_PARAM_INVALID)" in ch.flat(message), message
     assert "a single call can cause" in ch.flat(ch.numbered_sections(_markdown())["5"])
+
+
+def test_the_chapter_runs_on_a_one_core_soc_without_sram() -> None:
+    """The chapter executed on a simulated RK3568 (one NPU core, no SRAM, w_stride = width for digits_cnn):
+    it runs to the end, the cells that need RK3588 say why they show nothing, rows at the width agree
+    there, and every output stays within the course's limits."""
+    import os
+    from unittest import mock
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(str(CHAPTER), as_version=4)
+    with mock.patch.dict(os.environ, {"RKNNLAB_BACKEND": "sim", "RKNNLAB_SIM_SOC": "rk3568"}):
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    outputs = {index: "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+               for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
+    printed = "\n".join(outputs.values())
+    assert "simulated RK3568" in printed and "simulated RK3588" not in printed
+    said = ch.flat(printed)
+    assert "RK3568 has one NPU core" in said and "reports no SRAM for the NPU" in said, printed
+    assert "mobilenet_v2_dynamic is compiled for: rk3588" in said, printed
+    assert "rows at width: 8 B apart" in printed and _percent(printed, "width") == 100.0
+    for index, text in outputs.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        assert len(text.splitlines()) <= ch.MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
+        assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
