@@ -248,6 +248,16 @@ def test_traces_are_labelled_and_the_solution_names_them(traces) -> None:
     assert checks.check_traces(traces, measured_names(traces)).passed
 
 
+def test_traces_plot_has_both_measurements(traces) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = traces.plot()
+    assert len(fig.axes) == 2 and all(len(ax.lines) == 3 for ax in fig.axes)
+    assert "simulated RK3588" in fig._suptitle.get_text()
+    matplotlib.pyplot.close(fig)
+
+
 def test_traces_other_spelling_passes(traces) -> None:
     """Legitimately different: lower-case letters, capitals and spaces around the names."""
     names = {run.lower(): f" {kind.capitalize()} " for run, kind in _truth(traces).items()}

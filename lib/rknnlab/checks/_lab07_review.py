@@ -299,11 +299,13 @@ class Traces:
         each get, one line per run."""
         import matplotlib.pyplot as plt
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
-        for run, after, inside in zip(self.runs, self.after, self.inside):
+        # distinct line styles and markers: two runs may lie on top of each other
+        styles = (("-", "o", 7), ("--", "x", 6), (":", ".", 4))
+        for (run, after, inside), (line, marker, size) in zip(zip(self.runs, self.after, self.inside), styles):
             a = np.asarray(after)
-            left.plot(np.arange(1, len(a) + 1), (a - a[0]) / 1024, label=f"run {run}")
+            left.plot(np.arange(1, len(a) + 1), (a - a[0]) / 1024, linestyle=line, linewidth=2, label=f"run {run}")
             right.plot(np.arange(1, len(inside) + 1), np.asarray(inside) / 1024, label=f"run {run}",
-                       marker=".", linestyle="none")
+                       marker=marker, markersize=size, markerfacecolor="none", linestyle="none")
         left.set(xlabel="frame", ylabel="heap in use (KiB, vs frame 1)", title="after each frame")
         right.set(xlabel="frame", ylabel="heap change (KiB)", title="inside each rknn_outputs_get")
         for ax in (left, right):
