@@ -12,7 +12,8 @@
   (the sheet and the headings of the chapters it links to, markdown only: nothing executes),
   not the course book.
 - Headless Chromium prints the printable page (the export's and the book's) to exactly one A4
-  page (Chrome's print to PDF, pages counted with pypdf). Without chromium or pypdf these
+  page, with no browser header or footer (Chrome's print to PDF with its default settings,
+  pages counted and read with pypdf). Without chromium or pypdf these
   tests skip, saying so, except in CI (CI=true), where they fail.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -113,7 +114,8 @@ def myst_slug(title: str) -> str:
 
 
 def heading_anchors(notebook: Path) -> Dict[str, str]:
-    """anchor -> heading, for the headings of levels 1-3 outside code blocks and boxes."""
+    """anchor -> heading line ("## 4. Native layouts"), for the headings of levels 1-3 outside
+    code blocks and boxes, in their order."""
     found: Dict[str, str] = {}
     for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
         if cell["cell_type"] != "markdown":
@@ -129,7 +131,7 @@ def heading_anchors(notebook: Path) -> Dict[str, str]:
                 continue
             h = re.match(r"(#{1,3}) (.+)", line)
             if h and not fences:
-                found[myst_slug(h.group(2))] = h.group(2)
+                found[myst_slug(h.group(2))] = line
     return found
 
 
@@ -238,26 +240,30 @@ def _needs_printing():
         pytest.skip(msg)
 
 
-def print_to_pdf(page: Path, tmp: Path) -> List[tuple]:
-    """Headless Chromium prints ``page`` as a browser's print dialog would (the page's own
-    @page size and margins, no header or footer); the size of each PDF page, in points."""
+def print_to_pdf(page: Path, tmp: Path) -> List[Tuple[float, float, str]]:
+    """Headless Chromium prints ``page`` with a browser's default print settings (its headers and
+    footers on, the page's own @page size and margins); (width, height, text) of each PDF page,
+    sizes in points."""
     _needs_printing()
     import pypdf
     pdf = tmp / (page.stem + ".pdf")
     proc = subprocess.run(
         [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--no-pdf-header-footer",
-         f"--user-data-dir={tmp / 'chromium-profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
-         f"--print-to-pdf={pdf}", page.resolve().as_uri()],
+         "--disable-background-networking", f"--user-data-dir={tmp / 'chromium-profile'}",
+         "--host-resolver-rules=MAP * ~NOTFOUND", f"--print-to-pdf={pdf}", page.resolve().as_uri()],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert pdf.is_file(), f"chromium wrote no PDF (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-    return [(float(p.mediabox.width), float(p.mediabox.height)) for p in pypdf.PdfReader(str(pdf)).pages]
+    return [(float(p.mediabox.width), float(p.mediabox.height), p.extract_text())
+            for p in pypdf.PdfReader(str(pdf)).pages]
 
 
-def assert_one_a4_page(sizes: List[tuple]) -> None:
-    assert len(sizes) == 1, f"the printable page prints to {len(sizes)} pages, not one"
-    (w, h), = sizes
+def assert_one_clean_a4_page(pages: List[Tuple[float, float, str]], page: Path) -> None:
+    assert len(pages) == 1, f"the printable page prints to {len(pages)} pages, not one"
+    (w, h, text), = pages
     assert abs(w - A4_POINTS[0]) < 2 and abs(h - A4_POINTS[1]) < 2, f"not A4 portrait: {w:.1f} x {h:.1f} pt"
+    assert "Who allocates, who frees" in text and "Threads" in text, "the sheet's first and last parts"
+    # the browser's header and footer (date, title, address, "1/1") find no room in the margins
+    assert page.name not in text and "1/1" not in text, f"a browser header or footer is printed:\n{text[-300:]}"
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +309,7 @@ def test_a_printed_notebook_keeps_outputs_and_drops_code_and_prompts():
 
 
 def test_the_export_prints_to_one_a4_page(exported, tmp_path):
-    assert_one_a4_page(print_to_pdf(exported, tmp_path))
+    assert_one_clean_a4_page(print_to_pdf(exported, tmp_path), exported)
 
 
 def test_the_default_export_file_is_named_print(tmp_path):
@@ -329,9 +335,7 @@ def small_book(tmp_path_factory):
     toml = ['[book]', 'title = "Cheat sheet test book"', 'authors = ["rknnlab tests"]', 'licence = "CC0-1.0"',
             'languages = ["en"]', "", "[build]", 'backend = "sim"', "", "[[parts]]", 'title = "Chapters"']
     for target in targets:
-        src = nbformat.read(str(SHEET.parent / target), as_version=4)
-        headings = [ln for c in src.cells if c.cell_type == "markdown"
-                    for ln in c.source.splitlines() if re.match(r"#{1,3} ", ln)]
+        headings = list(heading_anchors(SHEET.parent / target).values())
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(h + "\n\nText.") for h in headings])
         nbformat.write(nb, str(root / "chapters" / target))
         toml += ["", "[[parts.chapters]]", f'title = "{target}"', f'file = "chapters/{target}"']
@@ -366,4 +370,5 @@ def test_the_book_printable_links_reach_the_built_sections(small_book):
 
 
 def test_the_book_printable_prints_to_one_a4_page(small_book, tmp_path):
-    assert_one_a4_page(print_to_pdf(small_book.out_dir / "chapters" / "cheatsheet-print.html", tmp_path))
+    printable = small_book.out_dir / "chapters" / "cheatsheet-print.html"
+    assert_one_clean_a4_page(print_to_pdf(printable, tmp_path), printable)
