@@ -184,7 +184,7 @@ def _anchors(notebook: Path) -> Dict[str, str]:
 
 
 def test_every_back_link_names_a_heading_that_exists() -> None:
-    links = re.findall(r"\[(chapter (\d) §(\d))\]\((0\d_\w+\.ipynb)#([\w-]+)\)", _markdown())
+    links = re.findall(r"\[([Cc]hapter (\d) §(\d))\]\((0\d_\w+\.ipynb)#([\w-]+)\)", _markdown())
     assert len(links) >= 12, f"only {len(links)} back links"
     for label, chapter, number, target, anchor in links:
         assert target.startswith(f"0{chapter}_"), f"{label} points at {target}"
@@ -204,7 +204,7 @@ def test_the_anchors_are_mysts() -> None:
 def test_each_point_links_back_to_where_it_was_measured_first(number: str) -> None:
     """Course style 15: each section links back to the sections that measured its points first."""
     body = ch.numbered_sections(_markdown())[number]
-    linked = {label.lower() for label in re.findall(r"\[(chapter \d §\d)\]\(", body)}
+    linked = {label.lower() for label in re.findall(r"\[([Cc]hapter \d §\d)\]\(", body)}
     missing = set(LINKS_BACK[number]) - linked
     assert not missing, f"§{number} does not link back to {sorted(missing)}"
 
