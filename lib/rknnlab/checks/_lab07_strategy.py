@@ -17,6 +17,7 @@ the answer.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -32,7 +33,8 @@ from ._core import (CheckResult, _Fail, _fresh_seed, _model_file, _not_done, _op
 from ._lab07_common import EX_BUDGET, EX_CORES, EX_SRAM, _LAB
 
 __all__ = ["check_budget", "check_sram", "check_core_masks", "practice_case", "try_budget", "measure_sram",
-           "measure_masks", "RULE_MAX_ONCE", "RULE_SRAM", "PRACTICE_MODELS", "SRAM_EXAMPLE", "MASK_MODELS"]
+           "measure_masks", "RULE_MAX_ONCE", "RULE_SRAM", "RULE_SHARE", "RULE_SRAM_BUDGET", "PRACTICE_MODELS",
+           "SRAM_EXAMPLE", "MASK_MODELS"]
 
 #: rule R7c (chapter 7 §3), in the same words everywhere
 RULE_MAX_ONCE = ("Allocating the largest size once is right for one context whose input shape changes. Contexts "
@@ -41,6 +43,14 @@ RULE_MAX_ONCE = ("Allocating the largest size once is right for one context whos
 RULE_SRAM = ("The runtime puts nothing in SRAM unless you ask: RKNN_FLAG_ENABLE_SRAM at init, or "
              "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM for a mem. Nothing is swapped in and out. RKNN_QUERY_MEM_SIZE and "
              "the RKNN_LOG_LEVEL=3 log show what it placed.")
+
+#: chapter 5's rule for sharing (chapter 5 §4 and Lab 5), in the same words
+RULE_SHARE = ("Models that run one after another may share one internal buffer, as large as the largest "
+              "total_internal_size. Give each context its own view of it, at least as large as that context's "
+              "total_internal_size. Models whose runs can overlap must not share it.")
+#: chapter 5's rule for SRAM (chapter 5 §7 and Lab 5), in the same words
+RULE_SRAM_BUDGET = ("Only what fits in the free SRAM goes there: at most 956 KiB on RK3588, in 4 KiB pages, shared "
+                    "by every context. The rest stays in DDR. Check where it landed; never assume it.")
 
 #: exercise 5: the models of the notebook's practice case (the check draws others)
 PRACTICE_MODELS = ("mobilenet_v2_160", "mobilenet_v2", "yolov5s_320")
@@ -83,8 +93,8 @@ def _rk3588_models(soc: str, names: Sequence[str]) -> None:
 
 
 # =========================================================================== exercise 5: budget
-_BUDGET_HINT = ("Query RKNN_QUERY_MEM_SIZE of every context first. Models that run in turn in one thread may "
-                "share one internal buffer, as large as the largest total_internal_size among them. " + RULE_MAX_ONCE)
+_BUDGET_HINT = ("Query RKNN_QUERY_MEM_SIZE of every context first. The models of one thread run one after "
+                "another; the threads run at the same time. " + RULE_SHARE + " " + RULE_MAX_ONCE)
 
 
 def _pattern_text(models: Sequence[str], pattern: Sequence[Sequence[int]]) -> str:
@@ -96,8 +106,8 @@ def _pattern_text(models: Sequence[str], pattern: Sequence[Sequence[int]]) -> st
 
 def _frames_of(rt: Any, ctx: int, n: int, rng: np.random.Generator) -> List[np.ndarray]:
     from ..experiment.variants import query_io
-    ins, _ = query_io(rt, ctx, native=False)
     from ..rknn import buffers
+    ins, _ = query_io(rt, ctx, native=False)
     d = buffers.attr_dims(ins[0])
     shape = d if ins[0].fmt == abi.RKNN_TENSOR_NHWC else (d[0], d[2], d[3], d[1])
     return [rng.integers(0, 256, size=tuple(shape), dtype=np.uint8) for _ in range(n)]
@@ -114,7 +124,6 @@ def _infer(rt: Any, ctx: int, frame: np.ndarray) -> Tuple[List[bytes], float, fl
     n_out = rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM).n_output
     outs = [abi.rknn_output(index=k, want_float=0, is_prealloc=0) for k in range(n_out)]
     rt.outputs_get(ctx, outs)
-    import ctypes
     data = [ctypes.string_at(o.buf, o.size) for o in outs]
     rt.outputs_release(ctx, outs)
     return data, start, end
@@ -459,8 +468,7 @@ def _sram_hint(free: int, contexts: Sequence[Dict[str, int]], values: Sequence[i
                 return "SRAM is handed out in whole 4 KiB pages (the driver's bitmap has one bit per page)."
             break
         left -= t
-    return ("With RKNN_FLAG_ENABLE_SRAM a context takes the start of its internal buffer, in whole 4 KiB pages, as "
-            "much as is free. " + RULE_SRAM)
+    return RULE_SRAM_BUDGET + " " + RULE_SRAM
 
 
 def check_sram(sram_plan: Callable[[int, List[Dict[str, int]]], Sequence[int]]) -> CheckResult:
@@ -624,7 +632,7 @@ def check_core_masks(choose_mask: Callable[[Any], Dict[str, Any]]) -> CheckResul
         measured = measure_masks(picked, runs=10, seed=int(rng.integers(1000)))
         tables.append(("measured", measured))
         wrong: List[str] = []
-        ties = 0
+        ties: List[str] = []
         for n, (kind, table) in enumerate(tables):
             label = f"table {n + 1}" + (f" ({measured.attrs['source'].split(':')[0]})" if kind == "measured" else "")
             what = f"choose_mask(<{label}: {', '.join(sorted(table['model'].unique()))}>)"
@@ -636,13 +644,14 @@ def check_core_masks(choose_mask: Callable[[Any], Dict[str, Any]]) -> CheckResul
                 raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
                                                        "return a dict {model: mask}, one entry per model.")
             wrong += _judge_choice(table, got, label, seed % 1000)
-            ties += sum(len(v["accepted"]) > 1 for v in _cases.judge(table, seed % 1000).values())
+            ties += [f"{label}, {model}: cannot tell {', '.join(sorted(v['accepted']))} apart, so each of them "
+                     "passed" for model, v in _cases.judge(table, seed % 1000).items() if len(v["accepted"]) > 1]
         if wrong:
             raise _Fail(f"{len(wrong)} wrong choice{'s' if len(wrong) != 1 else ''} in {len(tables)} tables:",
                         _MASK_HINT, wrong[:6])
         return CheckResult(EX_CORES, "passed", f"All {len(tables)} tables right: you chose by the medians, and the "
                            "noise decided which masks count as equally fast.",
                            [f"{len(tables)} tables ({len(tables) - 1} made up, 1 measured here: "
-                            f"{', '.join(picked)}); {ties} model(s) with a tie, where more than one mask passed"])
+                            f"{', '.join(picked)})"] + ties)
 
     return _LAB.run(EX_CORES, body)
