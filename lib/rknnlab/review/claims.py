@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..profile.cores import MIN_CHANGE
 from ..rknn import abi
 
 #: name -> (the claim as it circulates, the section that measured it first, its link target)
@@ -533,6 +534,17 @@ class CoreMasks(_Claim):
         return lines
 
 
+def _mask_outcome(row: Any) -> str:
+    """"faster", "no gain" or "unsure" for one multi-core row of multicore's table.  No
+    gain: slower, or the whole 95% interval within MIN_CHANGE of 1 (a change no
+    application notices, even when the interval touches 1); unsure: a wider interval
+    that holds 1."""
+    if row["verdict"] == "faster":
+        return "faster"
+    within = 1 - MIN_CHANGE <= row["speedup_low"] and row["speedup_high"] <= 1 + MIN_CHANGE
+    return "no gain" if row["verdict"] in ("slower", "about the same") or within else "unsure"
+
+
 def _short_mask(name: str) -> str:
     return name.replace("RKNN_NPU_CORE_", "")
 
@@ -549,7 +561,7 @@ def _masks_for(soc: str) -> Tuple[int, ...]:
     return tuple(masks + [abi.RKNN_NPU_CORE_AUTO]) if cores >= 2 else tuple(masks)
 
 
-def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s"), runs: int = 20,
+def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s"), runs: int = 30,
                backend: str = "auto") -> CoreMasks:
     """Claim: "more NPU cores are always faster".  rknnlab.profile.multicore (chapter 3 §6)
     times ``runs`` rknn_run calls of each model under CORE_0, CORE_0_1, CORE_0_1_2 and
@@ -571,8 +583,7 @@ def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s"), runs: int = 
     finally:
         _close(rt)
     best: Dict[str, str] = {}
-    not_faster: List[str] = []
-    unsure: List[str] = []
+    outcomes: Dict[str, List[str]] = {"faster": [], "no gain": [], "unsure": []}
     for model in names:
         rows = table[(table["model"] == model) & (table["verdict"] != "reference")]
         faster = rows[rows["verdict"] == "faster"]
@@ -581,22 +592,19 @@ def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s"), runs: int = 
         for _, r in rows.iterrows():
             if r["mask"] == "RKNN_NPU_CORE_AUTO":
                 continue                   # AUTO picks cores itself: not "more cores"
-            what = (f"{model} on {_short_mask(r['mask'])} {r['speedup']:.2f}x "
-                    f"[95%: {r['speedup_low']:.2f}–{r['speedup_high']:.2f}]")
-            if r["verdict"] in ("slower", "about the same"):
-                not_faster.append(f"{what}: {r['verdict']}")
-            elif r["verdict"] != "faster":
-                unsure.append(what)
-    if not_faster:
-        verdict = "not always: " + "; ".join(not_faster)
+            outcomes[_mask_outcome(r)].append(f"{model} {_short_mask(r['mask'])} {r['speedup']:.2f}x "
+                                              f"[{r['speedup_low']:.2f}–{r['speedup_high']:.2f}]")
+    if outcomes["no gain"]:
+        verdict = f"not always: no gain above {MIN_CHANGE:.0%} for " + ", ".join(outcomes["no gain"])
         holds: Optional[bool] = False
-    elif unsure:
-        verdict = "cannot tell yet: " + "; ".join(unsure) + " cannot be told apart from one core"
+    elif outcomes["unsure"]:
+        verdict = "cannot tell yet for " + ", ".join(outcomes["unsure"]) + " (95% intervals)"
         holds = None
     else:
-        verdict = ("every multi-core mask was faster here, for these models only; the gain follows the share "
-                   "of work in ops that split")
+        verdict = "every multi-core mask was faster here, for these models only"
         holds = True
+    if outcomes["faster"] and holds is not True:
+        verdict += "; faster: " + ", ".join(outcomes["faster"])
     return CoreMasks(tuple(names), table, best, ("A17", "A44", "A45") if simulated else (),
                      rt.source, verdict, holds)
 
@@ -877,6 +885,7 @@ def claims_table(*results: Any, backend: str = "auto") -> Any:
     rows = [{"claim": r.claim, "first measured": r.where, "link": r.link, "re-measured here": r.measured,
              "verdict": getattr(r, "verdict"), "holds": getattr(r, "holds")} for r in results]
     table = pd.DataFrame(rows, columns=list(_COLUMNS))
+    table["holds"] = pd.Series([row["holds"] for row in rows], dtype=object)   # None stays None, not NaN
     sources = list(dict.fromkeys(_machine(getattr(r, "source")) for r in results))
     table.attrs["source"] = "; ".join(sources)
     return table
