@@ -16,7 +16,6 @@ code; the messages give measured numbers and a hint, never the answer.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -25,8 +24,8 @@ import numpy as np
 from ..rknn import abi
 from ..rknn.errors import RknnError
 from . import _lab07_review_cases as _cases
-from ._core import (CheckResult, _Fail, _fresh_seed, _not_done, _open_runtime, _require_function,
-                    _student_error, _whole_number)
+from ._core import (CheckResult, _Fail, _current_soc, _fresh_seed, _not_done, _open_runtime, _require_function,
+                    _soc_of, _student_error, _whole_number)
 from ._lab07_common import EX_CALLS, EX_ROWS, EX_SIZES, EX_TRACES, _LAB
 
 __all__ = ["check_sizes", "check_failing_calls", "check_traces", "check_rows", "SIZE_QUESTIONS",
@@ -145,7 +144,7 @@ def _judge_call(fn: Callable[..., Any], name: str, images: List[np.ndarray]) -> 
     """None when ``fn`` runs on a fresh runtime with no RKNN error and gives the check's own
     scores for every image; else what is wrong.  Raises not done for a stub."""
     rt = _open_runtime()
-    soc = {"rk3566": "rk3568"}.get(rt.soc, rt.soc) if getattr(rt, "soc", None) else "rk3588"
+    soc = _soc_of(rt)
     watch = _cases.ErrorWatch(rt)
     try:
         reference = _cases.reference_scores(rt, _cases.model_file(_cases.DIGITS, soc), images)
@@ -203,7 +202,7 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
         for fn, (name, _, _) in zip(functions, _CALLS):
             _require_function(fn, f"pass the four functions themselves: check_failing_calls(fixed_prealloc, "
                               f"fixed_load, fixed_input, fixed_soc) ({name} is not a function)")
-        rt_soc = _current()
+        rt_soc = _current_soc()
         images, _ = _cases.digits(rt_soc)
         pick = np.random.default_rng(_fresh_seed()).choice(len(images), _IMAGES_PER_CALL, replace=False)
         chosen = [np.ascontiguousarray(images[i]) for i in pick]
@@ -233,11 +232,6 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
                             "each made its context on the runtime it was given"])
 
     return _LAB.run(EX_CALLS, body)
-
-
-def _current() -> str:
-    from ._core import _current_soc
-    return _current_soc()
 
 
 # =========================================================================== exercise 3: traces
@@ -457,7 +451,8 @@ def check_rows(fill: Callable[..., Any]) -> CheckResult:
         rng = np.random.default_rng(_fresh_seed())
         wrong = [w for w in (_judge_rows(fill, soc, rng) for soc in ROWS_SOCS) if w]
         if wrong:
-            hint = ALIGN_RULE + " Take the distance between rows from the attr you are given, not from a number you know."
+            hint = (ALIGN_RULE + " Take the distance between rows from the attr you are given, not from a "
+                    "number you know.")
             if any("not found row by row" in w for w in wrong):
                 hint += (" The attr you bind says type UINT8: the runtime converts the pixels, so write them "
                          "as they are (no zp or scale).")

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from ..rknn import abi, buffers
 from ..rknn.errors import RknnError
+from ._core import _soc_of
 
 DIGITS = "digits_cnn"
 
@@ -82,7 +83,8 @@ def measured_sizes() -> Dict[str, Tuple[int, Dict[str, int]]]:
         wrong.setdefault(dims[1] * 64, "align64")
         out[key] = (int(a.size_with_stride), wrong)
     o = found["mobilenet_v2@rk3588"]["out"]
-    out["mobilenet_float_output"] = (int(o.n_elems) * 4, {int(o.n_elems): "int8_for_float", int(o.size): "int8_for_float",
+    out["mobilenet_float_output"] = (int(o.n_elems) * 4, {int(o.n_elems): "int8_for_float",
+                                                          int(o.size): "int8_for_float",
                                                           int(o.n_elems) * 2: "float16"})
     for key, soc in (("ppocr_native_output_rk3568", "rk3568"), ("ppocr_native_output_rk3588", "rk3588")):
         n, plain = found[f"ppocr_det@{soc}"]["nout"], found[f"ppocr_det@{soc}"]["out"]
@@ -210,8 +212,7 @@ def measure_loop(kind: str, seed: int) -> Dict[str, Any]:
     from ..probe import Heap
     heap = Heap()
     rt = open_runtime()
-    soc = {"rk3566": "rk3568"}.get(rt.soc, rt.soc) if getattr(rt, "soc", None) else "rk3588"
-    ctx = rt.init(model_file(TRACE_MODEL, soc))
+    ctx = rt.init(model_file(TRACE_MODEL, _soc_of(rt)))
     # filled in place: a list growing frame by frame would put its own allocations in the heap
     after = np.zeros(TRACE_FRAMES)
     inside = np.zeros(TRACE_FRAMES)
