@@ -423,3 +423,17 @@ def test_the_three_checks_take_seconds() -> None:
     assert checks.check_sram(sram_reference).passed
     assert checks.check_core_masks(masks_by_median).passed
     assert time.perf_counter() - start < 15
+
+
+# =========================================================================== another SoC
+def test_on_a_one_core_soc_without_sram(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a simulated RK3568 (one NPU core, no SRAM, no RK3588 models): exercise 5 says where to run
+    it, and exercises 6 and 7 run on the simulated RK3588 and say so."""
+    monkeypatch.setenv("RKNNLAB_SIM_SOC", "rk3568")
+    assert checks.practice_case() is None
+    assert "RK3588 only" in checks.try_budget(budget_reference, None)
+    _failed(checks.check_budget(budget_reference), "built for RK3588 only", "RKNNLAB_BACKEND=sim")
+    result = checks.check_sram(sram_reference)
+    assert result.passed and "simulated RK3588" in repr(result), result
+    assert checks.check_core_masks(masks_by_median).passed
+    assert "RK3588" in checks.measure_masks(("digits_cnn",), runs=2).attrs["source"]

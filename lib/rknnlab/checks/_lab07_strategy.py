@@ -281,16 +281,18 @@ def _budget_round(setup: Callable[..., Any], rt: Any, models: List[str], pattern
 
 
 def practice_case(pattern: Sequence[Sequence[int]] = ((0, 2), (1,)), slack: int = 32 * 1024,
-                  rt: Any = None) -> Tuple[List[str], List[List[int]], int]:
+                  rt: Any = None) -> Optional[Tuple[List[str], List[List[int]], int]]:
     """(PRACTICE_MODELS' paths, ``pattern``, a budget) to try ``setup`` on: the budget is the
     sum of the models' flag-0 DMA totals measured on this runtime, less the internal memory
     the pattern lets them share, plus ``slack`` (the check draws its own models, patterns and
-    slack)."""
+    slack).  None on a SoC the models are not built for (RK3588 only)."""
+    from .. import models
     own = rt is None
     rt = rt or _open_runtime()
     try:
         soc = _soc_of(rt)
-        _rk3588_models(soc, PRACTICE_MODELS)
+        if any(soc not in models.model_socs(m) for m in PRACTICE_MODELS):
+            return None
         paths = [_model_file(m, soc) for m in PRACTICE_MODELS]
         frames = []
         for p in paths:
@@ -307,10 +309,13 @@ def practice_case(pattern: Sequence[Sequence[int]] = ((0, 2), (1,)), slack: int 
             rt.close()
 
 
-def try_budget(setup: Callable[..., Any], case: Tuple[List[str], List[List[int]], int], rt: Any = None) -> str:
-    """Run ``setup`` on a :func:`practice_case`, run the pattern once with seeded frames, and
-    say in one line whether the outputs equal flag-0 contexts' and the DMA total fits the
-    budget (never raises; everything made is destroyed)."""
+def try_budget(setup: Callable[..., Any], case: Optional[Tuple[List[str], List[List[int]], int]],
+               rt: Any = None) -> str:
+    """Run ``setup`` on a :func:`practice_case`, run the pattern with seeded frames, and say in
+    one line whether the outputs equal flag-0 contexts' and the DMA total fits the budget
+    (never raises; everything made is destroyed)."""
+    if case is None:
+        return "no practice case on this SoC: its models are built for RK3588 only (run on the simulator)"
     own = rt is None
     rt = rt or _open_runtime()
     paths, pattern, budget = case
@@ -396,7 +401,7 @@ def _sram_runtime() -> Tuple[Any, str]:
     rt.close()
     import rknnlab
     sim = rknnlab.open_runtime("sim", soc="rk3588")
-    return sim, "measured on the simulated RK3588 (this board does not show its SRAM)"
+    return sim, f"measured on {sim.source}; this runtime shows no NPU SRAM"
 
 
 def _situation(rt: Any, hold_pages: int, made: Sequence[Tuple[str, int]]) -> Tuple[int, List[Dict[str, int]],
