@@ -21,6 +21,7 @@ NOTEBOOKS = [
     "chapters/04_output_reuse.ipynb",
     "chapters/05_allocation.ipynb",
     "chapters/06_video_pipeline.ipynb",
+    "chapters/07_misconceptions.ipynb",
     "chapters/cheatsheet.ipynb",
 ]
 
