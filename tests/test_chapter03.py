@@ -52,8 +52,9 @@ RULES = {
          "pieces are tiny. Each API call has its own fixed cost: call `rknn_inputs_set` once per frame.",
     "5": "Allocate the buffers of a frame once: a fragmented heap keeps memory, and the NPU needs no "
          "contiguous memory on RK3588.",
-    "6": "Only Conv, depthwise Conv, Add, Concat and ReLU-family layers are split over cores (a Conv fused "
-         "with SiLU is not); the rest run on core 0. Measure the speedup of each model: a small network can get slower.",
+    "6": "Only Conv, depthwise Conv, Add, Concat and ReLU-family layers are split over cores; the rest run on "
+         "core 0. A Conv fused with SiLU was not, in one public trace (A17). Measure the speedup of each model: a "
+         "small network can get slower.",
     "7": "The simulator's NPU times are a fit on two published RK3588 figures. Elsewhere they can be off by "
          "more than a quarter: time a board for real numbers.",
 }
