@@ -6,10 +6,13 @@ as published, the published program with only its compile errors fixed (the leak
 of n_elems bytes for want_float = 1, a buffer allocated anew every frame (malloc, calloc,
 never freed), a buffer the program writes into between gets, is_prealloc = 0
 released every frame, a mem bound inside the loop, a mem created every frame, outputs read
-as the wrong type, no rknn_destroy, mems never destroyed, a crash, a hang.  Legitimate
-alternatives that must pass: is_prealloc = 1 into buffers allocated once (with and without
-the release), a larger buffer with its real capacity, zero-copy with every mem bound once,
-and the notebook's solution cell."""
+as the wrong type, a FLOAT32-bound output in a mem of attr.size bytes or in a layout the
+runtime does not convert to, no rknn_destroy, mems never destroyed, a crash, a hang.
+Legitimate alternatives that must pass: is_prealloc = 1 into buffers allocated once (with and
+without the release), a larger buffer with its real capacity, zero-copy with every mem bound
+once (outputs as int8 dequantised by hand, or bound as FLOAT32 the way Rockchip's zero-copy
+demos bind them), and the notebook's solution cell.  The program as published, untouched, is
+"not done"; any edit of it is judged."""
 from __future__ import annotations
 
 import json
@@ -146,6 +149,17 @@ def check(text: str):
     return result, str(result)
 
 
+#: zero-copy as Rockchip's demos bind outputs: the plain attr with type FLOAT32, n_elems x 4 bytes
+ZERO_COPY_FLOAT32 = replaced(
+    ZERO_COPY,
+    "        rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attr[i], sizeof(out_attr[i]));\n",
+    "        rknn_query(ctx, RKNN_QUERY_OUTPUT_ATTR, &out_attr[i], sizeof(out_attr[i]));\n"
+    "        out_attr[i].type = RKNN_TENSOR_FLOAT32;            /* the runtime dequantises */\n",
+    "rknn_create_mem(ctx, out_attr[i].size_with_stride);\n        if (!out_mem[i]",
+    "rknn_create_mem(ctx, out_attr[i].n_elems * sizeof(float));\n        if (!out_mem[i]",
+    "const int8_t *q = out_mem[i]->virt_addr;", "const float *v = out_mem[i]->virt_addr;",
+    "(q[k] - out_attr[i].zp) * out_attr[i].scale", "v[k]")
+
 NAMES_FIXED = replaced(PUBLISHED, "argv[1], 0, 0) < 0)", "argv[1], 0, 0, NULL) < 0)",
                        "RKNN_QUERY_OUT_ATTR", "RKNN_QUERY_OUTPUT_ATTR", "rknn_deinit(ctx)", "rknn_destroy(ctx)")
 
@@ -184,6 +198,14 @@ def test_zero_copy_bound_once_passes():
     assert "3 mem(s) created and 3 bound, all before the first rknn_run; 3 destroyed" in text
 
 
+def test_zero_copy_with_float32_outputs_passes():
+    """Rockchip's zero-copy demos (rknn_create_mem_demo.cpp) bind each output with the plain
+    OUTPUT_ATTR, type set to FLOAT32, in a mem of n_elems x 4 bytes, and read float32."""
+    result, text = check(ZERO_COPY_FLOAT32)
+    assert result.passed, text
+    assert "3 mem(s) created and 3 bound, all before the first rknn_run; 3 destroyed" in text
+
+
 def test_the_notebooks_solution_cell_passes():
     if not NOTEBOOK.exists():
         pytest.skip("labs/lab07_misconceptions.ipynb is not built yet")
@@ -198,9 +220,25 @@ def test_the_notebooks_solution_cell_passes():
     assert result.passed, text
 
 
+# --------------------------------------------------------------------------- the stub as shipped
+@pytest.mark.parametrize("variant", ["as is", "as %%writefile leaves it", "CRLF"])
+def test_the_program_as_published_untouched_is_not_done(variant: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    if variant == "as is":
+        result = lab07.check_c_program(PUBLISHED)
+    else:
+        text = PUBLISHED.strip("\n") + "\n" if variant != "CRLF" else PUBLISHED.replace("\n", "\r\n")
+        monkeypatch.chdir(tmp_path)
+        Path("lab07_fixed.c").write_bytes(text.encode())
+        result = lab07.check_c_program("lab07_fixed.c")
+    assert result.status == "not done", str(result)
+    assert "not done yet" in str(result) and "Hint 1" in str(result)
+    assert "rknn_destroy" not in str(result) and "OUTPUT_ATTR" not in str(result)   # no answer given
+
+
 # --------------------------------------------------------------------------- planted wrong answers
-def test_the_program_as_published_does_not_compile():
-    result, text = check(PUBLISHED)
+def test_the_program_as_published_edited_a_little_does_not_compile():
+    result, text = check(replaced(PUBLISHED, "keep them, never release them.", "keep them."))
     assert result.status == "failed"
     assert "does not compile" in text
     assert "too few arguments to function 'rknn_init'" in text
@@ -318,6 +356,26 @@ def test_a_mem_created_every_frame_fails():
 
 def test_outputs_read_as_the_wrong_type_fail():
     result, text = check(replaced(ZERO_COPY, "(q[k] - out_attr[i].zp) * out_attr[i].scale", "(float)q[k]"))
+    assert result.status == "failed" and "differ from what the runtime computes" in text, text
+
+
+def test_a_float32_output_in_a_mem_of_attr_size_fails_with_type_and_layout():
+    result, text = check(replaced(ZERO_COPY_FLOAT32, "rknn_create_mem(ctx, out_attr[i].n_elems * sizeof(float));",
+                                  "rknn_create_mem(ctx, out_attr[i].size);"))
+    assert result.status == "failed" and "rknn_set_io_mem returned -5 (RKNN_ERR_PARAM_INVALID)" in text, text
+    assert "attr type FLOAT32, fmt NCHW" in text and "mem of 10 bytes" in text
+    assert "type and layout" in text and "n_elems × 4 bytes" in text
+
+
+def test_a_float32_output_in_the_native_blocked_layout_fails():
+    result, text = check(replaced(ZERO_COPY_FLOAT32, "RKNN_QUERY_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_OUTPUT_ATTR"))
+    assert result.status == "failed" and "returned -5" in text and "fmt NC1HWC2" in text, text
+
+
+def test_float32_outputs_read_as_int8_fail():
+    result, text = check(replaced(ZERO_COPY_FLOAT32, "const float *v = out_mem[i]->virt_addr;",
+                                  "const int8_t *v = out_mem[i]->virt_addr;",
+                                  "v[k]", "(v[k] - out_attr[i].zp) * out_attr[i].scale"))
     assert result.status == "failed" and "differ from what the runtime computes" in text, text
 
 

@@ -723,6 +723,63 @@ def test_set_io_mem_too_small_for_the_layout(rt, ctx):
     rt.destroy_mem(ctx, mem)
 
 
+@pytest.mark.parametrize("fmt", [abi.RKNN_TENSOR_NCHW, abi.RKNN_TENSOR_NHWC, abi.RKNN_TENSOR_UNDEFINED])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_outputs_bound_as_float_get_dequantised_values_at_each_run(rt, double, ctx, dtype, fmt):
+    """Rockchip's zero-copy demos bind each output with the plain OUTPUT_ATTR, type set to
+    FLOAT32, in a mem of n_elems x 4 bytes: every run writes (q - zp) x scale there (FLOAT16:
+    n_elems x 2).  NHWC lays the 4-D "boxes" out as 1x2x2x4."""
+    rknn_type = abi.RKNN_TENSOR_FLOAT32 if dtype is np.float32 else abi.RKNN_TENSOR_FLOAT16
+    attrs = [rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=i)) for i in range(2)]
+    mems = []
+    for attr in attrs:
+        attr.type, attr.fmt = rknn_type, fmt
+        mem = rt.create_mem(ctx, attr.n_elems * np.dtype(dtype).itemsize)
+        mems.append(mem)
+        rt.set_io_mem(ctx, mem, attr)
+    assert [(c["name"], c["type"], c["fmt"]) for c in double.calls("rknn_set_io_mem")] == [
+        ("scores", rknn_type, fmt), ("boxes", rknn_type, fmt)]
+    for seed in (1, 2):                                   # each run rewrites the bound mems
+        image = input_image(seed)
+        rt.inputs_set(ctx, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+        rt.run(ctx)
+        scores, boxes = expected_outputs((image.astype(np.int16) - 128).astype(np.int8))
+        want_scores = (scores.astype(np.float32) + 10) * np.float32(0.5)
+        want_boxes = boxes.astype(np.float32).reshape(1, 4, 2, 2) * np.float32(0.25)
+        if fmt == abi.RKNN_TENSOR_NHWC:
+            want_boxes = want_boxes.transpose(0, 2, 3, 1)
+        np.testing.assert_array_equal(buffers.mem_view(mems[0], dtype), want_scores.astype(dtype))
+        np.testing.assert_array_equal(buffers.mem_view(mems[1], dtype), want_boxes.ravel().astype(dtype))
+    for mem in mems:
+        rt.destroy_mem(ctx, mem)
+
+
+def test_float_outputs_refused_in_a_small_mem_or_a_layout_the_double_does_not_convert(rt, ctx):
+    plain = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    native_boxes = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    mem = rt.create_mem(ctx, 256)
+    small = rt.create_mem(ctx, plain.n_elems * 4 - 1)
+    try:
+        as_float = abi.rknn_tensor_attr.from_buffer_copy(plain)
+        as_float.type = abi.RKNN_TENSOR_FLOAT32
+        with pytest.raises(errors.RknnParamInvalidError, match="'scores'"):
+            rt.set_io_mem(ctx, small, as_float)               # n_elems x 4 - 1 bytes
+        as_half = abi.rknn_tensor_attr.from_buffer_copy(plain)
+        as_half.type = abi.RKNN_TENSOR_FLOAT16
+        rt.set_io_mem(ctx, small, as_half)                    # n_elems x 2 fits
+        blocked = abi.rknn_tensor_attr.from_buffer_copy(native_boxes)
+        blocked.type = abi.RKNN_TENSOR_FLOAT32
+        with pytest.raises(errors.RknnParamInvalidError, match="'boxes'"):
+            rt.set_io_mem(ctx, mem, blocked)                  # NC1HWC2: int8 only
+        other = abi.rknn_tensor_attr.from_buffer_copy(plain)
+        other.type = abi.RKNN_TENSOR_UINT8
+        with pytest.raises(errors.RknnParamInvalidError):
+            rt.set_io_mem(ctx, mem, other)
+    finally:
+        rt.destroy_mem(ctx, small)
+        rt.destroy_mem(ctx, mem)
+
+
 def test_weight_and_internal_mem_sized_from_mem_size(rt, double):
     context = rt.init(MODEL, flag=abi.RKNN_FLAG_MEM_ALLOC_OUTSIDE)
     sizes = rt.query(context, abi.RKNN_QUERY_MEM_SIZE)

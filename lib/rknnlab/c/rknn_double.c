@@ -21,6 +21,17 @@
  *                      (native: NC1HWC2 1x1x2x2x16 -> 64 bytes)
  *   Inputs given as uint8 are quantized as the model's mean/std would
  *   (q = u - 128), float32 as (q = round(x * 255) - 128); NHWC only.
+ *   Zero-copy (rknn_set_io_mem finds the tensor by the attr's name): the input
+ *   bound as INT8 or UINT8 NHWC, rows at the attr's w_stride (4 if 0); an
+ *   output bound as INT8 with its plain attr (attr.size bytes) or its native
+ *   one (size_with_stride), or as FLOAT32 or FLOAT16 with fmt NCHW, NHWC or
+ *   UNDEFINED, as Rockchip's zero-copy demos bind every output (the plain
+ *   OUTPUT_ATTR with type set to RKNN_TENSOR_FLOAT32, in a mem of n_elems x 4
+ *   bytes: rknpu2/examples/rknn_api_demo/src/rknn_create_mem_demo.cpp).  Each
+ *   rknn_run then writes the dequantised values, (q - zp) x scale with the
+ *   model's zp and scale, into the mem.  NHWC lays "boxes" out as 1x2x2x4.
+ *   Another type or fmt, or a mem smaller than n_elems x the type's size,
+ *   is refused with PARAM_INVALID.
  *   A payload may set the model's memory sizes with the words "weights=N"
  *   and "internal=N" (bytes, 1 to 2^30; 4096 and 2048 by default), so that
  *   tests can give several models different sizes.
@@ -129,7 +140,9 @@
  *                       $MALLOC_PERTURB_), "zero", "changed", or "small" (no
  *                       buffer, or smaller than the output: refused).  create_mem*
  *                       (all kinds log "rknn_create_mem") adds "size";
- *                       set_io_mem adds "name" (the attr's).  At exit: {"call":
+ *                       set_io_mem adds the attr's "name", "type", "fmt",
+ *                       "n_elems", "size", "size_with_stride" and the mem's
+ *                       "mem_size" (-1: not a mem of the double).  At exit: {"call":
  *                       "exit", "contexts", "mems", "outputs": still live}.
  *   $RKNN_DOUBLE_DELAY_US  e.g. "rknn_run=2000,rknn_inputs_set=500+100": each
  *                       named call sleeps that many microseconds (A+B: the
@@ -175,8 +188,8 @@ enum {
     RKNN_ERR_MODEL_INVALID = -6, RKNN_ERR_CTX_INVALID = -7, RKNN_ERR_INPUT_INVALID = -8,
     RKNN_ERR_OUTPUT_INVALID = -9,
 };
-enum { T_FLOAT32 = 0, T_INT8 = 2, T_UINT8 = 3 };
-enum { F_NCHW = 0, F_NHWC = 1, F_NC1HWC2 = 2 };
+enum { T_FLOAT32 = 0, T_FLOAT16 = 1, T_INT8 = 2, T_UINT8 = 3 };
+enum { F_NCHW = 0, F_NHWC = 1, F_NC1HWC2 = 2, F_UNDEFINED = 3 };
 enum { QNT_AFFINE = 2 };
 enum {
     Q_IN_OUT_NUM = 0, Q_INPUT_ATTR = 1, Q_OUTPUT_ATTR = 2, Q_PERF_DETAIL = 3, Q_PERF_RUN = 4,
@@ -1227,18 +1240,59 @@ static void read_input_mem(context_state *state)
             }
 }
 
-/* An output into a bound io mem: dense, or NC1HWC2 with C2 = 16 for "boxes". */
+/* float -> IEEE 754 half, rounded to nearest even (an output bound as FLOAT16) */
+static uint16_t half_of(float value)
+{
+    uint32_t x;
+    memcpy(&x, &value, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000u, bits = x & 0x7fffffffu;
+    if (bits >= 0x7f800000u) /* inf, NaN */
+        return (uint16_t)(sign | 0x7c00u | (bits > 0x7f800000u ? 0x200u : 0u));
+    if (bits >= 0x477ff000u) /* rounds past 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (bits < 0x33000000u) /* at most half the smallest subnormal */
+        return (uint16_t)sign;
+    uint32_t mant, shift;
+    if (bits < 0x38800000u) { /* a subnormal half: units of 2^-24 */
+        mant = (bits & 0x7fffffu) | 0x800000u;
+        shift = 126u - (bits >> 23);
+    } else { /* rebias the exponent, drop 13 bits of mantissa (a carry may raise the exponent) */
+        mant = bits - 0x38000000u;
+        shift = 13u;
+    }
+    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rest > halfway || (rest == halfway && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+/* An output into a bound io mem, as the attr it was bound with says: int8 NC1HWC2 (C2 = 16,
+   "boxes"), or dense in the attr's fmt (NHWC reorders the 4-D "boxes"; NCHW, UNDEFINED and the
+   2-D "scores" keep the model's order) as int8, or dequantised with the model's zp and scale
+   into FLOAT32 or FLOAT16. */
 static void write_output_mem(context_state *state, int index)
 {
-    int8_t *dst = state->io_mem_output[index]->virt_addr;
+    const rknn_tensor_attr *bound = &state->io_attr_output[index];
+    rknn_tensor_attr model = output_attr((uint32_t)index, 0);
     const int8_t *result = state->outputs[index];
-    if (index == 1 && state->io_attr_output[1].fmt == F_NC1HWC2) {
+    void *dst = state->io_mem_output[index]->virt_addr;
+    if (index == 1 && bound->fmt == F_NC1HWC2) {
         memset(dst, 0, 64);
         for (int c = 0; c < 4; c++)
             for (int hw = 0; hw < 4; hw++)
-                dst[hw * 16 + c] = result[c * 4 + hw];
-    } else {
-        memcpy(dst, result, output_attr((uint32_t)index, 0).n_elems);
+                ((int8_t *)dst)[hw * 16 + c] = result[c * 4 + hw];
+        return;
+    }
+    for (uint32_t i = 0; i < model.n_elems; i++) {
+        /* NHWC "boxes" (1x2x2x4): element i is channel i % 4 of pixel i / 4 */
+        int8_t q = result[index == 1 && bound->fmt == F_NHWC ? (i % 4) * 4 + i / 4 : i];
+        float value = (float)(q - model.zp) * model.scale;
+        if (bound->type == T_FLOAT32)
+            memcpy((char *)dst + 4 * (size_t)i, &value, 4);
+        else if (bound->type == T_FLOAT16)
+            ((uint16_t *)dst)[i] = half_of(value);
+        else
+            ((int8_t *)dst)[i] = q;
     }
 }
 
@@ -1725,9 +1779,9 @@ static int set_io_mem_call(rknn_context context, rknn_tensor_mem *mem, rknn_tens
         state->io_attr_output[0] = *attr;
         return RKNN_SUCC;
     }
-    /* The tensor is found by name.  The double moves int8 (and uint8 input)
-     * only, laid out as the attr says; a mem too small for that is refused
-     * (the real runtime only warns, and then writes past its end). */
+    /* The tensor is found by name and laid out as the attr says: input int8 or
+     * uint8; output int8, or float32/float16 dequantised; a mem too small for
+     * that is refused (the real runtime only warns, and then writes past its end). */
     if (strcmp(attr->name, "input") == 0) {
         uint32_t layout_bytes = 4 * (attr->w_stride ? attr->w_stride : 4) * 3;
         if ((attr->type != T_INT8 && attr->type != T_UINT8) || mem->size < layout_bytes)
@@ -1737,11 +1791,20 @@ static int set_io_mem_call(rknn_context context, rknn_tensor_mem *mem, rknn_tens
         return RKNN_SUCC;
     }
     for (int i = 0; i < N_OUTPUTS; i++) {
-        if (strcmp(attr->name, output_attr((uint32_t)i, 0).name) != 0)
+        rknn_tensor_attr model = output_attr((uint32_t)i, 0);
+        if (strcmp(attr->name, model.name) != 0)
             continue;
-        uint32_t layout_bytes =
-            (i == 1 && attr->fmt == F_NC1HWC2) ? 64 : output_attr((uint32_t)i, 0).size;
-        if (attr->type != T_INT8 || mem->size < layout_bytes)
+        /* int8 as the model gives it, or a plain layout the runtime dequantises into
+           (Rockchip's zero-copy demos bind the OUTPUT_ATTR with type set to FLOAT32) */
+        int dense = attr->fmt == F_NCHW || attr->fmt == F_NHWC || attr->fmt == F_UNDEFINED;
+        uint32_t layout_bytes;
+        if (attr->type == T_INT8)
+            layout_bytes = (i == 1 && attr->fmt == F_NC1HWC2) ? 64 : model.size;
+        else if ((attr->type == T_FLOAT32 || attr->type == T_FLOAT16) && dense)
+            layout_bytes = model.n_elems * (attr->type == T_FLOAT32 ? 4u : 2u);
+        else
+            return RKNN_ERR_PARAM_INVALID;
+        if (mem->size < layout_bytes)
             return RKNN_ERR_PARAM_INVALID;
         state->io_mem_output[i] = mem;
         state->io_attr_output[i] = *attr;
@@ -1987,7 +2050,11 @@ EXPORT int rknn_set_io_mem(rknn_context context, rknn_tensor_mem *mem, rknn_tens
     for (size_t i = 0; attr && i + 1 < sizeof name && attr->name[i]; i++) /* JSON-safe characters */
         name[i] = attr->name[i] == '"' || attr->name[i] == '\\' || (unsigned char)attr->name[i] < 32
                       ? '?' : attr->name[i];
-    event("{\"call\": \"rknn_set_io_mem\", \"ret\": %d, \"name\": \"%s\"}", ret, name);
+    long long mem_size = mem_slot(mem) >= 0 ? (long long)mem->size : -1;
+    event("{\"call\": \"rknn_set_io_mem\", \"ret\": %d, \"name\": \"%s\", \"type\": %d, \"fmt\": %d, "
+          "\"n_elems\": %u, \"size\": %u, \"size_with_stride\": %u, \"mem_size\": %lld}", ret, name,
+          attr ? attr->type : -1, attr ? attr->fmt : -1, attr ? attr->n_elems : 0u, attr ? attr->size : 0u,
+          attr ? attr->size_with_stride : 0u, mem_size);
     return ret;
 }
 

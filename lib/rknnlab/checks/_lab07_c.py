@@ -49,6 +49,28 @@ _PAIRING_NOTE = ("Note: {n} of {m} gets with is_prealloc = 1 had no rknn_outputs
                  "(is_prealloc = 1) never releases. Not a failure here.")
 
 
+_BIND_HINT = ("the attr you bind a mem with tells the runtime the tensor's type and layout (fmt), and the mem "
+              "must hold that layout's bytes. The type and layout must be ones this runtime converts to: an "
+              "input as UINT8 or INT8 NHWC (size_with_stride bytes); an output in the model's own type "
+              "(attr.size bytes, or size_with_stride for a native attr), or its plain attr with type set to "
+              "RKNN_TENSOR_FLOAT32, fmt NCHW or NHWC (n_elems × 4 bytes), as Rockchip's zero-copy demos bind it.")
+
+
+def _abi_name(prefix: str, value: int, names: Sequence[str]) -> str:
+    from ..rknn import abi
+    found = {getattr(abi, prefix + n): n for n in names if hasattr(abi, prefix + n)}
+    return found.get(value, f"{value} (no such value)")
+
+
+def _type_name(value: int) -> str:
+    return _abi_name("RKNN_TENSOR_", value, ("FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32",
+                                             "UINT32", "INT64", "BOOL", "INT4", "BFLOAT16"))
+
+
+def _fmt_name(value: int) -> str:
+    return _abi_name("RKNN_TENSOR_", value, ("NCHW", "NHWC", "NC1HWC2", "UNDEFINED"))
+
+
 def _error_name(code: int) -> str:
     from ..rknn import abi
     names = {getattr(abi, n): n for n in dir(abi) if n.startswith("RKNN_ERR_")}
@@ -155,6 +177,11 @@ def _read_source(path: Any, folder: str) -> str:
         text = p.read_text(encoding="utf-8", errors="replace")
     if "main" not in text:
         raise _not_done("the file holds no main function yet.", "write the whole program, with its main().")
+    if text.split() == _cases.PUBLISHED.split():   # the stub as shipped, whatever its line ends
+        raise _not_done("the program is still the one as published: nothing in it has changed yet.",
+                        f"edit the %%writefile {_cases.FILE_NAME} cell, starting with the names the compiler "
+                        "does not know (Hint 1), then how the program keeps its outputs (Hint 2). Run that "
+                        "cell, then this check.")
     dest = os.path.join(folder, _cases.FILE_NAME)
     with open(dest, "w", encoding="utf-8") as f:
         f.write(text)
@@ -251,8 +278,13 @@ def _judge_errors(run: _Run) -> None:
         elif call == "rknn_create_mem":
             hint = "create the mems once, before the loop, sized from the attr you bind them with."
         elif call == "rknn_set_io_mem":
-            hint = ("size a buffer you bind from the attr you bind it with. Use size_with_stride of that attr "
-                    "(native, or a plain input attr whose rows may be padded).")
+            if "type" in e:
+                details.append(f"tensor {e.get('name') or '(no name)'!r}: attr type {_type_name(e['type'])}, "
+                               f"fmt {_fmt_name(e['fmt'])}, n_elems {e['n_elems']:,}, size {e['size']:,}, "
+                               f"size_with_stride {e['size_with_stride']:,}; "
+                               + (f"mem of {e['mem_size']:,} bytes" if e["mem_size"] >= 0
+                                  else "not a mem rknn_create_mem returned"))
+            hint = _BIND_HINT
         returned = "NULL" if call == "rknn_create_mem" else f"{ret} ({_error_name(ret)})"
         raise _Fail(f"{call} returned {returned}{where}.", hint, details)
 
@@ -313,8 +345,8 @@ def _judge_outputs(run: _Run, frames: Any) -> str:
                             f"runtime computes for that frame (value {k}: printed {got[k]:.2f}, the runtime's "
                             f"{values[k]:.2f}).",
                             "read each output after the rknn_run of the frame you set, as float32 values "
-                            "(want_float = 1), or dequantise int8 with the attr's zp and scale; keep the "
-                            "printf format (%.2f).")
+                            "(want_float = 1, or a mem bound with type RKNN_TENSOR_FLOAT32), or dequantise int8 "
+                            "with the attr's zp and scale; keep the printf format (%.2f).")
     if missing:
         raise _Fail(f"Your program printed no `frame F output I:` line for {_frames_text(missing)} "
                     f"of the {n} frames on stdin (counted from 0).",
@@ -436,7 +468,8 @@ def check_c_program(path: Any = _cases.FILE_NAME) -> CheckResult:
     librknnrt, as ``program MODEL < FRAMES`` (a fake model and random uint8 frames the check
     chooses).  It passes when the printed outputs equal what the runtime computes, the runtime
     allocates no output buffer per frame after the first, your own buffers are allocated once,
-    nothing is bound or created per frame, and every context and mem is destroyed.  Needs gcc
+    nothing is bound or created per frame, and every context and mem is destroyed.  The
+    program as published, not edited yet, is "not done" (any edit is judged).  Needs gcc
     (``sudo apt install build-essential``); without it the check says "not available here"."""
     def body() -> CheckResult:
         cc = _compiler()
