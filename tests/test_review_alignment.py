@@ -58,10 +58,18 @@ def _predict(rt, images):
 
 # --------------------------------------------------------------------------- the table
 def test_table_gives_the_documented_alignment_and_each_reports_native_attr():
+    """User Guide V2.3.0 Table 5-2 has two columns: RK3562/RK3576/RK3588 at 16, RK3566/RK3568
+    at 8, for the width (4-D, 1/3/4 channels) and for the total size (any other input)."""
     table = review.alignment_table()
     by_soc = table.set_index("SoC")
-    assert list(by_soc.loc[["rk3588", "rk3566", "rk3568"], "documented width alignment"]) == ["16 px", "8 px", "8 px"]
-    assert set(by_soc.loc[["rk3576", "rk3562"], "documented width alignment"]) == {"not documented"}
+    socs = ["rk3588", "rk3576", "rk3562", "rk3568", "rk3566"]
+    expected = ["16-byte", "16-byte", "16-byte", "8-byte", "8-byte"]
+    assert list(by_soc.loc[socs, "documented width alignment"]) == expected
+    assert list(by_soc.loc[socs, "documented total-size alignment"]) == expected
+    assert "not documented" not in table.to_string()
+    assert all("RK3562/RK3576/RK3588" in by_soc.loc[soc, "where the numbers come from"]
+               for soc in ("rk3588", "rk3576", "rk3562"))
+    assert "bytes" in table.attrs["source"] and "w_stride counts pixels" in table.attrs["source"]
     for soc in by_soc.index:
         build = models.SOC_MODELS.get(soc, soc)
         path = models.model_path("digits_cnn", build).parent / f"{build}.report.json"
@@ -185,6 +193,7 @@ def test_an_undersized_input_mem_is_refused_at_the_bind(rk3588):
     assert isinstance(result.error, errors.RknnParamInvalidError) and result.error.code == -5
     assert "A62" in str(result.error) and result.assumption == "A62"
     assert "failed to submit" in result.board and "-1" in result.board and "#554" in result.board
+    assert "warning" in result.board and "unconfirmed" in result.board  # the board's warning at the bind
     text = repr(result)
     assert len(text.splitlines()) <= 4 and "refused" in text and "simulated RK3588" in text
     assert max(map(len, text.splitlines())) <= 100
@@ -213,4 +222,15 @@ def test_assumption_a62_is_listed_with_a_board_check():
     text, check = by_key["A62"]
     assert "failed to submit" in text and "airockchip/rknn-toolkit2#554" in text
     assert "rockchip-linux/rknn-toolkit2#320" in text and "10.9" in text
-    assert "rknn_set_io_mem" in check and "dmesg" in check
+    assert "fixed by a driver update" in text and "neither thread" not in text
+    assert "warns" in text and "unconfirmed" in text
+    assert "rknn_set_io_mem" in check and "dmesg" in check and "warning" in check
+
+
+def test_documented_alignment_constants_follow_table_5_2():
+    assert alignment.DOCUMENTED_WIDTH_ALIGNMENT == alignment.DOCUMENTED_TOTAL_ALIGNMENT
+    by_value = {}
+    for soc, value in alignment.DOCUMENTED_WIDTH_ALIGNMENT.items():
+        by_value.setdefault(value, set()).add(soc)
+    assert by_value == {16: {"rk3588", "rk3576", "rk3562", "rv1103", "rv1106"},
+                        8: {"rk3566", "rk3568", "rv1103b", "rv1106b"}}

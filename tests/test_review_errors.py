@@ -63,6 +63,15 @@ def test_triggers_name_their_evidence(table):
     assert "#554" in table.row(-1).trigger and "failed to submit" in table.row(-1).trigger
     assert "#44" in table.row(-4).trigger and "#218" in table.row(-4).trigger
     assert "#440" in table.row(-5).trigger
+    five = table.row(-5).trigger
+    assert "airockchip/rknn-toolkit2#558" in five and "airockchip/rknn_model_zoo#298" in five and "A64" in five
+    eight = table.row(-8)
+    assert "No public log" in eight.trigger and "A64" in eight.trigger and "A64" in eight.reproduced
+    assert "size" not in eight.check  # a size problem is -5 now
+    assert "failed to open rknn device" in table.row(-1).trigger and "#320" in table.row(-1).trigger
+    assert "RKNPU1" in table.row(-3).trigger and "-1" in table.row(-3).trigger
+    assert "timeout_ms" not in table.row(-2).trigger and "NULL" in table.row(-2).trigger
+    assert "NULL (the binding names it -4)" in table.row(-4).reproduced
     assert "A63" in table.row(-13).trigger and "A63" in table.row(-7).trigger
     eleven = table.row(-11)
     assert "rknn_api.h only" in eleven.meaning and "does not list" in eleven.meaning
@@ -163,3 +172,26 @@ def test_hints_for_device_and_memory_codes_name_the_kernel_log():
     assert "ulimit -n" in errors.ERROR_CLASSES[-4].hint
     assert "rknn_api.h only" in errors.ERROR_CLASSES[-11].hint
     assert "ERROR_NOT_SUPPORTED" in errors.ERROR_CLASSES[-12].hint
+
+
+def test_hints_follow_the_public_logs():
+    """-2: the application cannot set the limit (rknn_run's extend is unused); -1: the two causes of
+    'failed to submit' (User Guide §10.9), threads, and 'failed to open rknn device'; -3 logs are
+    RKNPU1's; a too-small input is -5, not -8."""
+    timeout = errors.ERROR_CLASSES[-2].hint
+    assert "timeout_ms" not in timeout and "pass NULL" in timeout and "cannot raise the limit" in timeout
+    fail = errors.ERROR_CLASSES[-1].hint
+    for words in ("§10.9", "later layer", "#320", "#531", "failed to open rknn device"):
+        assert words in fail, words
+    assert "RKNPU1" in errors.ERROR_CLASSES[-3].hint
+    param = errors.ERROR_CLASSES[-5].hint
+    assert "rknn_inputs_set" in param and "FLOAT32" in param and "type and layout" in param
+    assert "size" not in errors.ERROR_CLASSES[-8].hint.split("(")[0]
+
+
+def test_assumption_a64_is_listed_with_a_board_check():
+    by_key = {key: (text, check) for key, text, check in ASSUMPTIONS}
+    text, check = by_key["A64"]
+    assert "RKNN_ERR_PARAM_INVALID" in text and "airockchip/rknn-toolkit2#558" in text
+    assert "RKNN_ERR_INPUT_INVALID" in text and "no public log" in text
+    assert "rknn_inputs_set" in check and "63" in check and "256" in check

@@ -154,24 +154,65 @@ def test_sdk_version_says_simulator(rt, digits):
 
 # ---------------------------------------------------------------------------- inputs
 def test_inputs_set_errors(rt, digits):
+    """Too small a buffer is -5, as librknnrt 2.3.2 logs show (airockchip/rknn-toolkit2#558);
+    every other fault of an rknn_input is -8 (ASSUMPTIONS A64)."""
     image = np.zeros((1, 8, 8, 1), np.uint8)
     wrong_size = abi.rknn_input(index=0, buf=image.ctypes.data, size=63, type=abi.RKNN_TENSOR_UINT8,
                                 fmt=abi.RKNN_TENSOR_NHWC)
-    with pytest.raises(errors.RknnInputInvalidError, match="size 63 B given, expected 64 B"):
+    with pytest.raises(errors.RknnParamInvalidError, match="63 B given, fewer than the 64 B") as short:
         rt.inputs_set(digits, [wrong_size])
+    assert "airockchip/rknn-toolkit2#558" in short.value.detail and "A64" in short.value.detail
+    assert "FLOAT32" not in short.value.detail  # the type note is for FLOAT32 only
     as_float = buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_FLOAT32)
-    with pytest.raises(errors.RknnInputInvalidError, match="expected 256 B"):
+    with pytest.raises(errors.RknnParamInvalidError, match="64 B given, fewer than the 256 B") as declared:
         rt.inputs_set(digits, [as_float])
+    assert "rknn_input.type 0 means FLOAT32" in declared.value.detail
+    with pytest.raises(errors.RknnParamInvalidError, match="128 B it needs .pass_through"):
+        rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC, pass_through=1)])
     with pytest.raises(errors.RknnInputInvalidError, match="out of range"):
         rt.inputs_set(digits, [buffers.input_from_array(1, image, abi.RKNN_TENSOR_NHWC)])
     with pytest.raises(errors.RknnInputInvalidError, match="NULL"):
         rt.inputs_set(digits, [abi.rknn_input(index=0, size=64, type=abi.RKNN_TENSOR_UINT8)])
-    with pytest.raises(errors.RknnInputInvalidError, match="pass_through"):
-        rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC, pass_through=1)])
     with pytest.raises(errors.RknnInputInvalidError, match="not modeled"):
         rt.inputs_set(digits, [buffers.input_from_array(0, image.astype(np.int16), abi.RKNN_TENSOR_NHWC)])
     with pytest.raises(errors.RknnInputInvalidError, match="NHWC or NCHW"):
         rt.inputs_set(digits, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NC1HWC2)])
+
+
+def _scores(rt, ctx, tensor_input) -> np.ndarray:
+    rt.inputs_set(ctx, [tensor_input])
+    rt.run(ctx)
+    out = abi.rknn_output(index=0, want_float=1)
+    rt.outputs_get(ctx, [out])
+    values = buffers.output_view(out, np.float32).copy()
+    rt.outputs_release(ctx, [out])
+    return values
+
+
+def test_inputs_set_reads_the_first_bytes_of_a_larger_buffer(rt, digits):
+    """ASSUMPTIONS A64: a buffer larger than the input needs is accepted, and only its first
+    n_elems x element size bytes (pass_through: size_with_stride) are read."""
+    rng = np.random.default_rng(7)
+    image = rng.integers(0, 256, size=(1, 8, 8, 1), dtype=np.uint8)
+    exact = _scores(rt, digits, buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC))
+    longer = np.concatenate([image.reshape(-1), rng.integers(0, 256, 192, dtype=np.uint8)])
+    tail_ignored = buffers.input_from_array(0, longer, abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)
+    np.testing.assert_array_equal(_scores(rt, digits, tail_ignored), exact)
+    # float32 data declared UINT8 (256 B for 64): its first 64 bytes are read as pixels
+    floats = (image.astype(np.float32) + 0.5).reshape(1, 8, 8, 1)
+    as_pixels = floats.reshape(-1).view(np.uint8)[:64].reshape(1, 8, 8, 1).copy()
+    misread = _scores(rt, digits, buffers.input_from_array(0, floats, abi.RKNN_TENSOR_NHWC,
+                                                           type=abi.RKNN_TENSOR_UINT8))
+    np.testing.assert_array_equal(misread, _scores(rt, digits, buffers.input_from_array(
+        0, as_pixels, abi.RKNN_TENSOR_NHWC)))
+    assert not np.array_equal(misread, exact)
+    # pass_through: the native bytes (size_with_stride) first, anything after them ignored
+    native = rt.query(digits, abi.RKNN_QUERY_NATIVE_INPUT_ATTR)
+    raw = rng.integers(-128, 128, native.size_with_stride, dtype=np.int8)
+    one = _scores(rt, digits, buffers.input_from_array(0, raw, pass_through=1, type=native.type, fmt=native.fmt))
+    padded = np.concatenate([raw, rng.integers(-128, 128, 64, dtype=np.int8)])
+    np.testing.assert_array_equal(_scores(rt, digits, buffers.input_from_array(
+        0, padded, pass_through=1, type=native.type, fmt=native.fmt)), one)
 
 
 # ---------------------------------------------------------------------------- outputs

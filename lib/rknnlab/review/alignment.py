@@ -1,10 +1,12 @@
 """Alignment, re-measured: what is documented, and what a zero-copy input really needs.
 
 A widely copied recipe says every NPU buffer must start on a 64-byte boundary. What the
-documents say is about rows, not start addresses: the User Guide V2.3.0 (Table 5-2) aligns
-the width of a zero-copy 4-D input with 1, 3 or 4 channels to 16 pixels on RK3588 and to 8
-on RK3566/RK3568 (otherwise the total size to 16); the header says w_stride is read-only and
-h_stride write-only; the buffer is sized from size_with_stride.
+documents say is about rows, not start addresses. The User Guide V2.3.0 (Table 5-2) has two
+columns: on RK3562, RK3576 and RK3588 (and RV1103/RV1106) a zero-copy 4-D input with 1, 3 or
+4 channels has its width 16-byte aligned, any other input its total size 16-byte aligned; on
+RK3566 and RK3568 (and RV1103B/RV1106B) both are 8. The guide words it in bytes; the attr's
+w_stride counts pixels (elements along the width): read it, never compute it. The header
+says w_stride is read-only and h_stride write-only; the buffer is sized from size_with_stride.
 
 - :func:`alignment_table`: the documented alignment per SoC next to what the course's
   compiler reports give for digits_cnn's input.
@@ -31,9 +33,12 @@ from ..rknn import abi, buffers, errors
 #: width (a plain copy of a dense image), rows 64 bytes apart (the recipe read literally)
 ROWS = ("w_stride", "width", "64 bytes")
 
-#: documented zero-copy input width alignment (pixels), User Guide V2.3.0 Table 5-2;
-#: for 4-D inputs with 1, 3 or 4 channels (otherwise the total size is 16-aligned)
-DOCUMENTED_WIDTH_ALIGNMENT = {"rk3588": 16, "rk3566": 8, "rk3568": 8}
+#: User Guide V2.3.0 Table 5-2, "16-byte aligned" as the guide words it: the width of a
+#: zero-copy 4-D input with 1, 3 or 4 channels (the attr's w_stride holds it, in pixels)
+DOCUMENTED_WIDTH_ALIGNMENT = {"rk3588": 16, "rk3576": 16, "rk3562": 16, "rv1103": 16, "rv1106": 16,
+                              "rk3566": 8, "rk3568": 8, "rv1103b": 8, "rv1106b": 8}
+#: the same table, the total size (bytes) of any other zero-copy input
+DOCUMENTED_TOTAL_ALIGNMENT = dict(DOCUMENTED_WIDTH_ALIGNMENT)
 
 #: the SoCs the course ships reports for, and RK3566 (it runs the rk3568 build)
 _TABLE_SOCS = ("rk3588", "rk3576", "rk3568", "rk3566", "rk3562")
@@ -43,11 +48,12 @@ UNDERSIZED_ASSUMPTION = "A62"
 
 #: what public logs show a board doing with an undersized zero-copy input (A62)
 BOARD_UNDERSIZED = (
-    "A board may accept the bind and fail at rknn_run. A failing run on a board logs 'failed "
-    "to submit' and rknn_run returns -1 (RKNN_ERR_FAIL): airockchip/rknn-toolkit2#554 "
-    "(zero-copy, librknnrt 2.3.2), rockchip-linux/rknn-toolkit2#320 (first Conv); neither "
-    "thread shows its cause. The User Guide V2.3.0 (§10.9) ties 'failed to submit' in the "
-    "first conv with zero-copy to an undersized input.")
+    "A board may accept the bind (return 0) with a warning in the runtime's log that the mem is "
+    "smaller than the tensor (the facts sheet records the warning; its exact wording is "
+    "unconfirmed). The run may then fail: the log says 'failed to submit' and rknn_run returns "
+    "-1 (RKNN_ERR_FAIL), as in airockchip/rknn-toolkit2#554 (zero-copy, librknnrt 2.3.2); or the "
+    "NPU reads past the mem. The User Guide V2.3.0 (§10.9) ties 'failed to submit' in the first "
+    "conv with zero-copy to an undersized input.")
 
 
 def _runtime(rt: Any, soc: Optional[str]) -> Any:
@@ -73,29 +79,33 @@ def _hwc(attr: abi.rknn_tensor_attr) -> Tuple[int, int, int]:
 
 # --------------------------------------------------------------------------- the table
 def alignment_table() -> Any:
-    """Per SoC: the documented zero-copy input width alignment, and digits_cnn's native
-    input attr as the course's compiler report for that SoC gives it (a pandas DataFrame;
-    ``.attrs["source"]`` says where the numbers come from)."""
+    """Per SoC: the documented zero-copy input alignment (User Guide V2.3.0 Table 5-2: the
+    width of a 4-D input with 1, 3 or 4 channels, the total size of any other), and
+    digits_cnn's native input attr as the course's compiler report for that SoC gives it
+    (a pandas DataFrame; ``.attrs["source"]`` says where the numbers come from)."""
     import pandas as pd
     rows = []
     for soc in _TABLE_SOCS:
         build = models.SOC_MODELS.get(soc, soc)
         native = models.load_report("digits_cnn", build).data["inputs"][0]["native"]
-        documented = DOCUMENTED_WIDTH_ALIGNMENT.get(soc)
+        width, total = DOCUMENTED_WIDTH_ALIGNMENT[soc], DOCUMENTED_TOTAL_ALIGNMENT[soc]
         rows.append({
             "SoC": soc,
-            "documented width alignment": f"{documented} px" if documented else "not documented",
+            "documented width alignment": f"{width}-byte",
+            "documented total-size alignment": f"{total}-byte",
             "digits_cnn w_stride": int(native["w_stride"]),
             "digits_cnn size_with_stride": int(native["size_with_stride"]),
             "where the numbers come from": (
-                ("User Guide V2.3.0 Tab. 5-2" if documented else "Tab. 5-2 names no alignment")
+                f"User Guide V2.3.0 Tab. 5-2 ({'RK3566/RK3568' if width == 8 else 'RK3562/RK3576/RK3588'})"
                 + f"; {build}.report.json (NativeShape, rule R1)"
                 + (" — RK3566 runs the rk3568 build" if build != soc else "")),
         })
     table = pd.DataFrame(rows)
     table.attrs["source"] = (
-        "documented: User Guide V2.3.0 Table 5-2 (width of a zero-copy 4-D input with 1, 3 or 4 "
-        "channels; otherwise the total size 16-aligned); digits_cnn: the course's compiler reports "
+        "documented: User Guide V2.3.0 Table 5-2, two columns (RK3562/RK3576/RK3588: 16; "
+        "RK3566/RK3568: 8): the width of a zero-copy 4-D input with 1, 3 or 4 channels, otherwise "
+        "the total size; the guide words it in bytes, the attr's w_stride counts pixels (read it, "
+        "never compute it); digits_cnn: the course's compiler reports "
         "(data/models/digits_cnn/<soc>.report.json: w_stride = width x the native C1, assumption "
         "R1 in data/models/README.md)")
     return table
@@ -317,7 +327,7 @@ class UndersizedBind:
             what = "rknn_set_io_mem accepted it (return 0)"
         return (f"{self.model}: input mem of {self.mem_size} B (n_elems), size_with_stride {self.needed} B\n"
                 f"{what}\n"
-                f"a board may accept the bind and fail at rknn_run ('failed to submit', -1); .board, "
+                f"a board may accept the bind with a warning, then fail the run (-1); .board, "
                 f"{self.assumption}\nsource: {self.source}")
 
     __str__ = __repr__
@@ -346,5 +356,6 @@ def undersized_bind(model: str = "digits_cnn", rt: Any = None, soc: Optional[str
                           board=BOARD_UNDERSIZED, assumption=UNDERSIZED_ASSUMPTION, source=rt.source)
 
 
-__all__ = ["ROWS", "DOCUMENTED_WIDTH_ALIGNMENT", "alignment_table", "RowsResult", "zero_copy_rows",
+__all__ = ["ROWS", "DOCUMENTED_WIDTH_ALIGNMENT", "DOCUMENTED_TOTAL_ALIGNMENT", "alignment_table",
+           "RowsResult", "zero_copy_rows",
            "InputsSetResult", "unaligned_inputs_set", "UndersizedBind", "undersized_bind"]

@@ -51,23 +51,29 @@ class _Code:
 _CODES: Dict[int, _Code] = {
     -1: _Code(
         "The call failed and no more specific code applies.",
-        "At rknn_run on a board: 'failed to submit' (the NPU job failed) with rknn_run returning -1: "
+        "At rknn_run on a board: 'failed to submit' (an NPU job failed) with rknn_run returning -1: "
         "airockchip/rknn-toolkit2#554 (zero-copy, librknnrt 2.3.2), #447 (2.3.2), "
-        "rockchip-linux/rknn-toolkit2#320 (first Conv); the User Guide V2.3.0 (§10.9) ties it, in the "
-        "first conv with zero-copy, to an undersized input (A62). At rknn_init: 'failed to open rknn "
-        "device' for a user without access to the NPU device (rockchip-linux/rknn-toolkit2#244); older "
-        "runtimes also return -1 for a model from a newer toolkit (airockchip/rknn_model_zoo#149) or "
-        "for another SoC (rockchip-linux/rknpu2#25).",
-        f"the {_LOG} (which op failed to submit); dmesg | grep -i rknpu; every bound mem holds its "
-        "attr's size_with_stride; one thread per context; `python -m rknnlab doctor` (device, versions)",
-        "log: op that failed; dmesg; mem sizes",
+        "rockchip-linux/rknn-toolkit2#320 (first Conv, multi-core: fixed by a driver update), "
+        "airockchip/rknn-toolkit2#531 (two threads on one context, #533). The User Guide V2.3.0 "
+        "(§10.9) gives two causes: in the first conv with zero-copy, an undersized input (A62); in "
+        "a later layer, a model or toolchain problem (update rknn-toolkit2 and librknnrt). At "
+        "rknn_init: 'failed to open rknn device', whether no rknpu driver is loaded or the user "
+        "cannot open the device node (airockchip/rknn-toolkit2#68, rockchip-linux/rknn-toolkit2#49, "
+        "#244); older runtimes also return -1 for a model from a newer toolkit "
+        "(airockchip/rknn_model_zoo#149) or for another SoC (rockchip-linux/rknpu2#25).",
+        f"the {_LOG} (which op failed to submit, or the device it could not open); dmesg | grep -i "
+        "rknpu; every bound mem holds its attr's size_with_stride; one thread per context; "
+        "`python -m rknnlab doctor` (device, driver, runtime and toolkit versions)",
+        "log: op or device; dmesg; sizes; doctor",
         "rknn_run",
         "the simulator has no NPU job that can fail to submit, and refuses an undersized mem at "
         "the bind (A62)"),
     -2: _Code(
         "The NPU did not finish within the time allowed.",
-        "A blocking rknn_run whose NPU job outlasts its timeout (rknn_run_extend.timeout_ms). A hung "
-        "or reset NPU leaves rknpu 'failed to wait job' / 'job abort' lines in dmesg "
+        "A blocking rknn_run whose NPU job does not finish within the driver's time limit. The "
+        "application does not set that limit: rknn_run's extend argument is unused (the API "
+        "reference: pass NULL; rknn_run_extend is 'not available currently'). A hung or reset NPU "
+        "leaves rknpu 'failed to wait job' / 'job abort' lines in dmesg "
         "(airockchip/rknn-toolkit2#536, return code not shown). No public log with -2 itself was found.",
         "dmesg | grep -i rknpu (job timeout, reset); the NPU load (/sys/kernel/debug/rknpu/load); "
         f"how many contexts run at once; the {_LOG} (the op running)",
@@ -76,9 +82,11 @@ _CODES: Dict[int, _Code] = {
         "the simulated NPU always finishes: there is no timeout to miss"),
     -3: _Code(
         "The runtime cannot use the NPU device.",
-        "The runtime could not open the NPU driver: rockchip-linux/rknn-toolkit2#31 (RK3568, "
-        "rknn-toolkit-lite2, 'driver open fail'). A user who cannot open the device node got -1, not "
-        "-3, in rockchip-linux/rknn-toolkit2#244 (fixed by joining the video group).",
+        "Public -3 logs come from the older RKNPU1 API: rockchip-linux/rknn-toolkit2#31 ('E RKNNAPI: "
+        "rknn_init, driver open fail'). librknnrt reports a device it cannot open as -1 ('failed to "
+        "open rknn device'): with no rknpu driver loaded (rockchip-linux/rknn-toolkit2#49, "
+        "airockchip/rknn-toolkit2#68) and for a user without access to the device node "
+        "(rockchip-linux/rknn-toolkit2#244, fixed by joining the video group).",
         "the doctor's 'NPU device' line (driver present, this user can open it); dmesg | grep -i "
         "rknpu (did the driver load: a vendor kernel); in a container, is the device passed through",
         "doctor 'NPU device'; dmesg rknpu",
@@ -89,7 +97,7 @@ _CODES: Dict[int, _Code] = {
         "'failed to malloc npu memory' at rknn_init on boards: rockchip-linux/rknn-toolkit2#44 (NPU "
         "IOMMU disabled: about 12 MB usable), #218 (dmesg: 'swiotlb buffer is full'); no file "
         "descriptors left (airockchip/rknn-llm#62; A37). The create_mem family returns NULL with no "
-        "code: the course's binding raises -4 for it.",
+        "code: the course's binding names that NULL -4.",
         "dmesg (IOMMU disabled, swiotlb); MemAvailable; open descriptors (ulimit -n); leaks: gets "
         f"without release, mems and contexts never destroyed; the {_LOG} (the size asked for)",
         "dmesg: IOMMU/swiotlb; MemAvailable; leaks",
@@ -97,11 +105,15 @@ _CODES: Dict[int, _Code] = {
     -5: _Code(
         "An argument of the call is not acceptable.",
         "A query whose info size is not the struct's: rockchip-linux/rknn-toolkit#440 (RK3588 demo "
-        "built with an older header: 'info_len(372) < sizeof(rknn_tensor_attr)(376)', -5). On the "
-        "simulator also: a bound mem smaller than its attr (A26, A62), an is_prealloc buffer too "
-        "small (A15), a core mask the SoC does not have.",
-        "the message (or the log) names the argument; buffer sizes against the attrs; the header "
-        "you compiled with against librknnrt.so's version (the doctor)",
+        "built with an older header: 'info_len(372) < sizeof(rknn_tensor_attr)(376)', -5). An "
+        "rknn_inputs_set buffer smaller than n_elems x the size of rknn_input.type: -5 on "
+        "librknnrt 2.3.2 (airockchip/rknn-toolkit2#558, RK3568; airockchip/rknn_model_zoo#298); "
+        "type left at 0 means FLOAT32, 4x the bytes of uint8 data (rockchip-linux/rknpu2#9); a "
+        "larger buffer is accepted (A64). On the simulator also: a bound mem smaller than its attr "
+        "(A26, A62), an is_prealloc buffer too small (A15), a core mask the SoC does not have.",
+        "the message (or the log) names the argument; buffer sizes against the attrs (an input: "
+        "n_elems x the size of rknn_input.type); the header you compiled with against "
+        "librknnrt.so's version (the doctor)",
         "the message: which argument; sizes",
         "rknn_query"),
     -6: _Code(
@@ -123,11 +135,12 @@ _CODES: Dict[int, _Code] = {
         "rknn_run"),
     -8: _Code(
         "An rknn_input given to the call is not acceptable.",
-        "An input whose size is not n_elems x the element size of the type it declares, an index "
-        "or count past the model's inputs, a NULL buf (the API reference's rknn_input fields).",
-        "size = n_elems x element size of the declared type (pass_through: the native "
-        "size_with_stride); index < n_input; RKNN_QUERY_INPUT_ATTR",
-        "size = n_elems x element size; index",
+        "No public log of a 2.x runtime shows -8. The simulator returns it for an rknn_input whose "
+        "count or index is past the model's inputs, whose buf is NULL, or whose type or fmt it does "
+        "not convert (A64). A buffer too small for the input is -5 on librknnrt 2.3.2 (see -5).",
+        "index < n_input (RKNN_QUERY_IN_OUT_NUM); buf set; type and fmt as RKNN_QUERY_INPUT_ATTR "
+        f"allows; the {_LOG} names the field",
+        "index < n_input; buf; type, fmt",
         "rknn_inputs_set"),
     -9: _Code(
         "An rknn_output given to the call is not acceptable.",
@@ -209,12 +222,10 @@ def _context_zero(rt: Any) -> None:
     rt.run(0)
 
 
-def _short_input(rt: Any) -> None:
+def _input_index(rt: Any) -> None:
     def action(ctx: int) -> None:
         image = np.zeros((8, 8, 1), np.uint8)
-        tensor_input = buffers.input_from_array(0, image, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)
-        tensor_input.size = image.nbytes - 1
-        rt.inputs_set(ctx, [tensor_input])
+        rt.inputs_set(ctx, [buffers.input_from_array(1, image, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_UINT8)])
     _with_context(rt, action)
 
 
@@ -236,15 +247,16 @@ def _other_soc(rt: Any) -> None:
 #: code -> (the call as a reader would write it, its short form, the trigger)
 _TRIGGERS: Dict[int, Tuple[str, str, Callable[[Any], None]]] = {
     -4: ("rknn_create_mem2(ctx, 1 << 50, RKNN_FLAG_MEMORY_FLAGS_DEFAULT): 1 PiB, which no "
-         "machine can map", "create_mem2 of 1 PiB", _huge_mem),
+         "machine can map; create_mem2 returned NULL (the binding names it -4)",
+         "create_mem2 NULL (binding: -4)", _huge_mem),
     -5: ("rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &io_num, sizeof(io_num)): an 8-byte "
          "rknn_input_output_num where a 376-byte rknn_tensor_attr is filled", "query, wrong info size",
          _wrong_query_size),
     -6: ("rknn_init(&ctx, onnx, onnx_size, 0, NULL) with the bytes of digits_cnn's model.onnx",
          "init with ONNX bytes", _onnx_bytes),
     -7: ("rknn_run(0, NULL): a context rknn_init never made", "run with ctx 0", _context_zero),
-    -8: ("rknn_inputs_set of digits_cnn's 8x8x1 UINT8 NHWC image with size 63 (n_elems x 1 B = 64)",
-         "inputs_set, size 63 of 64", _short_input),
+    -8: ("rknn_inputs_set of digits_cnn's 8x8x1 UINT8 NHWC image with index 1: the model has one "
+         "input (A64)", "inputs_set, index 1 of 1 (A64)", _input_index),
     -9: ("after one rknn_run, rknn_outputs_get with index 1 on digits_cnn, which has one output",
          "outputs_get, index 1 of 1", _output_index),
     -13: ("rknn_init of digits_cnn built for another SoC (rk3568 on an rk3588, else rk3588)",
@@ -372,7 +384,7 @@ class ErrorTable:
         n = sum(r.reproduced_here for r in self.rows)
         head = _cut(f"RKNN error codes — {self.source}: {n} of {len(self.rows)} reproduced "
                     "(.row(code) for one in full)", _WIDTH)
-        widths = (4, 22, 27, 44)
+        widths = (4, 22, 30, 41)
         def line(cells: Sequence[str]) -> str:
             return " ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths)).rstrip()
         lines = [head, line(("code", "name", "reproduced here", "what to check"))]

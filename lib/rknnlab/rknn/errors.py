@@ -40,27 +40,33 @@ class RknnError(Exception):
 class RknnFailError(RknnError):
     code_value = abi.RKNN_ERR_FAIL
     hint = ("a failure with no more specific code; the log says what failed. At rknn_run, "
-            "'failed to submit' means the NPU job failed: check that every bound mem holds its "
-            "attr's size_with_stride, and that one thread at a time uses a context. At rknn_init, "
-            "'failed to open rknn device' means no access to the NPU. Check: the runtime's log "
-            f"({_LOG}), dmesg | grep -i rknpu, `python -m rknnlab doctor` (NPU device, versions).")
+            "'failed to submit' means an NPU job failed: in the first layer with zero-copy, a bound "
+            "input smaller than its size_with_stride (User Guide §10.9); in a later layer, a model, "
+            "toolkit, runtime or driver mismatch (§10.9: update rknn-toolkit2 and librknnrt; "
+            "rockchip-linux/rknn-toolkit2#320: a driver update); or two threads on one context "
+            "(airockchip/rknn-toolkit2#531, #533). At rknn_init, 'failed to open rknn device' (no "
+            "rknpu driver loaded, or no permission on the device node) also returns -1 with "
+            f"librknnrt. Check: the runtime's log ({_LOG}), dmesg | grep -i rknpu, "
+            "`python -m rknnlab doctor` (NPU device, versions).")
 
 
 class RknnTimeoutError(RknnError):
     code_value = abi.RKNN_ERR_TIMEOUT
     hint = ("the NPU did not finish in time. Check dmesg for rknpu lines (a job timeout, an NPU "
             "reset), the NPU load (/sys/kernel/debug/rknpu/load, as root), and how many contexts "
-            "run at once; rknn_run_extend.timeout_ms sets the limit of a blocking run. "
+            "run at once. rknn_run's extend argument is not used by this runtime (the API "
+            "reference says to pass NULL), so the application cannot raise the limit. "
             f"The runtime's log ({_LOG}) names the op that was running.")
 
 
 class RknnDeviceUnavailableError(RknnError):
     code_value = abi.RKNN_ERR_DEVICE_UNAVAILABLE
-    hint = ("the runtime could not open the NPU. Check `python -m rknnlab doctor` (its 'NPU "
-            "device' line: is the rknpu driver there, can this user open the device node), "
-            "dmesg | grep -i rknpu (did the driver load: a vendor kernel is needed), and in a "
-            "container whether the device is passed through. Some runtimes report a device "
-            f"this user cannot open as -1 instead; the log ({_LOG}) says which.")
+    hint = ("the runtime could not use the NPU device. Public logs of -3 come from the older "
+            "RKNPU1 API; librknnrt reports a device it cannot open ('failed to open rknn device') "
+            "as -1. Check `python -m rknnlab doctor` (its 'NPU device' line: is the rknpu driver "
+            "there, can this user open the device node), dmesg | grep -i rknpu (did the driver "
+            "load: a vendor kernel is needed), and in a container whether the device is passed "
+            f"through. The log ({_LOG}) says what failed.")
 
 
 class RknnMallocError(RknnError):
@@ -74,9 +80,11 @@ class RknnMallocError(RknnError):
 
 class RknnParamInvalidError(RknnError):
     code_value = abi.RKNN_ERR_PARAM_INVALID
-    hint = ("an argument is wrong: a buffer too small for the tensor (an is_prealloc "
-            "output needs n_elems x 4 bytes with want_float; a bound mem needs the size of "
-            "the attr you bind it with), an index past n_input/n_output, a NULL pointer, a query size "
+    hint = ("an argument is wrong: a buffer too small for the tensor (an rknn_inputs_set buffer "
+            "needs n_elems x the size of rknn_input.type, and type left at 0 means FLOAT32: 4x the "
+            "bytes of uint8 data; an is_prealloc output needs n_elems x 4 bytes with want_float; a "
+            "bound mem needs the bytes of the attr you bind it with, in its type and layout), an "
+            "index past n_input/n_output, a NULL pointer, a query size "
             "that is not sizeof() of the struct the command fills (a header older than "
             "librknnrt.so), or a flag or command this runtime does not support. The message, or "
             f"the runtime's log ({_LOG}), names the argument.")
@@ -100,10 +108,10 @@ class RknnCtxInvalidError(RknnError):
 
 class RknnInputInvalidError(RknnError):
     code_value = abi.RKNN_ERR_INPUT_INVALID
-    hint = ("an input does not match the model: wrong count or index, NULL buf, or a size "
-            "that is not n_elems x the element size of the type you declared (with "
-            "pass_through, the native attr's size_with_stride). Compare with RKNN_QUERY_INPUT_ATTR; "
-            f"the runtime's log ({_LOG}) prints the sizes it expected.")
+    hint = ("an rknn_input is not acceptable: a count or index past the model's inputs, a NULL "
+            "buf, or a type or fmt the runtime does not convert. Compare with RKNN_QUERY_IN_OUT_NUM "
+            "and RKNN_QUERY_INPUT_ATTR. (A buffer smaller than the input needs is -5 on librknnrt "
+            f"2.3.2.) The runtime's log ({_LOG}) names the field.")
 
 
 class RknnOutputInvalidError(RknnError):

@@ -689,18 +689,21 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A62", "rknn_set_io_mem refuses (RKNN_ERR_PARAM_INVALID) an input mem smaller than the "
             "layout of the attr it is bound with (A26) at the bind itself: digits_cnn's native "
             "input on rk3588 (size_with_stride 128 B) bound to a mem of n_elems = 64 B fails "
-            "there, before any run. No Rockchip document says when a board checks the size. "
-            "Public logs show how a failing run looks on a board: 'failed to submit' with "
-            "rknn_run returning -1 (RKNN_ERR_FAIL), e.g. airockchip/rknn-toolkit2#554 (zero-copy, "
-            "librknnrt 2.3.2, op Concat) and rockchip-linux/rknn-toolkit2#320 (op "
-            "Conv:/model.0/conv/Conv, multi-core, an old driver); neither thread shows its cause. "
+            "there, before any run. No Rockchip document says when a board checks the size. The "
+            "facts sheet records that the runtime warns when a bound buffer is smaller than "
+            "size_with_stride (the exact log wording is unconfirmed), so a board may return 0 at "
+            "the bind with a warning in its log. The run may then fail with 'failed to submit' "
+            "and rknn_run returning -1 (RKNN_ERR_FAIL), or the NPU may read past the mem's end. "
             "The User Guide V2.3.0 (section 10.9) ties 'failed to submit' in the first conv with "
-            "zero-copy to an undersized input. So a board may return 0 at the bind, then -1 at "
-            "the run, or let the NPU read past the mem's end.",
+            "zero-copy to an undersized input, and in a later layer to a model, toolkit or "
+            "runtime mismatch. Public logs of 'failed to submit' with -1: "
+            "airockchip/rknn-toolkit2#554 (zero-copy, librknnrt 2.3.2, op Concat), whose cause "
+            "the thread does not show, and rockchip-linux/rknn-toolkit2#320 (op "
+            "Conv:/model.0/conv/Conv, multi-core), fixed by a driver update.",
      "on a board, create a mem of n_elems bytes (64) for digits_cnn's native input "
-     "(size_with_stride 128 on an RK3588), rknn_set_io_mem it with the native attr and read "
-     "the return code; if it is 0, rknn_run and read that return code, the RKNN_LOG_LEVEL=4 "
-     "log and dmesg (IOMMU faults)."),
+     "(size_with_stride 128 on an RK3588), rknn_set_io_mem it with the native attr, read "
+     "the return code and the RKNN_LOG_LEVEL=4 log (a warning?); if it is 0, rknn_run and "
+     "read that return code, the log and dmesg (IOMMU faults)."),
     ("A63", "Return codes the API reference's table implies but no public log of a 2.x runtime "
             "shows: rknn_init of a course model compiled for another SoC returns "
             "RKNN_ERR_TARGET_PLATFORM_UNMATCH (-13), the code described as a model not "
@@ -714,6 +717,22 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "on an RK3588, rknn_init the rk3568 build of digits_cnn (and the rk3588 build on an "
      "RK3568): read the return code and the RKNN_LOG_LEVEL=4 log; call rknn_run with ctx 0 "
      "and read its return code."),
+    ("A64", "rknn_inputs_set reads a buffer larger than the input needs (n_elems x the size of "
+            "rknn_input.type; with pass_through, the native size_with_stride) up to that size and "
+            "returns 0. So float32 data declared UINT8 is accepted and its first bytes are read as "
+            "pixels, and so is a frame of a larger shape after rknn_set_input_shapes chose a smaller "
+            "one. A smaller buffer returns RKNN_ERR_PARAM_INVALID (-5), as public librknnrt 2.3.2 "
+            "logs show: 'param input size(1228800) < model input size(4915200)', then -5 "
+            "(airockchip/rknn-toolkit2#558, RK3568; also airockchip/rknn_model_zoo#298). That log "
+            "compares with '<', and no public log shows a larger input refused. The other faults "
+            "of an rknn_input (a count or index past the model's inputs, a NULL buf, a type or fmt "
+            "the simulator does not convert, an input bound to a converting mem) return "
+            "RKNN_ERR_INPUT_INVALID (-8), the API reference's code for an invalid rknn_input; no "
+            "public log of a 2.x runtime shows which code a board returns for them.",
+     "on a board, rknn_inputs_set digits_cnn's 8x8x1 input (type UINT8, fmt NHWC) with size 63, "
+     "64 and 256 and read each return code and the RKNN_LOG_LEVEL=4 log; rknn_run after the "
+     "256 B call and compare the scores with the 64 B call's (same first 64 bytes); then call it "
+     "with index 1 and with buf NULL and read those codes."),
 ]
 
 

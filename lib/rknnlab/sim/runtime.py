@@ -97,6 +97,17 @@ def _fmt_name(fmt: int) -> str:
     return abi.FMT_NAMES.get(fmt, str(fmt))
 
 
+def _short_input_detail(index: int, tensor_input: abi.rknn_input, needed: int, what: str) -> str:
+    """Why an rknn_inputs_set buffer is refused as too small.  librknnrt 2.3.2 returns -5
+    for it on boards (airockchip/rknn-toolkit2#558, airockchip/rknn_model_zoo#298); a
+    larger buffer is accepted (ASSUMPTIONS A64)."""
+    detail = f"input {index}: {tensor_input.size:,} B given, fewer than the {needed:,} B it needs ({what}"
+    if not tensor_input.pass_through and tensor_input.type == abi.RKNN_TENSOR_FLOAT32:
+        detail += "; rknn_input.type 0 means FLOAT32"
+    return (detail + "). librknnrt 2.3.2 on a board returns -5 for this too (airockchip/rknn-toolkit2#558, "
+            "airockchip/rknn_model_zoo#298); a larger buffer is read up to the size needed (A64)")
+
+
 # librknnrt 1.5.2's log line (a string in the RK3588 binary of rockchip-linux/rknpu2) when
 # rknn_init gets RKNN_FLAG_SHARE_WEIGHT_MEM for a dynamic-shape model: the evidence for
 # refusing both that flag and rknn_dup_context on such a model (ASSUMPTIONS A56)
@@ -676,7 +687,9 @@ class SimRuntime(Runtime):
         """rknn_inputs_set: converts each input (UINT8/INT8/FLOAT32/FLOAT16, NHWC
         or NCHW) into the native layout: normalise with the model's mean/std,
         quantize with the native zp/scale, lay out with strides.  pass_through
-        copies bytes already in the native layout."""
+        copies bytes already in the native layout.  A buffer smaller than the
+        input needs is RKNN_ERR_PARAM_INVALID, as on librknnrt 2.3.2; a larger
+        one is read up to that size (ASSUMPTIONS A64)."""
         fn = "rknn_inputs_set"
         with self._using(ctx, fn) as context:
             model = self._shape_set(context, fn)
@@ -691,7 +704,9 @@ class SimRuntime(Runtime):
                         target = binding.mem.data(spec.native.nbytes)
                     else:
                         target = context.staging(False, spec.index).array(spec.native.nbytes)
-                    source = array_at(tensor_input.buf, tensor_input.size)
+                    # a larger buffer is read up to the size the input needs (ASSUMPTIONS A64)
+                    needed = spec.native.nbytes if source_layout is None else source_layout.nbytes
+                    source = array_at(tensor_input.buf, needed)
                     if source_layout is None:  # pass_through
                         target[:] = source
                     else:
@@ -726,7 +741,7 @@ class SimRuntime(Runtime):
                          "does not model rknn_inputs_set into a converting binding")
         if tensor_input.pass_through:
             expected, layout = spec.native.nbytes, None
-            what = "the native attr's size_with_stride (pass_through)"
+            what = "pass_through: the native attr's size_with_stride"
         else:
             if tensor_input.type not in _INPUT_TYPES:
                 raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
@@ -740,10 +755,9 @@ class SimRuntime(Runtime):
             layout = spec.layout(fmt if len(spec.logical) == 4 else abi.RKNN_TENSOR_UNDEFINED,
                                  tensor_input.type)
             expected = layout.nbytes
-            what = f"n_elems {layout.n_elems:,} x {layout.dtype.itemsize} B ({_type_name(tensor_input.type)})"
-        if tensor_input.size != expected:
-            raise _error(abi.RKNN_ERR_INPUT_INVALID, fn,
-                         f"input {index}: size {tensor_input.size:,} B given, expected {expected:,} B = {what}")
+            what = f"n_elems {layout.n_elems:,} x {layout.dtype.itemsize} B, {_type_name(tensor_input.type)}"
+        if tensor_input.size < expected:
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn, _short_input_detail(index, tensor_input, expected, what))
         return spec, layout, binding
 
     def run(self, ctx: int, extend: Optional[abi.rknn_run_extend] = None) -> int:
