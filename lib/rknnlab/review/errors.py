@@ -248,7 +248,7 @@ def _other_soc(rt: Any) -> None:
 _TRIGGERS: Dict[int, Tuple[str, str, Callable[[Any], None]]] = {
     -4: ("rknn_create_mem2(ctx, 1 << 50, RKNN_FLAG_MEMORY_FLAGS_DEFAULT): 1 PiB, which no "
          "machine can map; create_mem2 returned NULL (the binding names it -4)",
-         "create_mem2 NULL (binding: -4)", _huge_mem),
+         "create_mem2 NULL (binding -4)", _huge_mem),
     -5: ("rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &io_num, sizeof(io_num)): an 8-byte "
          "rknn_input_output_num where a 376-byte rknn_tensor_attr is filled", "query, wrong info size",
          _wrong_query_size),
@@ -256,7 +256,7 @@ _TRIGGERS: Dict[int, Tuple[str, str, Callable[[Any], None]]] = {
          "init with ONNX bytes", _onnx_bytes),
     -7: ("rknn_run(0, NULL): a context rknn_init never made", "run with ctx 0", _context_zero),
     -8: ("rknn_inputs_set of digits_cnn's 8x8x1 UINT8 NHWC image with index 1: the model has one "
-         "input (A64)", "inputs_set, index 1 of 1 (A64)", _input_index),
+         "input (A64)", "inputs_set index 1 of 1 (A64)", _input_index),
     -9: ("after one rknn_run, rknn_outputs_get with index 1 on digits_cnn, which has one output",
          "outputs_get, index 1 of 1", _output_index),
     -13: ("rknn_init of digits_cnn built for another SoC (rk3568 on an rk3588, else rk3588)",
@@ -384,7 +384,7 @@ class ErrorTable:
         n = sum(r.reproduced_here for r in self.rows)
         head = _cut(f"RKNN error codes — {self.source}: {n} of {len(self.rows)} reproduced "
                     "(.row(code) for one in full)", _WIDTH)
-        widths = (4, 22, 30, 41)
+        widths = (4, 22, 30, 41)  # a short call is at most 29 characters: two spaces end it
         def line(cells: Sequence[str]) -> str:
             return " ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths)).rstrip()
         lines = [head, line(("code", "name", "reproduced here", "what to check"))]
