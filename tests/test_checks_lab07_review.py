@@ -186,6 +186,12 @@ def still_int8_sized(rt, image):
     return prealloc(lambda a: a.size * 2)(rt, image)
 
 
+def input_one(rt, image):
+    """Still counts the inputs from 1."""
+    inputs = [buffers.input_from_array(1, image, fmt=abi.RKNN_TENSOR_NHWC)]
+    return scores(rt, rt.init(str(MODEL_PATH)), inputs)
+
+
 def runtime_allocates(rt, image):
     """Gives up the preallocated buffer (is_prealloc = 0): the call succeeds, the buffer is never tried."""
     return fixed_input(rt, image)
@@ -196,6 +202,7 @@ def runtime_allocates(rt, image):
     (3, caught_returns_zeros, ("fixed_soc", "-13", "caught")),
     (3, other_simulated_soc, ("fixed_soc", "0 rknn_init")),
     (2, cached_scores, ("fixed_input", "scores differ")),
+    (2, input_one, ("fixed_input", "-8", "RKNN_ERR_INPUT_INVALID")),
     (0, still_int8_sized, ("fixed_prealloc", "-5", "RKNN_ERR_PARAM_INVALID")),
     (1, lambda rt, image: None, ("fixed_load", "0 rknn_init")),
 ])

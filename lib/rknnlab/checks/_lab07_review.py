@@ -133,8 +133,8 @@ def check_sizes(predicted: Dict[str, Any]) -> CheckResult:
 _CALLS = (("fixed_prealloc", "an is_prealloc = 1 output buffer", OUTPUT_SIZE_RULE),
           ("fixed_load", "the model's bytes", "rknn_init takes a model that rknn-toolkit2 exported for this SoC, "
                                               "as its bytes or its path."),
-          ("fixed_input", "the input", "An input's size is n_elems × the size of the type you declare in "
-                                       "rknn_input.type."),
+          ("fixed_input", "the input", "rknn_input.index counts from 0 up to n_input − 1 "
+                                       "(RKNN_QUERY_IN_OUT_NUM)."),
           ("fixed_soc", "the model file", "A .rknn file is compiled for one SoC: load the one built for the "
                                           "SoC of the runtime you are given (rt.soc), and change nothing else."))
 _IMAGES_PER_CALL = 3
