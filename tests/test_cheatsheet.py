@@ -4,6 +4,9 @@
   rknnlab.rknn.native.SIGNATURES, or a constant or struct of rknnlab.rknn.abi) and the course's
   header declares it; the topics the sheet must cover are named.
 - The canonical sentences stand word for word; no sentence is over 30 words.
+- The rows a practitioner needs say how, not only what: rebinding per shape, the zero-copy model
+  buffer, the DISABLE_FLUSH flags, sharing an internal buffer, a bound mem of another type, dup and
+  dynamic shapes.
 - Every table row links to a section, and every link reaches a real file and heading.
 - ``python -m rknnlab export chapters/cheatsheet.ipynb --print`` writes a page for paper: no
   prompts, no code, no screen-only cell, no dead links to notebooks.
@@ -70,7 +73,31 @@ REQUIRED = [
     "RKNN_QUERY_INPUT_ATTR", "RKNN_QUERY_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_INPUT_ATTR",
     "RKNN_QUERY_NATIVE_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR",
     "size_with_stride", "w_stride", "h_stride", "read-only", "write-only", "RKNN_QUERY_MEM_SIZE",
+    "rknn_set_input_shapes", "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT", "rknn_init_extend",
+    "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE", "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE",
 ]
+
+#: first cell of a row -> what that row must say (plain text), and the sections it must link to
+PRACTICE: Dict[str, Tuple[List[str], List[str]]] = {
+    # io is bound again after each shape change (User Guide V2.3.0 §5.4.4.2); binding allocates nothing
+    "rknn_set_io_mem": (["Bind io once per shape", "after each rknn_set_input_shapes", "CURRENT_* attrs",
+                         "a bind is not an allocation"], ["§5.6"]),
+    "rknn_dup_context": (["Not for dynamic-shape models."], ["§5.6"]),
+    # how the model buffer is made and named, when it goes, and the two public problems with it
+    "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY": (
+        ["rknn_create_mem2(0, size, RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)", "rknn_init_extend", "real_model_offset",
+         "real_model_size", "model_buffer_fd", "model_buffer_flags", "after the last rknn_destroy",
+         "the API reference's sample destroys it before", "airockchip/rknn-toolkit2#532"], ["§2.2"]),
+    "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE": (
+        ["RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE", "the sync is yours",
+         "Not with rknn_inputs_set or rknn_outputs_get"], ["§5.2"]),
+    # one mem of the largest size, a view per context of at least its own size, never run together
+    "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE": (
+        ["never run at the same time", "one rknn_create_mem of the largest total_internal_size",
+         "rknn_create_mem_from_fd view of at least its own size", "rknn_set_internal_mem",
+         "The API reference's sample uses RKNN_FLAG_MEM_ALLOC_OUTSIDE"], ["§5.4"]),
+    "mem you bind": (["Any other type you set: n_elems × that type's size."], ["§1.5"]),
+}
 
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<href>[^)\s]+)\)")
 NAME = re.compile(r"\b(?:rknn|RKNN)_\w+")
@@ -177,6 +204,30 @@ def test_the_sheet_covers_its_topics():
 @pytest.mark.parametrize("sentence", CANONICAL, ids=lambda s: s[:40])
 def test_the_canonical_sentences_stand_word_for_word(sentence):
     assert any(sentence in unit for unit in plain_text(sheet_markdown()).splitlines())
+
+
+def table_rows(markdown: str) -> List[List[str]]:
+    """The cells of every table row (header and separator rows left out), as plain text."""
+    rows = [ln for ln in markdown.splitlines() if ln.startswith("| ") and not re.match(r"\|\s*-", ln)]
+    return [[plain_text(cell).strip() for cell in row.strip().strip("|").split(" | ")] for row in rows]
+
+
+@pytest.mark.parametrize("first_cell", PRACTICE)
+def test_the_rows_a_practitioner_needs_say_how(first_cell):
+    rows = [cells for cells in table_rows(sheet_markdown()) if first_cell in cells[0]]
+    assert len(rows) == 1, f"{len(rows)} rows start with {first_cell!r}"
+    text = flat(" ".join(rows[0]))
+    phrases, sections = PRACTICE[first_cell]
+    missing = [p for p in phrases if p not in text]
+    assert not missing, f"the row of {first_cell} no longer says {missing}:\n{text}"
+    unlinked = [s for s in sections if s not in rows[0][-1].split()]
+    assert not unlinked, f"the row of {first_cell} does not link {unlinked}"
+
+
+def test_binding_is_not_taught_as_once_for_ever():
+    """A bind is repeated after a shape change: the sheet never says "bind once" without "per shape"."""
+    text = plain_text(sheet_markdown())
+    assert not re.search(r"[Bb]ind (?:io )?once(?! per shape)", text), "bind once, without 'per shape'"
 
 
 def test_short_sentences():
