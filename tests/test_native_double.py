@@ -498,11 +498,30 @@ def test_inputs_set_accepts_a_ctypes_array(rt, double, ctx):
     assert double.last("rknn_inputs_set[0]")["buf"] == image.ctypes.data
 
 
-def test_wrong_input_size_is_input_invalid(rt, ctx):
+def test_too_small_input_is_param_invalid(rt, ctx):
     half = input_image()[:, :2]
-    with pytest.raises(errors.RknnInputInvalidError, match="rknn_inputs_set"):
+    with pytest.raises(errors.RknnParamInvalidError, match="rknn_inputs_set"):
         rt.inputs_set(ctx, [buffers.input_from_array(0, np.ascontiguousarray(half),
                                                      abi.RKNN_TENSOR_NHWC)])
+
+
+def test_larger_input_is_read_up_to_the_size_needed(rt, ctx):
+    image = input_image()
+    longer = np.concatenate([image.reshape(-1), np.full(16, 255, image.dtype)])
+    inp = buffers.input_from_array(0, longer, abi.RKNN_TENSOR_NHWC)
+    assert rt.inputs_set(ctx, [inp]) == 0
+    rt.run(ctx)
+    outs = outputs(0)
+    rt.outputs_get(ctx, outs)
+    got = np.ctypeslib.as_array(ctypes.cast(outs[0].buf, ctypes.POINTER(ctypes.c_int8)), (10,)).copy()
+    rt.outputs_release(ctx, outs)
+    rt.inputs_set(ctx, [buffers.input_from_array(0, np.ascontiguousarray(image), abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    outs = outputs(0)
+    rt.outputs_get(ctx, outs)
+    want = np.ctypeslib.as_array(ctypes.cast(outs[0].buf, ctypes.POINTER(ctypes.c_int8)), (10,)).copy()
+    rt.outputs_release(ctx, outs)
+    assert np.array_equal(got, want)
 
 
 # ---------------------------------------------------------------- outputs
