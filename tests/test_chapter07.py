@@ -322,6 +322,25 @@ def test_only_rows_at_w_stride_agree_with_inputs_set(run) -> None:
     assert "accuracy 98" in text.splitlines()[1] or float(re.search(r"accuracy ([\d.]+)%", text).group(1)) > 90, text
 
 
+def test_the_table_documents_rk3576_and_rk3562_as_their_attrs_show(run) -> None:
+    """§1's takeaway: RK3576 and RK3562 share RK3588's column of Table 5-2 (16) and their attrs pad
+    digits_cnn's rows to 16; RK3566/RK3568 are documented at 8 and give 8."""
+    text = _printed_by(run, "review.alignment_table(")
+    for soc, documented in (("rk3588", 16), ("rk3576", 16), ("rk3562", 16), ("rk3568", 8), ("rk3566", 8)):
+        row = re.search(rf"^{soc}\s+(\d+)\S*\s+(\d+)\s+\d+$", text, flags=re.M)
+        assert row and int(row.group(1)) == int(row.group(2)) == documented, f"{soc}:\n{text}"
+    assert "not documented" not in text, text
+
+
+def test_the_codes_the_text_says_have_board_evidence_are_the_ones_reproduced(run) -> None:
+    """§5: the reproduced -5 is the wrong-size query (the one public board log, rknn-toolkit#440) and
+    the -4 row says the binding names a NULL."""
+    assert _printed_by(run, "review.reproduce_error(").startswith("rknn_query -> RKNN_ERR_PARAM_INVALID")
+    table = _printed_by(run, "review.error_codes(")
+    assert re.search(r"^-4\s+MALLOC_FAIL\s+.*NULL.*-4", table, flags=re.M), table
+    assert re.search(r"^-5\s+PARAM_INVALID\s+query", table, flags=re.M), table
+
+
 def test_inputs_set_from_an_odd_address_gives_the_same_outputs(run) -> None:
     text = _printed_by(run, "review.unaligned_inputs_set(")
     assert re.search(r"address % 64 = [1-9]\d* and at % 64 = 0: identical outputs", text), text
