@@ -5,8 +5,9 @@ fake model and logs every call with the arguments it received, so these tests
 check what actually crossed the ABI, not just what Python thinks it passed.
 The fake model: input "input" 1x4x4x3 NHWC int8 (zp -128, scale 1/255;
 native rows padded to w_stride 8), outputs "scores" 1x10 (zp -10, scale 0.5,
-scores[k] = sum of the quantized inputs + k, mod 256) and "boxes" 1x4x2x2
-(zp 0, scale 0.25, boxes[k] = quantized input k; native NC1HWC2 of 64 bytes).
+scores[k] = sum of the quantized inputs + k + salt, mod 256) and "boxes" 1x4x2x2
+(zp 0, scale 0.25, boxes[k] = quantized input k + salt, mod 256; native NC1HWC2 of 64
+bytes); salt is the payload's word "salt=N", 0 without it.
 A payload "detector=HxW ..." describes instead a fake text detector for
 examples/c/video_pipeline.c (tests at the end of this file).
 """
@@ -106,12 +107,13 @@ def input_image(seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (1, 4, 4, 3), dtype=np.uint8)
 
 
-def expected_outputs(quantized: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def expected_outputs(quantized: np.ndarray, salt: int = 0) -> Tuple[np.ndarray, np.ndarray]:
     """What the fake model computes from its int8 input (NHWC order)."""
     flat = quantized.astype(np.int8).reshape(-1)
     total = int(flat.astype(np.int64).sum())
-    scores = (((total + np.arange(10)) & 0xFF).astype(np.uint8)).view(np.int8)
-    return scores, flat[:16].copy()
+    scores = (((total + salt + np.arange(10)) & 0xFF).astype(np.uint8)).view(np.int8)
+    boxes = ((flat[:16].astype(np.int64) + salt) & 0xFF).astype(np.uint8).view(np.int8)
+    return scores, boxes
 
 
 def outputs(*indexes: int, **fields: int) -> List[abi.rknn_output]:
@@ -731,6 +733,61 @@ def test_zero_copy_io_with_native_attrs(rt, double, ctx):
         rt.mem_sync(ctx, in_mem, 4)
     for mem in (in_mem, *out_mems):
         rt.destroy_mem(ctx, mem)
+
+
+@pytest.mark.parametrize("salt", [1, 128, 255])
+def test_the_payloads_salt_shifts_every_output_byte(rt, salt):
+    """"salt=N" (documented in the double's header) adds N to every output byte, mod 256, by
+    get and in a bound mem alike, and a duplicate context keeps it: a checker that draws N
+    makes the outputs something only a program that runs the model prints."""
+    image = input_image(5)
+    quantized = (image.astype(np.int16) - 128).astype(np.int8)
+    context = rt.init(b"RKNN salted salt=%d" % salt)
+    dup = rt.dup_context(context)
+    for c in (context, dup):
+        rt.inputs_set(c, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+        rt.run(c)
+        outs = outputs(0, 1)
+        rt.outputs_get(c, outs)
+        scores, boxes = expected_outputs(quantized, salt)
+        got_scores = buffers.output_view(outs[0], np.int8)
+        np.testing.assert_array_equal(got_scores, scores)
+        np.testing.assert_array_equal(buffers.output_view(outs[1], np.int8, (1, 4, 2, 2)).ravel(), boxes)
+        unsalted, _ = expected_outputs(quantized)
+        assert (got_scores != unsalted).all()      # no score left where the formula without salt puts it
+        rt.outputs_release(c, outs)
+    attr = rt.query(context, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=1))
+    attr.type = abi.RKNN_TENSOR_FLOAT32
+    mem = rt.create_mem(context, attr.n_elems * 4)
+    rt.set_io_mem(context, mem, attr)
+    rt.run(context)
+    np.testing.assert_array_equal(buffers.mem_view(mem, np.float32),
+                                  expected_outputs(quantized, salt)[1].astype(np.float32) * np.float32(0.25))
+    rt.destroy_mem(context, mem)
+    rt.destroy(dup)
+    rt.destroy(context)
+
+
+def test_salt_0_is_the_model_without_salt(rt, ctx):
+    image = input_image(6)
+    results = []
+    for context in (ctx, rt.init(b"RKNN salt=0")):
+        rt.inputs_set(context, [buffers.input_from_array(0, image, abi.RKNN_TENSOR_NHWC)])
+        rt.run(context)
+        outs = outputs(0, 1)
+        rt.outputs_get(context, outs)
+        results.append([buffers.output_view(o, np.int8).copy() for o in outs])
+        rt.outputs_release(context, outs)
+    rt.destroy(context)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [b"RKNN salt=256", b"RKNN salt=-1", b"RKNN salt=+1", b"RKNN salt=",
+                                 b"RKNN salt=1x", b"RKNN salt= 1"])
+def test_a_malformed_salt_is_model_invalid(rt, bad: bytes):
+    with pytest.raises(errors.RknnModelInvalidError):
+        rt.init(bad)
 
 
 def test_set_io_mem_too_small_for_the_layout(rt, ctx):

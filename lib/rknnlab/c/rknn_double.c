@@ -15,10 +15,14 @@
  *   input  0 "input":  1x4x4x3 NHWC int8, affine zp=-128 scale=1/255
  *                      (native: same, rows padded to w_stride 8 -> 96 bytes)
  *   output 0 "scores": 1x10 NCHW int8, affine zp=-10 scale=0.5
- *                      scores[k] = (sum of the 48 quantized inputs + k) mod 256
+ *                      scores[k] = (sum of the 48 quantized inputs + k + salt) mod 256
  *   output 1 "boxes":  1x4x2x2 NCHW int8, affine zp=0 scale=0.25
- *                      boxes[k] = quantized input byte k
+ *                      boxes[k] = (quantized input byte k + salt) mod 256
  *                      (native: NC1HWC2 1x1x2x2x16 -> 64 bytes)
+ *   (mod 256 read as int8.)  salt is the payload's word "salt=N" (0 to 255, 0
+ *   without the word): a checker that draws it per run makes the outputs
+ *   something only a program that runs the model can print, not one that
+ *   applies the formula above to its frames.
  *   Inputs given as uint8 are quantized as the model's mean/std would
  *   (q = u - 128), float32 as (q = round(x * 255) - 128); NHWC only.
  *   An input buffer shorter than its type needs is refused with PARAM_INVALID
@@ -560,6 +564,7 @@ typedef struct {
     detector_model det;              /* the fake detector, when the payload describes one */
     int running;                     /* inside rknn_run (set atomically: one thread at a time) */
     uint32_t npu_cores;              /* the payload's "npu_cores=N", 3 by default */
+    uint8_t salt;                    /* the payload's "salt=N", added to every output byte */
 } context_state;
 
 static context_state contexts[MAX_CONTEXTS];
@@ -645,6 +650,21 @@ static const char *payload_word(const char *payload, const char *key)
 }
 
 static int word_ends(const char *end) { return *end == '\0' || *end == ' '; }
+
+/* The payload's "salt=N" (0 without the word) into *salt: 1, or 0 when N is not 0 to 255. */
+static int parse_salt(const char *payload, uint8_t *salt)
+{
+    const char *value = payload_word(payload, "salt=");
+    *salt = 0;
+    if (!value)
+        return 1;
+    char *end = NULL;
+    unsigned long n = strtoul(value, &end, 10);
+    if (*value < '0' || *value > '9' || !word_ends(end) || n > 255) /* digits only */
+        return 0;
+    *salt = (uint8_t)n;
+    return 1;
+}
 
 /* The detector the payload describes ("detector=HxW" ...): 1 if none (det->h stays 0) or a valid
    one, 0 if the words are malformed. */
@@ -739,8 +759,9 @@ static int init_call(rknn_context *context, void *model, uint32_t size, uint32_t
     uint32_t internal_size = payload_size(custom, "internal=", INTERNAL_SIZE);
     uint32_t npu_cores = payload_size(custom, "npu_cores=", 3);
     detector_model det;
+    uint8_t salt;
     if (!weight_size || !internal_size || !parse_detector(custom, &det) || npu_cores == 0 ||
-        npu_cores > 3)
+        npu_cores > 3 || !parse_salt(custom, &salt))
         return RKNN_ERR_MODEL_INVALID;
 
     rknn_context handle;
@@ -752,6 +773,7 @@ static int init_call(rknn_context *context, void *model, uint32_t size, uint32_t
     contexts[slot].internal_size = internal_size;
     contexts[slot].det = det;
     contexts[slot].npu_cores = npu_cores;
+    contexts[slot].salt = salt;
     memcpy(contexts[slot].custom, custom, sizeof custom);
     if (zero_copy) {
         contexts[slot].zero_copy_model = model;
@@ -787,6 +809,7 @@ EXPORT int rknn_dup_context(rknn_context *context_in, rknn_context *context_out)
     contexts[slot].internal_size = source->internal_size;
     contexts[slot].det = source->det;
     contexts[slot].npu_cores = source->npu_cores;
+    contexts[slot].salt = source->salt;
     contexts[slot].weight_mem = source->weight_mem; /* shared weights: the source's mem */
     *context_out = handle;
     return RKNN_SUCC;
@@ -1376,8 +1399,9 @@ static int run_call(rknn_context context, rknn_run_extend *extend)
     for (int i = 0; i < N_IN_ELEMS; i++)
         sum += state->input[i];
     for (int k = 0; k < 10; k++)
-        state->outputs[0][k] = (int8_t)(uint8_t)((unsigned long)(sum + k) & 0xff);
-    memcpy(state->outputs[1], state->input, 16);
+        state->outputs[0][k] = (int8_t)(uint8_t)((unsigned long)(sum + k + state->salt) & 0xff);
+    for (int k = 0; k < 16; k++)
+        state->outputs[1][k] = (int8_t)(uint8_t)((state->input[k] + state->salt) & 0xff);
     for (int i = 0; i < N_OUTPUTS; i++)
         if (state->io_mem_output[i])
             write_output_mem(state, i);
