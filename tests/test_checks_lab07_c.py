@@ -7,7 +7,11 @@ of n_elems bytes for want_float = 1, a buffer allocated anew every frame (malloc
 never freed), a buffer the program writes into between gets, is_prealloc = 0
 released every frame, a mem bound inside the loop, a mem created every frame, outputs read
 as the wrong type, a FLOAT32-bound output in a mem of attr.size bytes or in a layout the
-runtime does not convert to, no rknn_destroy, mems never destroyed, a crash, a hang.
+runtime does not convert to, no rknn_destroy, mems never destroyed, a crash, a hang; a
+program that never runs the model and prints the double's documented formula applied to
+the frames (with or without the salt it reads from the model file), one that runs and gets
+each frame but prints the formula without the salt, one that gets only one of the outputs,
+two runs per frame.  A crash's hint follows the last call the runtime recorded.
 Legitimate alternatives that must pass: is_prealloc = 1 into buffers allocated once (with and
 without the release), a larger buffer with its real capacity, zero-copy with every mem bound
 once (outputs as int8 dequantised by hand, or bound as FLOAT32 the way Rockchip's zero-copy
@@ -16,13 +20,15 @@ demos bind them), and the notebook's solution cell.  The program as published, u
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from rknnlab.checks import _lab07_c, lab07
-from rknnlab.checks._lab07_c_cases import FRAME_BYTES, PUBLISHED, expected, frames
+from rknnlab.checks._lab07_c_cases import FRAME_BYTES, PUBLISHED, expected, frames, model_bytes, salt
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "labs" / "lab07_misconceptions.ipynb"
@@ -168,7 +174,7 @@ NAMES_FIXED = replaced(PUBLISHED, "argv[1], 0, 0) < 0)", "argv[1], 0, 0, NULL) <
 def test_the_solution_passes():
     result, text = check(SOLUTION)
     assert result.passed, text
-    assert "every printed output equals what the runtime computes" in text
+    assert "one rknn_run each: every printed output equals what the runtime computes" in text
     assert "Note:" not in text
 
 
@@ -384,6 +390,114 @@ def test_one_frame_short_fails():
     assert result.status == "failed" and "printed no `frame F output I:` line for frame 0" in text, text
 
 
+#: no rknn_run, no rknn_outputs_get: the double's documented formula (salt 0) applied to each frame
+#: (a student's program, from the review of lab 7)
+FORMULA_ONLY = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rknn_api.h"
+int main(int argc, char **argv)
+{
+    if (argc != 2) return 2;
+    rknn_context ctx;
+    if (rknn_init(&ctx, argv[1], 0, 0, NULL) < 0) return 1;
+    rknn_tensor_attr in_attr = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &in_attr, sizeof(in_attr));
+    unsigned char *pixels = malloc(in_attr.n_elems);
+    long salt = 0;
+    for (int f = 0; fread(pixels, 1, in_attr.n_elems, stdin) == in_attr.n_elems; f++) {
+        long sum = 0;
+        for (uint32_t i = 0; i < in_attr.n_elems; i++) sum += (int)pixels[i] - 128;
+        printf("frame %d output 0:", f);
+        for (int k = 0; k < 10; k++) printf(" %.2f", (float)((int8_t)(uint8_t)((unsigned long)(sum + k + salt) & 0xff) + 10) * 0.5f);
+        printf("\nframe %d output 1:", f);
+        for (int k = 0; k < 16; k++) printf(" %.2f", (float)(int8_t)(uint8_t)(((int)pixels[k] - 128 + salt) & 0xff) * 0.25f);
+        printf("\n");
+    }
+    rknn_destroy(ctx);
+    free(pixels);
+    return 0;
+}
+"""
+
+#: ... and with the salt read from the model file the check wrote (the double's payload)
+READS_THE_SALT = replaced(
+    FORMULA_ONLY,
+    "    long salt = 0;\n",
+    "    long salt = 0;\n"
+    "    FILE *model = fopen(argv[1], \"rb\");\n"
+    "    char payload[1024] = \"\";\n"
+    "    if (model) { size_t got = fread(payload, 1, sizeof(payload) - 1, model); payload[got] = 0; fclose(model); }\n"
+    "    const char *word = strstr(payload, \"salt=\");\n"
+    "    if (word) salt = atol(word + 5);\n")
+
+
+def test_the_reads_the_salt_plant_prints_the_runtimes_values(tmp_path: Path):
+    """The plant below must fail on what it skips (rknn_run), not on its values: run against a
+    model it can read, it prints the check's truth."""
+    cc = shutil.which("gcc")
+    source, exe = tmp_path / "p.c", str(tmp_path / "p")
+    source.write_text(READS_THE_SALT)
+    _lab07_c._compile(cc, str(source), _lab07_c._double_library(cc), exe)
+    n = salt()
+    model = tmp_path / "model.rknn"
+    model.write_bytes(model_bytes(n))
+    frame = frames(1)
+    out = subprocess.run([exe, str(model)], input=frame.tobytes(), stdout=subprocess.PIPE, check=True,
+                         env=dict(os.environ, RKNN_DOUBLE_NO_LOG="1")).stdout
+    lines = out.decode().splitlines()
+    for i, values in enumerate(expected(frame[0], n)):
+        assert [float(v) for v in lines[i].split(":")[1].split()] == pytest.approx(values, abs=0.006)
+
+
+@pytest.mark.parametrize("program", [FORMULA_ONLY, READS_THE_SALT], ids=["formula", "formula with the salt"])
+def test_printing_without_running_fails_on_the_run_count(program: str):
+    result, text = check(program)
+    assert result.status == "failed", text
+    assert " 0 rknn_run and 0 rknn_outputs_get for " in text and "frames: get each frame's outputs" in text, text
+
+
+def test_running_and_getting_but_printing_the_formula_fails_on_the_values():
+    """The salt drawn at every check: the header's formula without it is not the runtime's output."""
+    program = replaced(
+        FORMULA_ONLY,
+        "    unsigned char *pixels = malloc(in_attr.n_elems);\n",
+        "    unsigned char *pixels = malloc(in_attr.n_elems);\n"
+        "    rknn_input input = {.index = 0, .buf = pixels, .size = in_attr.n_elems,\n"
+        "                        .type = RKNN_TENSOR_UINT8, .fmt = RKNN_TENSOR_NHWC};\n"
+        "    float scores[10], boxes[16];\n"
+        "    rknn_output outputs[2] = {{.want_float = 1, .is_prealloc = 1, .index = 0, .buf = scores, "
+        ".size = sizeof scores},\n"
+        "                              {.want_float = 1, .is_prealloc = 1, .index = 1, .buf = boxes, "
+        ".size = sizeof boxes}};\n",
+        "        long sum = 0;\n",
+        "        rknn_inputs_set(ctx, 1, &input);\n"
+        "        rknn_run(ctx, NULL);\n"
+        "        rknn_outputs_get(ctx, 2, outputs, NULL);\n"
+        "        rknn_outputs_release(ctx, 2, outputs);\n"
+        "        long sum = 0;\n")
+    result, text = check(program)
+    assert result.status == "failed", text
+    assert "printed values differ from what the runtime computes" in text, text
+
+
+def test_getting_one_output_and_computing_the_other_fails():
+    program = replaced(SOLUTION,
+                       "if (rknn_outputs_get(ctx, io_num.n_output, outputs, NULL) < 0)",
+                       "if (rknn_outputs_get(ctx, 1, outputs, NULL) < 0)",
+                       "        rknn_outputs_release(ctx, io_num.n_output, outputs);",
+                       "        rknn_outputs_release(ctx, 1, outputs);")
+    result, text = check(program)
+    assert result.status == "failed", text
+    assert "Output 1 (boxes): 0 rknn_outputs_get returned it for" in text, text
+
+
+def test_two_runs_per_frame_fail_on_the_run_count():
+    result, text = check(replaced(SOLUTION, "        rknn_run(ctx, NULL);\n",
+                                  "        rknn_run(ctx, NULL);\n        rknn_run(ctx, NULL);\n"))
+    assert result.status == "failed" and "rknn_run and " in text and "get each frame's outputs" in text, text
+
+
 def test_no_rknn_destroy_fails():
     result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);\n", ""))
     assert result.status == "failed" and "context(s) were still alive" in text, text
@@ -398,6 +512,32 @@ def test_mems_never_destroyed_fail():
 def test_a_crash_is_reported_not_raised():
     result, text = check(replaced(SOLUTION, "    rknn_destroy(ctx);\n", "    abort();\n"))
     assert result.status == "failed" and "crashed (SIGABRT)" in text, text
+
+
+@pytest.mark.parametrize("where, last, hint, not_hint", [
+    ("double free", "rknn_destroy", "double free, or a free() of a buffer the runtime owns", "rknn_output.size"),
+    ("after get", "rknn_outputs_get", "wrote past the end of a buffer", "double free"),
+    ("after release", "rknn_outputs_release", "after rknn_outputs_release", "double free"),
+    ("after run", "rknn_run", "before any get", "double free"),
+])
+def test_a_crashs_hint_follows_the_last_recorded_call(where: str, last: str, hint: str, not_hint: str):
+    """The review's own bug (free(pixels) twice, after rknn_destroy) got the hint for a crash
+    after rknn_outputs_get: the hint now follows the last call the runtime recorded."""
+    if where == "double free":
+        program = replaced(SOLUTION, "    free(pixels);\n",   # a loop's body freeing the wrong buffer
+                           "    for (uint32_t i = 0; i < io_num.n_output; i++) free(pixels);\n")
+    elif where == "after get":
+        program = replaced(SOLUTION, "{ fprintf(stderr, \"get failed\\n\"); return 1; }\n",
+                           "{ fprintf(stderr, \"get failed\\n\"); return 1; }\n        if (f == 1) abort();\n")
+    elif where == "after release":
+        program = replaced(SOLUTION, "    rknn_destroy(ctx);\n", "    abort();\n")
+    else:
+        program = replaced(SOLUTION, "        rknn_run(ctx, NULL);\n",
+                           "        rknn_run(ctx, NULL);\n        if (f == 1) abort();\n")
+    result, text = check(program)
+    assert result.status == "failed" and "crashed (SIGABRT)" in text, text
+    assert f"The last memory call the runtime recorded was {last}." in text, text
+    assert hint in text and not_hint not in text, text
 
 
 def test_a_hang_is_stopped(monkeypatch: pytest.MonkeyPatch):
@@ -429,8 +569,19 @@ def test_the_summary_counts_the_check():
 def test_expected_follows_the_doubles_documented_model():
     frame = frames(1)[0]
     assert len(frame) == FRAME_BYTES
-    scores, boxes = expected(frame)
     q = [int(u) - 128 for u in frame]
-    assert boxes == tuple(v * 0.25 for v in q[:16])
-    s = sum(q)
-    assert scores[3] == ((((s + 3) & 0xFF) ^ 0x80) - 0x80 + 10) * 0.5
+    total = sum(q)
+    for n in (0, 1, 200):
+        scores, boxes = expected(frame, n)
+        assert boxes == tuple(((((v + n) & 0xFF) ^ 0x80) - 0x80) * 0.25 for v in q[:16])
+        assert scores[3] == ((((total + 3 + n) & 0xFF) ^ 0x80) - 0x80 + 10) * 0.5
+
+
+def test_the_salt_is_drawn_and_changes_every_output():
+    drawn = {salt() for _ in range(200)}
+    assert 0 not in drawn and drawn <= set(range(1, 256)) and len(drawn) > 50
+    frame = frames(1)[0]
+    for n in (1, 128, 255):
+        assert b" salt=%d" % n in model_bytes(n)
+        for salted, plain in zip(expected(frame, n), expected(frame, 0)):
+            assert all(a != b for a, b in zip(salted, plain))

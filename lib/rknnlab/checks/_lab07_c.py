@@ -4,10 +4,14 @@ The check compiles the student's program with gcc against the course's own decla
 the RKNN C API (``rknnlab/c/rknn_api.h``), links it with the course's C test double of
 librknnrt (``rknnlab/c/rknn_double.c``, built once per machine and cached), and runs it in a
 process of its own (a crash cannot take the notebook's kernel down; a timeout stops a hung
-program) on a fake model and random frames of the check's choosing.  The double writes one
-line per memory call (``$RKNN_DOUBLE_EVENTS_FILE``); the check judges from those lines and
-from what the program prints: the outputs, no allocation per frame after the first, every
-is_prealloc = 0 get released, no bind or mem per frame, everything destroyed at the end.
+program) on a fake model and random frames of the check's choosing.  The model's payload
+carries a salt the check draws each time (the double adds it to every output byte), so the
+printed outputs are the runtime's, not the documented formula applied to the frames.  The
+double writes one line per memory call (``$RKNN_DOUBLE_EVENTS_FILE``); the check judges
+from those lines and from what the program prints: one rknn_run per frame and its outputs
+from the runtime (a get per frame, or mems bound before the first run), the outputs, no
+allocation per frame after the first, every is_prealloc = 0 get released, no bind or mem per
+frame, everything destroyed at the end.
 """
 from __future__ import annotations
 
@@ -198,10 +202,10 @@ class _Run:
         return [e for e in self.events if e.get("call") == name]
 
 
-def _run(exe: str, folder: str, n_frames: int) -> Tuple[_Run, Any]:
+def _run(exe: str, folder: str, n_frames: int, salt: int) -> Tuple[_Run, Any]:
     model = os.path.join(folder, "model.rknn")
     with open(model, "wb") as f:
-        f.write(_cases.MODEL_BYTES)
+        f.write(_cases.model_bytes(salt))
     frames = _cases.frames(n_frames)
     frames_path = os.path.join(folder, "frames.bin")
     frames.tofile(frames_path)
@@ -289,10 +293,46 @@ def _judge_errors(run: _Run) -> None:
         raise _Fail(f"{call} returned {returned}{where}.", hint, details)
 
 
+_END_CRASH = ("a crash at the end is most often a double free, or a free() of a buffer the runtime owns: never "
+              "free() what a get with is_prealloc = 0 gave you, nor a mem's virt_addr (rknn_destroy_mem frees it); "
+              "free each buffer of your own once, after its last use.")
+_MEM_CRASH = ("a mem holds mem->size bytes from its virt_addr: write each frame row by row within them (rows "
+              "w_stride × channels apart) and read no more of an output mem than its n_elems values, in the type "
+              "you bound it with.")
+
+
+def _crash_hint(last: Optional[str], at_exit: bool) -> str:
+    """Where to look for a crash, from the last memory call the runtime recorded before it."""
+    if at_exit or last in ("rknn_destroy", "rknn_destroy_mem"):
+        return _END_CRASH
+    if last == "rknn_outputs_get":
+        return ("a crash right after rknn_outputs_get often means the runtime wrote past the end of a buffer: "
+                "check each buffer's real size against rknn_output.size. " + _SIZE_RULE)
+    if last == "rknn_outputs_release":
+        return ("after rknn_outputs_release, the buffers a get with is_prealloc = 0 allocated are gone: read "
+                "the values before the release and never free() them yourself. With is_prealloc = 1 the "
+                "buffers are yours: keep them for the next frame and free each once, after the loop.")
+    if last in ("rknn_create_mem", "rknn_set_io_mem", "rknn_mem_sync"):
+        return _MEM_CRASH
+    if last in ("rknn_inputs_set", "rknn_run"):
+        return ("the crash came after rknn_inputs_set or rknn_run, before any get: look at your own buffers "
+                "(the frame buffer holds in_attr.n_elems bytes; fread must not write more) and at the "
+                "rknn_output array you pass to the get (one element per output, each with its index).")
+    if last == "rknn_init":
+        return ("the crash came after rknn_init, before any other memory call: look at the queries (each "
+                "attr with its index set, and sizeof the struct you pass) and at the buffers you size from "
+                "their answers.")
+    return ("the crash came before the runtime recorded any call: look at how the program reads its "
+            "arguments (the model's path is argv[1]) before rknn_init.")
+
+
 def _judge_exit(run: _Run) -> None:
     tail = [line for line in run.stderr.strip().splitlines()][-3:]
     last = next((e["call"] for e in reversed(run.events) if e.get("call") != "exit"), None)
+    at_exit = bool(run.calls("exit"))
     after = f" The last memory call the runtime recorded was {last}." if last else ""
+    if at_exit:
+        after += " Your program had already ended: the runtime had written its exit record."
     if run.returncode is None:
         raise _Fail(f"Your program did not finish within {_RUN_TIMEOUT_S} s.{after}",
                     "look for a loop that never ends: the check gives the model's path as argv[1] and the "
@@ -303,8 +343,7 @@ def _judge_exit(run: _Run) -> None:
         except ValueError:
             name = f"signal {-run.returncode}"
         raise _Fail(f"Your program crashed ({name}) after {len(run.events)} RKNN call(s).{after}",
-                    "a crash right after rknn_outputs_get often means the runtime wrote past the end of a "
-                    "buffer: check each buffer's real size against rknn_output.size. " + _SIZE_RULE, tail)
+                    _crash_hint(last, at_exit), tail)
     if run.returncode != 0:
         raise _Fail(f"Your program exited with code {run.returncode}.{after}",
                     "the check gives the model's path as argv[1] and the frames on stdin (program MODEL < FRAMES); "
@@ -314,7 +353,8 @@ def _judge_exit(run: _Run) -> None:
 _LINE = re.compile(r"^frame (\d+) output (\d+):(.*)$")
 
 
-def _judge_outputs(run: _Run, frames: Any) -> str:
+def _printed(run: _Run) -> Dict[Tuple[int, int], List[float]]:
+    """What the program printed, by (frame, output)."""
     printed: Dict[Tuple[int, int], List[float]] = {}
     for line in run.stdout.splitlines():
         m = _LINE.match(line.strip())
@@ -324,15 +364,46 @@ def _judge_outputs(run: _Run, frames: Any) -> str:
             printed[(int(m.group(1)), int(m.group(2)))] = [float(v) for v in m.group(3).split()]
         except ValueError:
             continue
+    return printed
+
+
+def _judge_lines(printed: Dict[Tuple[int, int], List[float]], n: int) -> None:
+    missing = [f for f in range(n) for i in range(len(_cases.OUTPUT_NAMES)) if (f, i) not in printed]
+    if missing:
+        raise _Fail(f"Your program printed no `frame F output I:` line for {_frames_text(missing)} "
+                    f"of the {n} frames on stdin (counted from 0).",
+                    "run every frame on stdin (the input's n_elems bytes each, until the input ends), and keep "
+                    "the program's printf lines.")
+
+
+def _judge_runs(run: _Run, n: int) -> None:
+    """One rknn_run per frame, and each output from the runtime: a get per frame, or a mem bound to
+    it before the first run (the double writes into bound mems at each run)."""
+    events = run.events
+    runs = [k for k, e in enumerate(events) if e.get("call") == "rknn_run" and e.get("ret") == 0]
+    gets = [e for e in run.calls("rknn_outputs_get") if e.get("ret") == 0]
+    hint = ("for each frame: set its input (rknn_inputs_set, or write it into the input mem), one rknn_run, "
+            "then that frame's outputs from the runtime: one rknn_outputs_get, or output mems bound once with "
+            "rknn_set_io_mem before the first rknn_run. The check's model is its own: only the runtime knows "
+            "its outputs.")
+    if len(runs) != n:
+        raise _Fail(f"{len(runs)} rknn_run and {len(gets)} rknn_outputs_get for {n} frames: get each frame's "
+                    "outputs from the runtime.", hint)
+    bound = {e.get("name") for e in events[:runs[0]]
+             if e.get("call") == "rknn_set_io_mem" and e.get("ret") == 0}
+    for index, name in enumerate(_cases.OUTPUT_NAMES):
+        got = sum(o[0] == index for e in gets for o in e["outputs"])
+        if got != n and name not in bound:
+            raise _Fail(f"Output {index} ({name}): {got} rknn_outputs_get returned it for {n} frames, and no mem "
+                        "was bound to it before the first rknn_run: get each frame's outputs from the runtime.",
+                        hint)
+
+
+def _judge_values(printed: Dict[Tuple[int, int], List[float]], frames: Any, salt: int) -> str:
     n = len(frames)
-    missing = []
     for f in range(n):
-        want = _cases.expected(frames[f])
-        for i, values in enumerate(want):
-            got = printed.get((f, i))
-            if got is None:
-                missing.append(f)
-                continue
+        for i, values in enumerate(_cases.expected(frames[f], salt)):
+            got = printed[(f, i)]
             if len(got) != len(values):
                 raise _Fail(f"frame {f} output {i}: your program printed {len(got)} values; the output has "
                             f"{len(values)} elements.",
@@ -347,12 +418,8 @@ def _judge_outputs(run: _Run, frames: Any) -> str:
                             "read each output after the rknn_run of the frame you set, as float32 values "
                             "(want_float = 1, or a mem bound with type RKNN_TENSOR_FLOAT32), or dequantise int8 "
                             "with the attr's zp and scale; keep the printf format (%.2f).")
-    if missing:
-        raise _Fail(f"Your program printed no `frame F output I:` line for {_frames_text(missing)} "
-                    f"of the {n} frames on stdin (counted from 0).",
-                    "run every frame on stdin (the input's n_elems bytes each, until the input ends), and keep "
-                    "the program's printf lines.")
-    return f"{n} frames (random, new at every check): every printed output equals what the runtime computes"
+    return (f"{n} frames (random, new at every check), one rknn_run each: every printed output equals what the "
+            "runtime computes")
 
 
 def _judge_memory(run: _Run) -> List[str]:
@@ -435,8 +502,9 @@ def _judge_memory(run: _Run) -> List[str]:
     created = len([e for e in run.calls("rknn_create_mem") if e.get("ret") == 0])
     destroyed = len([e for e in run.calls("rknn_destroy_mem") if e.get("ret") == 0])
     if end["contexts"]:
+        succeeded = len([e for e in destroys if e.get("ret") == 0])
         raise _Fail(f"{end['contexts']} context(s) were still alive when your program ended: rknn_destroy "
-                    f"returned 0 {len([e for e in destroys if e.get('ret') == 0])} time(s).",
+                    f"succeeded {succeeded} time(s).",
                     "destroy every context you initialised, after its last use.")
     if end["mems"]:
         raise _Fail(f"{end['mems']} mem(s) were still alive when your program ended (rknn_create_mem: {created}, "
@@ -466,7 +534,8 @@ def check_c_program(path: Any = _cases.FILE_NAME) -> CheckResult:
     The check compiles it with gcc -std=c11 -Wall -Wextra -Werror against the course's
     rknn_api.h, and runs it in its own process against the course's C test double of
     librknnrt, as ``program MODEL < FRAMES`` (a fake model and random uint8 frames the check
-    chooses).  It passes when the printed outputs equal what the runtime computes, the runtime
+    chooses).  It passes when the program runs the model once per frame and takes each frame's
+    outputs from the runtime, the printed outputs equal what the runtime computes, the runtime
     allocates no output buffer per frame after the first, your own buffers are allocated once,
     nothing is bound or created per frame, and every context and mem is destroyed.  The
     program as published, not edited yet, is "not done" (any edit is judged).  Needs gcc
@@ -484,10 +553,14 @@ def check_c_program(path: Any = _cases.FILE_NAME) -> CheckResult:
             exe = os.path.join(folder, "program")
             _compile(cc, source, double, exe)
             n_frames = 5 + int.from_bytes(os.urandom(1), "little") % 5
-            run, frames = _run(exe, folder, n_frames)
+            salt = _cases.salt()
+            run, frames = _run(exe, folder, n_frames, salt)
         _judge_errors(run)
         _judge_exit(run)
-        details = [_judge_outputs(run, frames)] + _judge_memory(run)
+        printed = _printed(run)
+        _judge_lines(printed, n_frames)
+        _judge_runs(run, n_frames)
+        details = [_judge_values(printed, frames, salt)] + _judge_memory(run)
         return CheckResult(EX_C, "passed", "Your program compiles against the runtime's API, prints the right "
                            "outputs, allocates no output memory per frame and destroys everything it made.",
                            details)

@@ -4,7 +4,8 @@ it from nowhere).
 - the program as the widely copied recipe writes it (the notebook shows it in a ``text``
   fence: it does not compile against the runtime's API);
 - the check's fake model and frames: a model file for the course's C test double of
-  librknnrt (lib/rknnlab/c/rknn_double.c), and random uint8 frames;
+  librknnrt (lib/rknnlab/c/rknn_double.c) with a salt drawn at every check, and random
+  uint8 frames;
 - what that double computes for a frame (its header comment documents the fake model),
   printed the way the program prints it.
 """
@@ -71,8 +72,19 @@ int main(int argc, char **argv)
 #: the fake model's input: 1x4x4x3 uint8 NHWC pixels (48 bytes per frame)
 FRAME_BYTES = 48
 
-#: the C double's fake model: any bytes starting with "RKNN" (the rest is its custom string)
-MODEL_BYTES = b"RKNN lab 7 exercise 8: the check's fake model"
+#: the fake model's outputs, by index, as the double names them (rknn_set_io_mem finds them by name)
+OUTPUT_NAMES = ("scores", "boxes")
+
+
+def model_bytes(salt: int) -> bytes:
+    """The C double's fake model: bytes starting with "RKNN" (the rest is its custom string),
+    whose word "salt=N" the double adds to every output byte (its header comment)."""
+    return b"RKNN lab 7 exercise 8: the check's fake model salt=%d" % salt
+
+
+def salt() -> int:
+    """A salt from 1 to 255, new at every check: 0 would leave the outputs the header formula's."""
+    return 1 + os.urandom(1)[0] % 255
 
 
 def frames(n: int) -> np.ndarray:
@@ -80,12 +92,19 @@ def frames(n: int) -> np.ndarray:
     return np.frombuffer(os.urandom(n * FRAME_BYTES), dtype=np.uint8).reshape(n, FRAME_BYTES)
 
 
-def expected(frame: np.ndarray) -> List[Tuple[float, ...]]:
-    """What the double's fake model gives for one uint8 NHWC frame, per output, dequantised
-    (want_float = 1): the values the program prints.  The double's header comment: inputs
-    given as uint8 are quantised as q = u - 128; scores[k] = (sum of the 48 q + k) mod 256
-    as int8 (zp -10, scale 0.5); boxes[k] = q[k] for k < 16 (zp 0, scale 0.25)."""
+def _int8(value: int) -> int:
+    value &= 0xFF
+    return value - 256 if value > 127 else value
+
+
+def expected(frame: np.ndarray, salt: int) -> List[Tuple[float, ...]]:
+    """What the double's fake model (made with ``model_bytes(salt)``) gives for one uint8 NHWC
+    frame, per output, dequantised (want_float = 1): the values the program prints.  The
+    double's header comment: inputs given as uint8 are quantised as q = u - 128;
+    scores[k] = (sum of the 48 q + k + salt) mod 256 as int8 (zp -10, scale 0.5);
+    boxes[k] = (q[k] + salt) mod 256 as int8 for k < 16 (zp 0, scale 0.25)."""
     q = frame.astype(np.int64) - 128
     total = int(q.sum())
-    scores = [((total + k) & 0xFF) - 256 * (((total + k) & 0xFF) > 127) for k in range(10)]
-    return [tuple((s + 10) * 0.5 for s in scores), tuple(int(v) * 0.25 for v in q[:16])]
+    scores = [_int8(total + k + salt) for k in range(10)]
+    boxes = [_int8(int(v) + salt) for v in q[:16]]
+    return [tuple((s + 10) * 0.5 for s in scores), tuple(b * 0.25 for b in boxes)]
