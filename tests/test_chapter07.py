@@ -239,6 +239,16 @@ def test_table_5_2_is_quoted_with_both_its_columns() -> None:
     assert "no document states their rule" not in text
 
 
+def test_every_cited_report_is_explained_and_h_stride_is_plain() -> None:
+    """The Wrong claim box says what #5 showed; h_stride is described as the header does (write-only: you set
+    it), not by an idiom; the C prelude is an HTML comment, which no viewer shows (tests/test_notebook_c.py)."""
+    text = ch.flat(ch.numbered_sections(_markdown())["1"])
+    assert "#5 (zero-copy and `rknn_inputs_set` disagree where `w_stride` is not the width)" in text
+    assert "`h_stride` is write-only: you may set it, for an input whose height is padded." in text
+    assert "the opposite" not in text
+    assert "<!-- c-prelude:" in _markdown() and "% c-prelude" not in _markdown()
+
+
 def test_the_recipes_create_mem_line_is_answered() -> None:
     """The recipe's "rknn_create_mem() guarantees the alignment" gets its answer: page-aligned in practice
     (mapped DMA buffers, 4 KiB rounding in one public log), beside the point; nothing documented for
@@ -387,6 +397,40 @@ def test_the_cores_answer_rests_on_the_printed_split_shares(run) -> None:
     text = _printed_by(run, "review.core_masks(")
     shares = dict(re.findall(r"^(mobilenet_v2|yolov5s) \((\d+)% split\)", text, flags=re.M))
     assert int(shares["mobilenet_v2"]) > 50 > int(shares["yolov5s"]), text
+
+
+def test_a_small_network_gets_slower_where_the_answer_says_so(run) -> None:
+    """The cores rule says "a small network can get slower": §4 prints digits_cnn's speedups last, and on the
+    simulator every multi-core mask's whole 95% interval lies below 1, as the answer says (A45)."""
+    text = _printed_by(run, "review.core_masks(")
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("digits_cnn ("), text
+    highs = [float(high) for mask, high in re.findall(r"(0_1(?:_2)?) [\d.]+x \[[\d.]+–([\d.]+)\]", last)]
+    assert len(highs) == 2 and all(high < 1 for high in highs), last
+    answer = ch.flat(ch.numbered_sections(_markdown())["4"])
+    assert "`digits_cnn` gets slower on the simulator (speedups below 1)" in answer
+    assert "(User Guide V2.3.0 §5.3; A45)" in answer
+
+
+def test_the_answer_counts_the_claims_the_table_prints(run) -> None:
+    """§4's answer names as many claims as the table has rows, and says which six it explains."""
+    text = _printed_by(run, "review.claims_table(")
+    rows = re.findall(r"\s(?:True|False|None)$", text, flags=re.M)
+    words = {6: "six", 8: "eight"}
+    answer = ch.flat(ch.numbered_sections(_markdown())["4"])
+    assert f"None of the {words.get(len(rows), len(rows))} claims in the table holds as stated." in answer, text
+    assert "Here is why for the six of this section." in answer
+
+
+def test_the_memfree_line_is_read_for_the_reader(run) -> None:
+    """§4 (4): the text says why RSS is the better witness before the cell, and the answer says what a
+    MemFree fall of 0 B means (the library's verdict then gives noise as the reason)."""
+    text = ch.flat(ch.numbered_sections(_markdown())["4"])
+    assert "RSS is the better witness: it counts only this process's pages." in text
+    assert "The RSS line decides. If `MemFree` fell 0 B, it did not see the buffers at all" in text
+    printed = _printed_by(run, "review.npu_memory_in_ram(")
+    assert re.search(r"^MemFree fell [\d.,]+ (?:B|KiB|MiB)", printed, flags=re.M), printed
+    assert "shared RSS grew 1.00x the DMA total" in ch.flat(printed), printed
 
 
 def test_want_float_costs_four_times_the_bytes_and_more_time(run) -> None:
