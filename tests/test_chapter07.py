@@ -194,6 +194,13 @@ def test_every_back_link_names_a_heading_that_exists() -> None:
         assert anchors[anchor].startswith(f"{number}. "), f"{label} links to {anchors[anchor]!r}"
 
 
+def test_the_header_says_how_to_reach_a_linked_section_in_jupyterlab() -> None:
+    """jupyterlab-myst gives a numbered heading another id than MyST's anchor, so JupyterLab opens a back
+    link's notebook at its top (review J-1): the header says how to reach the section from there."""
+    header = ch.flat(_markdown().split("## Setup")[0])
+    assert "JupyterLab opens it at the top: open the Table of Contents in the left bar" in header
+
+
 def test_the_anchors_are_mysts() -> None:
     myst_slugs = pytest.importorskip("myst_parser.slugs")
     for target in sorted(set(re.findall(r"\((0\d_\w+\.ipynb)#", _markdown()))):
@@ -236,6 +243,9 @@ def test_table_5_2_is_quoted_with_both_its_columns() -> None:
            "(RK3566/RK3568: 8). Other inputs need a total size aligned to 16 (RK3566/RK3568: 8)." in text
     assert "RK3576 and RK3562 pad its rows to 16 pixels, as Table 5-2 says" in text
     assert '("16-byte aligned")' in text and "read it, never compute it" in text
+    takeaway = text[text.index("What the table shows: the documented width alignment"):]
+    assert takeaway.index("`w_stride` counts pixels") < takeaway.index("**Predict.**"), \
+        "bytes against pixels is said right after the table, not only in the footnote or the box"
     assert "no document states their rule" not in text
 
 
