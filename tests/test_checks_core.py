@@ -164,3 +164,128 @@ def test_spy_records_what_a_buffer_held_and_who_called(monkeypatch: pytest.Monke
     assert sum(e[0] == "release" for e in spy.events) == 2
     spy.cleanup()
     rt.close()
+
+
+# =========================================================================== replaced code and a forged store (L-1, L-2)
+def _cell(source: str, namespace: dict) -> None:
+    """Run ``source`` as a notebook cell runs it: its functions belong to __main__ and to a file
+    that is not in the course's test suite."""
+    namespace.setdefault("__name__", "__main__")
+    exec(compile(source, "/tmp/ipykernel_4242/2871963514.py", "exec"), namespace)
+
+
+def test_a_check_on_a_replaced_runtime_method_judges_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """L-1: SimRuntime.init replaced (or its code swapped) in the session: every check fails at
+    once and says so, the summary names it and counts nothing; the runtime put back, checks count."""
+    from rknnlab.sim.runtime import SimRuntime
+    lab, g = _lab("Lab test replaced runtime")
+    assert g["check_one"](lambda: 42).passed
+    cell: dict = {"SimRuntime": SimRuntime}
+    _cell("_orig = SimRuntime.init\n"
+          "def patched_init(self, model, *a, **k):\n"
+          "    return _orig(self, model, *a, **k)\n", cell)
+    monkeypatch.setattr(SimRuntime, "init", cell["patched_init"])
+    r = g["check_one"](lambda: 42)
+    assert r.status == "failed" and "the runtime's code was replaced" in r.message
+    assert "rknnlab.sim.runtime.SimRuntime.init" in r.message and "Restart the kernel" in r.hint
+    assert "Traceback" not in repr(r)
+    s = lab.summary()
+    assert s.passed == 0 and "rknnlab.sim.runtime.SimRuntime.init was replaced" in repr(s)
+    assert "no check of Lab test replaced runtime counts" in s._repr_html_()
+    monkeypatch.undo()
+    assert g["check_one"](lambda: 42).passed and lab.summary().passed == 1
+    assert "WARNING" not in repr(lab.summary())
+
+    real = SimRuntime.run.__code__                      # the same function, another body
+    try:
+        SimRuntime.run.__code__ = cell["patched_init"].__code__.replace(co_name="run")
+        assert "SimRuntime.run" in g["check_one"](lambda: 42).message
+    finally:
+        SimRuntime.run.__code__ = real
+    assert g["check_one"](lambda: 42).passed
+
+
+def test_a_method_added_to_a_runtime_class_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A method added to the class after import (e.g. one that shadows an inherited one, or a
+    __getattr__ that answers for missing names) counts as replaced code too."""
+    from rknnlab.sim.runtime import SimRuntime
+    assert "__getattr__" not in vars(SimRuntime)
+    lab, g = _lab("Lab test added method")
+    cell: dict = {}
+    _cell("def answer_anything(self, name):\n    return lambda *a, **k: 0\n", cell)
+    monkeypatch.setattr(SimRuntime, "__getattr__", cell["answer_anything"], raising=False)
+    r = g["check_one"](lambda: 42)
+    assert r.status == "failed" and "SimRuntime.*" not in r.message and "SimRuntime.__getattr__" in r.message
+
+
+def test_the_test_suites_own_planted_runtimes_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab tests replace runtime methods on purpose (a runtime that behaves like a board):
+    a replacement defined in the test suite's folder is not a student's."""
+    from rknnlab.sim.runtime import SimRuntime
+    real = SimRuntime.init
+
+    def init(self, *args, **kwargs):
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(SimRuntime, "init", init)
+    lab, g = _lab("Lab test planted by tests")
+    assert g["check_one"](lambda: 42).passed and "WARNING" not in repr(lab.summary())
+
+
+_NOTEBOOK = r'''
+import json, sys
+from rknnlab.checks import lab07 as checks, _core
+from rknnlab.checks._core import CheckResult
+answers = {key: 1 for key in checks.SIZE_QUESTIONS}
+out = {"honest": checks.check_sizes(answers).message}
+
+import rknnlab.checks._lab07_review_cases as RC                        # L-2: the truth patched
+real = RC.measured_sizes
+RC.measured_sizes = lambda *a, **k: {key: (1, {}) for key in checks.SIZE_QUESTIONS}
+r = checks.check_sizes(answers)
+out["cases"] = [r.status, r.message, r.hint, repr(checks.summary())]
+RC.measured_sizes = real
+
+from rknnlab.sim.runtime import SimRuntime                              # L-1: the runtime patched
+_orig = SimRuntime.init
+def patched_init(self, model, *a, **k):
+    return _orig(self, model, *a, **k)
+SimRuntime.init = patched_init
+r = checks.check_failing_calls(None, None, None, None)
+out["runtime"] = [r.status, r.message, repr(checks.summary())]
+SimRuntime.init = _orig
+out["after"] = checks.check_sizes(answers).message
+
+# the store: no default argument holds it; written into by hand, the summary ignores it
+out["defaults"] = repr(_core.Lab.run.__defaults__)
+cells = dict(zip(_core.Lab.run.__code__.co_freevars, (c.cell_contents for c in _core.Lab.run.__closure__)))
+store = cells["results"]
+for ex in checks._LAB.exercises:
+    forged = CheckResult(ex, "passed", "trust me")
+    store.setdefault("Lab 7", {})[ex] = (forged, cells["mac"]("Lab 7", forged))
+store["Lab 7"][checks.EX_CALLS] = CheckResult(checks.EX_CALLS, "passed", "trust me")
+s = checks.summary()
+out["forged"] = [s.passed, repr(s), [r.message for r in checks.results().values()]]
+print(json.dumps(out))
+'''
+
+
+def test_a_notebook_cannot_patch_its_way_to_passed() -> None:
+    """The student's attacks of L-1 and L-2, run as a notebook kernel runs them (a fresh process,
+    the code in __main__)."""
+    import json
+    run = subprocess.run([sys.executable, "-c", _NOTEBOOK], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "RKNNLAB_BACKEND": "sim"})
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "code was replaced" not in out["honest"]                # a wrong answer, judged
+    status, message, hint, summary = out["cases"]
+    assert status == "failed" and "the check's code was replaced" in message and "Restart the kernel" in hint
+    assert "_lab07_review_cases.measured_sizes was replaced" in summary and "0 of 8" in summary
+    status, message, summary = out["runtime"]
+    assert status == "failed" and "the runtime's code was replaced" in message
+    assert "SimRuntime.init was replaced" in summary
+    assert "code was replaced" not in out["after"]                 # put back: judged again
+    assert out["defaults"] == "None"
+    passed, summary, messages = out["forged"]
+    assert passed == 0 and "trust me" not in " ".join(messages)
+    assert "were found in the summary's store and ignored" in summary

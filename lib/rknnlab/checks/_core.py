@@ -29,13 +29,23 @@ Rules the machinery enforces:
   gives "not done yet", an error in the student's code is reported with its line, the
   check's own failure is reported without a traceback.
 - The summary resists accidental reassignment, not deliberate tampering in your own kernel:
-  ``Lab.run`` keeps a frozen copy of each result in a store only this module's closures reach
-  (no module attribute holds it or the function that writes it); it records a result only
-  when one of the lab's sealed check functions called it; ``results()`` returns copies; a result
-  built by hand or returned by a replaced check never reaches the store; and
-  :meth:`Lab.summary` warns, and does not count the exercise, when a sealed check function or
-  ``Lab.run`` itself has been replaced.  A determined student can still patch anything in
-  their own kernel: grading for a class re-runs the student's functions in a fresh kernel
+  ``Lab.run`` keeps a frozen copy of each result, with an HMAC of its fields under a secret
+  made at import, in a store only the closures of Lab's methods reach (no module attribute,
+  default argument or one closure step holds both the store and the secret); it records a
+  result only when Lab.run's own code was called by one of the lab's sealed check functions;
+  ``results()`` returns copies; :meth:`Lab.summary` ignores a record whose HMAC is wrong (and
+  says so), warns and does not count the exercise when a sealed check function or
+  ``Lab.run`` itself has been replaced.
+- Replaced code: at import this module imports the runtime's modules (the simulator,
+  the native wrapper, ``rknnlab.run``) and records every function, class and method that
+  rknnlab's modules define, and, when a lab module is sealed, everything its own modules
+  hold (``lab07`` and ``_lab07_*``: the private cases too).  A check that starts after one of
+  them was replaced (or its ``__code__`` swapped) judges nothing and says the runtime's (or
+  the check's) code was replaced: restart the kernel; the summary names what was replaced
+  and counts nothing for the lab.  Replacements defined in the course's test suite (a
+  folder with a conftest.py) are allowed: the tests plant runtimes that behave otherwise.
+  A determined student can still patch anything in their own kernel: the in-kernel summary
+  is for the student; grading for a class re-runs the student's functions in a fresh kernel
   (issue 20).
 - Helpers for measuring: :class:`_Spy` (a runtime that records every call the checks look
   at), :func:`_recorded_run` (a variant run by ``rknnlab.run`` in its own process through
@@ -44,6 +54,8 @@ Rules the machinery enforces:
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import hmac
 import itertools
 import json
 import html
@@ -53,6 +65,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -125,12 +138,16 @@ class CheckResult:
 
 class Summary:
     """What a lab's ``summary()`` returns: one line per exercise, and a warning for every
-    check function that was replaced in this session (its results do not count)."""
+    check function (``checks.check_x``) or piece of rknnlab's code that was replaced in this
+    session (what it affects does not count)."""
 
-    def __init__(self, title: str, items: Dict[str, Optional[CheckResult]], replaced: Sequence[str] = ()) -> None:
+    def __init__(self, title: str, items: Dict[str, Optional[CheckResult]], replaced: Sequence[str] = (),
+                 code_replaced: Sequence[str] = (), forged: int = 0) -> None:
         self.title = title
         self.items = items
         self.replaced = list(replaced)
+        self.code_replaced = list(code_replaced)
+        self.forged = forged
 
     @property
     def passed(self) -> int:
@@ -141,11 +158,22 @@ class Summary:
             return "NOT RUN", "not run yet"
         return ("PASSED" if r.passed else "NOT PASSED"), r.status
 
+    def _warnings(self) -> List[str]:
+        warnings = [f"checks.{n} was replaced in this session; a replaced check proves nothing "
+                    "(restart the kernel and run the notebook as it is)." for n in self.replaced]
+        if self.code_replaced:
+            warnings.append(f"{_names(self.code_replaced)} {'was' if len(self.code_replaced) == 1 else 'were'} "
+                            f"replaced in this session; no check of {self.title} counts, a check on replaced "
+                            "code proves nothing (restart the kernel and run the notebook as it is).")
+        if self.forged:
+            warnings.append(f"{self.forged} result(s) that no check recorded were found in the summary's store "
+                            "and ignored.")
+        return warnings
+
     def __repr__(self) -> str:
         lines = [f"{self.title}: {self.passed} of {len(self.items)} checks passed"]
         lines += [f"  {self._status(r)[0]:<10}  {name}" for name, r in self.items.items()]
-        lines += [f"  WARNING: checks.{n} was replaced in this session; a replaced check proves nothing "
-                  "(restart the kernel and run the notebook as it is)." for n in self.replaced]
+        lines += [f"  WARNING: {w}" for w in self._warnings()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -155,84 +183,243 @@ class Summary:
             f'<tr><td style="text-align:left; color:{"#1b7f3b" if r and r.passed else "#b42318"}"><strong>'
             f'{self._status(r)[0]}</strong></td><td {left}>{html.escape(name)}</td>'
             f'<td {left}>{html.escape(self._status(r)[1])}</td></tr>' for name, r in self.items.items())
-        warn = "".join(f'<p style="color:#b42318"><strong>WARNING:</strong> checks.{html.escape(n)} was '
-                       "replaced in this session; a replaced check proves nothing (restart the kernel and "
-                       "run the notebook as it is).</p>" for n in self.replaced)
+        warn = "".join(f'<p style="color:#b42318"><strong>WARNING:</strong> {html.escape(w)}</p>'
+                       for w in self._warnings())
         return (f"<p><strong>{html.escape(self.title)}: {self.passed} of {len(self.items)} checks passed"
                 f"</strong></p><table><tr><th {left}>result</th><th {left}>exercise</th><th {left}>status</th></tr>"
                 f"{rows}</table>"
                 + warn)
 
 
-def _make_store() -> Tuple[Callable[[str, CheckResult], None], Callable[[str], Dict[str, CheckResult]],
-                           Callable[[str, Dict[str, Any]], None], Callable[[str], Dict[str, Any]]]:
-    """The results and the sealed check functions, reachable only through these closures
-    (no module attribute holds them, so a notebook cell cannot edit them by name)."""
-    results: Dict[str, Dict[str, CheckResult]] = {}
-    sealed: Dict[str, Dict[str, Any]] = {}
-
-    def record(lab: str, result: CheckResult) -> None:
-        results.setdefault(lab, {})[result.exercise] = replace(result)
-
-    def read(lab: str) -> Dict[str, CheckResult]:
-        return {k: replace(v) for k, v in results.get(lab, {}).items()}
-
-    def seal(lab: str, functions: Dict[str, Any]) -> None:
-        # (re)importing the lab module defines its checks anew: start from a clean record
-        sealed[lab] = dict(functions)
-        results.pop(lab, None)
-
-    def originals(lab: str) -> Dict[str, Any]:
-        return dict(sealed.get(lab, {}))
-
-    return record, read, seal, originals
+def _names(names: Sequence[str], most: int = 4) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-_RECORD, _read, _seal, _originals = _make_store()
+# =========================================================================== replaced code
+#: modules of rknnlab.checks a lab's checks live in besides the lab module itself: its private
+#: cases (``_lab05_cases``; Lab 7's ``_lab07_review``, ``_lab07_review_cases``, ...)
+_LAB_MODULE = re.compile(r"^rknnlab\.checks\.lab(\d+)$")
+#: the runtime and the measuring code every check relies on: imported with this module, so
+#: that what they are at import is what the checks compare with (each is cheap to import)
+_RUNTIME_MODULES = ("rknnlab.sim", "rknnlab.rknn.native", "rknnlab.experiment.runner",
+                    "rknnlab.experiment.variants")
+
+
+def _lab_modules(lab_module: str) -> Callable[[str], bool]:
+    """Which loaded modules belong to the lab whose check module is ``lab_module``."""
+    m = _LAB_MODULE.match(lab_module)
+    prefix = f"rknnlab.checks._lab{m.group(1)}_" if m else None
+    return lambda name: name == lab_module or bool(prefix and name.startswith(prefix))
+
+
+def _shared_module(name: str) -> bool:
+    """rknnlab's modules outside the lab check modules: the simulator, the native runtime's
+    wrapper, rknnlab.run, the pipeline, and this machinery."""
+    return (name == "rknnlab" or name.startswith("rknnlab.")) and (
+        not name.startswith("rknnlab.checks.") or name == __name__)
+
+
+def _code_of(obj: Any) -> Any:
+    return getattr(obj, "__code__", None)
+
+
+def _defined_in(obj: Any) -> Optional[str]:
+    """The file that defined ``obj`` (a function, method, class, partial), if known."""
+    for attr in ("__func__", "func", "fget"):
+        obj = getattr(obj, attr, obj) if not isinstance(obj, type) else obj
+    code = _code_of(obj)
+    if code is not None:
+        return code.co_filename
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    return getattr(module, "__file__", None)
+
+
+def _from_the_test_suite(obj: Any) -> bool:
+    """True for a replacement defined in the course's own test suite (a folder with a
+    conftest.py): its tests plant runtimes that behave otherwise, on purpose, to try the
+    checks against them.  A notebook cell's code never lives there."""
+    where = _defined_in(obj)
+    return bool(where) and os.path.isfile(os.path.join(os.path.dirname(where), "conftest.py"))
+
+
+def _entries(module: Any, everything: bool, skip: Sequence[str] = ()) -> Dict[str, Tuple[Any, Any, Any, Any]]:
+    """{display name: (owner, attribute, object, its code)} for what ``module`` holds: its
+    functions and classes from rknnlab (``everything``: every function, class and builtin,
+    imported ones too), and the methods (properties, static and class methods) of each class
+    it defines."""
+    out: Dict[str, Tuple[Any, Any, Any, Any]] = {}
+    name = module.__name__
+    for attr, value in list(vars(module).items()):
+        if attr.startswith("__") or attr in skip:
+            continue
+        kind_ok = isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType))
+        if not kind_ok:
+            continue
+        home = str(getattr(value, "__module__", None) or "")
+        ours = home == name
+        if not (everything or home == "rknnlab" or home.startswith("rknnlab.")):   # re-exports too
+            continue
+        out[f"{name}.{attr}"] = (module, attr, value, _code_of(value))
+        if isinstance(value, type) and ours and value is not Lab:
+            for key, member in list(vars(value).items()):
+                inner = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
+                if isinstance(inner, types.FunctionType):
+                    out[f"{name}.{attr}.{key}"] = (value, key, member, inner.__code__)
+            out[f"{name}.{attr}.*"] = (value, None, frozenset(vars(value)), None)
+    return out
+
+
+def _changed(owner: Any, attr: Any, obj: Any, code: Any) -> Dict[str, Any]:
+    """{attribute: the object now there} where it differs from what was recorded (empty if
+    the same); for a class's record of its names (attr None), the methods added since."""
+    space = vars(owner)
+    if attr is None:        # a method added later, that shadows an inherited one or answers anything
+        return {k: space[k] for k in set(space) - obj if callable(space[k]) or hasattr(space[k], "__func__")}
+    now = space.get(attr, _MISSING)
+    if now is not obj:
+        return {attr: now}
+    inner = getattr(now, "__func__", None) or getattr(now, "fget", None) or now
+    if code is not None and _code_of(inner) is not code:
+        return {attr: inner}
+    return {}
+
+
+_MISSING = object()
+
+
+def _make_code_watch() -> Tuple[Callable[..., None], Callable[[Callable[[str], bool], Sequence[str]], List[str]]]:
+    """(watch, replaced): ``watch()`` records what every loaded rknnlab module defines, once per
+    module (``watch(name)`` records module ``name`` anew); ``replaced(belongs, skip)`` names what differs now, in the shared modules and in the
+    lab's own (``belongs``), leaving out the lab module's sealed check names ``skip`` (the
+    summary reports those itself).  The records live only in these closures."""
+    known: Dict[str, Dict[str, Tuple[Any, Any, Any, Any]]] = {}
+    planted: Dict[str, List[str]] = {}     # replaced before the module was first recorded
+
+    def watch(anew: str = "") -> None:
+        known.pop(anew, None)               # a lab module (re)imported: its checks are defined anew
+        for name, module in list(sys.modules.items()):
+            if name in known or module is None or not (name == "rknnlab" or name.startswith("rknnlab.")):
+                continue
+            entries = _entries(module, everything=not _shared_module(name))
+            known[name] = entries
+            # a notebook cell's function in rknnlab's code before it was first recorded
+            planted[name] = [n for n, (_, _, obj, _) in entries.items()
+                             if getattr(obj, "__module__", None) == "__main__" and not _from_the_test_suite(obj)]
+
+    def replaced(belongs: Callable[[str], bool], skip: Sequence[str] = ()) -> List[str]:
+        watch()
+        found: List[str] = []
+        for name, entries in known.items():
+            if not (_shared_module(name) or belongs(name)):
+                continue
+            found += planted.get(name, [])
+            for shown, (owner, attr, obj, code) in entries.items():
+                if owner is sys.modules.get(name) and attr in skip:
+                    continue
+                for key, now in _changed(owner, attr, obj, code).items():
+                    if not _from_the_test_suite(now):
+                        found.append(shown if attr is not None else f"{shown[:-2]}.{key}")
+        return found
+
+    return watch, replaced
+
+
+def _code_replaced_result(exercise: str, names: Sequence[str]) -> CheckResult:
+    whose = "the check's" if all(n.startswith("rknnlab.checks.") for n in names) else "the runtime's"
+    return CheckResult(
+        exercise, "failed",
+        f"This check did not run: {whose} code was replaced in this session ({_names(list(names))}); "
+        "a check on replaced code proves nothing.",
+        hint="Restart the kernel and run the notebook as it is, without replacing rknnlab's classes or "
+             "functions.")
+
+
+def _make_lab_methods(run_check: Callable[[str, Callable[[], CheckResult]], CheckResult]) -> Tuple[Any, ...]:
+    """Lab's run, results, summary and seal, sharing a result store that only these closures
+    reach.  A result is stored with an HMAC of its fields under a secret made now, and only
+    when Lab.run's own code, called by one of the lab's sealed check functions, stores it;
+    :meth:`Lab.summary` ignores a record whose HMAC is wrong (one written into the store by
+    hand).  A speed bump, not security: grading re-runs the student's cells in a fresh kernel."""
+    results: Dict[str, Dict[str, Tuple[CheckResult, bytes]]] = {}
+    sealed: Dict[str, Dict[str, Tuple[Any, str, Any]]] = {}
+    lab_of: Dict[str, Callable[[str], bool]] = {}
+    secret = os.urandom(32)
+    watch, code_replaced = _make_code_watch()
+
+    def mac(lab: str, r: CheckResult) -> bytes:
+        if sys._getframe(1).f_code not in signers:     # a notebook cell calling it gets no HMAC
+            return b""
+        fields = json.dumps([lab, r.exercise, r.status, r.message, list(r.details), r.hint], default=str)
+        return hmac.new(secret, fields.encode(), hashlib.sha256).digest()
+
+    def verified(lab: str) -> Tuple[Dict[str, CheckResult], int]:
+        good = {}
+        for k, record in results.get(lab, {}).items():
+            r, m = record if isinstance(record, tuple) and len(record) == 2 else (None, None)
+            if isinstance(r, CheckResult) and isinstance(m, bytes) and r.exercise == k and m and \
+                    hmac.compare_digest(m, mac(lab, r)):
+                good[k] = replace(r)
+        return good, len(results.get(lab, {})) - len(good)
+
+    def replaced_code(lab: str) -> List[str]:
+        return code_replaced(lab_of.get(lab, lambda name: False), list(sealed.get(lab, {})))
+
+    def run(self: "Lab", exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
+        """Run a check's body; never raises; records the result for :meth:`summary` when one of
+        the lab's sealed check functions called it (a notebook cell calling it records nothing).
+        A check that starts after rknnlab's runtime or this lab's check code was replaced in
+        the session judges nothing and says so."""
+        changed = replaced_code(self.title)
+        result = _code_replaced_result(exercise, changed) if changed else run_check(exercise, body)
+        caller = sys._getframe(1).f_code
+        if any(code is caller for _, _, code in sealed.get(self.title, {}).values()):
+            results.setdefault(self.title, {})[result.exercise] = (replace(result), mac(self.title, result))
+        return result
+
+    def read(self: "Lab") -> Dict[str, CheckResult]:
+        """The latest result of every check of this lab run in this session (copies)."""
+        return verified(self.title)[0]
+
+    def summary(self: "Lab") -> Summary:
+        """Every exercise of the lab, passed or not (or not run yet), from the results the
+        check functions recorded themselves."""
+        got, forged = verified(self.title)
+        originals = sealed.get(self.title, {})
+        replaced = [name for name, (f, _, code) in originals.items()
+                    if self._module.get(name) is not f or _code_of(f) is not code]
+        for name in replaced:   # its exercise does not count, whatever the original once recorded
+            got.pop(originals[name][1], None)
+        if type(self).run is not run or "run" in vars(self):
+            replaced.append("_LAB.run")     # every record is then in doubt
+            got = {}
+        changed = replaced_code(self.title)
+        if changed:
+            got = {}
+        return Summary(self.title, {ex: got.get(ex) for ex in self.exercises}, replaced, changed, forged)
+
+    def seal(self: "Lab", module_globals: Dict[str, Any], checks: Dict[str, str]) -> None:
+        """Remember the lab module's check functions ({name: exercise}): :meth:`summary`
+        warns when one is replaced and does not count its exercise.  (Re)importing the lab
+        module defines its checks anew: its record starts clean."""
+        self._module = module_globals
+        watch(str(module_globals.get("__name__", "")))
+        lab_of[self.title] = _lab_modules(str(module_globals.get("__name__", "")))
+        sealed[self.title] = {n: (module_globals[n], ex, _code_of(module_globals[n])) for n, ex in checks.items()}
+        results.pop(self.title, None)
+
+    signers = (run.__code__, verified.__code__)
+    return run, read, summary, seal, watch
 
 
 class Lab:
-    """One lab's checks: runs them (:meth:`run`) and summarises them (:meth:`summary`)."""
+    """One lab's checks: runs them (:meth:`run`) and summarises them (:meth:`summary`).
+    The four methods are made below, by :func:`_make_lab_methods`."""
 
     def __init__(self, title: str, exercises: Sequence[str]) -> None:
         self.title = title
         self.exercises = list(exercises)
         self._module: Dict[str, Any] = {}
-
-    def run(self, exercise: str, body: Callable[[], CheckResult],
-            _store: Any = None, _check: Any = None, _sealed: Any = None) -> CheckResult:
-        """Run a check's body; never raises; records the result for :meth:`summary` when one of
-        the lab's sealed check functions called it (a notebook cell calling it records nothing).
-        (``_store``, ``_check`` and ``_sealed`` are bound once, below the definition of
-        ``_run_check``: replacing the module's names later changes nothing.)"""
-        result = _check(exercise, body)
-        caller = sys._getframe(1).f_code
-        if any(getattr(f, "__code__", None) is caller for f, _ in _sealed(self.title).values()):
-            _store(self.title, result)
-        return result
-
-    def results(self) -> Dict[str, CheckResult]:
-        """The latest result of every check of this lab run in this session (copies)."""
-        return _read(self.title)
-
-    def summary(self) -> Summary:
-        """Every exercise of the lab, passed or not (or not run yet), from the results the
-        check functions recorded themselves."""
-        got = _read(self.title)
-        originals = _originals(self.title)
-        replaced = [name for name, (f, _) in originals.items() if self._module.get(name) is not f]
-        for name in replaced:   # its exercise does not count, whatever the original once recorded
-            got.pop(originals[name][1], None)
-        if type(self).run is not _SEALED_LAB_RUN or "run" in vars(self):
-            replaced.append("_LAB.run")     # every record is then in doubt
-            got = {}
-        return Summary(self.title, {ex: got.get(ex) for ex in self.exercises}, replaced)
-
-    def seal(self, module_globals: Dict[str, Any], checks: Dict[str, str]) -> None:
-        """Remember the lab module's check functions ({name: exercise}): :meth:`summary`
-        warns when one is replaced and does not count its exercise."""
-        self._module = module_globals
-        _seal(self.title, {n: (module_globals[n], ex) for n, ex in checks.items()})
 
 
 class _Fail(Exception):
@@ -302,9 +489,7 @@ def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
     return result
 
 
-Lab.run.__defaults__ = (_RECORD, _run_check, _originals)
-_SEALED_LAB_RUN = Lab.run
-del _RECORD                 # reachable only through Lab.run from here on
+Lab.run, Lab.results, Lab.summary, Lab.seal, _watch = _make_lab_methods(_run_check)
 
 
 # =========================================================================== helpers for measuring
@@ -677,3 +862,18 @@ def _variant_error(run: Any, what: str) -> str:
         line, func, src = frames[-1]
         where = f" (in {func}, line {line}: `{src.strip()}`)" if src.strip() else f" (in {func}, line {line})"
     return f"{what} raised {run.error}{where}"
+
+
+def _record_the_runtime() -> None:
+    """Import the runtime's modules now and record what they define (see _RUNTIME_MODULES):
+    a class replaced later, even before the first check, is then told apart."""
+    import importlib
+    for name in _RUNTIME_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:      # an optional part missing: the checks that need it say so
+            pass
+    _watch()
+
+
+_record_the_runtime()
