@@ -7,6 +7,9 @@
 - The rows a practitioner needs say how, not only what: rebinding per shape, the zero-copy model
   buffer, the DISABLE_FLUSH flags, sharing an internal buffer, a bound mem of another type, dup and
   dynamic shapes.
+- The errors a memory mistake gives are on the page, each code with its name, what triggers it and
+  where it was seen (a public board log, the simulator: checked against rknnlab.review, which
+  reproduces them), with the three places to look (RKNN_LOG_LEVEL, dmesg, the doctor).
 - Every table row links to a section, and every link reaches a real file and heading.
 - ``python -m rknnlab export chapters/cheatsheet.ipynb --print`` writes a page for paper: no
   prompts, no code, no screen-only cell, no dead links to notebooks.
@@ -15,7 +18,7 @@
   (the sheet and the headings of the chapters it links to, markdown only: nothing executes),
   not the course book.
 - Headless Chromium prints the printable page (the export's and the book's) to exactly one A4
-  page, with no browser header or footer (Chrome's print to PDF with its default settings,
+  page, errors included, with no browser header or footer (Chrome's print to PDF with its default settings,
   pages counted and read with pypdf). Without chromium or pypdf these
   tests skip, saying so, except in CI (CI=true), where they fail.
 """
@@ -54,12 +57,17 @@ CANONICAL = [
     "its buffer holds size_with_stride bytes. A buffer you pass to rknn_inputs_set needs no alignment: the "
     "runtime copies it.",
     "This course pairs every rknn_outputs_get with one rknn_outputs_release, also with is_prealloc = 1.",
+    "Rockchip's demos differ: one pairs them, one (is_prealloc = 1) never releases.",
     "With is_prealloc = 1 the release frees nothing of yours: a simulator assumption (A15), not a documented "
     "fact.",
     "Rockchip's sources do not settle when rknn_mem_sync is needed.",
     "The course's code syncs: the safe choice.",
     "The supported reuse is is_prealloc = 1 into buffers you allocate once, or an output mem bound once with "
     "rknn_set_io_mem.",
+    # chapter 7 §1 (h_stride) and §5's rule
+    "h_stride you may set yourself, for an input whose height is padded.",
+    "An error code names a kind of problem, not its cause. Before you change code, read the runtime's log "
+    "(RKNN_LOG_LEVEL=4), dmesg and the doctor.",
 ]
 
 #: what the sheet must cover (the brief of issue 16): who allocates and frees, flags, sync, attrs
@@ -72,12 +80,13 @@ REQUIRED = [
     "RKNN_MEMORY_SYNC_TO_DEVICE", "RKNN_MEMORY_SYNC_FROM_DEVICE", "RKNN_MEMORY_SYNC_BIDIRECTIONAL",
     "RKNN_QUERY_INPUT_ATTR", "RKNN_QUERY_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_INPUT_ATTR",
     "RKNN_QUERY_NATIVE_OUTPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_INPUT_ATTR", "RKNN_QUERY_NATIVE_NHWC_OUTPUT_ATTR",
-    "size_with_stride", "w_stride", "h_stride", "read-only", "write-only", "RKNN_QUERY_MEM_SIZE",
+    "size_with_stride", "w_stride", "h_stride", "read-only", "RKNN_QUERY_MEM_SIZE", "total_weight_size",
+    "total_internal_size", "total_sram_size", "free_sram_size", "RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM",
     "rknn_set_input_shapes", "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT", "rknn_init_extend",
     "RKNN_FLAG_DISABLE_FLUSH_INPUT_MEM_CACHE", "RKNN_FLAG_DISABLE_FLUSH_OUTPUT_MEM_CACHE",
 ]
 
-#: first cell of a row -> what that row must say (plain text), and the sections it must link to
+#: how a row starts -> what that row must say (plain text), and the sections it must link to
 PRACTICE: Dict[str, Tuple[List[str], List[str]]] = {
     # io is bound again after each shape change (User Guide V2.3.0 §5.4.4.2); binding allocates nothing
     "rknn_set_io_mem": (["Bind io once per shape", "after each rknn_set_input_shapes", "CURRENT_* attrs",
@@ -99,6 +108,17 @@ PRACTICE: Dict[str, Tuple[List[str], List[str]]] = {
     "mem you bind": (["Any other type you set: n_elems × that type's size."], ["§1.5"]),
 }
 
+#: environment variables the runtime reads: not names of the API, so not in its header
+ENVIRONMENT = {"RKNN_LOG_LEVEL"}
+
+#: code -> where the sheet says it was seen. "board": a public board log shows it (the issue threads
+#: of rknnlab.review.errors: -1 #554, -4 rockchip-linux/rknn-toolkit2#44, -5 #558, -6 librknnrt 1.5.0).
+#: "sim": the simulator reproduces it, which test_the_errors_are_on_the_page checks by reproducing it.
+ERRORS: Dict[int, Tuple[str, ...]] = {-1: ("board",), -4: ("board", "sim"), -5: ("board", "sim"),
+                                      -6: ("board", "sim"), -7: ("sim",), -8: ("sim",), -13: ("sim",)}
+
+#: a table's separator row, |---|---| (a row may start with a negative number: | -1 | ...)
+SEPARATOR = re.compile(r"\|(?:\s*:?-+:?\s*\|)+\s*$")
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<href>[^)\s]+)\)")
 NAME = re.compile(r"\b(?:rknn|RKNN)_\w+")
 
@@ -122,17 +142,17 @@ def flat(text: str) -> str:
 
 def plain_text(markdown: str) -> str:
     """What a reader reads, one paragraph, heading or table cell a line: links as their text, no
-    backticks, no HTML tags, no table separators."""
+    backticks, bold marks or HTML tags (a <br> is a space), no table separators."""
     units: List[str] = []
     for block in re.split(r"\n\s*\n", markdown):
         lines = block.strip().splitlines()
         prose = [ln for ln in lines if not ln.startswith("|")]
         if prose:
             units.append(" ".join(prose))
-        for row in (ln for ln in lines if ln.startswith("|") and not re.match(r"\|\s*-", ln)):
+        for row in (ln for ln in lines if ln.startswith("|") and not SEPARATOR.match(ln)):
             units += row.strip().strip("|").split(" | ")
-    text = "\n".join(flat(u).strip() for u in units)
-    return LINK.sub(lambda m: m.group("text"), re.sub(r"<[^>]+>", "", text)).replace("`", "")
+    text = "\n".join(flat(u).strip() for u in units).replace("<br>", " ")
+    return LINK.sub(lambda m: m.group("text"), re.sub(r"<[^>]+>", "", text)).replace("`", "").replace("**", "")
 
 
 def myst_slug(title: str) -> str:
@@ -182,7 +202,7 @@ def test_every_rknn_name_exists_in_the_binding_and_the_header():
     header = next((h for h in HEADERS if h.is_file()), None)
     assert header is not None, f"the course's rknn_api.h is in none of {HEADERS}"
     declared = set(NAME.findall(header.read_text(encoding="utf-8")))
-    used = set(NAME.findall(sheet_markdown()))
+    used = set(NAME.findall(sheet_markdown())) - ENVIRONMENT
     assert len(used) >= 30, sorted(used)
     unknown_to_binding = sorted(n for n in used if n not in native.SIGNATURES and not hasattr(abi, n))
     assert not unknown_to_binding, f"names rknnlab's binding does not have: {unknown_to_binding}"
@@ -191,6 +211,40 @@ def test_every_rknn_name_exists_in_the_binding_and_the_header():
     # a name used as a call is a function of the runtime
     calls = set(re.findall(r"\b(rknn_\w+)\(", sheet_markdown()))
     assert calls <= set(native.SIGNATURES), sorted(calls - set(native.SIGNATURES))
+
+
+def test_the_errors_are_on_the_page():
+    """The codes a memory mistake gives, each with its name, and where each was seen: "sim" only
+    where rknnlab.review really reproduces the code on the simulated RK3588, "board" where a public
+    board log shows it; then the three places to look."""
+    from rknnlab import review
+    from rknnlab.rknn import abi
+    reproduced = review.error_codes(soc="rk3588")
+    rows = {int(cells[0]): flat(cells[1]) for cells in table_rows(sheet_markdown())
+            if re.fullmatch(r"-\d+", cells[0])}
+    assert sorted(rows) == sorted(ERRORS), f"the error rows are {sorted(rows)}"
+    for code, text in rows.items():
+        name = re.match(r"(RKNN_ERR_\w+): ", text)
+        assert name and getattr(abi, name.group(1)) == code, f"{code}: {text[:60]}"
+        seen = tuple(t for t in ("board", "sim") if re.search(rf"\({t}[;,)]|, {t}\)", text))
+        assert seen == ERRORS[code], f"{code} says it was seen on {seen}, not {ERRORS[code]}: {text}"
+        assert ("sim" in seen) == reproduced.row(code).reproduced_here, \
+            f"{code}: the sheet and rknnlab.review disagree on the simulator reproducing it"
+    assert "a board may say -1" in rows[-13] and "the simulator refuses that bind: -5" in rows[-1]
+    assert "a size or argument" in rows[-5] and "too-small input" in rows[-5]
+    text = plain_text(sheet_markdown())
+    for place in ("RKNN_LOG_LEVEL=4 ./app", "before the program starts", "dmesg | tail",
+                  "python -m rknnlab doctor"):
+        assert place in text, f"the sheet does not say where to look: {place}"
+
+
+def test_the_sheet_keeps_the_review_facts():
+    """SRAM in pages, pairing in the row of the preallocated get, and where the export writes."""
+    text = plain_text(sheet_markdown())
+    assert 956 * 1024 == 239 * 4096 and "956 KiB = 239 pages of 4 KiB" in text
+    prealloc = [c for c in table_rows(sheet_markdown()) if c[0] == "rknn_outputs_get, is_prealloc = 1"]
+    assert len(prealloc) == 1 and "one release per get: see Pairing" in prealloc[0][2]
+    assert "write-only" not in text, "h_stride is set by you, not unreadable"
 
 
 def test_the_sheet_covers_its_topics():
@@ -208,13 +262,13 @@ def test_the_canonical_sentences_stand_word_for_word(sentence):
 
 def table_rows(markdown: str) -> List[List[str]]:
     """The cells of every table row (header and separator rows left out), as plain text."""
-    rows = [ln for ln in markdown.splitlines() if ln.startswith("| ") and not re.match(r"\|\s*-", ln)]
+    rows = [ln for ln in markdown.splitlines() if ln.startswith("| ") and not SEPARATOR.match(ln)]
     return [[plain_text(cell).strip() for cell in row.strip().strip("|").split(" | ")] for row in rows]
 
 
 @pytest.mark.parametrize("first_cell", PRACTICE)
 def test_the_rows_a_practitioner_needs_say_how(first_cell):
-    rows = [cells for cells in table_rows(sheet_markdown()) if first_cell in cells[0]]
+    rows = [cells for cells in table_rows(sheet_markdown()) if cells[0].startswith(first_cell)]
     assert len(rows) == 1, f"{len(rows)} rows start with {first_cell!r}"
     text = flat(" ".join(rows[0]))
     phrases, sections = PRACTICE[first_cell]
@@ -235,13 +289,14 @@ def test_short_sentences():
     canonical sentences included: they were split to fit)."""
     text = plain_text(sheet_markdown())
     for line in text.splitlines():
-        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", line):
+        # a sentence may open with a code name (h_stride, size_with_stride): its backticks are gone
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`(]|[a-z]\w*_\w)", line):
             assert len(sentence.split()) <= 30, sentence
 
 
 def test_every_row_links_to_the_section_that_teaches_it():
     rows = [ln for ln in sheet_markdown().splitlines()
-            if ln.startswith("| ") and not re.match(r"\|\s*-", ln) and "| § |" not in ln]
+            if ln.startswith("| ") and not SEPARATOR.match(ln) and "| § |" not in ln]
     assert len(rows) >= 25
     for row in rows:
         last = row.rstrip().rstrip("|").rsplit("|", 1)[-1]
@@ -272,6 +327,7 @@ def test_the_page_says_where_its_printable_version_is_in_the_book_and_in_jupyter
     assert 'href="cheatsheet-print.html"' in text                 # the book's file, next to the page
     assert "python -m rknnlab export chapters/cheatsheet.ipynb --print" in text
     assert "_build/export/cheatsheet-print.html" in text
+    assert "chapters/_build/export/cheatsheet-print.html" in text     # where it goes from the workspace
 
 
 # --- printing ------------------------------------------------------------------------------------
@@ -312,7 +368,12 @@ def assert_one_clean_a4_page(pages: List[Tuple[float, float, str]], page: Path) 
     assert len(pages) == 1, f"the printable page prints to {len(pages)} pages, not one"
     (w, h, text), = pages
     assert abs(w - A4_POINTS[0]) < 2 and abs(h - A4_POINTS[1]) < 2, f"not A4 portrait: {w:.1f} x {h:.1f} pt"
-    assert "Who allocates, who frees" in text and "Threads" in text, "the sheet's first and last parts"
+    assert "Who allocates, who frees" in text and "Threads" in text, "the sheet's first parts and its rules"
+    printed = flat(text)
+    errors = ["When a call fails", "RKNN_LOG_LEVEL=4", "dmesg", "python -m rknnlab doctor"]
+    errors += [f"-{-code} " for code in ERRORS] + ["RKNN_ERR_TARGET_PLATFORM_UNMATCH"]
+    missing = [e for e in errors if e not in printed]
+    assert not missing, f"the printed page lacks the errors' {missing}"
     # the browser's header and footer (date, title, address, "1/1") find no room in the margins
     assert page.name not in text and "1/1" not in text, f"a browser header or footer is printed:\n{text[-300:]}"
 
