@@ -18,9 +18,9 @@
   (the sheet and the headings of the chapters it links to, markdown only: nothing executes),
   not the course book.
 - Headless Chromium prints the printable page (the export's and the book's) to exactly one A4
-  page, errors included, with no browser header or footer (Chrome's print to PDF with its default settings,
-  pages counted and read with pypdf). Without chromium or pypdf these
-  tests skip, saying so, except in CI (CI=true), where they fail.
+  page, errors included, no text under 6.8 pt, with no browser header or footer (Chrome's print
+  to PDF with its default settings, pages counted and read with pypdf). Without chromium or pypdf
+  these tests skip, saying so, except in CI (CI=true), where they fail.
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ SHEET = ROOT / "chapters" / "cheatsheet.ipynb"
 HEADERS = [ROOT / "lib" / "rknnlab" / "c" / "rknn_api.h", ROOT / "tests" / "c_api" / "rknn_api.h"]
 CHROMIUM = os.environ.get("RKNNLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 A4_POINTS = (595.28, 841.89)
+#: the smallest printed text that stays readable on paper
+SMALLEST_PT = 6.8
 
 #: DECISIONS 1, 2, 3', 7, the alignment rule of chapter 7, and the parts of 4' and 9' the sheet keeps
 CANONICAL = [
@@ -347,10 +349,10 @@ def _needs_printing():
         pytest.skip(msg)
 
 
-def print_to_pdf(page: Path, tmp: Path) -> List[Tuple[float, float, str]]:
+def print_to_pdf(page: Path, tmp: Path) -> List[Tuple[float, float, str, float]]:
     """Headless Chromium prints ``page`` with a browser's default print settings (its headers and
-    footers on, the page's own @page size and margins); (width, height, text) of each PDF page,
-    sizes in points."""
+    footers on, the page's own @page size and margins); (width, height, text, size of the smallest
+    text) of each PDF page, sizes in points."""
     _needs_printing()
     import pypdf
     pdf = tmp / (page.stem + ".pdf")
@@ -360,13 +362,23 @@ def print_to_pdf(page: Path, tmp: Path) -> List[Tuple[float, float, str]]:
          "--host-resolver-rules=MAP * ~NOTFOUND", f"--print-to-pdf={pdf}", page.resolve().as_uri()],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert pdf.is_file(), f"chromium wrote no PDF (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-    return [(float(p.mediabox.width), float(p.mediabox.height), p.extract_text())
-            for p in pypdf.PdfReader(str(pdf)).pages]
+
+    def printed(p) -> Tuple[float, float, str, float]:
+        sizes: List[float] = []
+
+        def scale(m) -> float:                      # how a matrix scales lengths (no rotation here)
+            return abs(m[0] * m[3] - m[1] * m[2]) ** 0.5
+
+        text = p.extract_text(visitor_text=lambda t, cm, tm, font, size: sizes.append(
+            size * scale(tm) * scale(cm)) if t.strip() else None)
+        return float(p.mediabox.width), float(p.mediabox.height), text, min(sizes, default=0.0)
+    return [printed(p) for p in pypdf.PdfReader(str(pdf)).pages]
 
 
-def assert_one_clean_a4_page(pages: List[Tuple[float, float, str]], page: Path) -> None:
+def assert_one_clean_a4_page(pages: List[Tuple[float, float, str, float]], page: Path) -> None:
     assert len(pages) == 1, f"the printable page prints to {len(pages)} pages, not one"
-    (w, h, text), = pages
+    (w, h, text, smallest), = pages
+    assert smallest >= SMALLEST_PT - 0.01, f"text printed at {smallest:.2f} pt: below {SMALLEST_PT} pt"
     assert abs(w - A4_POINTS[0]) < 2 and abs(h - A4_POINTS[1]) < 2, f"not A4 portrait: {w:.1f} x {h:.1f} pt"
     assert "Who allocates, who frees" in text and "Threads" in text, "the sheet's first parts and its rules"
     printed = flat(text)
