@@ -243,7 +243,7 @@ def _from_the_test_suite(obj: Any) -> bool:
     return bool(where) and os.path.isfile(os.path.join(os.path.dirname(where), "conftest.py"))
 
 
-def _entries(module: Any, everything: bool, skip: Sequence[str] = ()) -> Dict[str, Tuple[Any, Any, Any, Any]]:
+def _entries(module: Any, everything: bool) -> Dict[str, Tuple[Any, Any, Any, Any]]:
     """{display name: (owner, attribute, object, its code)} for what ``module`` holds: its
     functions and classes from rknnlab (``everything``: every function, class and builtin,
     imported ones too), and the methods (properties, static and class methods) of each class
@@ -251,10 +251,7 @@ def _entries(module: Any, everything: bool, skip: Sequence[str] = ()) -> Dict[st
     out: Dict[str, Tuple[Any, Any, Any, Any]] = {}
     name = module.__name__
     for attr, value in list(vars(module).items()):
-        if attr.startswith("__") or attr in skip:
-            continue
-        kind_ok = isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType))
-        if not kind_ok:
+        if attr.startswith("__") or not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
             continue
         home = str(getattr(value, "__module__", None) or "")
         ours = home == name
@@ -289,10 +286,11 @@ _MISSING = object()
 
 
 def _make_code_watch() -> Tuple[Callable[..., None], Callable[[Callable[[str], bool], Sequence[str]], List[str]]]:
-    """(watch, replaced): ``watch()`` records what every loaded rknnlab module defines, once per
-    module (``watch(name)`` records module ``name`` anew); ``replaced(belongs, skip)`` names what differs now, in the shared modules and in the
-    lab's own (``belongs``), leaving out the lab module's sealed check names ``skip`` (the
-    summary reports those itself).  The records live only in these closures."""
+    """(watch, replaced): ``watch()`` records what every loaded rknnlab module holds (see
+    :func:`_entries`), once per module (``watch(name)`` records module ``name`` anew);
+    ``replaced(belongs, skip)`` names what differs now, in the shared modules and in the lab's
+    own (``belongs``), leaving out the sealed check names ``skip`` (the summary reports those
+    itself).  The records live only in these closures."""
     known: Dict[str, Dict[str, Tuple[Any, Any, Any, Any]]] = {}
     planted: Dict[str, List[str]] = {}     # replaced before the module was first recorded
 
@@ -305,7 +303,7 @@ def _make_code_watch() -> Tuple[Callable[..., None], Callable[[Callable[[str], b
             known[name] = entries
             # a notebook cell's function in rknnlab's code before it was first recorded
             planted[name] = [n for n, (_, _, obj, _) in entries.items()
-                             if getattr(obj, "__module__", None) == "__main__" and not _from_the_test_suite(obj)]
+                             if getattr(obj, "__module__", None) == "__main__"]
 
     def replaced(belongs: Callable[[str], bool], skip: Sequence[str] = ()) -> List[str]:
         watch()
