@@ -107,6 +107,18 @@ def test_lab_teaches_the_canonical_sentences_word_for_word() -> None:
     assert "as Rockchip's demos do" not in text
 
 
+def test_lab_objectives_have_chapter_sevens_verbs() -> None:
+    """One objective per verb of chapter 7's header, in its order, each naming its exercises."""
+    chapter = ROOT / "chapters" / "07_misconceptions.ipynb"
+    if not chapter.exists():
+        pytest.skip("chapter 7 is not written yet")
+    nbformat = pytest.importorskip("nbformat")
+    verbs = re.findall(r"- \*\*(\w+)\*\*", nbformat.read(chapter, as_version=4).cells[0].source)
+    header = _read().cells[0].source
+    assert re.findall(r"\d\. (?:★ )?\*\*(\w+)\*\*", header) == verbs == ["Size", "Diagnose", "Choose", "Fix"]
+    assert "4. ★ **Fix**" in header
+
+
 def test_lab_rules_are_chapter_sevens_words() -> None:
     """R7a and R7d: the chapter's key points hold the lab's sentences, word for word."""
     chapter = ROOT / "chapters" / "07_misconceptions.ipynb"
