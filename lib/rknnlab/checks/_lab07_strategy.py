@@ -18,6 +18,7 @@ the answer.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -76,8 +77,8 @@ def _refusal(exc: RknnError) -> str:
 
 
 def _student_failure(exc: BaseException, what: str, name: str, hint: str) -> _Fail:
-    if isinstance(exc, NotImplementedError):
-        return _student_error(exc, what, _todo(name))
+    if isinstance(exc, NotImplementedError):   # the function's name only: the case stays unprinted
+        return _student_error(exc, f"{name}(…)", _todo(name))
     if isinstance(exc, RknnError):
         return _Fail(f"{what}: the runtime refused: {_refusal(exc)}", hint)
     return _student_error(exc, what, hint)
@@ -225,25 +226,103 @@ def _as_contexts(got: Any, ledger: Any, n: int, what: str) -> List[int]:
     return ctxs  # type: ignore[return-value]
 
 
+def _backing(mem: Any) -> Tuple[Tuple[Any, ...], int]:
+    """(what identifies the memory behind ``mem``, its bytes): the file behind the mem's fd
+    (device and inode: every fd and view of one buffer gives the same key) and that file's
+    size, or, without a readable fd, the mem's own address and size."""
+    m = mem.contents if isinstance(mem, ctypes._Pointer) else mem
+    size = int(m.size)
+    try:
+        st = os.fstat(int(m.fd))
+        return ("file", st.st_dev, st.st_ino), max(int(st.st_size), size)
+    except (OSError, ValueError, OverflowError):
+        return ("address", int(m.virt_addr or 0) - int(m.offset)), size
+
+
 class _Ledger(_io.Ledger):
-    """Lab 5's recording runtime, and the bytes a view (rknn_create_mem_from_fd) added to its
-    context's DMA total: a view allocates no pages, so they are taken off again.  (The
-    simulator counts no view, A9; no document says what a board counts.)"""
+    """Lab 5's recording runtime, plus the memory behind every mem: what a runtime counts in
+    a context's DMA total depends on how the mem was made (the simulator counts rknn_create_mem
+    in its context, a view or an RKNN_MEM_FLAG_ALLOC_NO_CONTEXT mem nowhere, A9; no document
+    says what a board counts).  So the check measures what each mem added to its context's
+    total, takes that off again, and counts the buffers themselves: every one allocated, and
+    every one behind a mem set as a context's internal, weight or io memory, each once."""
 
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
-        self.view_bytes: Dict[int, int] = {}
+        self.counted: Dict[int, int] = {}                                  # id(mem) -> bytes its context counted
+        self.backing: Dict[int, Tuple[Tuple[Any, ...], int]] = {}         # id(mem) -> (buffer key, bytes)
+        self.used: Dict[Tuple[Any, ...], int] = {}                         # buffers behind set_* mems -> bytes
+        self.internal: Dict[int, Tuple[Tuple[Any, ...], int]] = {}        # ctx -> (buffer key, offset)
+
+    def _measured(self, how: str, ctx: int, make: Callable[[], Any]) -> Any:
+        before = self._dma(ctx)
+        mem = make()
+        after = self._dma(ctx)
+        self.counted[id(mem)] = max(after - before, 0) if before is not None and after is not None else 0
+        self.backing[id(mem)] = _backing(mem)
+        m = mem.contents if isinstance(mem, ctypes._Pointer) else mem
+        return self._made(how, ctx, int(m.size), mem)
+
+    def _dma(self, ctx: int) -> Optional[int]:
+        if ctx not in self.contexts:
+            return None
+        try:
+            return _io.dma_total(self._rt, ctx)
+        except RknnError:
+            return None
+
+    def create_mem(self, ctx: int, size: int) -> Any:
+        return self._measured("create_mem", ctx, lambda: self._rt.create_mem(ctx, size))
+
+    def create_mem2(self, ctx: int, size: int, alloc_flags: int) -> Any:
+        return self._measured("create_mem2", ctx, lambda: self._rt.create_mem2(ctx, size, alloc_flags))
 
     def create_mem_from_fd(self, ctx: int, fd: int, virt: int, size: int, offset: int) -> Any:
-        before = _io.dma_total(self._rt, ctx)
-        mem = super().create_mem_from_fd(ctx, fd, virt, size, offset)
-        self.view_bytes[ctx] = self.view_bytes.get(ctx, 0) + max(_io.dma_total(self._rt, ctx) - before, 0)
-        return mem
+        return self._measured("create_mem_from_fd", ctx,
+                              lambda: self._rt.create_mem_from_fd(ctx, fd, virt, size, offset))
+
+    def create_mem_from_phys(self, ctx: int, phys: int, virt: int, size: int) -> Any:
+        return self._measured("create_mem_from_phys", ctx,
+                              lambda: self._rt.create_mem_from_phys(ctx, phys, virt, size))
+
+    def _use(self, mem: Any) -> Tuple[Tuple[Any, ...], int]:
+        key, size = self.backing.get(id(mem)) or _backing(mem)
+        self.used[key] = max(self.used.get(key, 0), size)
+        return key, size
+
+    def set_internal_mem(self, ctx: int, mem: Any) -> int:
+        ret = super().set_internal_mem(ctx, mem)
+        key, _ = self._use(mem)
+        m = mem.contents if isinstance(mem, ctypes._Pointer) else mem
+        self.internal[ctx] = (key, int(m.offset))
+        return ret
+
+    def set_weight_mem(self, ctx: int, mem: Any) -> int:
+        ret = super().set_weight_mem(ctx, mem)
+        self._use(mem)
+        return ret
+
+    def set_io_mem(self, ctx: int, mem: Any, attr: abi.rknn_tensor_attr) -> int:
+        ret = super().set_io_mem(ctx, mem, attr)
+        self._use(mem)
+        return ret
+
+    def buffers(self) -> Dict[Tuple[Any, ...], int]:
+        """Every buffer your code allocated and is still alive, and every buffer behind a mem
+        it set on a context: {key: bytes}."""
+        out = dict(self.used)
+        for _, how, size, mem in self.alive_mems():
+            if how in ("create_mem", "create_mem2"):
+                key, nbytes = self.backing[id(mem)]
+                out[key] = max(out.get(key, 0), nbytes)
+        return out
 
     def total(self) -> int:
-        """The DMA memory of every context made and every mem allocated, each counted once."""
-        return (sum(self.runtime_bytes(c) - self.view_bytes.get(c, 0) for c in self.contexts)
-                + self.made_bytes())
+        """The DMA memory of every context made (less what its total counted of your mems) plus
+        every buffer of :meth:`buffers`, each counted once."""
+        runtime = sum(_io.dma_total(self._rt, c) - sum(self.counted.get(id(row[3]), 0) for row in self.alive_mems(c))
+                      for c in self.contexts)
+        return runtime + sum(self.buffers().values())
 
 
 #: frames per model in a budget case (the pattern runs them all)
@@ -274,7 +353,7 @@ def _budget_round(setup: Callable[..., Any], rt: Any, models: List[str], pattern
             raise _student_failure(exc, what, "setup", "read the runtime's message: it names the call and the "
                                    "size it expected. " + _BUDGET_HINT)
         if got is None:
-            raise (_not_done if first else _Fail)(f"{what} returned None.",
+            raise (_not_done if first else _Fail)(f"{'setup(…)' if first else what} returned None.",
                                                   "return the list of your contexts, one per model.")
         ctxs = _as_contexts(got, ledger, len(models), what)
         try:
@@ -285,6 +364,8 @@ def _budget_round(setup: Callable[..., Any], rt: Any, models: List[str], pattern
             raise _Fail(f"{shown}: the two threads' runs never overlapped in time (3 tries), so the check cannot "
                         "tell whether they may share.", "run the check again when the machine is less busy.")
         total = ledger.total()
+        internal = {i: ledger.internal.get(c) for i, c in enumerate(ctxs)}
+        buffers = ledger.buffers()
     finally:
         ledger.cleanup()
     bad = [f"{models[i]}: {n} of {BUDGET_FRAMES} outputs differ" for i, n in wrong.items() if n]
@@ -297,8 +378,42 @@ def _budget_round(setup: Callable[..., Any], rt: Any, models: List[str], pattern
     holds = (f"your contexts and mems hold {_kib(total)} of DMA memory after the runs; separate flag-0 contexts "
              f"{_kib(separate)}")
     if total > budget:
-        raise _Fail(f"{shown}: {holds}: {_kib(total - budget)} over the budget.", _BUDGET_HINT)
-    return f"{shown}: outputs right; {holds}: within the budget"
+        own = {v[0] for v in internal.values() if v}
+        counted = (f" Behind your {len(internal)} contexts' rknn_set_internal_mem: {len(own)} internal buffer"
+                   f"{'s' if len(own) != 1 else ''} ({', '.join(_kib(buffers.get(k, 0)) for k in own)})."
+                   if own else "")
+        raise _Fail(f"{shown}: {holds}: {_kib(total - budget)} over the budget.{counted}", _BUDGET_HINT)
+    shared = _judge_sharing(models, pattern, internal, internals, buffers, shown)
+    return f"{shown}: outputs right; {shared}; {holds}: within the budget"
+
+
+def _judge_sharing(models: Sequence[str], pattern: Sequence[Sequence[int]],
+                   internal: Dict[int, Optional[Tuple[Tuple[Any, ...], int]]], internals: Sequence[int],
+                   buffers: Dict[Tuple[Any, ...], int], shown: str) -> str:
+    """The sharing itself, from the buffers behind rknn_set_internal_mem: the contexts of a
+    thread with several models point into one buffer; contexts of different threads never
+    use the same bytes of one.  A line that says what was found."""
+    for thread in pattern:
+        if len(thread) < 2:
+            continue
+        keys = {internal[i][0] if internal[i] else ("own", i) for i in thread}
+        if len(keys) > 1:
+            names = ", ".join(models[i] for i in thread)
+            raise _Fail(f"{shown}: the models of the thread [{names}] run in turn, but their contexts hold "
+                        f"{len(keys)} internal buffers (not shared).", _BUDGET_HINT)
+    for a, ta in enumerate(pattern):
+        for tb in pattern[a + 1:]:
+            for i in ta:
+                for j in tb:
+                    if internal[i] and internal[j] and internal[i][0] == internal[j][0]:
+                        lo_i, lo_j = internal[i][1], internal[j][1]
+                        if lo_i < lo_j + internals[j] and lo_j < lo_i + internals[i]:
+                            raise _Fail(f"{shown}: {models[i]} and {models[j]} run at the same time, but their "
+                                        "internal memory uses the same bytes of one buffer.", RULE_MAX_ONCE)
+    keys = {internal[i][0] for t in pattern for i in t if internal[i]}
+    sizes = ", ".join(_kib(buffers.get(k, 0)) for k in keys)
+    return (f"internal memory: {len(keys)} buffer{'s' if len(keys) != 1 else ''} of yours ({sizes}), one shared by "
+            "each thread that runs models in turn")
 
 
 def practice_case(pattern: Sequence[Sequence[int]] = ((0, 2), (1,)), slack: int = 32 * 1024,
@@ -382,8 +497,13 @@ def check_budget(setup: Callable[[Any, List[str], List[List[int]], int], List[in
     core of its own), three frames per model, with the general API, and:
 
     - compares every output byte with the flag-0 context's for the same frame;
-    - adds up the DMA totals of every context you made, after the runs, less the mems made
-      with them, plus every mem you made: at most the budget.
+    - adds up the DMA totals of every context you made, after the runs, less what each of
+      your mems added to them, plus the buffers themselves, each counted once: every buffer
+      you allocated, and the one behind every mem you set on a context (a runtime's mem or
+      your own fd, measured by its file): at most the budget;
+    - judges the sharing from the buffers behind rknn_set_internal_mem: the contexts of a
+      thread point into one buffer, and contexts of different threads never use the same
+      bytes of one.
 
     It destroys your mems and contexts afterwards."""
     def body() -> CheckResult:
@@ -400,8 +520,9 @@ def check_budget(setup: Callable[[Any, List[str], List[List[int]], int], List[in
                 details.append(_budget_round(setup, rt, chosen, pattern, slack, rng, first=n == 0))
         finally:
             rt.close()
-        return CheckResult(EX_BUDGET, "passed", "Both cases fit their budgets with every output right: the models "
-                           "that run in turn share, the ones that run at the same time do not.", details)
+        return CheckResult(EX_BUDGET, "passed", "Both cases fit their budgets with every output right. The check "
+                           "counted the buffers behind your mems, each once: the models that run in turn share one "
+                           "internal buffer, and the ones that run at the same time use different bytes.", details)
 
     return _LAB.run(EX_BUDGET, body)
 
@@ -525,7 +646,7 @@ def check_sram(sram_plan: Callable[[int, List[Dict[str, int]]], Sequence[int]]) 
             except Exception as exc:
                 raise _student_failure(exc, what, "sram_plan", "return one number of bytes per context.")
             if got is None:
-                raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
+                raise (_not_done if n == 0 else _Fail)(f"{'sram_plan(…)' if n == 0 else what} returned None.",
                                                        "return a list with one number of bytes per context.")
             try:
                 values = [_whole_number(v) for v in got]
@@ -666,7 +787,7 @@ def check_core_masks(choose_mask: Callable[[Any], Dict[str, Any]]) -> CheckResul
             except Exception as exc:
                 raise _student_failure(exc, what, "choose_mask", _MASK_HINT)
             if got is None:
-                raise (_not_done if n == 0 else _Fail)(f"{what} returned None.",
+                raise (_not_done if n == 0 else _Fail)(f"{'choose_mask(…)' if n == 0 else what} returned None.",
                                                        "return a dict {model: mask}, one entry per model.")
             wrong += _judge_choice(table, got, label, seed % 1000)
             ties += [f"{label}, {model}: cannot tell {', '.join(sorted(v['accepted']))} apart, so each of them "
@@ -674,8 +795,8 @@ def check_core_masks(choose_mask: Callable[[Any], Dict[str, Any]]) -> CheckResul
         if wrong:
             raise _Fail(f"{len(wrong)} wrong choice{'s' if len(wrong) != 1 else ''} in {len(tables)} tables:",
                         _MASK_HINT, wrong[:6])
-        return CheckResult(EX_CORES, "passed", f"All {len(tables)} tables right: you chose by the medians, and the "
-                           "noise decided which masks count as equally fast.",
+        return CheckResult(EX_CORES, "passed", f"All {len(tables)} tables right: your choices equal the fastest "
+                           "median, or tie with it (the noise decided which masks count as equally fast).",
                            [f"{len(tables)} tables ({len(tables) - 1} made up, 1 measured here: "
                             f"{', '.join(picked)})"] + ties)
 
