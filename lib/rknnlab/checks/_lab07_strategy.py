@@ -10,7 +10,8 @@
 ================================  ==============================================================
 
 Helpers the notebook uses: :func:`practice_case` and :func:`try_budget` (exercise 5),
-:func:`measure_sram` (exercise 6), :func:`measure_masks` (exercise 7).  Each check measures
+:func:`measure_sram` and :func:`try_sram` (exercise 6), :func:`measure_masks` and :func:`try_masks`
+(exercise 7).  Each check measures
 what it judges on the runtime itself (or on the simulated RK3588 where this board cannot show
 it); the truth lives in private code, and the messages give measured numbers and a hint, never
 the answer.
@@ -33,8 +34,8 @@ from ._core import (CheckResult, _Fail, _fresh_seed, _model_file, _not_done, _op
                     _soc_of, _student_error, _whole_number)
 from ._lab07_common import EX_BUDGET, EX_CORES, EX_SRAM, _LAB
 
-__all__ = ["check_budget", "check_sram", "check_core_masks", "practice_case", "try_budget", "measure_sram",
-           "measure_masks", "RULE_MAX_ONCE", "RULE_SRAM", "RULE_SHARE", "RULE_SRAM_BUDGET", "PRACTICE_MODELS",
+__all__ = ["check_budget", "check_sram", "check_core_masks", "practice_case", "try_budget", "try_sram",
+           "measure_sram", "measure_masks", "try_masks", "RULE_MAX_ONCE", "RULE_SRAM", "RULE_SHARE", "RULE_SRAM_BUDGET", "PRACTICE_MODELS",
            "SRAM_EXAMPLE", "MASK_MODELS"]
 
 #: rule R7c (chapter 7 §3), in the same words everywhere
@@ -589,6 +590,33 @@ def measure_sram(situation: Sequence[Tuple[str, int]] = SRAM_EXAMPLE) -> str:
         name = "RKNN_FLAG_ENABLE_SRAM" if flag & abi.RKNN_FLAG_ENABLE_SRAM else "flag 0"
         lines.append(f"{model} ({name}): took {t:,} B of SRAM; {left:,} B free after")
     return "\n".join(lines)
+
+
+def _attempt(call: Callable[[], Any], name: str) -> str:
+    """What a student's function returns on the notebook's own example, as one line: never
+    raises (a stub says "not done yet")."""
+    try:
+        return repr(call())
+    except NotImplementedError:
+        return f"not done yet: {name} still raises NotImplementedError"
+    except Exception as exc:
+        return f"{name} raised {type(exc).__name__}: {exc}"
+
+
+def try_sram(sram_plan: Callable[[int, List[Dict[str, int]]], Sequence[int]],
+             situation: Sequence[Tuple[str, int]] = SRAM_EXAMPLE, free_sram: int = 978_944) -> str:
+    """Your ``sram_plan`` on the notebook's example (RK3588 reports, all SRAM free): the list
+    it returns, or why there is none.  It judges nothing: compare with :func:`measure_sram`."""
+    from .. import models
+    contexts = [{"flag": int(flag), "total_internal_size": int(models.load_report(m, "rk3588").total_internal_size)}
+                for m, flag in situation]
+    return "your sram_plan: " + _attempt(lambda: sram_plan(free_sram, contexts), "sram_plan")
+
+
+def try_masks(choose_mask: Callable[[Any], Dict[str, Any]], table: Any) -> str:
+    """Your ``choose_mask`` on a table of :func:`measure_masks`: the dict it returns, or why
+    there is none.  It judges nothing (the check does)."""
+    return "your choose_mask: " + _attempt(lambda: choose_mask(table.copy()), "choose_mask")
 
 
 def _sram_text(free: int, contexts: Sequence[Dict[str, int]]) -> str:
