@@ -73,11 +73,27 @@ def test_sizes_not_a_number_fails_and_stub_is_not_done() -> None:
     _not_done(checks.check_sizes({k: None for k in RIGHT}))
     _not_done(checks.check_sizes(_with(mobilenet_float_output=None)))
     _not_done(checks.check_sizes(None))
+    missing = {k: v for k, v in RIGHT.items() if k != "digits_input_rk3568"}
+    result = checks.check_sizes(missing)
+    _not_done(result)
+    assert "missing or None" in repr(result) and "digits_input_rk3568" in repr(result)
+
+
+def test_sizes_hint_gives_each_rule_once() -> None:
+    """All five wrong: the C2 rule is one rule, said once (the student review, L-10)."""
+    hint = checks.check_sizes({k: v + 1 for k, v in RIGHT.items()}).hint
+    for rule in (review.C2_RULE, review.ALIGN_RULE, review.OUTPUT_SIZE_RULE):
+        assert hint.count(rule) == 1, hint
 
 
 # =========================================================================== exercise 2: failing calls
 SOC = "rk3588"
-MODEL_PATH = models.model_path("digits_cnn", SOC)
+MODEL_PATH = models.model_path("digits_cnn", SOC)     # the shortcut of a student who knows one SoC
+
+
+def model_for(rt):
+    """The digits model of the runtime a function is given (an RK3566 runs the RK3568 files)."""
+    return str(models.model_path("digits_cnn", {"rk3566": "rk3568"}.get(rt.soc, rt.soc)))
 
 
 def uint8_input(image):
@@ -99,7 +115,7 @@ def scores(rt, ctx, inputs):
 
 def prealloc(nbytes_of):
     def fn(rt, image):
-        ctx = rt.init(str(MODEL_PATH))
+        ctx = rt.init(model_for(rt))
         attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
         raw = np.zeros(nbytes_of(attr), np.uint8)
         outputs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=raw.ctypes.data, size=raw.nbytes)]
@@ -118,13 +134,13 @@ fixed_prealloc = prealloc(lambda a: a.n_elems * 4)
 
 
 def fixed_load(rt, image):
-    with open(MODEL_PATH, "rb") as f:
+    with open(model_for(rt), "rb") as f:
         model = f.read()
     return scores(rt, rt.init(model), uint8_input(image))
 
 
 def fixed_input(rt, image):
-    return scores(rt, rt.init(str(MODEL_PATH)), uint8_input(image))
+    return scores(rt, rt.init(model_for(rt)), uint8_input(image))
 
 
 def fixed_soc(rt, image):
@@ -142,12 +158,12 @@ def test_calls_legitimately_different_fixes_pass() -> None:
     bigger = prealloc(lambda a: a.n_elems * 4 + 64)
 
     def by_path(rt, image):
-        return scores(rt, rt.init(str(MODEL_PATH)), uint8_input(image))
+        return scores(rt, rt.init(model_for(rt)), uint8_input(image))
 
     def declared_float(rt, image):
         x = image.astype(np.float32)
         inputs = [buffers.input_from_array(0, x, fmt=abi.RKNN_TENSOR_NHWC, type=abi.RKNN_TENSOR_FLOAT32)]
-        return scores(rt, rt.init(str(MODEL_PATH)), inputs)
+        return scores(rt, rt.init(model_for(rt)), inputs)
 
     result = checks.check_failing_calls(bigger, by_path, declared_float, fixed_soc)
     assert result.passed, repr(result)
@@ -177,7 +193,7 @@ def cached_scores(rt, image):
     """Returns the scores of the first image it saw, whatever it is given."""
     if "s" not in _FIRST_SCORES:
         _FIRST_SCORES["s"] = fixed_input(rt, image)
-    rt.init(str(MODEL_PATH))
+    rt.init(model_for(rt))
     return _FIRST_SCORES["s"]
 
 
@@ -189,12 +205,32 @@ def still_int8_sized(rt, image):
 def input_one(rt, image):
     """Still counts the inputs from 1."""
     inputs = [buffers.input_from_array(1, image, fmt=abi.RKNN_TENSOR_NHWC)]
-    return scores(rt, rt.init(str(MODEL_PATH)), inputs)
+    return scores(rt, rt.init(model_for(rt)), inputs)
 
 
 def runtime_allocates(rt, image):
     """Gives up the preallocated buffer (is_prealloc = 0): the call succeeds, the buffer is never tried."""
     return fixed_input(rt, image)
+
+
+def one_soc_only(rt, image):
+    """The student review's shortcut: the file of the notebook's SoC, right on that SoC only."""
+    return scores(rt, rt.init(str(MODEL_PATH)), uint8_input(image))
+
+
+def one_soc_prealloc(rt, image):
+    """A hard-coded 40-byte buffer and the notebook's SoC's file (the student review, L-5)."""
+    ctx = rt.init(str(MODEL_PATH))
+    out = np.empty(10, np.float32)
+    outputs = [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data, size=40)]
+    try:
+        rt.inputs_set(ctx, uint8_input(image))
+        rt.run(ctx)
+        rt.outputs_get(ctx, outputs)
+        rt.outputs_release(ctx, outputs)
+        return out.copy()
+    finally:
+        rt.destroy(ctx)
 
 
 @pytest.mark.parametrize("which, wrong, words", [
@@ -205,6 +241,8 @@ def runtime_allocates(rt, image):
     (2, input_one, ("fixed_input", "-8", "RKNN_ERR_INPUT_INVALID")),
     (0, still_int8_sized, ("fixed_prealloc", "-5", "RKNN_ERR_PARAM_INVALID")),
     (1, lambda rt, image: None, ("fixed_load", "0 rknn_init")),
+    (3, one_soc_only, ("fixed_soc", "on simulated RK3568", "-13", "rt.soc")),
+    (0, one_soc_prealloc, ("fixed_prealloc", "on simulated RK3568", "rt.soc")),
 ])
 def test_calls_planted_wrong_fixes_fail(which, wrong, words) -> None:
     _FIRST_SCORES.clear()
@@ -313,9 +351,20 @@ def fill_from_size(buf, image, attr):
         buf[y * pitch: y * pitch + w * c] = image[y].ravel()
 
 
+def fill_zero_padding(buf, image, attr):
+    """Legitimately different: zeroes the padding, the width from w_stride, 0 meaning the width."""
+    h, w, c = image.shape
+    ws = attr.w_stride or w
+    rows = np.zeros((h, ws * c), np.uint8)
+    rows[:, : w * c] = image.reshape(h, w * c)
+    buf[: rows.size] = rows.ravel()
+
+
 def test_rows_reference_and_alternative_pass() -> None:
     assert checks.check_rows(fill).passed
     assert checks.check_rows(fill_from_size).passed
+    result = checks.check_rows(fill_zero_padding)
+    assert result.passed and "3-channel" in repr(result), repr(result)
 
 
 def fill_contiguous(buf, image, attr):
@@ -338,8 +387,25 @@ def fill_quantized(buf, image, attr):
     fill(buf, q.view(np.uint8), attr)
 
 
+def fill_one_channel(buf, image, attr):
+    """The student review's partial fill (L-4): the pitch without × C, and channel 0 only."""
+    w = image.shape[1]
+    for y in range(image.shape[0]):
+        buf[y * attr.w_stride: y * attr.w_stride + w] = image[y, :, 0]
+
+
+def fill_pitch_without_c(buf, image, attr):
+    """Every channel, but rows w_stride bytes apart (a pitch in pixels used as bytes)."""
+    h, w, c = image.shape
+    for y in range(h):
+        buf[y * attr.w_stride: y * attr.w_stride + w * c] = image[y].ravel()
+
+
 @pytest.mark.parametrize("wrong, words, not_words", [
-    (fill_contiguous, ("1 of 2 SoCs", "simulated RK3588", "8 bytes apart"), ("simulated RK3568",)),
+    (fill_contiguous, ("2 of 3 cases", "simulated RK3588:", "8 bytes apart", "made-up"), ("simulated RK3568",)),
+    (fill_one_channel, ("1 of 3 cases", "made-up", "not found row by row", "y × w_stride × C"),
+     ("simulated RK3588:", "simulated RK3568", "no zp or scale")),
+    (fill_pitch_without_c, ("1 of 3 cases", "made-up", "y × w_stride × C"), ("simulated RK3568",)),
     (fill_64, ("simulated RK3588",), ()),
     (fill_16, ("simulated RK3568",), ()),
     (fill_quantized, ("not found row by row", "no zp or scale"), ()),

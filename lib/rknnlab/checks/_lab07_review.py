@@ -76,13 +76,14 @@ _MISTAKES = {
     "c1_from_ceil": "C1 computed as ceil(C / C2): the native attr's dims[1] says otherwise",
 }
 
+#: each question's hint: the rules it uses, each given once however many answers break it
 _SIZE_HINTS = {
-    "digits_input_rk3588": ALIGN_RULE,
-    "digits_input_rk3568": ALIGN_RULE,
-    "mobilenet_float_output": OUTPUT_SIZE_RULE,
-    "ppocr_native_output_rk3568": C2_RULE,
-    "ppocr_native_output_rk3588": C2_RULE + " C1 too: read dims[1] of the native attr (the compiler report "
-                                  "lists it).",
+    "digits_input_rk3588": (ALIGN_RULE,),
+    "digits_input_rk3568": (ALIGN_RULE,),
+    "mobilenet_float_output": (OUTPUT_SIZE_RULE,),
+    "ppocr_native_output_rk3568": (C2_RULE,),
+    "ppocr_native_output_rk3588": (C2_RULE, "C1 too: read dims[1] of the native attr (the compiler report "
+                                            "lists it)."),
 }
 
 
@@ -97,9 +98,10 @@ def check_sizes(predicted: Dict[str, Any]) -> CheckResult:
                             "pass the dict itself: check_sizes(predicted)")
         missing = [k for k in SIZE_QUESTIONS if predicted.get(k) is None]
         if len(missing) == len(SIZE_QUESTIONS):
-            raise _not_done("no size predicted yet (every value is None).", _todo("your five numbers"))
+            raise _not_done("no size predicted yet (every key missing or None).", _todo("your five numbers"))
         if missing:
-            raise _not_done(f"{len(missing)} of {len(SIZE_QUESTIONS)} sizes still None: {', '.join(missing)}.",
+            raise _not_done(f"{len(missing)} of {len(SIZE_QUESTIONS)} sizes missing or None: "
+                            f"{', '.join(missing)}.",
                             "predict every size, then run this check again.")
         truth = _cases.measured_sizes()
         wrong: List[str] = []
@@ -116,8 +118,7 @@ def check_sizes(predicted: Dict[str, Any]) -> CheckResult:
             side = "too small" if n < right else "too large"
             why = _MISTAKES.get(mistakes.get(n, ""), "")
             wrong.append(f"{key}: {n:,} B is {side}" + (f" ({why})" if why else ""))
-            if _SIZE_HINTS[key] not in hints:
-                hints.append(_SIZE_HINTS[key])
+            hints += [rule for rule in _SIZE_HINTS[key] if rule not in hints]
         if wrong:
             raise _Fail(f"{len(wrong)} of {len(SIZE_QUESTIONS)} sizes differ from what the simulator's queries "
                         "give:", " ".join(hints) if hints else "a size in bytes is a whole number (an int).",
@@ -138,12 +139,21 @@ _CALLS = (("fixed_prealloc", "an is_prealloc = 1 output buffer", OUTPUT_SIZE_RUL
           ("fixed_soc", "the model file", "A .rknn file is compiled for one SoC: load the one built for the "
                                           "SoC of the runtime you are given (rt.soc), and change nothing else."))
 _IMAGES_PER_CALL = 3
+_SOC_HINT = ("Every function gets its runtime as rt: take the model for rt.soc (an RK3566 runs the RK3568 "
+             "files), not for a SoC you know.")
 
 
-def _judge_call(fn: Callable[..., Any], name: str, images: List[np.ndarray]) -> Optional[str]:
-    """None when ``fn`` runs on a fresh runtime with no RKNN error and gives the check's own
-    scores for every image; else what is wrong.  Raises not done for a stub."""
-    rt = _open_runtime()
+def _other_soc(soc: str) -> str:
+    """The SoC of the second runtime exercise 2 hands each function: another alignment and C2."""
+    return "rk3588" if soc == "rk3568" else "rk3568"
+
+
+def _judge_call(fn: Callable[..., Any], name: str, images: List[np.ndarray],
+                soc: Optional[str] = None) -> Optional[str]:
+    """None when ``fn`` runs on a fresh runtime (this machine's, or with ``soc`` a simulator of
+    that SoC) with no RKNN error and gives the check's own scores for every image; else what is
+    wrong.  Raises not done for a stub."""
+    rt = _open_runtime() if soc is None else _cases.sim_runtime(soc)
     soc = _soc_of(rt)
     watch = _cases.ErrorWatch(rt)
     try:
@@ -193,7 +203,8 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
     one 8×8 uint8 image, want_float = 1), the fixed versions of the four failing ones.
 
     Each runs on a fresh runtime the check opens (the board's, or the simulator of
-    $RKNNLAB_SIM_SOC), on three test digits it picks.  It passes when no RKNN function raised
+    $RKNNLAB_SIM_SOC), then on a simulator of another SoC (RK3568, or RK3588 when the first is
+    an RK3568), on three test digits it picks.  It passes when no RKNN function raised
     an error inside it (caught or not), it made its context on the runtime it was given, and its
     scores equal the check's own run (rknn_inputs_set, rknn_outputs_get) within 1e-5.
     ``fixed_prealloc`` must keep an is_prealloc = 1 output."""
@@ -209,9 +220,14 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
         wrong: List[str] = []
         hints: List[str] = []
         not_done: List[str] = []
+        other = _other_soc(rt_soc)
         for fn, (name, what, hint) in zip(functions, _CALLS):
             try:
                 problem = _judge_call(fn, name, chosen)
+                if not problem:        # right for one SoC only is not a fix: the same call on another
+                    problem = _judge_call(fn, name, chosen, soc=other)
+                    if problem:
+                        problem = f"on simulated {other.upper()} (the check's second runtime): {problem}"
             except _Fail as f:
                 if f.status != "not done":
                     raise
@@ -220,6 +236,8 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
             if problem:
                 wrong.append(problem)
                 hints.append(hint)
+                if problem.startswith("on simulated") and _SOC_HINT not in hints:
+                    hints.append(_SOC_HINT)
         if len(not_done) == len(functions):
             raise _not_done("the four functions still raise NotImplementedError.", _todo("the four fixed functions"))
         if wrong or not_done:
@@ -227,8 +245,9 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
             raise _Fail(f"{len(wrong) + len(not_done)} of 4 functions do not run yet:", " ".join(
                 hints + [ERROR_RULE]) if hints else _todo(" and ".join(not_done)), details)
         return CheckResult(EX_CALLS, "passed", "All four functions run with no RKNN error and give the check's own "
-                           f"scores for {_IMAGES_PER_CALL} digits it picked.",
-                           ["no error was caught and hidden: each call succeeded",
+                           f"scores for {_IMAGES_PER_CALL} digits it picked, on two runtimes.",
+                           [f"runtimes: this machine's ({rt_soc.upper()}) and simulated {other.upper()}",
+                            "no error was caught and hidden: each call succeeded",
                             "each made its context on the runtime it was given"])
 
     return _LAB.run(EX_CALLS, body)
@@ -254,6 +273,7 @@ def _trace_store() -> Tuple[Callable[[int, Tuple[str, ...]], None], Callable[[in
 
 _remember, _recall = _trace_store()
 _LETTERS = ("A", "B", "C")
+_PLOT_OFFSET_KIB = 0.15    # runs A, B, C drawn this far apart, so equal numbers stay visible
 
 
 @dataclass(frozen=True)
@@ -290,18 +310,23 @@ class Traces:
 
     def plot(self) -> Any:
         """The heap in use after each frame (relative to the first) and the heap's change inside
-        each get, one line per run."""
+        each get, one line per run.  Two runs can give the same numbers, so each run's points
+        are drawn a little apart (by 0.15 KiB, said on the axis), as chapter 4 does."""
         import matplotlib.pyplot as plt
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
         # distinct line styles and markers: two runs may lie on top of each other
         styles = (("-", "o", 7), ("--", "x", 6), (":", ".", 4))
-        for (run, after, inside), (line, marker, size) in zip(zip(self.runs, self.after, self.inside), styles):
+        offsets = (-_PLOT_OFFSET_KIB, 0.0, _PLOT_OFFSET_KIB)
+        for k, (run, after, inside) in enumerate(zip(self.runs, self.after, self.inside)):
+            line, marker, size = styles[k]
             a = np.asarray(after)
-            left.plot(np.arange(1, len(a) + 1), (a - a[0]) / 1024, linestyle=line, linewidth=2, label=f"run {run}")
-            right.plot(np.arange(1, len(inside) + 1), np.asarray(inside) / 1024, label=f"run {run}",
+            left.plot(np.arange(1, len(a) + 1), (a - a[0]) / 1024 + offsets[k], linestyle=line, linewidth=2,
+                      label=f"run {run}")
+            right.plot(np.arange(1, len(inside) + 1), np.asarray(inside) / 1024 + offsets[k], label=f"run {run}",
                        marker=marker, markersize=size, markerfacecolor="none", linestyle="none")
-        left.set(xlabel="frame", ylabel="heap in use (KiB, vs frame 1)", title="after each frame")
-        right.set(xlabel="frame", ylabel="heap change (KiB)", title="inside each rknn_outputs_get")
+        apart = f"runs drawn {_PLOT_OFFSET_KIB} KiB apart"
+        left.set(xlabel="frame", ylabel=f"heap in use (KiB, vs frame 1)\n{apart}", title="after each frame")
+        right.set(xlabel="frame", ylabel=f"heap change (KiB)\n{apart}", title="inside each rknn_outputs_get")
         for ax in (left, right):
             ax.legend(loc="best", fontsize=8)
             ax.grid(alpha=0.3)
@@ -384,16 +409,16 @@ ROWS_SOCS = ("rk3588", "rk3568")
 _DIGITS_PER_SOC = 12
 
 
-def _rows_found(view: np.ndarray, image: np.ndarray, attr: abi.rknn_tensor_attr) -> str:
+def _rows_found(view: np.ndarray, image: np.ndarray, attr: abi.rknn_tensor_attr, what: str = "digit") -> str:
     """Where the image's rows landed in the mem, in words (for a failure)."""
     h, w, c = image.shape
     row = w * c
-    for pitch in sorted({int(attr.w_stride) * c, row, 64, 16 * c, 8 * c}):
+    for pitch in sorted({int(attr.w_stride) * c, int(attr.w_stride), row, 64, 16 * c, 8 * c}):
         end = (h - 1) * pitch + row
         if end <= view.size and all(np.array_equal(view[y * pitch:y * pitch + row], image[y].ravel())
                                     for y in range(h)):
-            return f"the digit's rows start {pitch} bytes apart"
-    return "the digit's pixels are not found row by row in the mem (converted, or written elsewhere)"
+            return f"the {what}'s rows start {pitch} bytes apart"
+    return f"the {what}'s pixels are not found row by row in the mem (converted, or written elsewhere)"
 
 
 def _judge_rows(fill: Callable[..., Any], soc: str, rng: np.random.Generator) -> Optional[str]:
@@ -438,6 +463,26 @@ def _judge_rows(fill: Callable[..., Any], soc: str, rng: np.random.Generator) ->
         rt.close()
 
 
+def _judge_rows_rgb(fill: Callable[..., Any], rng: np.random.Generator) -> Optional[str]:
+    """None when ``fill`` writes a made-up 3-channel image where the NPU reads it (rows at
+    y × w_stride × C); else where its bytes landed."""
+    buf, image, attr = _cases.made_up_rgb_input(rng)
+    h, w, c = image.shape
+    label = f"a made-up {w}×{h}×{c} uint8 input (w_stride {attr.w_stride})"
+    try:
+        fill(buf, image.copy(), abi.rknn_tensor_attr.from_buffer_copy(attr))
+    except NotImplementedError as exc:
+        raise _student_error(exc, "fill(buf, image, attr)", _todo("fill"))
+    except Exception as exc:
+        return f"{label}: fill(buf, image, attr) raised {type(exc).__name__}: {exc}"
+    read = _cases.pixels_read(buf, attr)
+    if np.array_equal(read, image):
+        return None
+    rows = int(np.sum([not np.array_equal(read[y], image[y]) for y in range(h)]))
+    return (f"{label}: {rows} of {h} rows differ from what the NPU reads; "
+            f"{_rows_found(buf, image, attr, 'image')}")
+
+
 def check_rows(fill: Callable[..., Any]) -> CheckResult:
     """Exercise 4: ``fill(buf, image, attr)`` writes one 8×8×1 uint8 digit into ``buf``, a uint8
     view of a zero-copy input mem of digits_cnn bound once with rknn_set_io_mem (``attr``: the
@@ -445,22 +490,30 @@ def check_rows(fill: Callable[..., Any]) -> CheckResult:
 
     The check runs it on simulated RK3588 and RK3568 (whatever the machine), on 12 test digits
     per SoC that it picks, with random bytes in the mem before each fill, and compares the
-    scores of each zero-copy run with rknn_inputs_set's for the same digit."""
+    scores of each zero-copy run with rknn_inputs_set's for the same digit.  Then it gives
+    ``fill`` a made-up 3-channel NHWC attr (rows padded to 16 pixels) and an image of a size it
+    draws, and compares the bytes at y × w_stride × C + x × C + c with the image."""
     def body() -> CheckResult:
         _require_function(fill, "pass the function itself: check_rows(fill)")
         rng = np.random.default_rng(_fresh_seed())
         wrong = [w for w in (_judge_rows(fill, soc, rng) for soc in ROWS_SOCS) if w]
+        rgb = _judge_rows_rgb(fill, rng)
+        wrong += [rgb] if rgb else []
         if wrong:
             hint = (ALIGN_RULE + " Take the distance between rows from the attr you are given, not from a "
                     "number you know.")
-            if any("not found row by row" in w for w in wrong):
+            if rgb:
+                hint += " Row y starts at byte y × w_stride × C, and each pixel holds C bytes (C channels)."
+            if any("not found row by row" in w for w in wrong if w.startswith("simulated")):
                 hint += (" The attr you bind says type UINT8: the runtime converts the pixels, so write them "
                          "as they are (no zp or scale).")
-            raise _Fail(f"The zero-copy scores differ from rknn_inputs_set's on {len(wrong)} of "
-                        f"{len(ROWS_SOCS)} SoCs:", hint, wrong)
+            raise _Fail(f"Your rows are not where the NPU reads them in {len(wrong)} of {len(ROWS_SOCS) + 1} "
+                        "cases (simulated RK3588, RK3568, a made-up 3-channel input):", hint, wrong)
         return CheckResult(EX_ROWS, "passed", f"Every digit gives the scores of rknn_inputs_set on simulated "
-                           "RK3588 and RK3568: your rows follow each SoC's w_stride.",
+                           "RK3588 and RK3568, and a 3-channel image lands at y × w_stride × C: your rows "
+                           "follow the attr's w_stride.",
                            [f"{_DIGITS_PER_SOC} digits per SoC, picked by the check, random bytes in the mem "
-                            "before each fill"])
+                            "before each fill",
+                            "a made-up 3-channel input of a size drawn now, its rows padded to 16 pixels"])
 
     return _LAB.run(EX_ROWS, body)

@@ -287,3 +287,29 @@ def scores(rt: Any, ctx: int) -> np.ndarray:
         return np.frombuffer(ctypes.string_at(outs[0].buf, outs[0].size), np.float32).copy()
     finally:
         rt.outputs_release(ctx, outs)
+
+
+def made_up_rgb_input(rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray, abi.rknn_tensor_attr]:
+    """(buf, image, attr) for a 3-channel input no course model has: an H×W×3 uint8 image whose
+    width is not a multiple of 16, a native-like NHWC UINT8 attr with rows padded to 16 pixels,
+    and a buffer of its size_with_stride random bytes.  A digit has one channel, so only a case
+    like this shows whether a fill multiplies w_stride by C."""
+    h, w, c = int(rng.integers(5, 10)), int(rng.integers(3, 14)), 3
+    w_stride = 16
+    attr = abi.rknn_tensor_attr(index=0)
+    attr.n_dims = 4
+    for k, d in enumerate((1, h, w, c)):
+        attr.dims[k] = d
+    attr.name = b"made_up_rgb"
+    attr.n_elems = attr.size = h * w * c
+    attr.fmt, attr.type = abi.RKNN_TENSOR_NHWC, abi.RKNN_TENSOR_UINT8
+    attr.w_stride, attr.size_with_stride = w_stride, h * w_stride * c
+    buf = rng.integers(0, 256, h * w_stride * c, dtype=np.uint8)
+    image = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+    return buf, image, attr
+
+
+def pixels_read(buf: np.ndarray, attr: abi.rknn_tensor_attr) -> np.ndarray:
+    """The H×W×C pixels the NPU reads from a zero-copy input: byte y·w_stride·C + x·C + c."""
+    h, w, c = (int(attr.dims[k]) for k in (1, 2, 3))
+    return buf[: h * attr.w_stride * c].reshape(h, attr.w_stride * c)[:, : w * c].reshape(h, w, c)
