@@ -132,13 +132,44 @@ def test_lab_rules_are_chapter_sevens_words() -> None:
 
 
 def test_no_answer_in_a_cell_a_student_sees() -> None:
-    """The sizes of exercise 1 are in the solution and the folded answer after the check only."""
+    """The sizes of exercise 1 are in its solution cell only: the folded answer after the check
+    explains them without the numbers (the student edition keeps it: JupyterLab review J-2)."""
     nb = _read()
     k = next(k for k, c in enumerate(nb.cells) if c.source.strip().startswith("checks.check_sizes"))
     assert nb.cells[k + 1].source.startswith("```{admonition} Answer")
-    for cell in nb.cells[:k]:
+    sizes = [f"{n:,}" for n in (4 * 480 * 480 * 16, 480 * 480 * 8, 1000 * 4)] + ["128 B", "64 B"]
+    for cell in nb.cells:
         if "solution" not in cell.metadata.get("tags", []):
-            assert "14,745,600" not in cell.source and "1,843,200" not in cell.source
+            assert not [n for n in sizes if n in cell.source], cell.source[:200]
+
+
+def test_header_says_how_links_open_and_what_the_summary_is() -> None:
+    header = _flat(_read().cells[0].source)
+    assert ("In JupyterLab a § link opens the notebook at its top: use the Table of Contents (left bar) to "
+            "reach the section.") in header
+    assert "The summary at the end is for you. A grade re-runs your functions in a fresh kernel." in header
+
+
+def test_exercise_8_wrong_claim_is_folded_above_the_program() -> None:
+    """Spot the bug first: the wrong-claim box is folded and comes before the program to fix;
+    no text describes a PASSED box the student has not seen (JupyterLab review J-5)."""
+    nb = _read()
+    box = next(k for k, c in enumerate(nb.cells) if "Wrong claim: keeping the output buffers" in c.source)
+    stub = next(k for k, c in enumerate(nb.cells) if c.source.startswith("%%writefile"))
+    assert box < stub and ":class: dropdown" in nb.cells[box].source
+    assert not any("passing lines" in c.source.lower() for c in nb.cells)
+
+
+def test_code_lines_fit_the_editor_and_metadata_is_jupyterlabs() -> None:
+    """No code line over 100 columns (the editor at 1366 px); the kernelspec JupyterLab writes,
+    so the notebook does not open modified (JupyterLab review J-15)."""
+    nb = _read()
+    ex5 = next(k for k, c in enumerate(nb.cells) if c.source.startswith("## Exercise 5"))
+    for k, cell in enumerate(nb.cells):      # exercises 1-4 and the C program of exercise 8
+        if cell.cell_type == "code" and (k < ex5 or cell.source.startswith("%%writefile")):
+            assert all(len(line) <= 100 for line in cell.source.splitlines()), cell.source[:80]
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nb.metadata["kernelspec"]["display_name"] != "Python 3"
 
 
 def _n_checks() -> int:

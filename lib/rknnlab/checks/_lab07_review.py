@@ -246,7 +246,7 @@ def check_failing_calls(fixed_prealloc: Callable[..., Any], fixed_load: Callable
                 hints + [ERROR_RULE]) if hints else _todo(" and ".join(not_done)), details)
         return CheckResult(EX_CALLS, "passed", "All four functions run with no RKNN error and give the check's own "
                            f"scores for {_IMAGES_PER_CALL} digits it picked, on two runtimes.",
-                           [f"runtimes: this machine's ({rt_soc.upper()}) and simulated {other.upper()}",
+                           [f"runtimes: {rt_soc.upper()} (the one a notebook opens here) and simulated {other.upper()}",
                             "no error was caught and hidden: each call succeeded",
                             "each made its context on the runtime it was given"])
 
