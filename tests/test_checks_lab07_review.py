@@ -252,6 +252,36 @@ def test_calls_planted_wrong_fixes_fail(which, wrong, words) -> None:
     assert review.ERROR_RULE in text
 
 
+_PATCH_CELL = """
+_orig = SimRuntime.init
+def patched_init(self, model, *a, **k):
+    if isinstance(model, (bytes, bytearray)) and model[:4] != b"RKNN": model = str(MODEL_PATH)
+    if isinstance(model, str) and "digits_cnn" in model: model = str(MODEL_PATH)
+    return _orig(self, model, *a, **k)
+"""
+
+
+def test_calls_broken_functions_on_a_patched_runtime_do_not_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The student review's L-1: broken_load and broken_soc unchanged, SimRuntime.init patched in a
+    notebook cell to load the right file: nothing passes, and the message says why."""
+    from rknnlab.sim.runtime import SimRuntime
+    cell = {"__name__": "__main__", "SimRuntime": SimRuntime, "MODEL_PATH": MODEL_PATH}
+    exec(compile(_PATCH_CELL, "/tmp/ipykernel_4242/3141592653.py", "exec"), cell)
+    monkeypatch.setattr(SimRuntime, "init", cell["patched_init"])
+
+    def broken_load(rt, image):
+        with open(MODEL_PATH.parent / "model.onnx", "rb") as f:
+            return scores(rt, rt.init(f.read()), uint8_input(image))
+
+    def broken_soc(rt, image):
+        return scores(rt, rt.init(str(models.model_path("digits_cnn", "rk3568"))), uint8_input(image))
+
+    result = checks.check_failing_calls(fixed_prealloc, broken_load, fixed_input, broken_soc)
+    assert not result.passed and "code was replaced" in repr(result), repr(result)
+    monkeypatch.undo()
+    assert checks.check_failing_calls(fixed_prealloc, fixed_load, fixed_input, fixed_soc).passed
+
+
 def test_calls_returning_none_after_a_real_run_fails() -> None:
     def none_after_run(rt, image):
         fixed_input(rt, image)
