@@ -414,7 +414,7 @@ def _judge_sharing(models: Sequence[str], pattern: Sequence[Sequence[int]],
     keys = {internal[i][0] for t in pattern for i in t if internal[i]}
     sizes = ", ".join(_kib(buffers.get(k, 0)) for k in keys)
     return (f"internal memory: {len(keys)} buffer{'s' if len(keys) != 1 else ''} of yours ({sizes}); each "
-            "thread's contexts point into one, no two threads' into the same bytes")
+            "thread of several models points into one of them, no two threads into the same bytes")
 
 
 def practice_case(pattern: Sequence[Sequence[int]] = ((0, 2), (1,)), slack: int = 32 * 1024,
