@@ -30,6 +30,9 @@ from typing import Dict, List
 import chapterhelpers as ch
 import pytest
 
+from rknnlab import sim
+from rknnlab.rknn import abi
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "chapters/07_misconceptions.ipynb"
 CHAPTER = ROOT / NOTEBOOK
@@ -417,9 +420,15 @@ def test_a_small_network_gets_slower_where_the_answer_says_so(run) -> None:
     last = text.strip().splitlines()[-1]
     assert last.startswith("digits_cnn ("), text
     speedups = [float(x) for x in re.findall(r"\b0_1(?:_2)? ([\d.]+)x \[", last)]
-    assert len(speedups) == 2 and all(x < 1 for x in speedups), last
+    # the wall-time medians carry this machine's noise: "at or just below 1"
+    assert len(speedups) == 2 and all(x <= 1.02 for x in speedups), last
+    # the model itself is deterministic: every multi-core mask is slower for this small network
+    one = sim.modeled_run_ms("digits_cnn", "rk3588", core_mask=abi.RKNN_NPU_CORE_0)
+    for mask in (abi.RKNN_NPU_CORE_0_1, abi.RKNN_NPU_CORE_0_1_2):
+        assert sim.modeled_run_ms("digits_cnn", "rk3588", core_mask=mask) > one
     answer = ch.flat(ch.numbered_sections(_markdown())["4"])
-    assert "`digits_cnn` gets slower on the simulator (speedups below 1)" in answer
+    assert "`digits_cnn` is modeled slower on more cores, though all its layers are split: its printed " \
+           "speedups sit at or just below 1." in answer
     assert "(User Guide V2.3.0 §5.3; A45)" in answer
 
 
