@@ -69,7 +69,7 @@ def test_table_gives_the_documented_alignment_and_each_reports_native_attr():
     assert "not documented" not in table.to_string()
     assert all("RK3562/RK3576/RK3588" in by_soc.loc[soc, "where the numbers come from"]
                for soc in ("rk3588", "rk3576", "rk3562"))
-    assert "bytes" in table.attrs["source"] and "w_stride counts pixels" in table.attrs["source"]
+    assert "bytes" in table.attrs["detail"] and "w_stride counts pixels" in table.attrs["detail"]
     for soc in by_soc.index:
         build = models.SOC_MODELS.get(soc, soc)
         path = models.model_path("digits_cnn", build).parent / f"{build}.report.json"
@@ -78,7 +78,17 @@ def test_table_gives_the_documented_alignment_and_each_reports_native_attr():
         assert by_soc.loc[soc, "digits_cnn size_with_stride"] == native["size_with_stride"]
         assert f"{build}.report.json" in by_soc.loc[soc, "where the numbers come from"]
     assert (by_soc.loc["rk3588", "digits_cnn w_stride"], by_soc.loc["rk3568", "digits_cnn w_stride"]) == (16, 8)
-    assert "Table 5-2" in table.attrs["source"] and "R1" in table.attrs["source"]
+    assert "Table 5-2" in table.attrs["detail"] and "R1" in table.attrs["detail"]
+
+
+def test_table_prints_its_source_in_one_line():
+    """The note under the printed table is one line; the full note stays in attrs["detail"]."""
+    from rknnlab import profile
+    table = review.alignment_table()
+    lines = profile.show(table, ["SoC", "documented width alignment", "digits_cnn w_stride"]).splitlines()
+    assert len(lines) == 1 + len(table) + 1 and lines[-1].startswith("source: ") and len(lines[-1]) <= 100
+    assert "Table 5-2" in lines[-1] and "data/models/digits_cnn/<soc>.report.json" in lines[-1]
+    assert "R1" not in lines[-1] and "assumption" not in lines[-1]
 
 
 def test_table_matches_what_the_runtime_answers(rk3588, rk3568):
@@ -196,6 +206,7 @@ def test_an_undersized_input_mem_is_refused_at_the_bind(rk3588):
     assert "warning" in result.board and "unconfirmed" in result.board  # the board's warning at the bind
     text = repr(result)
     assert len(text.splitlines()) <= 4 and "refused" in text and "simulated RK3588" in text
+    assert ".board" not in text and "fail the run with -1 (A62)" in text
     assert max(map(len, text.splitlines())) <= 100
 
 

@@ -4,6 +4,7 @@ against the numbers the same result carries, never against a speed-up written he
 simulator's timing law will be re-fitted)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -81,6 +82,12 @@ def test_text_form_fits_five_lines_of_100_columns_and_names_the_simulator(result
         assert "simulated RK3588" in r._repr_html_() and r.link in r._repr_html_()
 
 
+def test_text_names_no_python_attribute(results):
+    """Printed results are read by people: plain words, no ".board" or ".row(code)"."""
+    for name, r in results.items():
+        assert not re.findall(r"(?:^|[\s(])(\.[a-z_]\w*)(?=[(,;)]|$)", repr(r), flags=re.M), (name, repr(r))
+
+
 def test_results_are_frozen(results):
     with pytest.raises(Exception):
         results["who_allocates"].flag0_dma = 0
@@ -113,6 +120,10 @@ def test_pointer_reuse_finds_the_same_address_and_an_allocation_in_every_get(res
     assert r.allocating_gets == r.frames          # yet every get allocated
     assert r.heap_per_get_bytes >= r.output_bytes  # an output's worth each time
     assert r.holds is False and f"{r.same_address} of {r.frames}" in r.verdict
+    # each printed line keeps its meaning alone: the address count and the allocation count
+    first, second = r._numbers()
+    assert first.endswith(f": same address on {r.same_address} of {r.frames} frames"), first
+    assert second.startswith(f"gets that allocated: {r.allocating_gets} of {r.frames} (heap +"), second
 
 
 def test_skip_release_grows_by_about_one_output_per_frame(results, rt):
@@ -137,6 +148,15 @@ def test_who_allocates_flag0_runtime_and_alloc_outside_you(results, rt):
     assert r.freed_at_destroy >= 0.9 * r.flag0_dma          # rknn_destroy frees the runtime's
     assert r.freed_at_destroy_mem >= 0.9 * r.yours_bytes    # rknn_destroy_mem frees yours
     assert r.holds is False
+    # the sum names every term: no remainder term when there is none
+    sum_line = r._numbers()[0]
+    assert sum_line.endswith(f"+ io {claims._b(r.io_bytes)}") and "other" not in sum_line, sum_line
+
+
+def test_who_allocates_names_the_runtimes_own_buffers(results):
+    """A board allocates more than weights + internal + io (decision 10): the term is named."""
+    board = dataclasses.replace(results["who_allocates"], flag0_remainder=3 << 20)
+    assert board._numbers()[0].endswith(" + other 3.0 MiB"), board._numbers()[0]
 
 
 def test_npu_memory_shows_in_the_process_ram(results):
@@ -144,6 +164,32 @@ def test_npu_memory_shows_in_the_process_ram(results):
     assert r.dma_bytes > 0
     assert r.ratio >= claims.RSS_SHARE and r.shared_rss_gain_bytes <= r.rss_gain_bytes
     assert r.assumptions == ("A1", "A2") and r.holds is False
+    line = r._numbers()[1]
+    if r.memfree_drop_bytes <= 0:       # this machine's MemFree did not see the simulator's pages
+        assert line.startswith("MemFree did not fall (median") and "MemFree did not see the buffers" in r.verdict
+        assert "cannot resolve" not in r.verdict
+    assert "up to 0 B" not in repr(r)
+    if r.memfree_drop_bytes < claims.MEMFREE_SHARE * r.dma_bytes or not r.memfree_resolves:
+        assert "the RSS line decides" in r.verdict, r.verdict
+
+
+@pytest.mark.parametrize("drop, noise, resolves, line, reason", [
+    (0, 0, False, "MemFree did not fall (median 0 B; it did not move with nothing done either)",
+     "did not see the buffers here"),
+    (0, 96 * 1024, False, "MemFree did not fall (median 0 B; it moved up to 96 KiB with nothing done)",
+     "did not see the buffers here"),
+    (-4096, 8192, False, "MemFree did not fall (median: it rose 4,096 B; it moved up to 8,192 B with nothing done)",
+     "did not see the buffers here"),
+    (8192, 96 * 1024, False, "MemFree fell 8,192 B (median; it moved up to 96 KiB with nothing done)",
+     "cannot resolve it here: it moved up to 96 KiB"),
+    (2 << 20, 4096, True, "MemFree fell 2.0 MiB (median; it moved up to 4,096 B with nothing done)",
+     "fell only 2.0 MiB here"),
+])
+def test_memfree_words_fit_its_numbers(drop, noise, resolves, line, reason):
+    """Noise is the reason only when MemFree fell, within what it moves with nothing done; a MemFree
+    that did not fall did not see the buffers (a container or VM)."""
+    assert claims._memfree_line(drop, noise) == line
+    assert reason in claims._memfree_undecided(drop, noise, resolves)
 
 
 def test_core_masks_verdicts_follow_their_intervals(results):

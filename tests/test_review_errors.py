@@ -94,6 +94,7 @@ def test_text_fits_15_lines_of_100_columns(table):
     lines = str(table).splitlines()
     assert len(lines) <= 15 and max(map(len, lines)) <= 100
     assert "simulated RK3588" in lines[0] and "7 of 13" in lines[0]
+    assert ".row(" not in lines[0]        # plain words: chapter 7's prose says how to print one code
     assert all(str(code) in text for code, text in zip(range(-1, -14, -1), lines[2:]))
     # at least two spaces after each cell, so a reader (and chapter 7's test) can split the columns
     cells = re.findall(r"^(-\d+)\s+\S+\s+(board only|\S.*?)\s{2,}", str(table), flags=re.M)

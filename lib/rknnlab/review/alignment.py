@@ -82,7 +82,9 @@ def alignment_table() -> Any:
     """Per SoC: the documented zero-copy input alignment (User Guide V2.3.0 Table 5-2: the
     width of a 4-D input with 1, 3 or 4 channels, the total size of any other), and
     digits_cnn's native input attr as the course's compiler report for that SoC gives it
-    (a pandas DataFrame; ``.attrs["source"]`` says where the numbers come from)."""
+    (a pandas DataFrame). ``.attrs["source"]``: where the numbers come from, in one line
+    (printed under the table); ``.attrs["detail"]``: the same in full (the table's two
+    columns, bytes against pixels, and the rule behind the reports' w_stride)."""
     import pandas as pd
     rows = []
     for soc in _TABLE_SOCS:
@@ -101,7 +103,10 @@ def alignment_table() -> Any:
                 + (" — RK3566 runs the rk3568 build" if build != soc else "")),
         })
     table = pd.DataFrame(rows)
-    table.attrs["source"] = (
+    # one printed line (chapter 7 says bytes against pixels in its own words); "detail" has the rest
+    table.attrs["source"] = ("User Guide V2.3.0 Table 5-2; compiler reports in "
+                             "data/models/digits_cnn/<soc>.report.json")
+    table.attrs["detail"] = (
         "documented: User Guide V2.3.0 Table 5-2, two columns (RK3562/RK3576/RK3588: 16; "
         "RK3566/RK3568: 8): the width of a zero-copy 4-D input with 1, 3 or 4 channels, otherwise "
         "the total size; the guide words it in bytes, the attr's w_stride counts pixels (read it, "
@@ -327,8 +332,8 @@ class UndersizedBind:
             what = "rknn_set_io_mem accepted it (return 0)"
         return (f"{self.model}: input mem of {self.mem_size} B (n_elems), size_with_stride {self.needed} B\n"
                 f"{what}\n"
-                f"a board may accept the bind with a warning, then fail the run (-1); .board, "
-                f"{self.assumption}\nsource: {self.source}")
+                f"a board may accept the bind with a warning, then fail the run with -1 "
+                f"({self.assumption})\nsource: {self.source}")
 
     __str__ = __repr__
 

@@ -195,10 +195,10 @@ class PointerReuse(_Claim):
     _name = "pointer_reuse"
 
     def _numbers(self) -> List[str]:
-        return [f"{self.model}, is_prealloc = 0, get + release, {self.frames} frames: same address on "
-                f"{self.same_address}",
-                f"gets that allocated: {self.allocating_gets} (heap +{_b(self.heap_per_get_bytes)} inside each; "
-                f"outputs {_b(self.output_bytes)})"]
+        return [f"{self.model}, is_prealloc = 0, get + release: same address on {self.same_address} of "
+                f"{self.frames} frames",
+                f"gets that allocated: {self.allocating_gets} of {self.frames} (heap "
+                f"+{_b(self.heap_per_get_bytes)} inside each; outputs {_b(self.output_bytes)})"]
 
 
 def pointer_reuse(frames: int = 50, model: str = "mobilenet_v2", backend: str = "auto") -> PointerReuse:
@@ -330,8 +330,9 @@ class WhoAllocates(_Claim):
     _name = "who_allocates"
 
     def _numbers(self) -> List[str]:
+        other = f" + other {_b(self.flag0_remainder)}" if self.flag0_remainder else ""
         return [f"{self.model}, flag 0: DMA {_b(self.flag0_dma)} = weights {_b(self.weight_bytes)} + internal "
-                f"{_b(self.internal_bytes)} + io {_b(self.io_bytes)} + {_b(self.flag0_remainder)}",
+                f"{_b(self.internal_bytes)} + io {_b(self.io_bytes)}{other}",
                 f"MEM_ALLOC_OUTSIDE: runtime {_b(self.outside_dma)}, yours {_b(self.yours_bytes)}, "
                 f"{'same outputs' if self.outside_correct else 'OUTPUTS DIFFER'}; rknn_destroy freed "
                 f"{_b(self.freed_at_destroy)}",
@@ -438,8 +439,28 @@ class NpuMemoryInRam(_Claim):
         tags = f" ({', '.join(self.assumptions)})" if self.assumptions else ""
         return [f"{self.model}: DMA total {_b(self.dma_bytes)}; this process: VmRSS +{_b(self.rss_gain_bytes)}, "
                 f"shared +{_b(self.shared_rss_gain_bytes)}{tags}",
-                f"MemFree fell {_b(self.memfree_drop_bytes)} (median; up to {_b(self.memfree_noise_bytes)} "
-                "with nothing done)"]
+                _memfree_line(self.memfree_drop_bytes, self.memfree_noise_bytes)]
+
+
+def _memfree_line(drop: float, noise: float) -> str:
+    """MemFree's median fall across init + run, and how far it moved with nothing done."""
+    idle = (f"it moved up to {_b(noise)} with nothing done" if noise > 0
+            else "it did not move with nothing done either")
+    if drop > 0:
+        return f"MemFree fell {_b(drop)} (median; {idle})"
+    median = "median 0 B" if drop == 0 else f"median: it rose {_b(-drop)}"
+    return f"MemFree did not fall ({median}; {idle})"
+
+
+def _memfree_undecided(drop: float, noise: float, resolves: bool) -> str:
+    """Why MemFree does not show the buffers, in words that fit its numbers: it did not fall
+    at all (it does not see them: a container's or VM's MemFree may not count them), its fall
+    is within what it moves with nothing done, or it fell less than MEMFREE_SHARE of the total."""
+    if drop <= 0:
+        return "MemFree did not see the buffers here: a container or VM may not count them"
+    if not resolves:
+        return f"MemFree cannot resolve it here: it moved up to {_b(noise)} with nothing done"
+    return f"MemFree fell only {_b(drop)} here"
 
 
 #: a shared-RSS gain at least this share of the DMA total counts as "the DMA buffers are
@@ -493,17 +514,17 @@ def npu_memory_in_ram(model: str = "yolov5s", repeats: int = 3, backend: str = "
     in_memfree = total > 0 and resolves and falls.median >= MEMFREE_SHARE * total
     found = []
     if in_rss:
-        found.append(f"this process's shared RSS grew {ratio:.2f}x the DMA total {_b(total)}")
+        found.append(f"shared RSS grew {ratio:.2f}x the DMA total {_b(total)}")
     if in_memfree:
         found.append(f"MemFree fell {falls.median / total:.2f}x it")
     if found:
         verdict = "; ".join(found) + ": NPU buffers are pages of system RAM"
         if not in_memfree:
-            verdict += f" (MemFree cannot resolve it here: it moved up to {_b(noise)} with nothing done)"
+            verdict += f" ({_memfree_undecided(falls.median, noise, resolves)}; the RSS line decides)"
         holds: Optional[bool] = False
     else:
-        verdict = (f"cannot tell yet: shared RSS grew {_b(shared)} and MemFree moved up to {_b(noise)} with "
-                   f"nothing done, for a DMA total of {_b(total)}")
+        verdict = (f"cannot tell yet: for a DMA total of {_b(total)}, shared RSS grew {_b(shared)}; "
+                   + _memfree_undecided(falls.median, noise, resolves))
         holds = None
     return NpuMemoryInRam(model, total, int(after["VmRSS"] - before["VmRSS"]), int(shared), ratio,
                           float(falls.median), noise, resolves, ("A1", "A2") if simulated else (),

@@ -382,8 +382,7 @@ class ErrorTable:
 
     def __str__(self) -> str:
         n = sum(r.reproduced_here for r in self.rows)
-        head = _cut(f"RKNN error codes — {self.source}: {n} of {len(self.rows)} reproduced "
-                    "(.row(code) for one in full)", _WIDTH)
+        head = _cut(f"RKNN error codes — {self.source}: {n} of {len(self.rows)} reproduced", _WIDTH)
         widths = (4, 22, 30, 41)  # a short call is at most 29 characters: two spaces end it
         def line(cells: Sequence[str]) -> str:
             return " ".join(_cut(c, w).ljust(w) for c, w in zip(cells, widths)).rstrip()
