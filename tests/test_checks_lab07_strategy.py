@@ -384,6 +384,19 @@ def test_ex6_wrong_plans_fail(plan, words, seed, monkeypatch: pytest.MonkeyPatch
     assert "situation" in text
 
 
+@pytest.mark.parametrize("bad, shown", [(None, "None"), ("4096", "'4096'"), (4096.5, "4096.5")])
+def test_ex6_a_value_that_is_not_a_number_is_named(bad, shown, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review N-3: the message names the bad value and its place, not a count that looks right."""
+    def plan(free_sram, contexts):
+        out = sram_reference(free_sram, contexts)
+        out[1] = bad
+        return out
+
+    _seeded(monkeypatch, 3)
+    text = _failed(checks.check_sram(plan), f"value 2 of your list is {shown}, not a whole number of bytes")
+    assert "values for" not in text
+
+
 def test_ex6_failures_show_only_the_question_and_your_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every number of a failure is the free SRAM given, an internal size given, or the student's
     own answer: never a measurement."""
@@ -480,6 +493,22 @@ def masks_by_fastest_run(table):
     return dict(zip(best["model"], best["mask"]))
 
 
+def _one_run(table, which):
+    runs = table[table["run"] == which(table["run"])]
+    best = runs.loc[runs.groupby("model")["ms"].idxmin()]
+    return dict(zip(best["model"], best["mask"]))
+
+
+def masks_by_first_run(table):
+    """The student's shortcut (review N-2): the fastest mask of run 1 only."""
+    return _one_run(table, lambda runs: runs.min())
+
+
+def masks_by_last_run(table):
+    """The student's shortcut (review N-2): the fastest mask of the last run only."""
+    return _one_run(table, lambda runs: runs.max())
+
+
 def masks_by_mean(table):
     mean = table.groupby(["model", "mask"])["ms"].mean()
     return {m: mean[m].idxmin() for m in table["model"].unique()}
@@ -508,6 +537,14 @@ def test_ex7_wrong_choices_fail(choose, words, seed, monkeypatch: pytest.MonkeyP
     assert "ms" in text or choose is masks_auto      # a median beside its interval
 
 
+@pytest.mark.parametrize("choose", [masks_by_first_run, masks_by_last_run])
+@pytest.mark.parametrize("seed", range(10))
+def test_ex7_a_choice_from_one_run_fails(choose, seed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review N-2: ignoring all runs but one (the first, or the last) fails at every call."""
+    _seeded(monkeypatch, seed)
+    _failed(checks.check_core_masks(choose), "which excludes 1", "not single runs")
+
+
 def test_ex7_tables_come_from_the_timing_law() -> None:
     """No hard-coded speed-up: each made-up model is a course model's law, scaled; the tie is a
     tie and the clear cases are clear for the judge."""
@@ -522,6 +559,8 @@ def test_ex7_tables_come_from_the_timing_law() -> None:
             if kind == "lucky run":     # the single fastest run belongs to a mask the medians reject
                 fastest_run = table.loc[table["ms"].idxmin(), "mask"]
                 assert fastest_run not in verdict["accepted"], verdict
+                for one_run in (masks_by_first_run, masks_by_last_run):
+                    assert set(one_run(table).values()).isdisjoint(verdict["accepted"]), (one_run, verdict)
             if kind in ("clear", "slow run", "lucky run"):
                 assert len(verdict["accepted"]) == 1, (kind, verdict)
             else:

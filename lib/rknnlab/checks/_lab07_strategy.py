@@ -677,12 +677,18 @@ def check_sram(sram_plan: Callable[[int, List[Dict[str, int]]], Sequence[int]]) 
                 raise (_not_done if n == 0 else _Fail)(f"{'sram_plan(…)' if n == 0 else what} returned None.",
                                                        "return a list with one number of bytes per context.")
             try:
-                values = [_whole_number(v) for v in got]
+                items = list(got)
             except TypeError:
                 raise _Fail(f"{what} returned {got!r}, not a list.", "return a list with one int per context.")
-            if len(values) != len(contexts) or any(v is None for v in values):
-                raise _Fail(f"{what} returned {len(values)} values for {len(contexts)} contexts (or one is not a "
-                            "whole number).", "return one int per context, in the order they are made.")
+            values = [_whole_number(v) for v in items]
+            not_whole = [k for k, v in enumerate(values) if v is None]
+            if not_whole:
+                k = not_whole[0]
+                raise _Fail(f"{what}: value {k + 1} of your list is {items[k]!r}, not a whole number of bytes.",
+                            "return one int per context, in the order they are made.")
+            if len(values) != len(contexts):
+                raise _Fail(f"{what} returned {len(values)} values for {len(contexts)} contexts.",
+                            "return one int per context, in the order they are made.")
             bad = [k for k, (v, t) in enumerate(zip(values, truth)) if v != t]
             if bad:
                 wrong.append((f"situation {n + 1} ({_sram_text(free, contexts)}): you said "
@@ -792,8 +798,9 @@ def check_core_masks(choose_mask: Callable[[Any], Dict[str, Any]]) -> CheckResul
     mask that is fastest somewhere under the simulator's timing law, the model where it wins
     by most; the model whose masks the law sets closest, with noise above the difference (a
     tie); a clear model where one run of the fastest mask took several times as long (a busy
-    machine); all scaled by a random factor and renamed.  Then it times two course models
-    itself (:func:`measure_masks`) and hands you that table too.  A choice is right when its
+    machine); a clear model where the first and the last run of each slower mask were faster
+    than any of the fastest mask (a warm cache); all scaled by a random factor and renamed.
+    Then it times two course models itself (:func:`measure_masks`) and hands you that table too.  A choice is right when its
     median cannot be told apart from the fastest median: the 95% bootstrap interval of the
     ratio of the two medians holds 1, or they differ by under 1 % (rknnlab.profile.multicore's
     rules).  Within a tie, every mask of the tie passes."""
