@@ -585,3 +585,31 @@ def test_the_salt_is_drawn_and_changes_every_output():
         assert b" salt=%d" % n in model_bytes(n)
         for salted, plain in zip(expected(frame, n), expected(frame, 0)):
             assert all(a != b for a, b in zip(salted, plain))
+
+
+@pytest.mark.parametrize("allocated", [
+    "out_attr[i].n_elems * sizeof(float) - 4",       # hidden by glibc's rounding without the check's malloc debug
+    "out_attr[i].n_elems",                           # glibc may abort at the end
+])
+def test_a_buffer_smaller_than_its_declared_size_fails(allocated: str):
+    """Review N-1: rknn_output.size says n_elems x 4 bytes, the program's malloc'd block holds
+    fewer; the runtime writes past its end (the double reads the block's real size)."""
+    result, text = check(replaced(SOLUTION, "outputs[i].buf = malloc(outputs[i].size);",
+                                  f"outputs[i].buf = malloc({allocated});"))
+    assert result.status == "failed", text
+    assert "rknn_output.size says 40 bytes, the buffer holds only" in text, text
+
+
+def test_glibcs_heap_message_adds_the_short_buffer_to_the_hint():
+    from rknnlab.checks import _lab07_c
+    run = _lab07_c._Run(-6, "", "free(): invalid next size (fast)\n", [{"call": "rknn_destroy", "ret": 0}])
+    with pytest.raises(_lab07_c._Fail) as failed:
+        _lab07_c._judge_exit(run)
+    assert "rknn_output.size larger than what you allocated" in failed.value.hint, failed.value.hint
+
+
+def test_a_larger_buffer_with_its_real_size_still_passes():
+    """The rule allows a larger buffer when rknn_output.size gives its real capacity."""
+    result, text = check(replaced(SOLUTION, "outputs[i].buf = malloc(outputs[i].size);",
+                                  "outputs[i].buf = malloc(outputs[i].size + 64); outputs[i].size += 64;"))
+    assert result.passed, text

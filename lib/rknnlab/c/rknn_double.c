@@ -145,7 +145,15 @@
  *                       wrote there: reused), "fresh" / "freed" (the fill
  *                       glibc gives blocks it hands out / takes back, under
  *                       $MALLOC_PERTURB_), "zero", "changed", or "small" (no
- *                       buffer, or smaller than the output: refused).  create_mem*
+ *                       buffer, or smaller than the output: refused), and
+ *                       "capacity": per output, the bytes its buffer really
+ *                       holds (glibc's malloc_usable_size: the size asked for
+ *                       under MALLOC_CHECK_=3, as lab 7's check runs programs,
+ *                       else glibc's rounded size) when it is a block of the
+ *                       brk heap, else -1 (not from malloc, mmapped, or
+ *                       is_prealloc = 0); never a refusal: a buffer smaller than
+ *                       rknn_output.size says is written past its end, as a
+ *                       runtime would.  create_mem*
  *                       (all kinds log "rknn_create_mem") adds "size";
  *                       set_io_mem adds the attr's "name", "type", "fmt",
  *                       "n_elems", "size", "size_with_stride" and the mem's
@@ -170,6 +178,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <pthread.h>
@@ -2001,6 +2010,30 @@ EXPORT int rknn_run(rknn_context context, rknn_run_extend *extend)
     return ret;
 }
 
+/* The bytes glibc's malloc gave the block at p, or -1 when p is not the start of a block of
+ * the brk heap (a stack or mmapped buffer, or a pointer into a block: then malloc_usable_size
+ * could read outside the heap).  Only for the event log: a get never refuses on it. */
+static long heap_capacity(const void *p)
+{
+    uintptr_t a = (uintptr_t)p, lo = 0, hi = 0;
+    if (!a || a % (2 * sizeof(size_t)))
+        return -1;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[512] = "";
+    while (maps && fgets(line, sizeof line, maps))
+        if (strstr(line, "[heap]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            break;
+    if (maps)
+        fclose(maps);
+    if (!strstr(line, "[heap]") || a < lo + 2 * sizeof(size_t) || a >= hi)
+        return -1;
+    size_t header = ((const size_t *)p)[-1], chunk = header & ~(size_t)7;
+    if ((header & 2) || chunk < 4 * sizeof(size_t) || chunk > hi - a)   /* 2: IS_MMAPPED */
+        return -1;
+    size_t usable = malloc_usable_size((void *)p);
+    return usable ? (long)usable : -1;
+}
+
 EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_output outputs[],
                             rknn_output_extend *extend)
 {
@@ -2008,8 +2041,10 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
         return outputs_get_call(context, n_outputs, outputs, extend);
     const char *held[N_OUTPUTS];
     uint32_t need[N_OUTPUTS], given[N_OUTPUTS];
+    long capacity[N_OUTPUTS];
     for (uint32_t i = 0; i < n_outputs; i++) {
         const rknn_output *out = &outputs[i];
+        capacity[i] = out->is_prealloc ? heap_capacity(out->buf) : -1;
         need[i] = out->index < N_OUTPUTS ? output_bytes(out) : 0;
         given[i] = out->size;
         held[i] = !out->is_prealloc ? "runtime"
@@ -2025,7 +2060,11 @@ EXPORT int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_outpu
                  i ? ", " : "", out->index, out->is_prealloc, out->want_float, given[i], need[i],
                  held[i]);
     }
-    event("{\"call\": \"rknn_outputs_get\", \"ret\": %d, \"outputs\": [%s]}", ret, list);
+    char caps[N_OUTPUTS * 24] = "";
+    for (uint32_t i = 0; i < n_outputs; i++)
+        snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%ld", i ? ", " : "", capacity[i]);
+    event("{\"call\": \"rknn_outputs_get\", \"ret\": %d, \"outputs\": [%s], \"capacity\": [%s]}", ret,
+          list, caps);
     return ret;
 }
 

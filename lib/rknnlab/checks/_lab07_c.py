@@ -202,6 +202,19 @@ class _Run:
         return [e for e in self.events if e.get("call") == name]
 
 
+def _malloc_debug() -> Optional[str]:
+    """glibc's malloc debugging library beside this process's libc (glibc 2.34 on; older glibc
+    has it built in).  With it and MALLOC_CHECK_=3, malloc_usable_size gives the bytes a block
+    was asked for, not glibc's rounded size: the double then sees a buffer 4 bytes short."""
+    try:
+        with open("/proc/self/maps") as maps:
+            libc = next((line.split()[-1] for line in maps if "/libc.so.6" in line), None)
+    except OSError:
+        return None
+    path = os.path.join(os.path.dirname(libc), "libc_malloc_debug.so.0") if libc else None
+    return path if path and os.path.exists(path) else None
+
+
 def _run(exe: str, folder: str, n_frames: int, salt: int) -> Tuple[_Run, Any]:
     model = os.path.join(folder, "model.rknn")
     with open(model, "wb") as f:
@@ -213,7 +226,11 @@ def _run(exe: str, folder: str, n_frames: int, salt: int) -> Tuple[_Run, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RKNN_DOUBLE_")}
     tunables = env.get("GLIBC_TUNABLES")
     env.update(RKNN_DOUBLE_EVENTS_FILE=events_path, RKNN_DOUBLE_NO_LOG="1", MALLOC_PERTURB_=_PERTURB,
-               GLIBC_TUNABLES=(tunables + ":" if tunables else "") + "glibc.malloc.tcache_count=0", LC_ALL="C")
+               GLIBC_TUNABLES=(tunables + ":" if tunables else "") + "glibc.malloc.tcache_count=0", LC_ALL="C",
+               MALLOC_CHECK_="3")
+    debug = _malloc_debug()
+    if debug:
+        env["LD_PRELOAD"] = debug + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     try:
         with open(frames_path, "rb") as stdin:
             proc = subprocess.run([exe, model], cwd=folder, env=env, stdin=stdin, stdout=subprocess.PIPE,
@@ -326,6 +343,23 @@ def _crash_hint(last: Optional[str], at_exit: bool) -> str:
             "arguments (the model's path is argv[1]) before rknn_init.")
 
 
+def _judge_capacity(run: _Run) -> None:
+    """A buffer of the program's own (from malloc) smaller than the rknn_output.size it declared:
+    the runtime may write that many bytes, past the block's end, which glibc's rounding can hide
+    (the double reads each block's real size, its "capacity"; -1 where it cannot tell)."""
+    def short(e: Dict[str, Any]) -> List[Tuple[int, int, int]]:
+        return [(o[0], o[3], c) for o, c in zip(e.get("outputs", []), e.get("capacity", []))
+                if o[1] and 0 <= c < o[3]]
+
+    gets = [e for e in run.calls("rknn_outputs_get") if short(e)]
+    if gets:
+        index, given, capacity = short(gets[0])[0]
+        frames = _frames_text([_frame_of(run, e) for e in gets])
+        raise _Fail(f"rknn_outputs_get on {frames}, output {index}: rknn_output.size says {given:,} bytes, the "
+                    f"buffer holds only {capacity:,} (malloc's real size of that block): the runtime may write "
+                    "past its end.", "allocate at least what rknn_output.size tells the runtime: " + _SIZE_RULE)
+
+
 def _judge_exit(run: _Run) -> None:
     tail = [line for line in run.stderr.strip().splitlines()][-3:]
     last = next((e["call"] for e in reversed(run.events) if e.get("call") != "exit"), None)
@@ -342,8 +376,11 @@ def _judge_exit(run: _Run) -> None:
             name = signal.Signals(-run.returncode).name
         except ValueError:
             name = f"signal {-run.returncode}"
-        raise _Fail(f"Your program crashed ({name}) after {len(run.events)} RKNN call(s).{after}",
-                    _crash_hint(last, at_exit), tail)
+        hint = _crash_hint(last, at_exit)
+        if any(w in run.stderr for w in ("invalid next size", "corrupted size")):
+            hint += (" glibc's message says a heap block was overwritten: also look for a buffer smaller than "
+                     "the size you gave the runtime (rknn_output.size larger than what you allocated).")
+        raise _Fail(f"Your program crashed ({name}) after {len(run.events)} RKNN call(s).{after}", hint, tail)
     if run.returncode != 0:
         raise _Fail(f"Your program exited with code {run.returncode}.{after}",
                     "the check gives the model's path as argv[1] and the frames on stdin (program MODEL < FRAMES); "
@@ -556,6 +593,7 @@ def check_c_program(path: Any = _cases.FILE_NAME) -> CheckResult:
             salt = _cases.salt()
             run, frames = _run(exe, folder, n_frames, salt)
         _judge_errors(run)
+        _judge_capacity(run)
         _judge_exit(run)
         printed = _printed(run)
         _judge_lines(printed, n_frames)
