@@ -35,7 +35,17 @@ own, mostly numeric, names are in ZOO_ONNX_OUTPUT_NAMES).
 
 ``python archs_zoo_det.py [outdir]`` builds each model, counts parameters and conv GFLOPs at
 640x640 and compares them with the published figures, then exports each to ONNX (opset 12)
-and prints its outputs.
+and prints its outputs.  What it finds, and why the small gaps:
+
+* YOLOv6n 4,646,940 parameters folded (published 4.7M), 11.32 GFLOPs (11.4): YOLOv6 counts
+  with thop, which charges a ConvTranspose per output pixel, 4x the real multiply-adds of
+  the two 2x2 stride-2 upsamplers counted here per input pixel; with thop's rule, 11.39.
+  The zoo's cut removes no weights (n has no DFL).
+* YOLOv8n 3,157,184 parameters as built (Ultralytics' unfused count 3,157,200: the 16 are
+  the fixed DFL conv the zoo's cut moves to post-processing), 8.74 GFLOPs (8.7); the DFL
+  conv it drops is 0.5 M multiply-adds (0.001 GFLOPs).
+* YOLOX-s 8,968,255 parameters (9.0M), 26.69 GFLOPs (26.8: thop also charges BatchNorm);
+  the zoo's cut drops only reshapes, the grid decode and a transpose: no weights, no convs.
 """
 from __future__ import annotations
 
