@@ -15,6 +15,8 @@ from rknnlab.paths import models_dir
 
 ROOT = models_dir()
 REPORTS = sorted(ROOT.glob("*/*.report.json"))
+#: reports whose .rknn ships (the others are reports and logs only)
+SHIPPED = [p for p in REPORTS if json.loads(p.read_text())["rknn_file"].get("shipped", True)]
 TYPE_SIZES = {"RKNN_TENSOR_INT8": 1, "RKNN_TENSOR_UINT8": 1, "RKNN_TENSOR_FLOAT16": 2,
               "RKNN_TENSOR_FLOAT32": 4, "RKNN_TENSOR_INT32": 4, "RKNN_TENSOR_INT64": 8}
 EXPECTED = {
@@ -49,9 +51,40 @@ def _load_log_parser(module_name: str = "rknn_log"):
     return module
 
 
+ALL_SOCS = {"rk3588", "rk3576", "rk3568", "rk3562"}
+#: the timing law's calibration models (issue 17): reports on every SoC, no .rknn
+CALIBRATION_ONLY = {"yolov6n", "yolov8n", "yolox_s", "retinaface_mobile320", "deeplabv3plus_mobilenet_v2"}
+
+
 def test_catalogue_is_complete():
     for name, socs in EXPECTED.items():
         assert set(models.model_socs(name)) >= socs, name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_course_model_has_a_report_for_every_soc(name: str):
+    """The timing law and the memory plans need every model on every SoC; the .rknn ships
+    only where a notebook runs it."""
+    assert set(models.report_socs(name)) == ALL_SOCS
+    for soc in ALL_SOCS - set(models.model_socs(name)):
+        report = models.load_report(name, soc)
+        assert not report.rknn_shipped and not (ROOT / name / f"{soc}.rknn").exists()
+        with pytest.raises(models.ReportError, match=f"no .rknn.*ships for: {', '.join(models.model_socs(name))}"):
+            report.rknn_path
+
+
+def test_runnable_models_and_report_only_models_are_told_apart():
+    listed = set(models.list_models())
+    assert set(EXPECTED) <= listed
+    everything = models.list_reports()
+    assert {name for name, _ in everything} >= listed | CALIBRATION_ONLY
+    for name in CALIBRATION_ONLY & {n for n, _ in everything}:
+        assert name not in listed and models.model_socs(name) == []
+        with pytest.raises(models.ReportError, match="no SoC has a .rknn"):
+            models.model_path(name, "rk3588")
+    # the .rknn on disk is what model_socs says: no more, no less
+    for name, soc in everything:
+        assert (ROOT / name / f"{soc}.rknn").exists() == (soc in models.model_socs(name)), (name, soc)
 
 
 def test_size_budget():
@@ -80,7 +113,7 @@ def test_files_match_their_hashes(path: Path):
     report = json.loads(path.read_text())
     for key in ("rknn_file", "onnx_file"):
         entry = report[key]
-        if entry is None:
+        if entry is None or entry.get("shipped", True) is False:
             continue
         blob = (path.parent / entry["path"]).read_bytes()
         assert len(blob) == entry["bytes"]
@@ -160,7 +193,7 @@ def test_report_tables_come_from_the_shipped_log(path: Path):
         assert graph["totals"]["internal"]["printed"] == entry["memory"]["printed"]["internal"]
 
 
-@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+@pytest.mark.parametrize("path", SHIPPED, ids=_ids(SHIPPED))
 def test_toolkit_version_is_the_one_the_rknn_names(path: Path):
     report = models.load_report(path.parent.name, path.name.split(".")[0])
     blob = report.rknn_path.read_bytes()

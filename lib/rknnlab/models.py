@@ -86,7 +86,19 @@ class CompilerReport:
                               "(written before schema version 2: rebuild it with tools/models/build.sh)") from None
 
     @property
+    def rknn_shipped(self) -> bool:
+        """Whether data/models holds this model's .rknn for this SoC (False: a report and a log
+        only, for timing and memory plans; the simulator cannot run it)."""
+        return self.data["rknn_file"].get("shipped", True)
+
+    @property
     def rknn_path(self) -> Path:
+        if not self.rknn_shipped:
+            runnable = model_socs(self.model, self.directory.parent if self.directory else None)
+            raise ReportError(f"{self.model} has a compiler report for {self.target} but no .rknn (reports "
+                              "only: timing and memory plans need no model file); "
+                              + (f"a .rknn ships for: {', '.join(runnable)}" if runnable
+                                 else "no SoC has a .rknn of it (a timing-calibration model)"))
         return self._file(self.data["rknn_file"]["path"])
 
     @property
@@ -339,11 +351,25 @@ def onnx_free_hw(model: bytes) -> bytes:
 
 
 def list_models(root: Optional[Path] = None) -> List[str]:
+    """The course models a runtime can load: those with a .rknn for at least one SoC."""
     base = root or models_dir()
-    return sorted(p.name for p in base.iterdir() if p.is_dir() and any(p.glob("*.report.json")))
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and model_socs(p.name, base))
 
 
 def model_socs(name: str, root: Optional[Path] = None) -> List[str]:
+    """The SoCs ``name`` has a .rknn for (what rknn_init can be given)."""
+    return [soc for soc in report_socs(name, root) if load_report(name, soc, root).rknn_shipped]
+
+
+def list_reports(root: Optional[Path] = None) -> List[Tuple[str, str]]:
+    """(model, soc) of every compiler report in data/models, with or without a .rknn: the
+    course models on every SoC and the timing-calibration models (rknnlab.sim.timing_law)."""
+    base = root or models_dir()
+    return [(p.name, soc) for p in sorted(base.iterdir()) if p.is_dir() for soc in report_socs(p.name, base)]
+
+
+def report_socs(name: str, root: Optional[Path] = None) -> List[str]:
+    """The SoCs ``name`` has a compiler report for (a superset of :func:`model_socs`)."""
     base = (root or models_dir()) / name
     return sorted(p.name[: -len(".report.json")] for p in base.glob("*.report.json"))
 
@@ -366,7 +392,7 @@ def load_report(name: str, soc: str = "rk3588", root: Optional[Path] = None) -> 
     directory = (root or models_dir()) / name
     path = directory / f"{soc}.report.json"
     if not path.exists():
-        have = model_socs(name, root) if directory.exists() else []
+        have = report_socs(name, root) if directory.exists() else []
         hint = (f"{name} is compiled for: {', '.join(have)}" if have
                 else f"known models: {', '.join(list_models(root))}")
         raise ReportError(f"no compiler report {path}; {hint}")

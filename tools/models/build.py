@@ -69,6 +69,13 @@ class ModelSpec:
     # order the .rknn stores them in); input_shape is then the largest (the toolkit
     # calibrates at that "MaxShape")
     dynamic_input: list[tuple[int, ...]] | None = None
+    # the SoCs whose .rknn ships in data/models (None: every SoC in socs); the others get
+    # a report and a log only (timing and memory plans need no .rknn; the repository's
+    # size budget does not hold every model for every SoC)
+    rknn_socs: list[str] | None = None
+
+    def ships_rknn(self, soc: str) -> bool:
+        return self.rknn_socs is None or soc in self.rknn_socs
 
 
 def _yolo(scale: str, relu: bool = False) -> Callable[[], Any]:
@@ -98,15 +105,18 @@ CATALOGUE = {spec.name: spec for spec in [
     ModelSpec("yolov5s", _yolo("s"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS, False,
               "seeded-random", "YOLOv5s v7.0 (SiLU), raw head outputs as the RKNN model zoo exports them",
               output_names=YOLO_OUTPUTS),
-    ModelSpec("yolov5s_relu", _yolo("s", relu=True), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"],
+    ModelSpec("yolov5s_relu", _yolo("s", relu=True), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS,
               False, "seeded-random", "YOLOv5s with ReLU activations (the model zoo's benchmark variant)",
-              output_names=YOLO_OUTPUTS),
-    ModelSpec("yolov5n", _yolo("n"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"], True,
-              "seeded-random", "YOLOv5n v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS),
-    ModelSpec("yolov5m", _yolo("m"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ["rk3588"], False,
-              "seeded-random", "YOLOv5m v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS),
-    ModelSpec("resnet50", _resnet, (1, 3, 224, 224), IMAGENET_MEAN, IMAGENET_STD, ["rk3588"], False,
-              "seeded-random", "ResNet-50 v1.5 (He et al. 2016), 1000 classes", input_name="input"),
+              output_names=YOLO_OUTPUTS, rknn_socs=["rk3588"]),
+    ModelSpec("yolov5n", _yolo("n"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS, True,
+              "seeded-random", "YOLOv5n v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS,
+              rknn_socs=["rk3588"]),
+    ModelSpec("yolov5m", _yolo("m"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255], ALL_SOCS, False,
+              "seeded-random", "YOLOv5m v7.0 (SiLU), raw head outputs", output_names=YOLO_OUTPUTS,
+              rknn_socs=["rk3588"]),
+    ModelSpec("resnet50", _resnet, (1, 3, 224, 224), IMAGENET_MEAN, IMAGENET_STD, ALL_SOCS, False,
+              "seeded-random", "ResNet-50 v1.5 (He et al. 2016), 1000 classes", input_name="input",
+              rknn_socs=["rk3588"]),
     ModelSpec("digits_cnn", lambda: None, (1, 1, 8, 8), [0], [255], ALL_SOCS, True,
               "trained here", "A 3-conv CNN trained on scikit-learn's bundled 8x8 digits",
               input_name="input", calibration="digits"),
@@ -118,14 +128,59 @@ CATALOGUE = {spec.name: spec for spec in [
 ]}
 
 
+def _zoo(module: str, cls: str) -> Callable[[], Any]:
+    def make():
+        return getattr(__import__(module), cls)()
+    return make
+
+
+def _zoo_outputs(module: str, cls: str) -> list[str]:
+    sys.path.insert(0, str(HERE))
+    return __import__(module).OUTPUT_NAMES[cls]
+
+
+#: The timing law's calibration models (rknnlab.sim.timing_law): the RKNN model zoo's
+#: benchmark networks, as the zoo exports them (archs_zoo_det.py, archs_zoo_dense.py),
+#: with seeded-random weights (the compiler's cycles and traffic do not depend on weight
+#: values). Reports and logs for every SoC; no .rknn ships (no notebook runs them).
+_TIMING = "for the NPU timing law's calibration (reports only)"
+CALIBRATION_SPECS = [
+    ModelSpec("yolov6n", _zoo("archs_zoo_det", "YOLOv6n"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255],
+              ALL_SOCS, False, "seeded-random", f"YOLOv6n v3.0 (RepVGG blocks fused, ReLU) with the RKNN model "
+              f"zoo's head cut: per scale box 1x4, class scores 1x80 and their clipped sum; {_TIMING}",
+              output_names=_zoo_outputs("archs_zoo_det", "YOLOv6n"), rknn_socs=[]),
+    ModelSpec("yolov8n", _zoo("archs_zoo_det", "YOLOv8n"), (1, 3, 640, 640), [0, 0, 0], [255, 255, 255],
+              ALL_SOCS, False, "seeded-random", f"YOLOv8n (SiLU) with the RKNN model zoo's head cut: per "
+              f"scale box 1x64 (DFL outside the model), class scores 1x80 and their clipped sum; {_TIMING}",
+              output_names=_zoo_outputs("archs_zoo_det", "YOLOv8n"), rknn_socs=[]),
+    ModelSpec("yolox_s", _zoo("archs_zoo_det", "YOLOXs"), (1, 3, 640, 640), [0, 0, 0], [1, 1, 1],
+              ALL_SOCS, False, "seeded-random", f"YOLOX-S (SiLU) with the RKNN model zoo's cut after the "
+              f"three head Concats (1x85 per scale); {_TIMING}",
+              output_names=_zoo_outputs("archs_zoo_det", "YOLOXs"), rknn_socs=[]),
+    ModelSpec("retinaface_mobile320", _zoo("archs_zoo_dense", "RetinaFaceMobile"), (1, 3, 320, 320),
+              [104, 117, 123], [1, 1, 1], ALL_SOCS, False, "seeded-random",
+              f"RetinaFace, MobileNet-0.25 backbone (biubug6/Pytorch_Retinaface, the zoo's source), 320x320, "
+              f"outputs loc, conf (softmax), landmarks; {_TIMING}",
+              output_names=_zoo_outputs("archs_zoo_dense", "RetinaFaceMobile"), rknn_socs=[]),
+    ModelSpec("deeplabv3plus_mobilenet_v2", _zoo("archs_zoo_dense", "DeepLabV3PlusMobileNetV2"),
+              (1, 3, 513, 513), [127.5] * 3, [127.5] * 3, ALL_SOCS, False, "seeded-random",
+              f"DeepLab v3 with a MobileNetV2 backbone at output stride 8 (TensorFlow DeepLab's mobilenet_v2 "
+              f"variant, the zoo's deeplab-v3-plus-mobilenet-v2 cut at its logits), 513x513, NCHW; {_TIMING}",
+              output_names=_zoo_outputs("archs_zoo_dense", "DeepLabV3PlusMobileNetV2"), rknn_socs=[]),
+]
+for _spec in CALIBRATION_SPECS:
+    CATALOGUE[_spec.name] = _spec
+
+
 def _resized(base: str, side: int) -> ModelSpec:
     """`base` compiled for a side x side input: the same network and the same weights
     (see export_model), no ONNX twin (its weights are the base's, at the base's size)."""
     spec = CATALOGUE[base]
     n, c = spec.input_shape[:2]
-    return ModelSpec(f"{base}_{side}", spec.make, (n, c, side, side), spec.mean, spec.std, ["rk3588"], False,
+    return ModelSpec(f"{base}_{side}", spec.make, (n, c, side, side), spec.mean, spec.std, ALL_SOCS, False,
                      spec.weights, f"{spec.description.split(';')[0]}, {side}x{side} input: {base}'s network "
-                     "and weights", input_name=spec.input_name, output_names=spec.output_names, variant_of=base)
+                     "and weights", input_name=spec.input_name, output_names=spec.output_names, variant_of=base,
+                     rknn_socs=["rk3588"])
 
 
 def _dynamic(base: str, sides: list[int]) -> ModelSpec:
@@ -135,11 +190,11 @@ def _dynamic(base: str, sides: list[int]) -> ModelSpec:
     n, c = spec.input_shape[:2]
     shapes = [(n, c, side, side) for side in sides]
     return ModelSpec(f"{base}_dynamic", spec.make, max(shapes, key=lambda s: s[2] * s[3]), spec.mean, spec.std,
-                     ["rk3588"], False, spec.weights,
+                     ALL_SOCS, False, spec.weights,
                      f"{spec.description.split(';')[0]}, one model for inputs "
                      f"{', '.join(f'{s}x{s}' for s in sides)} (dynamic shapes): {base}'s network and weights",
                      input_name=spec.input_name, output_names=spec.output_names, variant_of=base,
-                     dynamic_input=shapes)
+                     dynamic_input=shapes, rknn_socs=["rk3588"])
 
 
 for _spec in [_resized("yolov5s", 320), _resized("yolov5s", 480),
@@ -354,7 +409,10 @@ def export_model(spec: ModelSpec, workdir: Path, meta: dict[str, Any]) -> Path:
     torch.onnx.export(model, dummy, str(onnx_path), opset_version=12, input_names=[spec.input_name],
                       output_names=spec.output_names, dynamo=False, do_constant_folding=True,
                       dynamic_axes=free_hw)
-    _check_outputs_follow_input(onnx_path, calib, spec)
+    if spec.rknn_socs != []:
+        # a calibration-only model is never run: its outputs may be constant (yolov6n's clipped
+        # score sums saturate at 1 with random weights) without changing what the compiler plans
+        _check_outputs_follow_input(onnx_path, calib, spec)
     meta["weights_sha256"] = onnx_weights_sha256(onnx_path)
     if spec.variant_of:
         meta["variant_of"] = spec.variant_of
@@ -464,8 +522,10 @@ TYPE_SIZE = {"INT8": 1, "UINT8": 1, "INT16": 2, "FLOAT16": 2, "FLOAT32": 4, "INT
 def _attr(index: int, name: str, dims: list[int], fmt: str, type_name: str, zp: int, scale: float,
           w_stride: int, size_with_stride: int) -> dict[str, Any]:
     n_elems = int(np.prod(dims))
+    quantized = type_name in ("RKNN_TENSOR_INT8", "RKNN_TENSOR_UINT8")
     return {"index": index, "name": name, "n_dims": len(dims), "dims": dims, "fmt": fmt, "type": type_name,
-            "qnt_type": "RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC", "zp": zp, "scale": scale,
+            "qnt_type": "RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC" if quantized else "RKNN_TENSOR_QNT_NONE",
+            "zp": zp, "scale": scale,
             "n_elems": n_elems, "size": n_elems * TYPE_SIZE[type_name.replace("RKNN_TENSOR_", "")],
             "w_stride": w_stride, "size_with_stride": size_with_stride, "h_stride": 0, "pass_through": 0}
 
@@ -595,6 +655,16 @@ def _add_producers(features: list[dict[str, Any]], layers: list[dict[str, Any]],
         row["producer_layer_id"] = producer
 
 
+def _printed_step(printed: str) -> float:
+    """Half the last printed digit of a size, in bytes (+1): the log prints six significant
+    digits, so 10556.25 KB reads "10556.2KB" and 1864.44 KB "1864.44KB"."""
+    import rknn_log
+    number = printed.rstrip("".join(sorted(set("".join(rknn_log.UNITS)))))
+    unit = rknn_log.UNITS[printed[len(number):]]
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    return 0.5 * 10 ** -decimals * unit + 1
+
+
 def _plan(spec: ModelSpec, soc: str, graph_log: dict[str, Any], graph, io_info: dict[str, Any],
           io_shapes: dict[str, list[list[int]]], dims_source: str = "ONNX graph shape") -> dict[str, Any]:
     """What the compiler decided for one compiled graph: io attrs, memory, tables."""
@@ -608,10 +678,10 @@ def _plan(spec: ModelSpec, soc: str, graph_log: dict[str, Any], graph, io_info: 
     internal = max((t["end"] for t in graph_log["feature_tensors"]), default=0)
     const_extent = max((t["end"] for t in graph_log["const_tensors"]), default=0)
     totals = graph_log["totals"]
-    if abs(totals["internal"]["bytes"] - internal) > 0.01 * 1024:
+    if abs(totals["internal"]["bytes"] - internal) > _printed_step(totals["internal"]["printed"]):
         raise BuildError(spec.name, soc, "report", f"internal size: feature table ends at {internal} B, "
                          f"log prints {totals['internal']['printed']}")
-    half_step = 0.005 * 1024 + 0.5   # the total is printed in KB with two decimals
+    half_step = _printed_step(totals["weight"]["printed"])
     weight = const_extent if abs(totals["weight"]["bytes"] - const_extent) <= half_step else int(
         round(totals["weight"]["bytes"]))
     if const_extent > weight:
@@ -626,8 +696,8 @@ def _plan(spec: ModelSpec, soc: str, graph_log: dict[str, Any], graph, io_info: 
         "sources": {
             "total_weight_size": ("end of the last const tensor, which the log's 'Total Weight Memory Size' "
                                   "confirms" if weight == const_extent else
-                                  "the log's 'Total Weight Memory Size' (printed in KB with two decimals, so "
-                                  "exact to about 5 bytes; larger than the const tensors' extent)"),
+                                  "the log's 'Total Weight Memory Size' (printed with six significant digits, so "
+                                  "exact to half its last digit; larger than the const tensors' extent)"),
             "total_internal_size": "end of the last feature tensor (Feature Tensor Information Table); "
                                    "equals the log's 'Total Internal Memory Size'",
             "const_extent": "end of the last const tensor (Const Tensor Information Table)"},
@@ -778,7 +848,8 @@ def build_report(spec: ModelSpec, soc: str, rknn_path: Path, log_text: str, seco
         "compiler_options": parsed["options"],
         "build": {"seconds": round(seconds, 1), "quantization": "asymmetric int8 (w8a8)",
                   "mean_values": spec.mean, "std_values": spec.std, "calibration": meta["calibration"]},
-        "rknn_file": {"path": rknn_path.name, "sha256": sha256(rknn_path), "bytes": rknn_path.stat().st_size},
+        "rknn_file": {"path": f"{soc}.rknn", "sha256": sha256(rknn_path), "bytes": rknn_path.stat().st_size,
+                      **({} if spec.ships_rknn(soc) else {"shipped": False})},
         "onnx_file": ({"path": "model.onnx", "sha256": sha256(onnx_path), "bytes": onnx_path.stat().st_size}
                       if onnx_path else None),
         "log_file": f"{soc}.log.gz",
@@ -938,7 +1009,11 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
         else:
             rknn_path, log_text, seconds = run_compile(spec, soc, workdir)
         final_rknn = outdir / f"{soc}.rknn"
-        shutil.copyfile(rknn_path, final_rknn)
+        if spec.ships_rknn(soc):
+            shutil.copyfile(rknn_path, final_rknn)
+        else:   # a report and a log only: the report still records the compiled file's digest and size
+            final_rknn.unlink(missing_ok=True)
+            final_rknn = rknn_path
         try:
             report = build_report(spec, soc, final_rknn, log_text, seconds, kept_onnx, meta)
             validate(report)
@@ -968,6 +1043,7 @@ def build_model(spec: ModelSpec, socs: list[str], reports_only: bool = False, ou
         write_atomic(outdir / "LICENSE-Apache-2.0.txt", distribution("onnx").read_text("licenses/LICENSE"))
         meta["licence_file"] = "LICENSE-Apache-2.0.txt (the Apache License 2.0 text)"
     meta["socs"] = sorted(set(done) | {p.name.split(".")[0] for p in outdir.glob("*.report.json")})
+    meta["rknn_socs"] = sorted(s for s in meta["socs"] if (outdir / f"{s}.rknn").exists())
     meta["onnx_twin"] = spec.keep_onnx
     write_atomic(outdir / "model.json", json.dumps(meta, indent=1) + "\n")
     return done

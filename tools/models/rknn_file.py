@@ -78,7 +78,10 @@ def _quant_tab(blob: bytes) -> dict[str, Any]:
 
 
 def affine_params(min_value: float, max_value: float) -> tuple[int, float]:
-    """zp and scale of asymmetric int8 quantization of [min, max] (float32 scale)."""
+    """zp and scale of asymmetric int8 quantization of [min, max] (float32 scale); the range
+    is widened to hold 0, as the toolkit does (a sigmoid output calibrated on [0.017, 0.98]
+    is stored with zp -128, scale 0.98 / 255)."""
+    min_value, max_value = min(min_value, 0.0), max(max_value, 0.0)
     scale = (max_value - min_value) / 255.0
     scale32 = struct.unpack("<f", struct.pack("<f", scale))[0]
     zp = int(round(-min_value / scale)) - 128
@@ -105,19 +108,30 @@ def read_io_info(path: str) -> dict[str, dict[str, Any]]:
             q = tab.get(name)
             if q is None or q.get("qtype") != "asym" or len(q["min"]) != 1:
                 raise RknnFileError(f"tensor {name!r}: no per-tensor asymmetric quant entry")
-            zp, scale = affine_params(q["min"][0], q["max"][0])
-            # the quantizer may nudge zp by one where -min/scale sits on .5
-            for candidate in (zp, zp - 1, zp + 1):
-                if _stored_pair_found(blob, candidate, scale):
-                    zp = candidate
+            ranges = [(q["min"][0], q["max"][0], "quant_tab min/max in the .rknn")]
+            if 0.0 <= q["min"][0] and q["max"][0] <= 1.0:
+                # a sigmoid's output: the toolkit may quantize its whole range [0, 1] instead
+                ranges.append((0.0, 1.0, "the range [0, 1] (a sigmoid's output; quant_tab min/max inside it)"))
+            found = None
+            for low, high, source in ranges:
+                zp, scale = affine_params(low, high)
+                # the quantizer may nudge zp by one where -min/scale sits on .5
+                found = next(((c, scale, source) for c in (zp, zp - 1, zp + 1)
+                              if _stored_pair_found(blob, c, scale)), None)
+                if found:
                     break
-            else:
+            if found is None:
+                zp, scale = affine_params(q["min"][0], q["max"][0])
                 raise RknnFileError(
                     f"tensor {name!r}: zp={zp} scale={scale!r} derived from quant_tab "
                     "not found in the model's flatbuffer")
+            zp, scale, source = found
             item.update(zp=zp, scale=scale, calib_min=q["min"][0], calib_max=q["max"][0],
-                        qnt_source="quant_tab min/max in the .rknn, verified against the "
-                                   "flatbuffer's stored (zp, scale) pair")
+                        qnt_source=f"{source}, verified against the flatbuffer's stored (zp, scale) pair")
+        else:   # a float tensor (e.g. a float16 softmax output): no quantization parameters
+            item.update(zp=0, scale=1.0, calib_min=None, calib_max=None, qnt_type="RKNN_TENSOR_QNT_NONE",
+                        qnt_source=f"{entry['dtype']} tensor in the .rknn's io JSON: not quantized "
+                                   "(zp 0, scale 1, as rknn_tensor_attr reports a float tensor)")
         info[name] = item
     return info
 

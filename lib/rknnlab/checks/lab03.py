@@ -532,7 +532,7 @@ def _made_up_cases(rt: Any, soc: str, cores: Sequence[int], rng: np.random.Gener
         layers = _cases.made_up_model(rng, int(kind), soc)
         times = npu.layer_times_on(layers, soc, (0,))
         table = profile.parse_perf_detail(perf.perf_detail_text(layers, times, soc))
-        run_ms = round(npu.run_seconds_of(times) * 1e6) / 1e3            # PERF_RUN gives whole us
+        run_ms = round(npu.run_seconds_of(times, soc) * 1e6) / 1e3       # PERF_RUN gives whole us
         truth = {n: _cases.split_law(table, run_ms, n, *law[n], split) for n in cores}
         out.append((f"made-up model {len(out) + 1} ({len(layers)} layers)", table, run_ms, truth))
     return out

@@ -70,8 +70,9 @@ def timing_check(published: Optional[Dict[Tuple[str, str], float]] = None) -> An
     import pandas as pd
     from .. import models
     from ..sim import modeled_run_ms
-    from ..sim.npu import CALIBRATION_POINTS
-    fitted = {name for name, _ in CALIBRATION_POINTS}
+    from ..sim import timing_law
+    table_ = timing_law.calibration_table()
+    fitted = {(row["course_model"], soc) for row in table_["models"] for soc in row["fps"]}
     rows = []
     for (model, soc), fps in (published_fps() if published is None else published).items():
         if fps <= 0:
@@ -81,7 +82,7 @@ def timing_check(published: Optional[Dict[Tuple[str, str], float]] = None) -> An
         ratio = modeled / (1e3 / fps)
         rows.append({"model": model, "soc": soc, "published_fps": fps, "published_ms": 1e3 / fps,
                      "modeled_as": name, "modeled_ms": modeled, "ratio": ratio, "error": ratio - 1,
-                     "calibration_point": soc == "rk3588" and model in fitted})
+                     "calibration_point": (model, models.SOC_MODELS.get(soc, soc)) in fitted})
     table = pd.DataFrame(rows)
     table.attrs["source"] = ("modeled: sim timing law; published: "
                              + (ZOO_SOURCE if published is None else "figures as given"))

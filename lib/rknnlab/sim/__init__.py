@@ -800,7 +800,7 @@ def modeled_run_ms(model: str, soc: str = "rk3588", core_mask: int = abi.RKNN_NP
     with ``core_mask``, from its compiler report alone: the time the
     simulator's rknn_run blocks for on an idle NPU."""
     report = models.load_report(model, soc)
-    return npu.run_seconds_of(npu.layer_times(report, soc, core_mask)) * 1e3
+    return npu.run_seconds_of(npu.layer_times(report, soc, core_mask), soc) * 1e3
 
 
 def _assumptions_text() -> str:

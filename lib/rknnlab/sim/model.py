@@ -152,7 +152,7 @@ class SimModel:
             if sram_bytes:
                 layers = layers_with_sram(layers, self.sram_hits(sram_bytes))
             times = layer_times_on(layers, self.target, cores)
-            timing = self._layer_times[key] = (times, run_seconds_of(times))
+            timing = self._layer_times[key] = (times, run_seconds_of(times, self.target))
         return timing
 
     @property

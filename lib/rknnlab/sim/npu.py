@@ -1,30 +1,17 @@
 """The modeled NPU: how long a run takes, and which core it occupies.
 
-Run time (one core) = CYCLE_TIME_SCALE * (compiler cycles / NPU clock) + RUN_OVERHEAD_S.
-The compiler's per-layer cycle counts (the compiler report; rknn-toolkit2
-2.3.2 gives both calibration models the same cycles as 2.5.0 did) are a pure NPU
-estimate; the scale and the fixed per-run overhead (job submission, cache
-maintenance, interrupt, wake-up) are fitted to the RKNN model zoo's published
-RK3588 single-core numbers (facts sheet section 5):
+One core: each layer takes its time under the timing law (:mod:`rknnlab.sim.timing_law`:
+compute cycles at a per-SoC rate with depthwise and SiLU factors, the bytes of the layers
+the compiler gives 0 cycles, CPU hand-overs), and a run adds the SoC's fixed cost per
+run.  The law is fitted on the RKNN model zoo's published single-core FPS of seven models
+on RK3588, RK3576, RK3566/68 and RK3562 (ASSUMPTIONS A20).
 
-    mobilenet_v2  rk3588: 1,312,664 cycles -> 1 / 450.7 FPS = 2.2188 ms
-    yolov5s_relu  rk3588: 11,730,226 cycles -> 1 / 66.1 FPS = 15.1286 ms
-    a = (15.1286 - 2.2188) / (11.730226 - 1.312664) = 1.23924
-    b = 2.2188 - a * 1.312664 = 0.59207 ms
-
-(:func:`calibrate` does this computation; tests/test_sim_timing.py redoes it
-from the reports.)  Other SoCs reuse a and b with their own cycle counts and
-clocks, which the zoo's numbers bear out only roughly (see ASSUMPTIONS A20).
-
-Per layer (:func:`layer_times`): an NPU layer takes a * its cycles / clock on
-one core, so the layers of a single-core run add up to the law above, minus
-b.  A multi-core mask splits only the ops the API reference (p.21) names:
-Conv, depthwise Conv, Add, Concat and ReLU-family activations, under the
-names the compiler gives them in the shipped reports (:data:`SPLIT_OPS`); a
-Conv fused with SiLU (ConvExSwish) is not split, as a public RK3588 trace
-shows (ASSUMPTIONS A17).  A split layer runs 1 + 0.3 (n - 1) times faster on
-n cores (A44) and pays CORE_SWITCH_S for the hand-over (A45); every other
-layer runs on the first core of the mask.  A run = its NPU layers + b.
+Several cores: a multi-core mask splits only the ops the API reference (p.21) names:
+Conv, depthwise Conv, Add, Concat and ReLU-family activations, under the names the
+compiler gives them in the shipped reports (:data:`SPLIT_OPS`); a Conv fused with SiLU
+(ConvExSwish) is not split, as a public RK3588 trace shows (ASSUMPTIONS A17).  A split
+layer runs 1 + 0.3 (n - 1) times faster on n cores (A44) and pays CORE_SWITCH_S for the
+hand-over (A45); every other layer runs on the first core of the mask.
 
 The NPU is process-wide: one :class:`Npu` per SoC, one lock per core.  A run
 holds the locks of its cores for its modeled time, so runs on different cores
@@ -40,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from ..rknn import abi
+from . import timing_law
 
 
 @dataclass(frozen=True)
@@ -67,12 +55,6 @@ SOCS: Dict[str, SocNpu] = {
 }
 SOC_ALIASES = {"rk3588s": "rk3588"}
 
-#: the zoo's RK3588 single-core figures the timing is calibrated against
-CALIBRATION_POINTS = (("mobilenet_v2", 1 / 450.7), ("yolov5s_relu", 1 / 66.1))
-#: a and b of the module docstring (computed by calibrate(), then fixed here so
-#: that timing does not move when a report is rebuilt; the tests recompute them)
-CYCLE_TIME_SCALE = 1.23924
-RUN_OVERHEAD_S = 0.59207e-3
 #: The op types a multi-core mask splits over its cores (ASSUMPTIONS A17): the
 #: API reference's list (p.21: Conv, depthwise Conv, Add, Concat, ReLU-family
 #: activations) under the names the compiler gives them in the shipped reports
@@ -83,20 +65,20 @@ RUN_OVERHEAD_S = 0.59207e-3
 #: ConvHardSigmoid (a Conv fused with an activation outside the list, as ConvExSwish),
 #: ConvTranspose, BatchNormalizationRelu, Mul and Sigmoid.
 SPLIT_OPS = frozenset({"Conv", "ConvClip", "ConvRelu", "ConvAdd", "ConvAddRelu", "ConvReluAdd",
-                       "Add", "Concat"})
+                       "ConvLeakyRelu", "ConvLeakyReluAdd", "Relu", "Add", "Concat"})
 #: Op types of the shipped reports that run on one core under every mask.
 UNSPLIT_OPS = frozenset({"ConvExSwish", "MaxPool", "Resize", "Reshape", "InputOperator",
                          "OutputOperator", "ConvHardSwish", "ConvHardSigmoid", "ConvTranspose",
-                         "BatchNormalizationRelu", "Mul", "Sigmoid"})
+                         "BatchNormalizationRelu", "Mul", "Sigmoid", "ConvSigmoid", "Split", "Transpose",
+                         "exDataConvert", "exSoftmax13"})
 #: A split layer on n cores runs 1 + this * (n - 1) times faster (A44): 1.3x on
 #: two cores, 1.6x on three (a public trace: Add and Concat 1.56-1.65x on three).
 SPLIT_GAIN_PER_EXTRA_CORE = 0.3
 #: Each split layer of a multi-core run pays this for handing work between the
 #: cores (A45; UG230 section 5.3: core switching needs the CPU).
 CORE_SWITCH_S = 3e-6
-#: Modeled time of a layer the runtime runs on the CPU (InputOperator,
-#: OutputOperator, a CPU Reshape) in the per-layer profile; it is part of
-#: RUN_OVERHEAD_S, so it does not lengthen the run (A46).
+#: Time shown for the InputOperator / OutputOperator rows of the per-layer profile;
+#: it is part of the run's fixed cost (the law's run_s), so it does not lengthen the run (A46).
 CPU_LAYER_S = 10e-6
 
 #: masks of rknn_set_core_mask -> the cores they name (ALL = every core the SoC has)
@@ -108,25 +90,12 @@ _MASK_CORES: Dict[int, Tuple[int, ...]] = {
 _SPIN_S = 0.2e-3
 
 
-def calibrate(cycles_fast: int, seconds_fast: float, cycles_slow: int, seconds_slow: float,
-              clock_hz: float) -> Tuple[float, float]:
-    """(a, b) such that a * cycles / clock_hz + b hits both measured run times."""
-    scale = (seconds_slow - seconds_fast) / ((cycles_slow - cycles_fast) / clock_hz)
-    return scale, seconds_fast - scale * cycles_fast / clock_hz
-
-
 def soc_npu(soc: str) -> SocNpu:
     """The NPU of ``soc`` (ValueError naming the known SoCs otherwise)."""
     name = SOC_ALIASES.get(soc.lower(), soc.lower())
     if name not in SOCS:
         raise ValueError(f"the simulator does not know SoC {soc!r}; known: {', '.join(SOCS)}")
     return SOCS[name]
-
-
-def run_seconds(cycles: int, soc: str) -> float:
-    """Modeled wall time of one single-core rknn_run of a model of ``cycles``
-    (multi-core runs depend on the op mix: :func:`run_seconds_of`)."""
-    return CYCLE_TIME_SCALE * cycles / soc_npu(soc).clock_hz + RUN_OVERHEAD_S
 
 
 def is_split(op: str) -> bool:
@@ -144,14 +113,16 @@ class LayerTime:
     """One layer of a modeled run.  ``id``: the compiler's layer id (the
     runtime's profile numbers it id + 1); ``target``: "NPU" or "CPU";
     ``cores``: the NPU cores it occupies (none for a CPU layer); ``split``: run
-    on several cores at once; ``seconds``: its modeled time (a CPU layer's is
-    part of RUN_OVERHEAD_S)."""
+    on several cores at once; ``seconds``: its modeled time; ``counted``: whether
+    it adds to the run (the Input/OutputOperator rows show CPU_LAYER_S, which is
+    inside the run's fixed cost)."""
     id: int
     op: str
     target: str
     cores: Tuple[int, ...]
     split: bool
     seconds: float
+    counted: bool = True
 
 
 def cores_of_mask(core_mask: int, soc: str) -> Tuple[int, ...]:
@@ -172,15 +143,17 @@ def cores_of_mask(core_mask: int, soc: str) -> Tuple[int, ...]:
 def layer_times_on(layers: Sequence[Mapping[str, Any]], soc: str,
                    cores: Tuple[int, ...]) -> List[LayerTime]:
     """Modeled time of each layer of a report's layer table, run on ``cores``."""
-    npu = soc_npu(soc)
+    law = timing_law.law_for(soc)
     n = len(cores)
     times = []
     for layer in layers:
         op = layer["op"]
+        seconds = timing_law.layer_seconds(layer, law)
         if layer["target"] != "NPU":
-            times.append(LayerTime(layer["id"], op, layer["target"], (), False, CPU_LAYER_S))
+            io = op in timing_law.IO_OPS
+            times.append(LayerTime(layer["id"], op, layer["target"], (), False,
+                                   CPU_LAYER_S if io else seconds, counted=not io))
             continue
-        seconds = CYCLE_TIME_SCALE * layer["cycles_total"] / npu.clock_hz
         split = n > 1 and is_split(op)
         if split:
             seconds = seconds / split_speedup(n) + CORE_SWITCH_S
@@ -194,11 +167,10 @@ def layer_times(report: Any, soc: str, core_mask: int = abi.RKNN_NPU_CORE_0) -> 
     return layer_times_on(report.layers, soc, cores_of_mask(core_mask, soc))
 
 
-def run_seconds_of(times: Sequence[LayerTime]) -> float:
-    """The run these layer times make: its NPU layers plus the fixed overhead
-    (CPU layers are inside the overhead).  For a single core this is
-    :func:`run_seconds` of the model's cycles."""
-    return math.fsum(t.seconds for t in times if t.target == "NPU") + RUN_OVERHEAD_S
+def run_seconds_of(times: Sequence[LayerTime], soc: str) -> float:
+    """The run these layer times make on ``soc``: its layers (NPU, and CPU hand-overs) plus
+    the SoC's fixed cost per run (the Input/OutputOperator rows are inside it)."""
+    return math.fsum(t.seconds for t in times if t.counted) + timing_law.law_for(soc).run_s
 
 
 def wait_until(deadline: float) -> None:
