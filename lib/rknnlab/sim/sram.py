@@ -164,7 +164,9 @@ def layers_with_sram(layers: Sequence[Mapping[str, Any]], hits: Sequence[TensorH
     """The layer table with each NPU layer's DDR cycles cut by the share of its traffic
     that SRAM serves (ASSUMPTIONS A54): the hits of the tensors it reads (its rows) and
     of the tensor it writes (rows it produces, once per tensor), over its RW(KB); its
-    total cycles stay max(DDR, NPU), as in every shipped report."""
+    total cycles stay max(DDR, NPU), as in every shipped report.  A layer the compiler
+    gives 0 cycles also moves that share fewer bytes (its RW(KB) here), which is what
+    the timing law times it by."""
     read: Dict[int, int] = {}
     written: Dict[int, Dict[str, int]] = {}
     for h in hits:
@@ -180,8 +182,11 @@ def layers_with_sram(layers: Sequence[Mapping[str, Any]], hits: Sequence[TensorH
         if layer["target"] != "NPU" or not saved or traffic <= 0:
             adjusted.append(dict(layer))
             continue
-        ddr = math.floor(layer["cycles_ddr"] * max(0.0, 1.0 - saved / traffic))
-        adjusted.append(dict(layer, cycles_ddr=ddr, cycles_total=max(ddr, layer["cycles_npu"])))
+        kept = max(0.0, 1.0 - saved / traffic)
+        ddr = math.floor(layer["cycles_ddr"] * kept)
+        # the timing law times a 0-cycle layer by the bytes it moves through DDR (A20, A54)
+        adjusted.append(dict(layer, cycles_ddr=ddr, cycles_total=max(ddr, layer["cycles_npu"]),
+                             rw_kb=layer["rw_kb"] * kept if layer["cycles_total"] == 0 else layer["rw_kb"]))
     return adjusted
 
 

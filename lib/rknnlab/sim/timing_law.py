@@ -165,7 +165,18 @@ def calibration_table(path: Optional[Path] = None) -> Dict[str, Any]:
     if path is None:
         from ..paths import data_dir
         path = data_dir() / CALIBRATION_FILE
-    return json.loads(Path(path).read_text())
+    try:
+        table = json.loads(Path(path).read_text())
+        socs = list(table["socs"])
+        for row in table["models"]:
+            for soc in socs:
+                fps = row["fps"][soc]
+                if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0:
+                    raise ValueError(f"{row['course_model']} on {soc}: FPS {fps!r} is not a positive number")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"cannot read the timing calibration table {path}: {detail}") from None
+    return table
 
 
 def calibration_points(table: Optional[Mapping[str, Any]] = None) -> List[Point]:
