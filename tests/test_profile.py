@@ -443,17 +443,34 @@ def test_multicore_needs_the_one_core_reference(rt):
 
 
 def test_timing_check_marks_the_calibration_points():
-    t = profile.timing_check({("mobilenet_v2", "rk3588"): 450.7, ("yolov5s", "rk3588"): 48.4})
+    t = profile.timing_check({("mobilenet_v2", "rk3588"): 450.7, ("yolov5s", "rk3588"): 48.4,
+                              ("yolov6n", "rk3562"): 56.4, ("yolov8n", "rk3588"): 70.0})
     s = t.set_index("model")
-    assert s.loc["mobilenet_v2", "calibration_point"] and s.loc["mobilenet_v2", "ratio"] == pytest.approx(1.0, abs=0.001)
-    assert not s.loc["yolov5s", "calibration_point"]
+    assert s.loc["mobilenet_v2", "calibration_point"] and s.loc["yolov6n", "calibration_point"]
+    assert s.loc["mobilenet_v2", "ratio"] == pytest.approx(modeled_run_ms("mobilenet_v2", "rk3588") / (1e3 / 450.7))
+    assert not s.loc["yolov5s", "calibration_point"]                  # a judge row: never fitted
+    assert not s.loc["yolov8n", "calibration_point"], "another FPS than the fitted one is not the fitted row"
     assert s.loc["yolov5s", "ratio"] == pytest.approx(modeled_run_ms("yolov5s", "rk3588") / (1e3 / 48.4))
+    assert np.isnan(s.loc["yolov5s", "loo_error"]) and np.isnan(s.loc["yolov8n", "loo_error"])
+    # the leave-one-out error is the refit's, not the fit's own residual
+    from rknnlab.sim import timing_law
+    loo = timing_law.leave_one_out(timing_law.calibration_points())
+    assert s.loc["mobilenet_v2", "loo_error"] == pytest.approx(loo[("mobilenet_v2", "rk3588")])
+    assert s.loc["yolov6n", "loo_error"] == pytest.approx(loo[("yolov6n", "rk3562")])
+    assert abs(s.loc["mobilenet_v2", "loo_error"] - s.loc["mobilenet_v2", "error"]) > 0.05
 
 
-def test_published_fps_has_the_zoo_yolov5s_rows_and_timing_check_uses_them():
+def test_published_fps_has_the_calibration_and_judge_rows_and_timing_check_uses_them():
+    from rknnlab.sim import timing_law
     fps = profile.published_fps()
+    calibration = timing_law.calibration_table()
+    fitted = {(row["course_model"], soc): v for row in calibration["models"] for soc, v in row["fps"].items()}
+    assert len(fitted) == 28 and fitted.items() <= fps.items()
     assert {("yolov5s", "rk3576"): 57.5, ("yolov5s", "rk3568"): 19.3, ("yolov5s", "rk3562"): 23.6,
-            ("yolov5s", "rk3588"): 48.4}.items() <= fps.items()
+            ("yolov5s", "rk3588"): 48.4, ("yolov5n", "rk3588"): 82.5, ("yolov5m", "rk3588"): 20.9,
+            ("ppocr_det", "rk3588"): 50.7, ("ppocr_det", "rk3576"): 64.3, ("ppocr_det", "rk3568"): 22.1,
+            ("ppocr_det", "rk3562"): 28.0}.items() <= fps.items()
+    assert len(fps) == 38
     assert not any(m == "resnet50" for m, _ in fps)         # the zoo's resnet50-v2-7 is another network
     assert set(profile.published_fps(["yolov5s"])) == {k for k in fps if k[0] == "yolov5s"}
     with pytest.raises(ValueError, match="no published FPS"):
@@ -463,14 +480,21 @@ def test_published_fps_has_the_zoo_yolov5s_rows_and_timing_check_uses_them():
     row = t.loc[("yolov5s", "rk3568")]
     assert row["modeled_ms"] == pytest.approx(modeled_run_ms("yolov5s", "rk3568"))
     assert row["error"] == pytest.approx(modeled_run_ms("yolov5s", "rk3568") * 19.3 / 1e3 - 1)
-    # no ReLU report off RK3588: the law runs on the SiLU report (the same cycles) and says so
-    assert t.loc[("yolov5s_relu", "rk3576"), "modeled_as"] == "yolov5s"
-    assert t.loc[("yolov5s_relu", "rk3588"), "modeled_as"] == "yolov5s_relu"
-    assert t["calibration_point"].sum() == 2
+    # every model has its own report on every SoC: yolov5s_relu off RK3588 is no longer yolov5s
+    relu = t.loc[("yolov5s_relu", "rk3576")]
+    assert relu["modeled_ms"] == pytest.approx(modeled_run_ms("yolov5s_relu", "rk3576"))
+    assert relu["modeled_ms"] < 0.9 * t.loc[("yolov5s", "rk3576"), "modeled_ms"]     # SiLU is slower
+    assert "modeled_as" not in t.columns
+    assert set(t.index[t["calibration_point"]]) == set(fitted)
+    assert t["loo_error"].notna().sum() == 28 and t.loc[t["calibration_point"], "loo_error"].notna().all()
+    residual = timing_law.residuals(timing_law.calibration_points())
+    assert all(t.loc[key, "error"] == pytest.approx(err) for key, err in residual.items())
     assert "model zoo README" in profile.timing_check().attrs["source"]
     shown = profile.show(profile.timing_check({("yolov5s", "rk3568"): 19.3}), ["error"])
     assert f"{row['error']:+.1%}" in shown.splitlines()[1]                # signed, in percent
     assert "figures as given" in profile.timing_check({("mobilenet_v2", "rk3588"): 450.7}).attrs["source"]
+    with pytest.raises(ValueError, match="must be positive"):
+        profile.timing_check({("yolov5s", "rk3588"): 0.0})
 
 
 class _MemSpy:
