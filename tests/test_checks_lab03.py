@@ -866,7 +866,8 @@ def test_ex5_right_rules_pass(name, speedup_rules) -> None:
     ("every_layer_splits", "yolov5s on 3 cores"),
     ("every_conv_splits", "yolov5s on 3 cores"),
     ("no_hand_over_cost", "too high"),
-    ("no_fixed_overhead", "too high"),
+    # the fixed cost per run (43 us on the simulated rk3588) dwarfs digits_cnn's layers only
+    ("no_fixed_overhead", "digits_cnn on 3 cores"),
     ("more_cores_never_help", "too low"),
 ])
 def test_ex5_wrong_rules_fail(name, words, speedup_rules) -> None:
@@ -895,9 +896,9 @@ def test_ex5_made_up_models_follow_the_simulators_law() -> None:
             one = npu.layer_times_on(layers, "rk3588", (0,))
             table = profile.parse_perf_detail(perf.perf_detail_text(layers, one, "rk3588"))
             for n in (2, 3):
-                exact = npu.run_seconds_of(one) / npu.run_seconds_of(npu.layer_times_on(layers, "rk3588",
-                                                                                       tuple(range(n))))
-                law = cases.split_law(table, npu.run_seconds_of(one) * 1e3, n, npu.split_speedup(n),
+                many = npu.layer_times_on(layers, "rk3588", tuple(range(n)))
+                exact = npu.run_seconds_of(one, "rk3588") / npu.run_seconds_of(many, "rk3588")
+                law = cases.split_law(table, npu.run_seconds_of(one, "rk3588") * 1e3, n, npu.split_speedup(n),
                                       npu.CORE_SWITCH_S * 1e6, npu.is_split)
                 assert law == pytest.approx(exact, rel=2e-3)
 
