@@ -1,6 +1,8 @@
-"""The modeled NPU: calibration against the model zoo, blocking runs, cores."""
+"""The modeled NPU: blocking runs, cores, and what A20 says about the timing law's errors
+(the law itself and its fit: tests/test_timing_law.py)."""
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Callable
@@ -10,9 +12,13 @@ import pytest
 
 from rknnlab import models
 from rknnlab.rknn import abi, buffers, errors
-from rknnlab.sim import SimRuntime, npu
+from rknnlab.sim import SimRuntime, modeled_run_ms, npu, timing_law
 
-ZOO_SECONDS = dict(npu.CALIBRATION_POINTS)  # rk3588 single core, facts sheet section 5
+
+def _zoo_seconds(name: str, soc: str = "rk3588") -> float:
+    """The model zoo's single-core time of a calibration model (data/timing/zoo_fps.json)."""
+    row = next(r for r in timing_law.calibration_table()["models"] if r["course_model"] == name)
+    return 1.0 / row["fps"][soc]
 
 
 @pytest.fixture
@@ -41,18 +47,6 @@ def _median_run(rt: SimRuntime, ctx: int, n: int) -> float:
     return float(np.median(times))
 
 
-def test_calibration_constants_follow_from_the_reports():
-    (fast, fast_s), (slow, slow_s) = npu.CALIBRATION_POINTS
-    clock = npu.SOCS["rk3588"].clock_hz
-    scale, overhead = npu.calibrate(models.load_report(fast).npu_cycles, fast_s,
-                                    models.load_report(slow).npu_cycles, slow_s, clock)
-    assert scale == pytest.approx(npu.CYCLE_TIME_SCALE, rel=1e-4)
-    assert overhead == pytest.approx(npu.RUN_OVERHEAD_S, rel=1e-4)
-    for name, zoo in npu.CALIBRATION_POINTS:
-        modeled = npu.run_seconds(models.load_report(name).npu_cycles, "rk3588")
-        assert modeled == pytest.approx(zoo, rel=0.15)
-
-
 def _first_passing(measure: Callable[[], float], check: Callable[[float], bool], attempts: int = 3) -> float:
     """Measure until ``check`` holds, at most ``attempts`` times: wall-time tests
     on a shared machine need a second chance when another process grabs the CPU.
@@ -64,13 +58,22 @@ def _first_passing(measure: Callable[[], float], check: Callable[[float], bool],
     return value
 
 
-@pytest.mark.parametrize("name,runs", [("mobilenet_v2", 9), ("yolov5s_relu", 5)])
-def test_run_blocks_for_the_modeled_time(rt, name, runs):
-    ctx = _ready(rt, name)
-    expected = pytest.approx(ZOO_SECONDS[name], rel=0.15)
-    assert _first_passing(lambda: _median_run(rt, ctx, runs), lambda t: t == expected) == expected
+@pytest.mark.parametrize("name,runs,modeled_ms", [("mobilenet_v2", 9, 2.23), ("yolov5s_relu", 5, 16.1)])
+def test_run_blocks_for_the_modeled_time(rt, name, runs, modeled_ms):
+    """rknn_run lasts modeled_run_ms (about 2.23 and 16.1 ms on one rk3588 core), which is
+    within the law's 10 % target of the zoo's figure the law was fitted on."""
+    modeled = modeled_run_ms(name, "rk3588", abi.RKNN_NPU_CORE_0) / 1e3
+    assert modeled * 1e3 == pytest.approx(modeled_ms, rel=0.01)
+    assert modeled == pytest.approx(_zoo_seconds(name), rel=0.10)
+    ctx = _ready(rt, name, abi.RKNN_NPU_CORE_0)
+
+    def within(t: float) -> bool:  # a wake-up may come late on a busy machine, never early
+        return modeled * 0.98 < t < modeled * 1.15
+
+    median = _first_passing(lambda: _median_run(rt, ctx, runs), within)
+    assert within(median), (median, modeled)
     perf = rt.query(ctx, abi.RKNN_QUERY_PERF_RUN)
-    assert perf.run_duration == round(npu.run_seconds(models.load_report(name).npu_cycles, "rk3588") * 1e6)
+    assert perf.run_duration == round(modeled * 1e6)
 
 
 def _wall_time_of_parallel_runs(rt: SimRuntime, contexts, runs: int) -> float:
@@ -92,7 +95,7 @@ def _wall_time_of_parallel_runs(rt: SimRuntime, contexts, runs: int) -> float:
 
 def test_contexts_on_different_cores_overlap_and_on_one_core_queue(rt):
     runs = 20
-    alone = runs * ZOO_SECONDS["mobilenet_v2"]
+    alone = runs * modeled_run_ms("mobilenet_v2", "rk3588") / 1e3
     layouts = {
         "alone": [abi.RKNN_NPU_CORE_0],
         "apart": [abi.RKNN_NPU_CORE_0, abi.RKNN_NPU_CORE_1],
@@ -109,20 +112,31 @@ def test_contexts_on_different_cores_overlap_and_on_one_core_queue(rt):
         assert low < ratio < high, (name, ratio)
 
 
-def test_a_multi_core_run_lasts_what_its_layers_make():
-    """PERF_RUN of a CORE_0_1_2 run = the report's layer times on three cores
-    (split ops 1.6x faster plus the switch cost, the rest on core 0) + overhead."""
+@pytest.mark.parametrize("mask,n", [(abi.RKNN_NPU_CORE_0_1, 2), (abi.RKNN_NPU_CORE_0_1_2, 3)])
+def test_a_multi_core_run_lasts_what_its_layers_make(mask, n):
+    """PERF_RUN of a multi-core run = each layer's single-core time under the law, split
+    ops 1.3x / 1.6x faster plus the switch cost, the rest whole on core 0, plus the SoC's
+    fixed cost per run (the Input/OutputOperator rows are inside it)."""
     report = models.load_report("yolov5s_relu")
-    times = npu.layer_times(report, "rk3588", abi.RKNN_NPU_CORE_0_1_2)
-    by_hand = npu.RUN_OVERHEAD_S
+    law = timing_law.law_for("rk3588")
+    times = npu.layer_times(report, "rk3588", mask)
+    by_hand, split = law.run_s, 0
     for layer, timing in zip(report.layers, times):
-        if layer["target"] != "NPU":
+        one_core = timing_law.layer_seconds(layer, law)
+        if layer["op"] in ("InputOperator", "OutputOperator"):
+            assert not timing.counted
             continue
-        one_core = npu.CYCLE_TIME_SCALE * layer["cycles_total"] / npu.SOCS["rk3588"].clock_hz
-        by_hand += (one_core / 1.6 + npu.CORE_SWITCH_S) if layer["op"] in npu.SPLIT_OPS else one_core
-    assert npu.run_seconds_of(times) == pytest.approx(by_hand, rel=1e-12)
+        if layer["target"] == "NPU" and layer["op"] in npu.SPLIT_OPS:
+            expected, cores = one_core / {2: 1.3, 3: 1.6}[n] + npu.CORE_SWITCH_S, tuple(range(n))
+            split += 1
+        else:
+            expected, cores = one_core, ((0,) if layer["target"] == "NPU" else ())
+        assert (timing.seconds, timing.cores) == (pytest.approx(expected, rel=1e-12), cores), layer["op"]
+        by_hand += expected
+    assert split > 20 and npu.run_seconds_of(times, "rk3588") == pytest.approx(by_hand, rel=1e-12)
+    assert modeled_run_ms("yolov5s_relu", "rk3588", mask) == pytest.approx(by_hand * 1e3, rel=1e-12)
     rt = SimRuntime("rk3588")
-    ctx = _ready(rt, "yolov5s_relu", abi.RKNN_NPU_CORE_0_1_2)
+    ctx = _ready(rt, "yolov5s_relu", mask)
     assert rt.query(ctx, abi.RKNN_QUERY_PERF_RUN).run_duration == round(by_hand * 1e6)
     rt.close()
 
@@ -142,43 +156,36 @@ def test_core_masks_follow_the_soc():
     dual.close()
 
 
-#: the RKNN model zoo README (v2.3.2, "Model performance benchmark(FPS)", RK3588 and RK3576
-#: single core): the published figures A20 compares the timing law with
-ZOO_FPS_V232 = {("yolov5s", "rk3588"): 48.4, ("yolov5s", "rk3576"): 57.5,
-                ("yolov5s", "rk3568"): 19.3, ("yolov5s", "rk3562"): 23.6,
-                ("mobilenet_v2", "rk3576"): 467.0, ("mobilenet_v2", "rk3568"): 180.7,
-                ("mobilenet_v2", "rk3562"): 281.3}
+def _a20() -> str:
+    from rknnlab.sim import ASSUMPTIONS
+    return {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
 
 
-def test_a20_quotes_the_errors_the_timing_law_gives_today() -> None:
-    from rknnlab.sim import ASSUMPTIONS, modeled_run_ms
-    text = {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
-    assert "yolov5s_relu (66.1)" in text and "mobilenet_v2 (450.7)" in text
-    for (model, soc), fps in ZOO_FPS_V232.items():
-        error = modeled_run_ms(model, soc, abi.RKNN_NPU_CORE_0) / (1e3 / fps) - 1
-        assert f"{soc} {fps:g} FPS {error * 100:+.0f} %" in text, (model, soc, error)
-    # the SiLU figures: the law models yolov5s as fast as yolov5s_relu (same cycles)
-    assert modeled_run_ms("yolov5s", "rk3588") == pytest.approx(modeled_run_ms("yolov5s_relu", "rk3588"))
+def test_a20_quotes_the_fit_errors_the_law_gives_today() -> None:
+    text = _a20()
+    points = timing_law.calibration_points()
+    worst = max(abs(error) for error in timing_law.residuals(points).values())
+    assert f"Every calibration row is within {math.ceil(worst * 100)} %" in text
+    assert f"(the smallest calibration network takes {min(p.seconds for p in points) * 1e3:.1f} ms)" in text
 
 
-#: the same README's ppocrv4_det [1,3,480,480] INT8 row (RK3566/68, RK3562, RK3588 and RK3576 single core)
-PPOCR_DET_ZOO_FPS_V232 = {"rk3588": 50.7, "rk3576": 64.3, "rk3568": 22.1, "rk3562": 28.0}
+def test_a20_quotes_the_errors_on_rows_the_fit_never_saw() -> None:
+    """The zoo's rows kept out of the fit (rknnlab.profile.timing.published_fps) judge the
+    law; A20 quotes the error of each as the simulator gives it today."""
+    from rknnlab.profile import timing
+    fitted = {(p.model, p.soc) for p in timing_law.calibration_points()}
+    judge = {key: fps for key, fps in timing.published_fps().items() if key not in fitted}
+    assert set(judge) == {("yolov5s", soc) for soc in SOCS} | {("ppocr_det", soc) for soc in SOCS} | \
+        {("yolov5n", "rk3588"), ("yolov5m", "rk3588")}
+    error = {key: modeled_run_ms(*key, abi.RKNN_NPU_CORE_0) / (1e3 / fps) - 1 for key, fps in judge.items()}
+    text = _a20()
+    silu = [error[("yolov5s", soc)] * 100 for soc in SOCS]
+    assert f"yolov5s (SiLU) {min(silu):+.0f} % to {max(silu):+.0f} %" in text
+    for model in ("yolov5n", "yolov5m"):
+        assert f"{model} rk3588 {error[(model, 'rk3588')] * 100:+.0f} %" in text, model
+    ppocr = text[text.index("ppocr_det"):]
+    quoted = ", ".join(f"{soc} {error[('ppocr_det', soc)] * 100:+.0f} %" for soc in SOCS)
+    assert quoted in ppocr, quoted
 
 
-def test_a20_quotes_ppocr_det_against_the_zoo_and_why() -> None:
-    from rknnlab.sim import ASSUMPTIONS, modeled_run_ms
-    text = {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
-    for soc, fps in PPOCR_DET_ZOO_FPS_V232.items():
-        modeled = modeled_run_ms("ppocr_det", soc, abi.RKNN_NPU_CORE_0)
-        assert f"{soc} {modeled:.2f} ms" in text, (soc, modeled)
-        assert f"{soc} {fps:.1f} FPS {(modeled / (1e3 / fps) - 1) * 100:+.0f} %" in text, (soc, modeled)
-    layers = models.load_report("ppocr_det", "rk3588").layers
-    idle = [layer for layer in layers if layer["cycles_total"] == 0]
-    idle_npu = [layer for layer in idle if layer["target"] == "NPU"]
-    moved = sum(layer["rw_kb"] for layer in idle_npu)
-    npu_moved = sum(layer["rw_kb"] for layer in layers if layer["target"] == "NPU")
-    assert f"{len(idle)} of its {len(layers)} rk3588 layers ({len(idle_npu)} on the NPU" in text
-    assert f"{moved:,.0f} KB of the {npu_moved:,.0f} KB" in text
-    ratios = [1e3 / fps / modeled_run_ms("ppocr_det", soc, abi.RKNN_NPU_CORE_0)
-              for soc, fps in PPOCR_DET_ZOO_FPS_V232.items()]
-    assert f"{min(ratios):.1f} to {max(ratios):.1f} times" in text and f"({ratios[0]:.1f} times on rk3588)" in text
+SOCS = ("rk3588", "rk3576", "rk3568", "rk3562")
