@@ -156,6 +156,9 @@ def test_core_masks_follow_the_soc():
     dual.close()
 
 
+SOCS = ("rk3588", "rk3576", "rk3568", "rk3562")
+
+
 def _a20() -> str:
     from rknnlab.sim import ASSUMPTIONS
     return {key: assumption for key, assumption, _ in ASSUMPTIONS}["A20"]
@@ -187,5 +190,3 @@ def test_a20_quotes_the_errors_on_rows_the_fit_never_saw() -> None:
     quoted = ", ".join(f"{soc} {error[('ppocr_det', soc)] * 100:+.0f} %" for soc in SOCS)
     assert quoted in ppocr, quoted
 
-
-SOCS = ("rk3588", "rk3576", "rk3568", "rk3562")
