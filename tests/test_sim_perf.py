@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import gzip
 import math
+import re
 import time
 from typing import Dict, List
 
@@ -13,9 +14,11 @@ import pytest
 from rknnlab import models
 from rknnlab.rknn import abi, buffers, errors
 from rknnlab.rknn.native import NativeRuntime
-from rknnlab.sim import ASSUMPTIONS, SimRuntime, context as sim_context, modeled_run_ms, npu, perf
+from rknnlab.sim import ASSUMPTIONS, SimRuntime, context as sim_context, modeled_run_ms, npu, perf, timing_law
 
 ALL_REPORTS = [(name, soc) for name in models.list_models() for soc in models.model_socs(name)]
+#: with the reports of SoCs no .rknn ships for and of the timing law's calibration models
+EVERY_REPORT = models.list_reports()
 LAYER_HEADER = ["ID", "OpType", "DataType", "Target", "InputShape", "OutputShape",
                 "Cycles(DDR/NPU/Total)", "Time(us)", "MacUsage(%)", None, "RW(KB)", "FullName"]
 RANKING_HEADER = ["OpType", "CallNumber", "CPUTime(us)", "GPUTime(us)", "NPUTime(us)", "TotalTime(us)",
@@ -99,14 +102,26 @@ def _log_cuts(name: str, soc: str, graph: int = -1) -> Dict[int, bool]:
 
 
 # ------------------------------------------------------------------ the op rule
-def test_every_op_of_the_shipped_reports_is_classified():
-    ops = {layer["op"] for name, soc in ALL_REPORTS for layer in models.load_report(name, soc).layers}
+def _fused_with(op: str) -> str:
+    """What a Conv op type is fused with, once the ReLU family (Relu, LeakyRelu, Clip = ReLU6)
+    and Add are taken out: "" for a Conv the API reference's list (p.21) splits."""
+    rest = op[len("Conv"):]
+    for part in ("LeakyRelu", "Relu", "Clip", "Add"):
+        rest = rest.replace(part, "")
+    return rest
+
+
+def test_every_op_of_every_report_is_classified():
+    ops = {layer["op"] for name, soc in EVERY_REPORT for layer in models.load_report(name, soc).layers}
+    assert {name for name, _ in EVERY_REPORT} >= {"yolov6n", "yolov8n", "yolox_s", "retinaface_mobile320",
+                                                  "deeplabv3plus_mobilenet_v2"}
     assert not npu.SPLIT_OPS & npu.UNSPLIT_OPS
     assert ops <= npu.SPLIT_OPS | npu.UNSPLIT_OPS, ops - (npu.SPLIT_OPS | npu.UNSPLIT_OPS)
-    # the documented families (API p.21) only: Conv, Add, Concat, fused ReLU/Clip/Add
+    # the documented families (API p.21) only: Conv, Add, Concat, ReLU family, fused ReLU/Clip/Add
     for op in npu.SPLIT_OPS:
-        assert op in ("Add", "Concat") or (op.startswith("Conv") and
-                                           op[4:].replace("Relu", "").replace("Clip", "").replace("Add", "") == "")
+        assert op in ("Add", "Concat", "Relu") or (op.startswith("Conv") and _fused_with(op) == ""), op
+    for op in npu.UNSPLIT_OPS:
+        assert not op.startswith("Conv") or _fused_with(op) != "", op  # a listed family left out
     assert not npu.is_split("ConvExSwish")  # the board trace: the fused Conv+SiLU stays on core 0
     assert npu.is_split("ConvClip") and npu.is_split("Concat")
 
@@ -134,14 +149,40 @@ def test_split_speedup_and_switch_cost_per_layer():
     assert kinds == {"split", "core 0"}
 
 
-@pytest.mark.parametrize("name,soc", ALL_REPORTS)
+@pytest.mark.parametrize("name,soc", EVERY_REPORT)
 def test_single_core_layers_add_up_to_the_timing_law(name, soc):
     report = models.load_report(name, soc)
+    law = timing_law.law_for(soc)
     times = npu.layer_times(report, soc, abi.RKNN_NPU_CORE_0)
-    assert npu.run_seconds_of(times) == pytest.approx(npu.run_seconds(report.npu_cycles, soc), rel=1e-12)
-    assert modeled_run_ms(name, soc) == pytest.approx(npu.run_seconds(report.npu_cycles, soc) * 1e3, rel=1e-12)
-    cpu = sum(t.seconds for t in times if t.target == "CPU")
-    assert 0 < cpu < npu.RUN_OVERHEAD_S  # the CPU rows fit inside the fixed overhead (A46)
+    modeled = timing_law.run_seconds(report.layers, soc)
+    assert npu.run_seconds_of(times, soc) == pytest.approx(modeled, rel=1e-12)
+    assert modeled_run_ms(name, soc) == pytest.approx(modeled * 1e3, rel=1e-12)  # report-only models too
+    for layer, timing in zip(report.layers, times):
+        io = layer["op"] in ("InputOperator", "OutputOperator")
+        if io and layer["target"] == "CPU":  # shown in the profile, inside the run's fixed cost (A46)
+            assert (timing.seconds, timing.counted) == (npu.CPU_LAYER_S, False)
+        elif io:  # an Input/OutputOperator the compiler puts on the NPU: inside the fixed cost too
+            assert (timing.cores, timing.seconds) == ((0,), 0.0)
+        elif layer["target"] != "NPU":  # a CPU hand-over in the middle of the graph
+            assert (timing.cores, timing.seconds) == ((), law.cpu_layer_s)
+        else:
+            assert (timing.cores, timing.split) == ((0,), False)
+            assert timing.seconds == timing_law.layer_seconds(layer, law)
+    assert report.layers[0]["op"] == "InputOperator" and report.layers[-1]["op"] == "OutputOperator"
+
+
+@pytest.mark.parametrize("soc", [
+    "rk3588", "rk3576", "rk3562",
+    pytest.param("rk3568", marks=pytest.mark.xfail(strict=True, reason=(
+        "the fitted fixed cost per run of rk3568 is 0 (timing_law.LAWS), less than the 2 x 10 us "
+        "the Input/OutputOperator rows show (A46): the profile's total exceeds PERF_RUN"))),
+])
+def test_the_profile_rows_fit_inside_the_run(soc):
+    """A46: the Input/OutputOperator rows lie inside the run's fixed cost, so the sum of a
+    profile's rows never exceeds the run it describes."""
+    for name in ("digits_cnn", "mobilenet_v2"):
+        times = npu.layer_times(models.load_report(name, soc), soc, abi.RKNN_NPU_CORE_0)
+        assert math.fsum(t.seconds for t in times) <= npu.run_seconds_of(times, soc), name
 
 
 def test_more_cores_slow_a_small_network_and_speed_up_relu_networks():
@@ -153,7 +194,7 @@ def test_more_cores_slow_a_small_network_and_speed_up_relu_networks():
     for name in ("mobilenet_v2", "yolov5s_relu", "resnet50"):
         assert 1.05 < speedup(name, two) < speedup(name, three) < 1.6, name
     assert speedup("yolov5s_relu", three) > 1.4
-    assert 1.0 <= speedup("yolov5s", three) < 1.02  # SiLU convs stay on core 0
+    assert 1.0 <= speedup("yolov5s", three) < 1.05  # SiLU convs stay on core 0; its Add/Concat split
     assert speedup("yolov5s_relu", three) > speedup("yolov5s", three) + 0.4
     # rk3576 has two cores: the same rule, 1.3x per split layer
     rk3576 = [modeled_run_ms("mobilenet_v2", "rk3576", mask) for mask in (abi.RKNN_NPU_CORE_0, two)]
@@ -421,4 +462,13 @@ def test_the_assumptions_of_this_behaviour_are_listed():
     text = dict((key, assumption) for key, assumption, _ in ASSUMPTIONS)
     assert "ConvExSwish" in text["A17"] and "1 + 0.3" in text["A44"] and "3 us" in text["A45"]
     assert "10 us" in text["A46"] and "1024" in text["A47"] and "NUL" in text["A48"]
+
     assert npu.CORE_SWITCH_S == 3e-6 and npu.CPU_LAYER_S == 10e-6 and npu.SPLIT_GAIN_PER_EXTRA_CORE == 0.3
+
+
+def test_a17_names_every_op_type_the_simulator_splits():
+    """A reader of A17 learns the whole rule: every op type of SPLIT_OPS under the compiler's
+    name (ConvLeakyRelu is RetinaFace's, a standalone Relu its SSH blocks')."""
+    text = dict((key, assumption) for key, assumption, _ in ASSUMPTIONS)["A17"]
+    unnamed = [op for op in sorted(npu.SPLIT_OPS) if not re.search(rf"\b{op}\b", text)]
+    assert not unnamed, unnamed
