@@ -601,4 +601,8 @@ def test_ppocr_det_on_the_other_socs(ocr, soc, c2):
         runtime.outputs_release(ctx, [out])
     finally:
         runtime.close()
-    assert modeled_run_ms("ppocr_det", soc) > modeled_run_ms("ppocr_det", "rk3588")
+    # faster or slower than rk3588 as the model zoo's published FPS say (rk3576 is faster)
+    from rknnlab.profile.timing import published_fps
+    zoo = published_fps(["ppocr_det"])
+    assert ((modeled_run_ms("ppocr_det", soc) > modeled_run_ms("ppocr_det", "rk3588"))
+            == (zoo[("ppocr_det", soc)] < zoo[("ppocr_det", "rk3588")]))

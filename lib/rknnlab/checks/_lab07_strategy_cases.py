@@ -157,7 +157,8 @@ def made_up_tables(rng: np.random.Generator, soc: str = "rk3588") -> List[Tuple[
 
     - "clear": per fastest mask the law has (one core, or several), the model where it wins by
       most, with noise far below the margin;
-    - "tie": the model whose masks the law sets closest, with noise above the margin;
+    - "tie": the model whose masks the law sets closest, with noise above the margin (the
+      same draws for every mask, shuffled);
     - "slow run": a clear model where one run of the fastest mask took three times as long (a
       busy machine): the median stays, the mean moves;
     - "lucky run": a clear model where the first and the last run of each slower mask were
@@ -183,8 +184,12 @@ def made_up_tables(rng: np.random.Generator, soc: str = "rk3588") -> List[Tuple[
         scale = float(rng.uniform(0.5, 2.0))
         sigma = max(margin, 0.002) / 10 if kind != "tie" else max(3 * margin, 0.01)
         rows = []
+        # a tie: every mask gets the same noise draws, shuffled, so its medians keep the law's
+        # ratios (the closest pair within the judge's reach) whatever the draws
+        shared = np.exp(rng.normal(0, sigma, runs))
         for mask in MASKS:
-            values = law[name][mask] * scale * np.exp(rng.normal(0, sigma, runs))
+            noise = rng.permutation(shared) if kind == "tie" else np.exp(rng.normal(0, sigma, runs))
+            values = law[name][mask] * scale * noise
             if kind == "slow run" and mask == _margin(law[name])[0]:
                 values[int(rng.integers(runs))] *= 1.5 + 2 * margin * runs
             if kind == "lucky run" and mask != _margin(law[name])[0]:
