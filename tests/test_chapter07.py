@@ -413,22 +413,28 @@ def test_the_cores_answer_rests_on_the_printed_split_shares(run) -> None:
 
 
 def test_a_small_network_gets_slower_where_the_answer_says_so(run) -> None:
-    """The cores rule says "a small network can get slower": §4 prints digits_cnn's speedups last, and on the
+    """The cores rule says "a small network can get slower": §4 times digits_cnn with the other two models,
+    so its slower masks refute "always faster" in the claims table, and prints its speedups last; on the
     simulator every multi-core mask's median speedup is below 1, as the answer says (A45; the 95% intervals
     are printed beside them, and may touch 1 when the machine is busy)."""
     text = _printed_by(run, "review.core_masks(")
     last = text.strip().splitlines()[-1]
     assert last.startswith("digits_cnn ("), text
+    measured = re.findall(r"review\.core_masks\(models=\(([^)]*)\)", _code())
+    assert len(measured) == 1 and "digits_cnn" in measured[0], "digits_cnn is one of the claim's models"
     speedups = [float(x) for x in re.findall(r"\b0_1(?:_2)? ([\d.]+)x \[", last)]
-    # the wall-time medians carry this machine's noise: "at or just below 1"
+    # the wall-time medians carry this machine's noise: below 1, but a busy PC can bring them to 1
     assert len(speedups) == 2 and all(x <= 1.02 for x in speedups), last
+    if all(x < 0.98 for x in speedups):      # clearly slower: the claim is refuted in the table
+        claims = _printed_by(run, "review.claims_table(")
+        assert re.search(r"More NPU cores are always faster\.\s+Chapter 3 §6\s+False$", claims, flags=re.M), claims
     # the model itself is deterministic: every multi-core mask is slower for this small network
     one = sim.modeled_run_ms("digits_cnn", "rk3588", core_mask=abi.RKNN_NPU_CORE_0)
     for mask in (abi.RKNN_NPU_CORE_0_1, abi.RKNN_NPU_CORE_0_1_2):
         assert sim.modeled_run_ms("digits_cnn", "rk3588", core_mask=mask) > one
     answer = ch.flat(ch.numbered_sections(_markdown())["4"])
     assert "`digits_cnn` is modeled slower on more cores, though all its layers are split: its printed " \
-           "speedups sit at or just below 1." in answer
+           "speedups sit below 1." in answer
     assert "(User Guide V2.3.0 §5.3; A45)" in answer
 
 
@@ -502,7 +508,10 @@ def test_the_chapter_runs_on_a_one_core_soc_without_sram() -> None:
     assert "simulated RK3568" in printed and "simulated RK3588" not in printed
     said = ch.flat(printed)
     assert "RK3568 has one NPU core" in said and "reports no SRAM for the NPU" in said, printed
-    assert "mobilenet_v2_dynamic is compiled for: rk3588" in said, printed
+    # the cell says which SoC the dynamic-shape model runs on (models.py words it either way: the .rknn
+    # ships for rk3588 only, while every SoC has its compiler report)
+    assert re.search(r"mobilenet_v2_dynamic (is compiled for|has a compiler report for rk3568 but no \.rknn\b.*"
+                     r"a \.rknn ships for): rk3588\b", said), printed
     assert "rows at width: 8 B apart" in printed and _percent(printed, "width") == 100.0
     for index, text in outputs.items():
         if text.startswith("Simulator assumptions in this chapter:"):
