@@ -802,16 +802,19 @@ def speedup_rules(calibration):
         return _amdahl(table, run_ms, *fits[n])
 
     def by_big_and_small_layers(table, run_ms, n):
-        """Legitimately different: the gain read off the largest split layers (where the
-        hand-over is lost in the noise), the hand-over off the smallest; the split ops taken
-        from what the practice run split, plus Rockchip's names it did not meet."""
+        """Legitimately different: a line through two points, the mean of the largest split
+        layers and the mean of the smallest (slope: 1 / gain; what is left at the small end: the
+        hand-over); the split ops taken from what the practice run split, plus Rockchip's names
+        it did not meet."""
         (one, _), (many, _) = calibration[1], calibration[n]
         t1 = one.set_index("id")["time_us"]
         split = many[many["cores"] > 1].assign(t1=lambda d: t1.loc[d["id"]].to_numpy())
         big, small = split.nlargest(8, "t1"), split.nsmallest(8, "t1")
-        gain = float(np.median(big["t1"] / big["time_us"]))
-        cost = float(np.median(small["time_us"] - small["t1"] / gain))
-        ops = set(split["op"]) | {"Conv", "ConvClip", "ConvAdd", "ConvAddRelu", "Add", "Concat"}
+        slope = (big["time_us"].mean() - small["time_us"].mean()) / (big["t1"].mean() - small["t1"].mean())
+        gain = float(1 / slope)
+        cost = float(small["time_us"].mean() - small["t1"].mean() * slope)
+        ops = set(split["op"]) | {"Conv", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvReluAdd", "ConvLeakyRelu",
+                                  "ConvLeakyReluAdd", "Relu", "Add", "Concat"}
         return _amdahl(table, run_ms, gain, cost, split=ops.__contains__)
 
     def linear(table, run_ms, n):

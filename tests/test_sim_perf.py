@@ -171,12 +171,7 @@ def test_single_core_layers_add_up_to_the_timing_law(name, soc):
     assert report.layers[0]["op"] == "InputOperator" and report.layers[-1]["op"] == "OutputOperator"
 
 
-@pytest.mark.parametrize("soc", [
-    "rk3588", "rk3576", "rk3562",
-    pytest.param("rk3568", marks=pytest.mark.xfail(strict=True, reason=(
-        "the fitted fixed cost per run of rk3568 is 0 (timing_law.LAWS), less than the 2 x 10 us "
-        "the Input/OutputOperator rows show (A46): the profile's total exceeds PERF_RUN"))),
-])
+@pytest.mark.parametrize("soc", ["rk3588", "rk3576", "rk3568", "rk3562"])
 def test_the_profile_rows_fit_inside_the_run(soc):
     """A46: the Input/OutputOperator rows lie inside the run's fixed cost, so the sum of a
     profile's rows never exceeds the run it describes."""
