@@ -338,8 +338,12 @@ def test_sram_holds_at_most_its_budget_and_the_second_context_gets_none(run) -> 
     hits = re.search(r"adding up to ([\d,]+) B; Predict SRAM Hit RW Amount ([\d,]+) B", fit)
     assert int(hits.group(1).replace(",", "")) > sram, "the hits add up to more than the SRAM (addresses reused)"
     assert int(hits.group(2).replace(",", "")) == 2 * int(hits.group(1).replace(",", ""))
-    saved = re.search(r"saves \d+ us per run \(([\d.]+)%\)", fit)
-    assert saved and 0 < float(saved.group(1)) < 10, "the run gets 'only a little faster'"
+    # the timing law times layers with cycles by their arithmetic (A20, A54): SRAM shortens only
+    # the layers the compiler gives 0 cycles, and mobilenet_v2 has none on the NPU
+    from rknnlab import models
+    from rknnlab.sim import timing_law
+    kinds = {timing_law.layer_kind(layer) for layer in models.load_report("mobilenet_v2", "rk3588").layers}
+    assert "zero" not in kinds and "ENABLE_SRAM saves nothing here" in fit, "the run does not get faster"
     three = _printed_by(run, "FLAGS = {")
     totals = dict(re.findall(r"^\s*(flag 0|ENABLE_SRAM, first|ENABLE_SRAM, second)\s.*DMA total\s+([\d,]+) B",
                              three, flags=re.M))
