@@ -338,7 +338,7 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
     assert set(grid) == set(CALIBRATION_FPS) and set(judged) == set(JUDGE_FPS), "§7 must print every published row"
     assert "simulated timing law (A20) against published FPS" in timing
     fit_max = max(abs(f) for f, _ in grid.values())
-    assert f"Every fitted row is within {math.ceil(fit_max)} %" in text, fit_max
+    assert f"Every fitted row is within about {_whole(fit_max)} %" in text and fit_max < 10, fit_max
     # the networks built on depthwise convolutions: a third of their cycles; the detectors: almost none
     depthwise = {m for m, _ in CALIBRATION_FPS if _depthwise_share(m) > 0.2}
     assert depthwise == {"mobilenet_v2", "retinaface_mobile320", "deeplabv3plus_mobilenet_v2"}
@@ -355,14 +355,35 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run) -> None:
     silu = [judged[("yolov5s", soc)] for soc in TIMING_SOCS]
     assert f"The law is {_whole(min(silu))} % to {_whole(max(silu))} % too slow for YOLOv5s with SiLU" in text, silu
     assert f"and {_whole(judged[('yolov5n', 'rk3588')])} % for yolov5n on RK3588" in text
-    assert f"is +{_whole(judged[('yolov5m', 'rk3588')])} %" in text
+    assert judged[("yolov5m", "rk3588")] > 25 and "is more than 25 % too slow" in text
     ocr = [-_whole(judged[("ppocr_det", soc)]) for soc in TIMING_SOCS]
     assert "ppocr_det is −{} % on RK3588 and −{} % on rk3576, but only −{} % and −{} % on rk3568".format(*ocr) in text
     assert "off by half" in RULES["7"] and max(abs(e) for _, e in grid.values()) > 45
+    # the reasons the answer gives are facts of the compiler reports and of the fitted law
+    from rknnlab import models
+    from rknnlab.sim import timing_law
+    kinds = {soc: [timing_law.layer_kind(l) for l in models.load_report("retinaface_mobile320", soc).layers]
+             for soc in ("rk3568", "rk3588")}
+    others = [timing_law.layer_kind(l) for m, s in CALIBRATION_FPS if m != "retinaface_mobile320"
+              for l in models.load_report(m, s).layers]
+    assert kinds["rk3568"].count("cpu") == 11 > others.count("cpu") and "hands 11 layers to the CPU on rk3568" in text
+    concat = max(l["rw_kb"] for l in models.load_report("retinaface_mobile320", "rk3588").layers
+                 if timing_law.layer_kind(l) == "zero")
+    assert f"a Concat that moves {concat:,.0f} KB with 0 cycles" in text
+    ocr = models.load_report("ppocr_det", "rk3588").layers
+    zero = sum(timing_law.layer_kind(l) == "zero" for l in ocr)
+    hardswish = sum(l["op"] == "ConvHardSwish" for l in ocr)
+    assert f"{zero} layers with 0 cycles" in text and f"{hardswish} Convs fused with HardSwish" in text
+    assert {timing_law.layer_kind(l) for l in ocr if l["op"] == "ConvHardSwish"} <= {"conv", "depthwise"}
+    assert "which get no factor of their own, unlike SiLU" in text
+    rk3576, rk3588 = (timing_law.law_for(s).zero_cycle_bytes_per_s for s in ("rk3576", "rk3588"))
+    assert rk3576 > 10 * rk3588 and "On rk3576 the fit made 0-cycle layers almost free" in text
     assert max(abs(e) for e in judged.values()) > 45
     cores = next(t for t in run.values() if "3 cores against one" in t)
     split = re.search(r"^\s*yolov5s\s+([\d.]+)%", cores, flags=re.M)
     assert split and 100 - round(float(split.group(1))) == 97 and "97 % of its cycles stay on core 0" in text
+    small = re.search(r"^\s*digits_cnn\s+[\d.]+%\s+[\d.]+ ms\s+[\d.]+x\s+[\w ]+?\s+([\d.]+)x$", cores, flags=re.M)
+    assert small and round(1 / float(small.group(1)) - 1, 1) == 0.2 and "slower, by a fifth on RK3588" in text, cores
     counts = re.search(r"DDR-bound (\d+), compute-bound (\d+), no cycles (\d+)", everything)
     bound = _bound_counts("rk3588")
     assert counts and (int(counts.group(1)), int(counts.group(2))) == (bound["ddr"], bound["compute"])
@@ -410,7 +431,7 @@ def test_the_worked_examples_show_what_they_claim(run) -> None:
     fixed = re.search(r"the law's fixed cost per run: ([\d.]+) ms of ([\d.]+) ms", everything)
     from rknnlab.sim import timing_law
     assert fixed and float(fixed.group(1)) == round(timing_law.law_for("rk3588").run_s * 1e3, 2)
-    assert f"on RK3588 the printed {fixed.group(1)} ms, a tiny share of the run" in _flat(_markdown())
+    assert "on RK3588 the printed cost is a tiny share of the run" in _flat(_markdown())
     assert float(fixed.group(1)) < 0.01 * float(fixed.group(2))
     assert "0.59 ms" not in _flat(_markdown())
 
