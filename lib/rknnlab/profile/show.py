@@ -6,7 +6,7 @@ import textwrap
 from typing import Any, Optional, Sequence
 
 #: columns that are fractions, shown as percentages
-_SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles", "error",
+_SHARES = ("share", "split_share", "time_ratio", "share_of_time", "share_of_cycles", "error", "loo_error",
            "domain_share", "mismatch_share", "other_input_share")
 #: columns that are ratios of two times, shown as "1.25x"
 _RATIOS = ("speedup", "speedup_low", "speedup_high", "law")
@@ -33,7 +33,7 @@ def _cell(column: str, v: Any) -> str:
         return _bytes(v)
     if column in _RATIOS:
         return f"{v:.2f}x"
-    if column == "error":
+    if column in ("error", "loo_error"):
         return f"{v:+.1%}"
     if column in _SHARES:
         return f"{v:.1%}"

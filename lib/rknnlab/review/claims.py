@@ -582,7 +582,7 @@ def _masks_for(soc: str) -> Tuple[int, ...]:
     return tuple(masks + [abi.RKNN_NPU_CORE_AUTO]) if cores >= 2 else tuple(masks)
 
 
-def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s"), runs: int = 30,
+def core_masks(models: Sequence[str] = ("mobilenet_v2", "yolov5s", "digits_cnn"), runs: int = 30,
                backend: str = "auto") -> CoreMasks:
     """Claim: "more NPU cores are always faster".  rknnlab.profile.multicore (chapter 3 §6)
     times ``runs`` rknn_run calls of each model under CORE_0, CORE_0_1, CORE_0_1_2 and
