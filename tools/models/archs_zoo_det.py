@@ -52,6 +52,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from archs import _SPPF  # the same SPPF as YOLOv5 v6+ (SiLU here)
+
 INPUT_NAMES = {"YOLOv6n": "image_arrays", "YOLOv8n": "images", "YOLOXs": "images"}
 
 # per scale (80x80, 40x40, 20x20): box, class scores, clipped score sum; YOLOX: one tensor per scale
@@ -228,21 +230,6 @@ class _C2f(nn.Module):
         return self.cv2(torch.cat(y, 1))
 
 
-class _SPPF(nn.Module):
-    def __init__(self, c_in: int, c_out: int):
-        super().__init__()
-        hidden = c_in // 2
-        self.cv1 = _ConvBNAct(c_in, hidden, 1)
-        self.cv2 = _ConvBNAct(hidden * 4, c_out, 1)
-        self.pool = nn.MaxPool2d(5, 1, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.cv1(x)
-        y1 = self.pool(x)
-        y2 = self.pool(y1)
-        return self.cv2(torch.cat([x, y1, y2, self.pool(y2)], 1))
-
-
 class YOLOv8n(nn.Module):
     """Backbone + PAN neck + decoupled head, with the zoo's 9 outputs (no DFL in the graph)."""
 
@@ -258,7 +245,7 @@ class YOLOv8n(nn.Module):
         self.b6 = _C2f(128, 128, 2, True)
         self.b7 = _ConvBNAct(128, 256, 3, 2)
         self.b8 = _C2f(256, 256, 1, True)
-        self.b9 = _SPPF(256, 256)
+        self.b9 = _SPPF(256, 256, nn.SiLU)
         self.h12 = _C2f(256 + 128, 128, 1, False)
         self.h15 = _C2f(128 + 64, 64, 1, False)
         self.h16 = _ConvBNAct(64, 64, 3, 2)
