@@ -86,7 +86,7 @@ def print_method(silu: float, laws: Mapping[str, timing_law.SocLaw], points: Seq
           " non-negative least squares on the\n        relative error against the zoo's FPS, "
           "the SiLU factor shared by all SoCs (grid, then golden section).")
     print(f"SiLU factor (ConvExSwish): {silu:.4f}  (shipped {timing_law.SILU_FACTOR})")
-    print(f"{'SoC':8s} {'F GHz-eq':>9s} {'depthwise':>9s} {'B GB/s':>8s} {'CPU layer ms':>12s} "
+    print(f"{'SoC':8s} {'F GHz-eq':>9s} {'depthwise':>9s} {'B fitted GB/s':>13s} {'CPU layer ms':>12s} "
           f"{'fixed ms':>9s}  refit vs shipped")
     for soc in SOCS:
         law, shipped = laws[soc], timing_law.LAWS[soc]
@@ -94,7 +94,7 @@ def print_method(silu: float, laws: Mapping[str, timing_law.SocLaw], points: Seq
                     for f in ("compute_hz", "depthwise_factor", "zero_cycle_bytes_per_s", "cpu_layer_s", "run_s")
                     if math.isfinite(getattr(shipped, f)) and getattr(shipped, f) != 0)
         print(f"{soc:8s} {law.compute_hz / 1e9:9.3f} {law.depthwise_factor:9.3f} "
-              f"{law.zero_cycle_bytes_per_s / 1e9:8.2f} {law.cpu_layer_s * 1e3:12.3f} {law.run_s * 1e3:9.3f}"
+              f"{law.zero_cycle_bytes_per_s / 1e9:13.2f} {law.cpu_layer_s * 1e3:12.3f} {law.run_s * 1e3:9.3f}"
               f"  {drift:.1e} relative")
     print("(rk3566 uses rk3568's law: one NPU. The fixed cost b is poorly identified: the smallest "
           f"calibration network takes {min(p.seconds for p in points) * 1e3:.1f} ms.)")

@@ -59,7 +59,8 @@ SOC_ALIASES = {"rk3588s": "rk3588"}
 #: API reference's list (p.21: Conv, depthwise Conv, Add, Concat, ReLU-family
 #: activations) under the names the compiler gives them in the shipped reports
 #: (a depthwise Conv is a Conv/ConvClip there; activations appear fused:
-#: ConvRelu, ConvClip = ReLU6).  Not split: ConvExSwish (Conv fused with SiLU,
+#: ConvRelu, ConvClip = Conv + ReLU6, or a ReduceSum + Clip lowered to a Conv: Clip
+#: is on the list).  Not split: ConvExSwish (Conv fused with SiLU,
 #: 100 % on core 0 in a public RK3588 trace), MaxPool, Resize, Reshape, the
 #: Input/OutputOperator and any op not named here: ppocr_det's ConvHardSwish and
 #: ConvHardSigmoid (a Conv fused with an activation outside the list, as ConvExSwish),
