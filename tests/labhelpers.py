@@ -99,11 +99,24 @@ def run_edition(execute_notebook: Callable[..., float], lab: Path, edition: str,
     CellExecutionError if any cell fails): its check outputs and the seconds taken."""
     nbformat = pytest.importorskip("nbformat")
     from rknnlab.book.editions import apply_edition
-    nb = apply_edition(nbformat.read(lab, as_version=4), edition)
     if edition == "student":
-        assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
+        # the student edition is what the book and the notebook tests execute: share that run
+        nb = student_run(lab)
+        return check_outputs(nb, html=html), 0.0
+    nb = apply_edition(nbformat.read(lab, as_version=4), edition)
     elapsed = execute_notebook(nb, lab)
     return check_outputs(nb, html=html), elapsed
+
+
+def student_run(notebook: Path) -> Any:
+    """A copy of the student edition of ``notebook`` as executed once this session
+    (tests/notebook_runs.py); it has no solution cell."""
+    import copy
+
+    from notebook_runs import ROOT, executed
+    nb = copy.deepcopy(executed(str(Path(notebook).resolve().relative_to(ROOT))).nb)
+    assert not any("solution" in (c.metadata.get("tags") or []) for c in nb.cells)
+    return nb
 
 
 def assert_instructor_edition_passes(execute_notebook: Callable[..., float], lab: Path,
