@@ -802,14 +802,15 @@ def speedup_rules(calibration):
         return _amdahl(table, run_ms, *fits[n])
 
     def by_big_and_small_layers(table, run_ms, n):
-        """Legitimately different: a line through two points, the mean of the largest split
-        layers and the mean of the smallest (slope: 1 / gain; what is left at the small end: the
-        hand-over); the split ops taken from what the practice run split, plus Rockchip's names
-        it did not meet."""
+        """Legitimately different: a line through two points, the mean of the largest quarter
+        of the split layers and the mean of the smallest quarter (slope: 1 / gain; what is left
+        at the small end: the hand-over); the split ops taken from what the practice run split,
+        plus Rockchip's names it did not meet."""
         (one, _), (many, _) = calibration[1], calibration[n]
         t1 = one.set_index("id")["time_us"]
         split = many[many["cores"] > 1].assign(t1=lambda d: t1.loc[d["id"]].to_numpy())
-        big, small = split.nlargest(8, "t1"), split.nsmallest(8, "t1")
+        low, high = split["t1"].quantile([0.25, 0.75])
+        big, small = split[split["t1"] >= high], split[split["t1"] <= low]
         slope = (big["time_us"].mean() - small["time_us"].mean()) / (big["t1"].mean() - small["t1"].mean())
         gain = float(1 / slope)
         cost = float(small["time_us"].mean() - small["t1"].mean() * slope)
