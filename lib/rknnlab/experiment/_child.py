@@ -190,6 +190,8 @@ def main() -> int:
                              spec["iterations"], spec["warmup"], spec.get("model", ""),
                              spec.get("soc", ""), spec.get("params"), progress=on_iteration,
                              trim_after_warmup=spec.get("trim_after_warmup", True))
+        from ..lite import set_default_runtime
+        set_default_runtime(lab.rt)  # an RKNNLite the variant makes runs (timed) on this runtime
         if spec["sample_hz"]:
             # the sampler copies iteration, stage and DMA total from an array the
             # recorder writes on each change (no Python call per sample)

@@ -552,30 +552,34 @@ def want_int8(lab: VariantContext) -> None:
 want_float_vs_int8 = (want_float, want_int8)
 
 
-# --------------------------------------------------------------------------- rknn-toolkit-lite2 (boards only)
+# --------------------------------------------------------------------------- rknn-toolkit-lite2
 def _rknnlite(lab: VariantContext) -> Any:
+    """An RKNNLite with the variant's model loaded and its runtime up: Rockchip's class on a
+    board, the simulator's model of it elsewhere (rknnlab.lite; its calls go through
+    ``lab.rt``, so they are timed like any other runtime call)."""
+    from ..lite import RKNNLite
     try:
-        from rknnlite.api import RKNNLite  # type: ignore[import-not-found]
-    except ImportError:
-        raise VariantUnavailable(
-            "needs a board with rknn-toolkit-lite2 (pip install rknn-toolkit-lite2 on the board); "
-            "the rknnlite package is not installed here") from None
-    lite = RKNNLite()
+        lite = RKNNLite()
+    except ImportError as exc:  # a board without rknn-toolkit-lite2
+        raise VariantUnavailable(str(exc)) from None
     if lite.load_rknn(lab.model_path) != 0:
         raise RuntimeError(f"RKNNLite.load_rknn({lab.model_path!r}) failed")
     if lite.init_runtime() != 0:
-        raise RuntimeError("RKNNLite.init_runtime() failed (is this the board the model was compiled for?)")
+        raise RuntimeError("RKNNLite.init_runtime() failed (is this the SoC the model was compiled for?)")
     return lite
 
 
 def lite_inference(lab: VariantContext) -> None:
     """rknn-toolkit-lite2: ``outputs = rknn_lite.inference(inputs=[frame])`` per frame
-    (new numpy outputs each time; Python's refcounting frees the old ones)."""
+    (new numpy outputs each time; Python's refcounting frees the old ones). On the
+    simulator no reference cycle is left per call (ASSUMPTIONS A71)."""
     lite = _rknnlite(lab)
     try:
         for i in lab.loop():
             with lab.timed("inference"):
                 outputs = lite.inference(inputs=[lab.input(i)])
+            if outputs is None:
+                raise RuntimeError("RKNNLite.inference returned None (see the E line above)")
             del outputs
     finally:
         lite.release()
@@ -583,24 +587,29 @@ def lite_inference(lab: VariantContext) -> None:
 
 def lite_reuse_outputs(lab: VariantContext) -> None:
     """rknn-toolkit-lite2 2.5.0: ``inference(inputs=[frame], reuse_outputs=True)``
-    reuses the output arrays between calls (read them before the next call)."""
+    returns views of staging buffers that the next call overwrites (read them first)."""
     lite = _rknnlite(lab)
     try:
         for i in lab.loop():
             with lab.timed("inference"):
                 outputs = lite.inference(inputs=[lab.input(i)], reuse_outputs=True)
+            if outputs is None:
+                raise RuntimeError("RKNNLite.inference returned None (see the E line above)")
             del outputs
     finally:
         lite.release()
 
 
 def lite_gc_collect(lab: VariantContext) -> None:
-    """rknn-toolkit-lite2 with ``gc.collect()`` after every frame (the folk remedy; it costs time)."""
+    """rknn-toolkit-lite2 with ``gc.collect()`` after every frame (the remedy for the
+    reference cycles of airockchip/rknn-toolkit2#42; it costs time)."""
     lite = _rknnlite(lab)
     try:
         for i in lab.loop():
             with lab.timed("inference"):
                 outputs = lite.inference(inputs=[lab.input(i)])
+            if outputs is None:
+                raise RuntimeError("RKNNLite.inference returned None (see the E line above)")
             del outputs
             with lab.timed("gc_collect"):
                 gc.collect()

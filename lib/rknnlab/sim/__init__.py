@@ -748,6 +748,56 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "64 and 256 and read each return code and the RKNN_LOG_LEVEL=4 log; rknn_run after the "
      "256 B call and compare the scores with the 64 B call's (same first 64 bytes); then call it "
      "with index 1 and with buf NULL and read those codes."),
+    ("A65", "rknnlab.lite.RKNNLite (the simulator's RKNNLite) hands the bytes that load_rknn read to "
+            "rknn_init as a buffer, so the runtime's copy of the model sits beside the Python bytes "
+            "object, which stays until the RKNNLite object goes. The wheel's rknn_lite.py (2.5.0) "
+            "passes those bytes to its compiled runtime module, whose strings name rknn_init; which "
+            "init path that module takes is not public.",
+     "on a board, load a large model with rknnlite: read VmRSS after load_rknn (up by the file "
+     "size), after init_runtime, and after release() (the bytes stay until del)."),
+    ("A66", "RKNNLite.inference copies each input array into a staging buffer per input that only "
+            "grows, calls rknn_inputs_set with the array's dtype as rknn_input.type and data_format "
+            "(the model's own when None) as fmt, then rknn_run, then rknn_outputs_get with "
+            "want_float=1 and is_prealloc=1 into a float32 buffer per output that only grows, and "
+            "rknn_outputs_release at once. The grow-only input and output buffers are documented in "
+            "the docstrings of the 2.5.0 wheel's compiled runtime module; want_float=1 and "
+            "is_prealloc=1 are assumed (the module names both fields).",
+     "on a board, check that inference() returns float32 arrays, and that RSS stays flat over "
+     "1,000 calls with gc.collect() after each (no per-call allocation left)."),
+    ("A67", "RKNNLite.inference(reuse_outputs=True) has rknn_outputs_get write straight into one "
+            "float32 staging array per output and returns views of them, so the next call "
+            "overwrites the arrays it returned; the arrays only grow and release() frees them. "
+            "Without reuse_outputs each call returns new arrays copied out of the output buffer. "
+            "The overwrite, the growth rule and the release are the wheel's docstrings; writing "
+            "straight into the staging array is assumed.",
+     "on a board with rknn-toolkit-lite2 2.5.0, keep the outputs of two reuse_outputs=True calls "
+     "on different frames: the first list must now hold the second frame's values."),
+    ("A68", "RKNNLite.inference refuses an input whose byte count differs from the model input's "
+            "element count times the array's item size ('Size of inputs[i] is invalid!'); feeds an "
+            "array with another number of dims after a warning; and transposes an NCHW array "
+            "(data_format='nchw') for an NHWC model into a new array on every call. The messages are "
+            "strings of the 2.5.0 wheel's compiled runtime module; the exact size rule is assumed.",
+     "on a board, call inference with a frame one row short, with a 3-D HWC frame, and with an "
+     "NCHW frame and data_format='nchw'; read the log lines and the results."),
+    ("A69", "RKNNLite.init_runtime on a one-core SoC (RK3562, RK3566/RK3568) ignores core_mask with "
+            "a warning, as the wheel's comment says a core mask is valid only for RK3576 and RK3588; "
+            "async_mode=True and encrypted models (key_path) are refused on the simulator with an "
+            "'E' line, because it models neither. get_sdk_version returns the runtime's API and "
+            "driver versions in one string; its exact format is assumed.",
+     "on an RK3568 board, init_runtime(core_mask=RKNNLite.NPU_CORE_0) and read the return code "
+     "and the log; print get_sdk_version()."),
+    ("A70", "RKNNLite.list_support_target_platform(model) returns a dict with the keys "
+            "'support_target_platform' and 'filled_target_platform' (names in the 2.5.0 wheel's "
+            "compiled module), each a list of SoC names; the SoCs that share an NPU design (RK3566 "
+            "with RK3568, RK3588 with RK3588S) are supported together. The value format is assumed.",
+     "on a board, print lite.list_support_target_platform('model.rknn') for an RK3568 model."),
+    ("A71", "The simulated RKNNLite leaves no reference cycle per inference() call, so its memory "
+            "stays flat without gc.collect(). A user measured 42.43 kB per call with "
+            "rknn-toolkit-lite2 2.3.2 on an RK3588 (airockchip/rknn-toolkit2#42: RSS 80.6 to 661.5 MB "
+            "over 13,690 calls, 0.158 kB per call with gc.collect() every 5 calls); no public "
+            "measurement says whether 2.5.0 still leaves a cycle. The simulator does not fake one.",
+     "on a board with rknn-toolkit-lite2 2.5.0, gc.disable(), run 10,000 inference() calls and "
+     "fit RSS per call; then gc.collect() and read how many objects it found."),
 ]
 
 
