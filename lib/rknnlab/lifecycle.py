@@ -13,7 +13,9 @@ computing output values, is not counted as the first rknn_run's):
 - :func:`from_buffer_zero_copy`: the file copied into a create_mem2
   (RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) buffer, rknn_init with
   RKNN_FLAG_MODEL_BUFFER_ZERO_COPY and rknn_init_extend; the buffer is
-  destroyed after the context.
+  destroyed after the context;
+- :func:`lite_life`: rknn-toolkit-lite2's RKNNLite, from load_rknn to the
+  object's end (its model bytes outlive release()).
 
 Tables:
 
@@ -184,6 +186,59 @@ def from_buffer_zero_copy(lab: VariantContext) -> None:
     rt.destroy(ctx)
     rt.destroy_mem(0, mem)
     free_outputs()
+
+
+def lite_life(lab: VariantContext) -> None:
+    """rknn-toolkit-lite2's life: ``RKNNLite()``, ``load_rknn(path)``,
+    ``init_runtime()``, ``inference(inputs=[frame])`` per frame, ``release()``,
+    then the object goes (``del lite``).  ``load_rknn`` reads the whole file
+    into ``lite.rknn_data`` (step "load_rknn"); ``init_runtime`` hands those
+    bytes to rknn_init, so the runtime's copy sits beside them (A65);
+    ``release`` is rknn_destroy and leaves ``rknn_data``; the bytes go with the
+    object (step "del_rknnlite").
+
+    On the simulator the class's runtime calls (init, query, set_core_mask, the
+    frames' four calls, destroy) are recorded like a C program's, so the phase
+    table maps each method onto its C calls.  On a board the wheel calls
+    librknnrt.so itself, unrecorded: each method is then one timed step
+    ("init_runtime", "inference", "release").
+
+    C it stands for::
+
+        void *model = read_file("model.rknn", &size);        /* load_rknn: kept */
+        rknn_init(&ctx, model, size, 0, NULL);              /* init_runtime */
+        rknn_set_core_mask(ctx, RKNN_NPU_CORE_AUTO);
+        /* per frame: inputs_set, run, outputs_get (want_float = 1,
+           is_prealloc = 1), outputs_release                   inference */
+        rknn_destroy(ctx);                                  /* release */
+        free(model);                                        /* the object goes */
+    """
+    from contextlib import nullcontext
+    from .lite import RKNNLite
+    _prepare(lab)
+    lite = RKNNLite()
+    on_board = lite.__dict__.get("_real") is not None   # the wheel: its calls are not recorded
+
+    def method(name: str):
+        return lab.timed(name) if on_board else nullcontext()
+    with lab.timed("load_rknn"):
+        ret = lite.load_rknn(lab.model_path)
+    if ret != 0:
+        raise RuntimeError(f"RKNNLite.load_rknn({lab.model_path!r}) failed (see the E line above)")
+    with method("init_runtime"):
+        ret = lite.init_runtime()
+    if ret != 0:
+        raise RuntimeError("RKNNLite.init_runtime() failed (see the E line above)")
+    for i in lab.loop():
+        with method("inference"):
+            outputs = lite.inference(inputs=[lab.input(i)])
+        if outputs is None:
+            raise RuntimeError("RKNNLite.inference returned None (see the E line above)")
+        del outputs
+    with method("release"):
+        lite.release()
+    with lab.timed("del_rknnlite"):
+        del lite
 
 
 # --------------------------------------------------------------------------- phase table
