@@ -35,9 +35,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .experiment import variants as _variants
 
-#: variants offered by default (the lite ones need a board)
+#: variants offered by default (lite_gc_collect is left out: a gc.collect() per frame
+#: makes it ten times slower than the others)
 DEFAULT_VARIANTS = ("alloc_per_call", "leak_no_release", "prealloc_output", "zero_copy_io",
-                    "rebind_each_iter", "reinit_each_iter", "want_float", "want_int8")
+                    "rebind_each_iter", "reinit_each_iter", "want_float", "want_int8",
+                    "lite_inference", "lite_reuse_outputs")
 
 #: the prefix of every thread the panel starts (a test checks none outlives a run)
 THREAD_PREFIX = "rknnlab-panel"
