@@ -184,7 +184,7 @@ def _runtime_rows(b: _board.BoardInfo) -> List[Row]:
                         "pip install rknn-toolkit-lite2 (aarch64 wheels on PyPI; needs librknnrt.so too)"))
     else:
         rows.append(Row(S, "rknn-toolkit-lite2", "not installed", MISSING,
-                        f"ARM only (no {b.machine} wheels); not needed with the simulator"))
+                        f"ARM only (no {b.machine} wheels); rknnlab.lite.RKNNLite simulates it"))
     return rows
 
 
