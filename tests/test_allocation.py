@@ -601,3 +601,42 @@ def test_show_wraps_the_source_line_between_words():
     assert all(len(line) <= 100 for line in lines if not line.startswith("https://"))
     assert " ".join(lines) == "source: " + " ".join(words)     # no word split, none lost
     assert len(lines) >= 5
+
+
+# --------------------------------------------------------------------------- RKNNLite objects against dup
+def test_lite_objects_hold_the_weights_and_the_model_bytes_once_per_object(rt):
+    """N RKNNLite objects (one per core) against rknn_init + N - 1 dup_context: the DMA
+    differs by N - 1 weight buffers, Python holds the file N times, and the heap holds the
+    model twice per object (A65) against once for the C path (A4)."""
+    n = 3
+    table = allocation.lite_vs_dup("mobilenet_v2", n=n, rt=rt)
+    lite, dup = table.iloc[0], table.iloc[1]
+    assert list(table["way"]) == [f"{n} RKNNLite objects", f"1 rknn_init + {n - 1} rknn_dup_context"]
+    file_bytes, weights = table.attrs["file_bytes"], table.attrs["weights_bytes"]
+    assert file_bytes == os.path.getsize(_common.model_file(rt, "mobilenet_v2"))
+    w, i, io = _sizes(rt, "mobilenet_v2")
+    assert weights == w
+    assert dup["dma_bytes"] == w + n * (i + io), "dup shares the weights; each context its internal and io"
+    assert lite["dma_bytes"] == n * (w + i + io), "each RKNNLite object is a context of its own"
+    assert lite["python_model_bytes"] == n * file_bytes and dup["python_model_bytes"] == 0
+    assert lite["heap_rise_bytes"] - dup["heap_rise_bytes"] >= 0.95 * (2 * n - 1) * file_bytes
+    assert dup["heap_rise_bytes"] < 2 * file_bytes
+    assert table.attrs["masks"] == ["NPU_CORE_0", "NPU_CORE_1", "NPU_CORE_2"]
+    assert all(line.startswith("W ") for line in table.attrs["log"]), "no E line: every call succeeded"
+    assert "simulated RK3588" in table.attrs["source"]
+
+
+def test_lite_objects_on_a_one_core_soc_use_no_core_mask():
+    one_core = SimRuntime("rk3568")
+    try:
+        table = allocation.lite_vs_dup("digits_cnn", n=2, rt=one_core)
+    finally:
+        one_core.close()
+    assert table.attrs["masks"] == [None, None]
+    assert not any("core_mask" in line for line in table.attrs["log"]), table.attrs["log"]
+    assert table["dma_bytes"].iloc[0] > table["dma_bytes"].iloc[1]
+
+
+def test_lite_vs_dup_refuses_no_pipelines(rt):
+    with pytest.raises(ValueError, match="n=0"):
+        allocation.lite_vs_dup("mobilenet_v2", n=0, rt=rt)

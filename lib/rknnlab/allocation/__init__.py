@@ -18,7 +18,8 @@ one internal buffer, N models   :func:`shared_internal` (separate, INTERNAL_ALLO
                                 at once), :class:`Ledger` (what a group of contexts
                                 really holds)
 N pipelines of one model        :func:`pipelines_memory` (rknn_init each, dup_context,
-                                shared internal memory)
+                                shared internal memory), :func:`lite_vs_dup` (N
+                                RKNNLite objects against init + dup_context)
 dynamic shapes                  :func:`shape_sweep` (largest io once, bound again per
                                 shape), :func:`input_shapes`, :func:`set_shape`
 RK3588's NPU SRAM               :func:`sram_fit` (measured from the runtime's table, or
@@ -41,6 +42,7 @@ Figures: rknnlab.plot.alloc_loops, alloc_sharing, alloc_pipelines, alloc_shapes,
 alloc_sram, alloc_iommu, alloc_cache_choice.
 """
 from .budget import IOMMU_DOMAIN_BYTES, cache_choice, cache_choices, iommu_budget
+from .lite_pool import LITE_WAYS, lite_vs_dup
 from .prealloc import STRATEGIES, prealloc_vs_per_frame
 from .shapes import input_shapes, set_shape, shape_sweep
 from .sharing import (ATTEMPTS_PER_RUN, PIPELINES, SETUPS, Ledger, corruption_verdict, parallel_corruption,
@@ -51,7 +53,7 @@ from .sram import (RK3588_SRAM_BYTES, free_sram, parse_sram_bitmap, show_sram, s
 __all__ = [
     "prealloc_vs_per_frame", "STRATEGIES",
     "shared_internal", "SETUPS", "parallel_corruption", "corruption_verdict", "ATTEMPTS_PER_RUN", "Ledger",
-    "pipelines_memory", "PIPELINES",
+    "pipelines_memory", "PIPELINES", "lite_vs_dup", "LITE_WAYS",
     "shape_sweep", "input_shapes", "set_shape",
     "sram_fit", "sram_hits", "sram_log", "sram_effect", "try_alloc_sram", "sram_usage", "free_sram",
     "parse_sram_bitmap", "show_sram", "RK3588_SRAM_BYTES",
