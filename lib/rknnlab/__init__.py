@@ -3,7 +3,8 @@
 Modules (the repository's layout: README.md, section "Layout"): ``rknnlab.rknn`` (the
 RKNN C API as Python, native or simulated), ``rknnlab.sim``, ``rknnlab.models``,
 ``rknnlab.board``, ``rknnlab.probe``, ``rknnlab.experiment``, ``rknnlab.lifecycle``
-(chapter 2), ``rknnlab.profile`` (chapter 3: where a frame's time goes, per-layer
+(chapter 2), ``rknnlab.lite`` (rknn-toolkit-lite2's RKNNLite: the wheel on a board, the
+simulator elsewhere), ``rknnlab.profile`` (chapter 3: where a frame's time goes, per-layer
 profiles, bytes per frame, CPU-side costs, heap fragmentation, core masks),
 ``rknnlab.allocation`` (chapter 5: preallocation, memory outside the runtime, one internal
 buffer for several models, pipelines, dynamic shapes, NPU SRAM, the IOMMU domain),
