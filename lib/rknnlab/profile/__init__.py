@@ -26,6 +26,9 @@ heap fragmentation (glibc)      :func:`fragmentation`, :func:`retained`
 more NPU cores                  :func:`multicore`, :func:`split_share`
 the simulator's timing          :func:`timing_check` (modeled vs published FPS),
                                 :func:`published_fps` (the model zoo's table)
+rknn-toolkit-lite2 (RKNNLite)    :func:`lite_phases` (the calls of inference() and
+                                the class's own work around them),
+                                :func:`published_lite_growth` (airockchip/rknn-toolkit2#42)
 any table as text               :func:`show` (units in the cells, the source under it)
 ==============================  =====================================================
 
@@ -35,6 +38,7 @@ fragmentation, cpu_costs.
 from .cpu import (copy_cost, cpu_costs, dequant_cost, dequantize, layout_cost, nc1hwc2_to_nchw,
                   sync_cost, to_nc1hwc2, uncached_read)
 from .heap import PATTERNS, fragmentation, retained
+from .lite import lite_phases, published_lite_growth
 from .cores import multicore, split_share
 from .perf_text import op_ranking, parse_perf_detail, perf_detail, perf_table
 from .phase_timing import PHASES, frame_inputs, phases, published_phases, top5, yolov5_decode
@@ -51,4 +55,5 @@ __all__ = [
     "to_nc1hwc2", "nc1hwc2_to_nchw", "dequantize",
     "fragmentation", "retained", "PATTERNS",
     "multicore", "split_share", "timing_check", "published_fps", "show",
+    "lite_phases", "published_lite_growth",
 ]
