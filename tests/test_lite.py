@@ -445,3 +445,19 @@ def test_the_simulated_class_names_its_assumptions():
         assert key in keys and key in doc
     a71 = dict((k, a) for k, a, _ in ASSUMPTIONS)["A71"]
     assert "airockchip/rknn-toolkit2#42" in a71 and "42.43 kB" in a71 and "does not fake" in a71
+
+
+def test_the_harness_labels_a_simulated_rknnlite_and_a_trace_keeps_the_label(tmp_path):
+    import rknnlab
+    from rknnlab.experiment import result as result_module
+    from rknnlab.experiment import trace
+    assert result_module._LITE_VERSION == lite_module.LITE_VERSION
+    r = rknnlab.run(["lite_reuse_outputs", "prealloc_output"], model="digits_cnn", iterations=10, warmup=1,
+                    backend="sim", sample_hz=0, progress=False)
+    assert [run.rknnlite for run in r.runs] == ["simulated", None]
+    line = next(ln for ln in r.describe().splitlines() if ln.startswith("RKNNLite in"))
+    assert "lite_reuse_outputs" in line and "prealloc_output" not in line and "A65-A71" in line
+    r.save(tmp_path / "t.json")
+    again = trace.load(tmp_path / "t.json")
+    assert [run.rknnlite for run in again.runs] == ["simulated", None]
+    assert any(ln.startswith("RKNNLite in") for ln in again.describe().splitlines())

@@ -70,6 +70,10 @@ _MULTI_CORE_NOTE = "core_mask is only valid for RK3576 / RK3588"
 
 _default_runtime: Any = None
 
+#: RKNNLite objects made in this process, by kind ("simulated": this module's model of the
+#: wheel, "wheel": Rockchip's class on a board); the harness reports it with each variant
+made: Dict[str, int] = {"simulated": 0, "wheel": 0}
+
 
 def set_default_runtime(rt: Any) -> None:
     """The runtime every RKNNLite made afterwards uses (``None``: choose one, as
@@ -311,7 +315,9 @@ class RKNNLite:
         self._real: Any = None
         if _backend() == "native":
             self._real = _real_class()(verbose=verbose, verbose_file=verbose_file)
+            made["wheel"] += 1
             return
+        made["simulated"] += 1
         if verbose_file is not None and os.path.dirname(verbose_file) \
                 and not os.path.isdir(os.path.dirname(verbose_file)):
             verbose_file = None

@@ -123,6 +123,15 @@ def _user_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+def _rknnlite_kind() -> Optional[str]:
+    """Which RKNNLite the variant used: "simulated" (rknnlab.lite's model of the wheel),
+    "wheel" (Rockchip's, on a board), or None (it made none)."""
+    lite = sys.modules.get("rknnlab.lite")
+    if lite is None:
+        return None
+    return next((kind for kind in ("simulated", "wheel") if lite.made.get(kind)), None)
+
+
 def main() -> int:
     spec = json.loads(sys.stdin.read())
     chan = _Channel(spec["fd"])
@@ -227,7 +236,7 @@ def main() -> int:
         send_progress()
         result: Dict[str, Any] = {
             "event": "result", "status": status, "error": error, "traceback": tb_text,
-            "wall_ns": wall, "sdk": rec.sdk,
+            "wall_ns": wall, "sdk": rec.sdk, "rknnlite": _rknnlite_kind(),
             "backend": getattr(rt, "backend", None) or spec["backend"],
             "probe": None if probe is None else {
                 "hz": probe.hz, "ticks": probe.ticks, "late_ticks": probe.late_ticks,

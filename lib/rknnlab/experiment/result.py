@@ -62,6 +62,8 @@ class VariantRun:
     stderr: str = ""
     backend: Optional[str] = None
     sdk: Dict[str, str] = field(default_factory=dict)
+    #: the RKNNLite the variant used: "simulated" (rknnlab.lite), "wheel" (Rockchip's), None
+    rknnlite: Optional[str] = None
     probe: Optional[Dict[str, Any]] = None
     calls: Dict[str, list] = field(default_factory=dict)
     iterations: Dict[str, list] = field(default_factory=dict)
@@ -77,6 +79,11 @@ class VariantRun:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "VariantRun":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+#: the rknn-toolkit-lite2 release rknnlab.lite models (rknnlab.lite.LITE_VERSION; not imported
+#: here so that reading a trace does not load the simulator)
+_LITE_VERSION = "2.5.0"
 
 
 def _median(x: "np.ndarray") -> float:
@@ -375,6 +382,11 @@ class Result:
             lines.append(f"- {name}: {row['iter_median_ms']:.2f} ms per iteration (median; p95 "
                          f"{row['iter_p95_ms']:.2f}), {row['iters_per_s']:.0f} iterations/s over the whole loop; {mem}; "
                          f"peak RSS {row['rss_peak_kb'] / 1024:.1f} MiB{dma_s}. Slowest phases: {top}.")
+        simulated_lite = [r.name for r in self.runs if r.rknnlite == "simulated"]
+        if simulated_lite:
+            lines.append(f"RKNNLite in {', '.join(simulated_lite)}: the simulator's model of rknn-toolkit-lite2 "
+                         f"{_LITE_VERSION} (rknnlab.lite, ASSUMPTIONS A65-A71); it leaves no reference cycle "
+                         "per inference() (A71).")
         if len(ok) >= 2:
             lines.extend(self._against_baseline(ok))
         if len(ok) >= 3:

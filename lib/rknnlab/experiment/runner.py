@@ -365,6 +365,7 @@ def run_one(func: Callable[..., Any], base_spec: Dict[str, Any], timeout: Option
         run.error = final.get("error")
         run.traceback = final.get("traceback")
         run.sdk = final.get("sdk") or {}
+        run.rknnlite = final.get("rknnlite")
         run.probe = final.get("probe")
         run.backend = final.get("backend")
         run.wall_s = (final.get("wall_ns") or 0) / 1e9 or wall
