@@ -167,3 +167,65 @@ def test_the_sentence_check_finds_a_long_sentence_and_skips_code() -> None:
     assert long in sentences
     assert "- a list item ends here" in sentences and not any("int int" in s for s in sentences)
     assert not any("table" in s for s in sentences)
+
+
+# --------------------------------------------------------------------------- RKNNLite (issue 18)
+def _rknnlite_boxes(markdown: str) -> list:
+    """The body of every "With RKNNLite" admonition (any fence length)."""
+    return re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n(.*?)\n\1(?:\n|$)", markdown, flags=re.S)
+
+
+def test_rknnlite_boxes_are_folded_and_name_only_what_the_class_has() -> None:
+    from rknnlab.lite import RKNNLite
+    boxes = _rknnlite_boxes(_markdown())
+    assert len(boxes) >= 5, "a With RKNNLite box where §1-§6 show C the class stands for or lacks"
+    for _, body in boxes:
+        assert body.startswith(":class: dropdown"), body[:80]
+        for name in re.findall(r"\blite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
+            assert hasattr(RKNNLite, name) or name == "rknn_data", f"RKNNLite has no {name!r}"
+    text = " ".join(body for _, body in boxes)
+    for lacking in ("no query", "no `dup_context`", "no init flags"):
+        assert lacking in _flat(text), f"a box should say RKNNLite has {lacking}"
+
+
+run = ch.printed_run("chapters/02_lifecycle.ipynb")
+
+
+def _lite_life(run) -> dict:
+    text = next(t for t in run.values() if t.startswith("RKNNLite, mobilenet_v2, from load_rknn to del"))
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"(\w+)\s+(?:frames\s+)?(\d+)\s+[\d.,]+\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
+        if m:
+            rows[m.group(1)] = [0.0 if v == "0" else float(v.replace(",", "")) for v in m.group(3, 4, 5, 6)]
+    return {"rows": rows, "text": text}
+
+
+def test_the_rknnlite_life_holds_the_file_twice_then_once_until_the_object_goes(run) -> None:
+    """§1's RKNNLite run: measured, not asserted. load_rknn and init each take one file of heap,
+    destroy (release) gives back one, and only del gives back the other; the text says so."""
+    from rknnlab import models
+    file_kib = (models.model_path("mobilenet_v2", "rk3588")).stat().st_size / 1024
+    life = _lite_life(run)
+    rows, heap = life["rows"], {step: values[1] for step, values in life["rows"].items()}
+    for step in ("load_rknn", "init", "set_core_mask", "inputs_set", "run", "outputs_get", "outputs_release",
+                 "destroy", "del_rknnlite"):
+        assert step in rows, f"the RKNNLite life has no {step} step: {life['text']}"
+    assert abs(heap["load_rknn"] - file_kib) < 0.01 * file_kib
+    assert abs(heap["init"] - file_kib) < 0.01 * file_kib
+    assert heap["destroy"] < -file_kib and abs(heap["del_rknnlite"] + file_kib) < 0.01 * file_kib
+    assert rows["init"][2] > 0 and rows["destroy"][2] == -rows["init"][2], "release() gives back the DMA"
+    assert "load_rknn and init: 2.00 files; given back only when the object went: 1.00 files" in life["text"]
+    text = _flat(_markdown())
+    assert "*Two* before `release()`, *one* after it." in text
+    assert "holds the model file twice while its runtime is up, and once after `release()`" in text
+
+
+def test_the_reference_cycle_is_not_faked_and_its_figures_add_up() -> None:
+    text = _flat(_markdown())
+    assert "The simulated `RKNNLite` leaves no such cycle (A71)" in text
+    box = next(body for _, body in _rknnlite_boxes(_markdown()) if "42.43 kB" in body)
+    before, after, calls = (float(v.replace(",", "")) for v in
+                            re.search(r"([\d.]+) → ([\d.]+) MB over ([\d,]+) calls", box).groups())
+    assert round((after - before) * 1000 / calls, 2) == 42.43
+    assert "0.158 kB" in box and "(A71)" in box
