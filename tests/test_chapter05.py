@@ -397,3 +397,63 @@ def test_the_chapter_runs_on_a_soc_without_the_rk3588_only_models() -> None:
     assert "the course compiles mobilenet_v2_dynamic for RK3588 only" in printed
     assert "no SRAM table (RK3588 only" in printed
     assert re.search(r"sharing saves ([\d,]+) B; sum of internal minus the largest: \1 B", printed)
+
+
+# --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
+LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
+
+
+def _lite_names_are_the_wheels(text: str) -> None:
+    """Every RKNNLite method, keyword and constant the text uses exists in the 2.5.0 wheel's class."""
+    import json
+    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
+    methods = interface["methods"]
+    for name in re.findall(r"\blite\w*\.(\w+)\(", text):
+        assert name in methods, f"RKNNLite has no method {name}()"
+    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
+        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)\)", text):
+        params = {p[0] for p in methods[method]["params"]}
+        for keyword in re.findall(r"(\w+)=", args):
+            assert keyword in params, f"RKNNLite.{method}() takes no {keyword}="
+
+
+def _lite_boxes(body: str) -> list:
+    return re.findall(r"(`{3,})\{admonition\} With RKNNLite(?::[^\n]*)?\n:class: dropdown\n(.*?)\n\1\n", body,
+                      flags=re.S)
+
+
+def test_every_section_with_c_says_what_an_rknnlite_user_does() -> None:
+    """§1-§4 and §6-§8 show C calls or flags: each has a folded "With RKNNLite" box saying what
+    RKNNLite cannot do (§8: that the limit holds for it too); §5 runs the RKNNLite way. The wheel's
+    names only."""
+    sections = ch.numbered_sections(_markdown())
+    for number in ("1", "2", "3", "4", "6", "7", "8"):
+        boxes = _lite_boxes(sections[number])
+        assert boxes, f"§{number} has no folded 'With RKNNLite' box"
+        assert number == "8" or any("RKNNLite" in box and ("cannot" in box or "no `" in box) for _, box in boxes), \
+            f"§{number}'s box does not say what RKNNLite lacks"      # §8: the limit holds for RKNNLite too
+    assert "allocation.lite_vs_dup(" in _code() and "immich-app/immich#15241" in sections["5"]
+    _lite_names_are_the_wheels(_markdown() + "\n" + _code())
+    for invented in ("create_mem(", "set_io_mem(", "dup_context(", "set_input_shapes("):
+        assert not re.search(rf"\blite\w*\.{re.escape(invented)}", _markdown()), f"RKNNLite has no {invented}"
+
+
+def test_the_rknnlite_objects_hold_the_weights_and_the_file_per_object(run) -> None:
+    """§5's RKNNLite answer: (N - 1) more weight buffers of DMA, the file six times against once
+    (5 more files of heap, and a little for the staging buffers)."""
+    text = _printed_by(run, "allocation.lite_vs_dup(")
+    assert "['NPU_CORE_0', 'NPU_CORE_1', 'NPU_CORE_2']" in text, text
+    extra = re.search(r"RKNNLite minus dup: ([\d.]+) x total_weight_size of DMA, ([\d.]+) x the model file of heap",
+                      text)
+    assert extra, text
+    assert float(extra.group(1)) == 2.0, "three objects against one init and two dups: two more weight buffers"
+    assert 5.0 <= float(extra.group(2)) < 5.5, "six copies of the file against one, plus the staging buffers"
+    rows = re.findall(r"^\s*(3 RKNNLite objects|1 rknn_init \+ 2 rknn_dup_context)\s+([\d.]+) MiB\s+([\d.]+) (MiB|B)",
+                      text, flags=re.M)
+    assert [r[0] for r in rows] == ["3 RKNNLite objects", "1 rknn_init + 2 rknn_dup_context"], text
+    assert float(rows[0][1]) > float(rows[1][1]) and rows[1][2:] == ("0", "B"), "the C path keeps no file in Python"
+    answer = ch.flat(ch.numbered_sections(_markdown())["5"])
+    assert "The file stays six times, against once: three `bytes` objects and three runtime copies" in answer
+    assert "Two more weight buffers" in answer
+    assert "2,308 MiB with RKNNLite to 1,261 MiB with the C API and shared weights" in answer
