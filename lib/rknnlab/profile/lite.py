@@ -26,8 +26,7 @@ LITE_CALLS = ("inputs_set", "run", "outputs_get", "outputs_release")
 OUTSIDE = "outside_the_calls_ms"
 
 #: the public measurement (airockchip/rknn-toolkit2#42): rknn-toolkit-lite2 2.3.2 on an RK3588, yolov8n
-GROWTH_SOURCE = ("published by a user (airockchip/rknn-toolkit2#42: rknn-toolkit-lite2 2.3.2, RK3588, "
-                 "yolov8n), not simulated")
+GROWTH_SOURCE = "published by a user, not simulated: airockchip/rknn-toolkit2#42 (lite2 2.3.2, RK3588, yolov8n)"
 #: RSS at the start and the end of the run without gc.collect(), in MB, and its calls
 RSS_START_MB, RSS_END_MB, CALLS_WITHOUT_GC = 80.6, 661.5, 13_690
 #: growth per call, in kB, as published: without gc.collect(), and with gc.collect() every 5 calls
