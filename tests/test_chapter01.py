@@ -124,6 +124,8 @@ def run() -> Dict[int, str]:
 
 def test_every_output_is_short_and_no_stray_value(run):
     for index, text in run.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue    # the generated list names every assumption the text relies on (chapterhelpers)
         assert len(text.splitlines()) <= 15, f"cell {index} prints {len(text.splitlines())} lines"
         assert text.strip() not in ("0", "None"), f"cell {index} shows a bare return value"
 
@@ -167,3 +169,56 @@ def test_round_2_corrections_stay():
     assert "That runtime padded the rows" not in flat and "airockchip/rknn-toolkit2#129" in flat
     assert "largely cancel" in flat and "and cancel." not in flat
     assert "## 8. " in _markdown()
+
+
+# --------------------------------------------------------------------------- budgets and RKNNLite (issue 18)
+def test_the_prose_stays_within_its_budget():
+    import chapterhelpers as ch
+    ch.assert_prose_within_budget(_markdown())
+
+
+def test_every_assumption_named_in_the_text_is_in_the_generated_list():
+    """The last cell lists USED, which the cells' assumption(...) calls fill: every A-key the prose
+    names (the With RKNNLite boxes too) must be one of them."""
+    import ast
+    prose = re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S)
+    named = set(re.findall(r"\bA\d+\b", prose))
+    code = "\n".join("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
+    used = {arg.value for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "assumption" for arg in node.args}
+    assert named <= used, f"named in the text, never tagged by a cell: {sorted(named - used)}"
+    assert {"A65", "A66"} <= named
+
+
+def _rknnlite_boxes(markdown):
+    return re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n(.*?)\n\1(?:\n|$)", markdown, flags=re.S)
+
+
+def test_rknnlite_boxes_are_folded_and_name_only_what_the_class_has():
+    from rknnlab.lite import RKNNLite
+    boxes = _rknnlite_boxes(_markdown())
+    assert len(boxes) >= 7, "a With RKNNLite box after each C call of §1, §2, §4, §5, §7 and §8"
+    for _, body in boxes:
+        assert body.startswith(":class: dropdown"), body[:80]
+        for name in re.findall(r"\blite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
+            assert hasattr(RKNNLite, name) or name == "rknn_data", f"RKNNLite has no {name!r}"
+    cannot = [body for _, body in boxes if "RKNNLite cannot do this" in body]
+    assert len(cannot) >= 5
+    for missing in ("create_mem", "set_io_mem", "query"):
+        assert not hasattr(RKNNLite, missing), f"a box says RKNNLite has no {missing}"
+        assert any(f"no `{missing}`" in body or f"no {missing}" in body for body in cannot), missing
+
+
+def test_the_rknnlite_heap_holds_the_model_twice_as_the_text_says(run):
+    everything = "\n".join(run.values())
+    c_files = float(re.search(r"C, rknn_init from the path \(above\): ([\d.]+)", everything).group(1))
+    load, init, together = (float(v) for v in re.search(
+        r"RKNNLite: load_rknn ([\d.]+), init_runtime ([\d.]+); together ([\d.]+)", everything).groups())
+    assert round(c_files) == 1 and round(load) == 1 and round(init) == 1 and round(together) == 2
+    got, c_got = re.search(r"one inference\(\): 3 new float32 arrays, ([\d,]+) B \(rknn_outputs_get above: ([\d,]+) B\)",
+                           everything).groups()
+    assert got == c_got
+    assert "a query method on RKNNLite: False" in everything
+    text = _flat(_markdown())
+    assert "*Two.* load_rknn keeps the file as a Python bytes object" in text
+    assert "an RKNNLite holds two copies of the model on the heap; a C program that inits from a path holds one." in text
