@@ -518,3 +518,38 @@ def test_the_chapter_runs_on_a_one_core_soc_without_sram() -> None:
             continue
         assert len(text.splitlines()) <= ch.MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
         assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
+
+
+# --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
+LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
+
+
+def test_rknnlite_masks_and_the_review_use_the_wheels_names_only() -> None:
+    """§4 says how an RKNNLite user sets core masks and what of the review applies to them (folded
+    boxes); every RKNNLite method, keyword and constant used exists in the 2.5.0 wheel's class."""
+    import json
+    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
+    section = ch.numbered_sections(_markdown())["4"]
+    for title in ("With RKNNLite: core masks", "With RKNNLite: what of this review applies"):
+        assert re.search(rf"`{{3,}}\{{admonition\}} {title}\n:class: dropdown\n", section), f"§4 lacks {title!r}"
+    text = _markdown() + "\n" + _code()
+    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)", text):
+        assert method in interface["methods"], f"RKNNLite has no method {method}()"
+        params = {p[0] for p in interface["methods"][method]["params"]}
+        assert set(re.findall(r"(\w+)=", args)) <= params, f"RKNNLite.{method}() takes no such keyword: {args}"
+    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
+        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+    assert "immich-app/immich#15241" in section and "airockchip/rknn-toolkit2#42" in section
+
+
+def test_rknnlite_reports_a_failure_with_none_and_an_e_line(run) -> None:
+    """§5: inference() on a float64 frame returns None after an "E" line, no exception, no code; the answer
+    says so, and the cell runs as written for the wheel (load_rknn and init_runtime return 0)."""
+    text = _printed_by(run, "lite.inference(")
+    assert "load_rknn: 0, init_runtime: 0" in text, text
+    assert re.search(r"^E .*float64", text, flags=re.M), f"no E line names the dtype:\n{text}"
+    assert re.search(r"^inference\(\) returned None \(simulated RK3588", text, flags=re.M), text
+    assert "Traceback" not in text and "RKNN_ERR" not in text
+    answer = ch.flat(ch.numbered_sections(_markdown())["5"])
+    assert 'Neither an exception nor a code: `inference()` prints an "E" line and returns `None`' in answer
+    assert "`init_runtime` return 0 or -1, never one of the 13 codes" in answer
