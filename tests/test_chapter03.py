@@ -451,3 +451,91 @@ def test_the_sizes_the_text_gives_are_the_librarys_defaults() -> None:
     assert "200 blocks of 256 KiB, above the mmap threshold (128 KiB)" in text
     assert inspect.signature(profile.layout_cost).parameters["shape"].default == (1, 80, 80, 255)
     assert "1.6 million values" in text and 80 * 80 * 255 == 1_632_000
+
+
+# --------------------------------------------------------------------------- the RKNNLite path (issue 18)
+def _lite_boxes(markdown: str):
+    """The folded "With RKNNLite" boxes of each numbered section: number -> their texts."""
+    boxes = {}
+    for number, body in _numbered_sections(markdown).items():
+        found = re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n:class: dropdown\n(.*?)\n\1\n", body, flags=re.S)
+        boxes[number] = [text for _, text in found]
+    return boxes
+
+
+def test_each_c_call_has_its_rknnlite_box() -> None:
+    """§1 (the phases), §2 (the perf queries) and §6 (the core mask) show C: each says what an
+    RKNNLite user does instead, in a folded box titled "With RKNNLite"."""
+    boxes = _lite_boxes(_markdown())
+    for number in ("1", "2", "6"):
+        assert boxes[number], f"§{number} shows C and has no folded With RKNNLite box"
+    assert "lite.inference(inputs=[frame])" in boxes["1"][0] and "float32" in boxes["1"][0]
+    perf = _flat(boxes["2"][0])
+    assert "RKNNLite cannot do this" in perf and "no query method" in perf and "no init flags" in perf
+    cores = _flat(boxes["6"][0])
+    assert "init_runtime(core_mask=RKNNLite.NPU_CORE_0_1_2)" in cores and "(A69)" in cores
+    assert "95/15/15 %" in cores and "immich-app/immich#15241" in cores and "no `dup_context`" in cores
+
+
+def test_the_rknnlite_code_uses_only_what_the_class_has() -> None:
+    """Every method and constant the chapter's RKNNLite code names exists on the class (the
+    2.5.0 interface), and the constants the text gives have the C values."""
+    from rknnlab.lite import RKNNLite
+    text = _markdown() + "\n" + _code()
+    methods = set(re.findall(r"\blite\.(\w+)\(", text))
+    assert methods >= {"inference", "load_rknn", "init_runtime"}
+    for name in methods | set(re.findall(r"RKNNLite\.(\w+)", text)):
+        assert hasattr(RKNNLite, name), f"RKNNLite has no {name}"
+    assert "perf" not in " ".join(methods).lower() and "query" not in methods
+    box = _flat(_lite_boxes(_markdown())["6"][0])
+    for name, value in re.findall(r"`(NPU_CORE_\w+)` (\d+)", box):
+        assert getattr(RKNNLite, name) == int(value), name
+    assert len(re.findall(r"`(NPU_CORE_\w+)` (\d+)", box)) == 3
+
+
+def test_the_rknnlite_copies_come_from_the_run(run) -> None:
+    """§4's RKNNLite cell: the C path and RKNNLite make the same calls, only the RKNNLite rows
+    carry the class's own work, and reuse_outputs=True removes some of it, not all (the input
+    copy stays), as the answer says."""
+    everything = "\n".join(run.values())
+    own = re.search(r"the class's own work: ([\d.]+) ms with new output arrays, ([\d.]+) ms with "
+                    r"reuse_outputs=True", everything)
+    assert own, "§4 no longer prints the class's own work"
+    plain, reuse = float(own.group(1)), float(own.group(2))
+    assert 0 < reuse < plain, (plain, reuse)
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(prealloc_output|lite_inference|lite_reuse_outputs)"
+                                                       r"\s+(.*)$", everything, flags=re.M)}
+    assert set(rows) == {"prealloc_output", "lite_inference", "lite_reuse_outputs"}
+    assert rows["prealloc_output"].split()[-1] == "-", "the C path has no work of the class"
+    assert all(rows[v].split()[-1] == "ms" for v in ("lite_inference", "lite_reuse_outputs"))
+    text = _flat(_markdown())
+    assert "Some: the output copy goes, the input copy stays." in text
+    assert "`reuse_outputs=True` removes the output copy, not the input copy." in text
+
+
+def test_lite_phases_splits_the_inference_block_into_calls_and_the_rest() -> None:
+    """profile.lite_phases: per iteration, the inference block less the four calls inside it,
+    then the median; a variant without the block gets none, gc.collect() blocks are kept."""
+    import pandas as pd
+    from rknnlab import profile
+
+    class Result:                               # the two attributes lite_phases reads
+        source, variants = "a test table", ["c_path", "lite"]
+        rows = []
+        for it, extra in enumerate((1000.0, 3000.0, 2000.0)):
+            for variant in ("c_path", "lite"):
+                for function, us in (("inputs_set", 100.0), ("run", 2000.0), ("outputs_get", 50.0),
+                                     ("outputs_release", 5.0)):
+                    rows.append((variant, it, function, us))
+                if variant == "lite":
+                    rows += [(variant, it, "inference", 2155.0 + extra), (variant, it, "gc_collect", 9000.0)]
+        calls = pd.DataFrame(rows, columns=["variant", "iteration", "function", "duration_us"]).assign(stage="measure")
+        calls = pd.concat([calls, calls.head(2).assign(stage="warmup", duration_us=1e9)])
+
+    table = profile.lite_phases(Result())
+    assert list(table.index) == ["c_path", "lite"] and table.attrs["source"] == "a test table"
+    assert table.loc["lite", "outside_the_calls_ms"] == pytest.approx(2.0)     # the median of 1, 3, 2 ms
+    assert np.isnan(table.loc["c_path", "outside_the_calls_ms"])
+    assert table.loc["lite", "outputs_get_ms"] == pytest.approx(0.055)        # get + release
+    assert table.loc["lite", "gc_collect_ms"] == pytest.approx(9.0) and np.isnan(table.loc["c_path", "gc_collect_ms"])
+    assert table.loc["c_path", "run_ms"] == pytest.approx(2.0)                 # the warm-up is left out

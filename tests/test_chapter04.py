@@ -138,3 +138,123 @@ def test_the_heap_figure_is_drawn_from_robust_lines() -> None:
     for source in figure:
         assert 'baseline="fit"' in source, source
     assert "one point off its line" in _flat(_markdown())
+
+
+def test_the_prose_stays_within_its_budget() -> None:
+    """Course style 2 and 10: at most 3,000 unfolded words, 600 per section, 30 per sentence."""
+    ch.assert_prose_within_budget(_markdown())
+
+
+# --------------------------------------------------------------------------- the RKNNLite path (issue 18)
+NOTEBOOK = "chapters/04_output_reuse.ipynb"
+run = ch.printed_run(NOTEBOOK)
+
+#: airockchip/rknn-toolkit2#42 as the facts sheet gives it: kB per call without gc and with
+#: gc.collect() every 5 calls, RSS at the start and the end in MB, calls
+PUBLISHED_42 = {"kb": 42.43, "kb_gc5": 0.158, "start": 80.6, "end": 661.5, "calls": 13_690}
+
+
+def _lite_section() -> str:
+    return _section(_markdown(), "6. RKNNLite")
+
+
+def test_each_c_section_says_what_an_rknnlite_user_does() -> None:
+    """§1, §2, §4 and §5 show C; each has a folded "With RKNNLite" box, and the class's
+    missing calls are said to be missing, never used."""
+    from rknnlab.lite import RKNNLite
+    markdown = _markdown()
+    for number in ("1", "2", "4", "5"):
+        body = ch.numbered_sections(markdown)[number]
+        assert re.search(r"`{3,}\{admonition\} With RKNNLite[^\n]*\n:class: dropdown\n", body), \
+            f"§{number} shows C and has no folded With RKNNLite box"
+    text = _flat(markdown)
+    assert "the class has no `create_mem` or `set_io_mem`" in text and "RKNNLite has no `dup_context`" in text
+    for missing in ("create_mem", "set_io_mem", "dup_context", "query", "set_input_shapes"):
+        assert not hasattr(RKNNLite, missing)
+    code = "\n".join(re.findall(r"```python\n(.*?)```", markdown, flags=re.S)) + "\n" + ch.code(CHAPTER)
+    for name in set(re.findall(r"\blite\.(\w+)\(", code)):
+        assert hasattr(RKNNLite, name), f"RKNNLite has no {name}"
+
+
+def test_reuse_outputs_is_taught_with_a_run(run) -> None:
+    """§6's first run: with reuse_outputs=True the first call's list says the second digit and
+    shares memory with the second list; without it, it keeps its own (A67)."""
+    from rknnlab.paths import models_dir
+    import numpy as np
+    labels = np.load(models_dir() / "digits_cnn" / "testset.npz", allow_pickle=False)["labels"]
+    everything = "\n".join(run.values())
+    found = dict((m.group(1), m.groups()[1:]) for m in re.finditer(
+        r"reuse_outputs=(True|False)\s*: the first list said (\d+); after the second call it says (\d+); "
+        r"the two lists share memory: (True|False)", everything))
+    assert set(found) == {"True", "False"}, everything
+    said, after, shared = found["True"]
+    assert int(said) != int(after) and shared == "True"
+    assert (int(said), int(after)) == (int(labels[0]), int(labels[1])), "the trained model reads both digits"
+    said, after, shared = found["False"]
+    assert said == after and shared == "False"
+    section = _flat(_lite_section())
+    assert "What does the first call's list hold after the second call?" in section
+    assert "The chapter's rule holds for RKNNLite too." in section
+
+
+def test_the_lite_variants_run_and_the_text_says_what_they_show(run) -> None:
+    """§6's harness run: three curves, none climbing at #42's rate; gc.collect() costs
+    several frames; the remedy's cost per call is a fifth of it; labelled as the simulator's
+    model of the wheel."""
+    everything = "\n".join(run.values())
+    slopes = {m.group(1): (float(m.group(2)), float(m.group(3)), float(m.group(4))) for m in re.finditer(
+        r"^\s*(lite_inference|lite_reuse_outputs|lite_gc_collect)\s+([\d.]+) ms per frame; RSS slope "
+        r"([+-][\d.]+) ± ([\d.]+) kB per call", everything, flags=re.M)}
+    assert set(slopes) == {"lite_inference", "lite_reuse_outputs", "lite_gc_collect"}, everything
+    for name, (_, slope, pm) in slopes.items():
+        assert slope + pm < PUBLISHED_42["kb"], f"{name}: RSS slope {slope} ± {pm} kB per call"
+    gc = re.search(r"gc\.collect\(\): ([\d.]+) ms per call, frames ([\d.]+)x slower; every 5 calls: ([\d.]+) ms",
+                   everything)
+    assert gc, everything
+    gc_ms, ratio, every5 = (float(g) for g in gc.groups())
+    assert ratio > 2 and gc_ms > slopes["lite_inference"][0]
+    assert abs(every5 - gc_ms / 5) <= 0.051
+    code = ch.code(CHAPTER)
+    assert 'rknnlab.run("lite", model="mobilenet_v2"' in code and "the simulator's model of RKNNLite" in code
+    iterations = int(re.search(r'rknnlab\.run\("lite".*?iterations=(\d+)', code).group(1))
+    assert iterations <= 300, "the test suite is at its time budget"
+    section = _flat(_lite_section())
+    assert "simulator's model" in section and "(A71)" in section and "several times the frame" in section
+
+
+def test_each_rknnlite_run_has_a_predict_before_and_what_it_shows_after() -> None:
+    """Course style 3: the markdown right before each RKNNLite run asks a prediction with a
+    folded answer; the markdown right after says what it shows."""
+    cells = _cells()
+    runs = [i for i, c in enumerate(cells) if c["cell_type"] == "code"
+            and re.search(r"lite\.inference\(|rknnlab\.run\(\"lite\"", _source(c))]
+    assert len(runs) == 2
+    for i in runs:
+        before, after = _source(cells[i - 1]), _source(cells[i + 1])
+        assert cells[i - 1]["cell_type"] == "markdown" and "**Predict.**" in before
+        assert re.search(r"```+\{admonition\} Answer\s*\n:class: dropdown", before[before.index("**Predict.**"):])
+        assert after.startswith("**What this shows.**")
+
+
+def test_the_published_growth_is_shown_as_published_not_simulated(run) -> None:
+    """#42's figures come from the library's table with their source, agree with each other,
+    and the text says the simulator does not fake the cycle."""
+    from rknnlab import profile
+    growth = profile.published_lite_growth()
+    first, second = growth.iloc[0], growth.iloc[1]
+    assert (first["kb_per_call"], second["kb_per_call"]) == (PUBLISHED_42["kb"], PUBLISHED_42["kb_gc5"])
+    assert (first["rss_start_mb"], first["rss_end_mb"], first["calls"]) == \
+        (PUBLISHED_42["start"], PUBLISHED_42["end"], PUBLISHED_42["calls"])
+    per_call = (PUBLISHED_42["end"] - PUBLISHED_42["start"]) * 1e3 / PUBLISHED_42["calls"]
+    assert round(per_call, 2) == PUBLISHED_42["kb"], "the published figures agree with each other"
+    assert "published" in growth.attrs["source"] and "not simulated" in growth.attrs["source"]
+    assert "airockchip/rknn-toolkit2#42" in growth.attrs["source"]
+    everything = "\n".join(run.values())
+    assert growth.attrs["source"] in everything
+    assert "42.43 kB per call" in everything and "0.158 kB per call" in everything
+    assert "RSS 80.6 -> 661.5 MB over 13,690 calls" in everything
+    text = _flat(_markdown())
+    per_hour = PUBLISHED_42["kb"] * 30 * 3600 / 1e6
+    assert f"42.43 kB per call: {per_hour:.1f} GB per hour at 30 frames per second" in text
+    assert "The simulator does not fake it (A71)." in text and "every 5 calls cut that to 0.158 kB per call" in text
+    assert "and no simulator" not in text, "the old box said lite2 has no simulator"
