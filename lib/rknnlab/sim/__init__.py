@@ -756,14 +756,18 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "on a board, load a large model with rknnlite: read VmRSS after load_rknn (up by the file "
      "size), after init_runtime, and after release() (the bytes stay until del)."),
     ("A66", "RKNNLite.inference copies each input array into a staging buffer per input that only "
-            "grows, calls rknn_inputs_set with the array's dtype as rknn_input.type and data_format "
-            "(the model's own when None) as fmt, then rknn_run, then rknn_outputs_get with "
-            "want_float=1 and is_prealloc=1 into a float32 buffer per output that only grows, and "
-            "rknn_outputs_release at once. The grow-only input and output buffers are documented in "
-            "the docstrings of the 2.5.0 wheel's compiled runtime module; want_float=1 and "
-            "is_prealloc=1 are assumed (the module names both fields).",
-     "on a board, check that inference() returns float32 arrays, and that RSS stays flat over "
-     "1,000 calls with gc.collect() after each (no per-call allocation left)."),
+            "grows, calls rknn_inputs_set, then rknn_run, then rknn_outputs_get with want_float=1 "
+            "and is_prealloc=1 into a float32 buffer per output that only grows, and "
+            "rknn_outputs_release at once. The grow-only buffers are in the docstrings of the 2.5.0 "
+            "wheel's compiled runtime module; float32 outputs are public (a user's int8-output model "
+            "gave float32 arrays, airockchip/rknn-toolkit2#445). Assumed: is_prealloc=1; that "
+            "rknn_input.type is the array's dtype when data_type is None (the wheel's docstring says "
+            "'default uint8', but its 'Unsupport inputs[i].dtype' message checks the array); that fmt "
+            "is the model's own when data_format is None; and, on the simulator, the frame id comes "
+            "from rknn_outputs_get's extend (the wheel reads it from rknn_run's).",
+     "on a board, check that inference() returns float32 arrays for an int8 model, that a "
+     "float32 frame (no data_type) gives the same top class as the uint8 frame, and that RSS "
+     "stays flat over 1,000 calls with gc.collect() after each."),
     ("A67", "RKNNLite.inference(reuse_outputs=True) has rknn_outputs_get write straight into one "
             "float32 staging array per output and returns views of them, so the next call "
             "overwrites the arrays it returned; the arrays only grow and release() frees them. "
@@ -772,24 +776,34 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "straight into the staging array is assumed.",
      "on a board with rknn-toolkit-lite2 2.5.0, keep the outputs of two reuse_outputs=True calls "
      "on different frames: the first list must now hold the second frame's values."),
-    ("A68", "RKNNLite.inference refuses an input whose byte count differs from the model input's "
-            "element count times the array's item size ('Size of inputs[i] is invalid!'); feeds an "
-            "array with another number of dims after a warning; and transposes an NCHW array "
-            "(data_format='nchw') for an NHWC model into a new array on every call. The messages are "
-            "strings of the 2.5.0 wheel's compiled runtime module; the exact size rule is assumed.",
-     "on a board, call inference with a frame one row short, with a 3-D HWC frame, and with an "
-     "NCHW frame and data_format='nchw'; read the log lines and the results."),
-    ("A69", "RKNNLite.init_runtime on a one-core SoC (RK3562, RK3566/RK3568) ignores core_mask with "
-            "a warning, as the wheel's comment says a core mask is valid only for RK3576 and RK3588; "
-            "async_mode=True and encrypted models (key_path) are refused on the simulator with an "
-            "'E' line, because it models neither. get_sdk_version returns the runtime's API and "
-            "driver versions in one string; its exact format is assumed.",
+    ("A68", "RKNNLite.inference checks its inputs with the messages of the 2.5.0 wheel's compiled "
+            "runtime module: a list is required ('Inputs should be placed in a list'), each item an "
+            "ndarray of int8, uint8, int16, float16 or float32; data_type, when given, must match the "
+            "dtype; a byte count other than the model input's element count times the item size is "
+            "refused ('Size of inputs[i] is invalid!'; the exact rule is assumed); an array with "
+            "another number of dims is fed after a warning; an NCHW array (data_format='nchw') for an "
+            "NHWC model is transposed after a warning, into a staging array kept for the next call "
+            "(assumed: the module names copyto and a staging getter keyed by dtype). A dynamic-shape "
+            "model gets rknn_set_input_shapes whenever the fed shape changes, then the current attrs "
+            "(the module names both).",
+     "on a board, call inference with a frame one row short, with a 3-D HWC frame, with a tuple, "
+     "and with an NCHW frame and data_format='nchw'; read the log lines and the results."),
+    ("A69", "RKNNLite.init_runtime on a one-core SoC (RK3562, RK3566/RK3568) ignores core_mask after "
+            "the wheel's warning that core_mask is only supported by RK3576 and RK3588; on RK3576 it "
+            "replaces NPU_CORE_2 with NPU_CORE_0 and NPU_CORE_0_1_2 with NPU_CORE_0_1, with the "
+            "wheel's warnings (strings of its compiled runtime module); any other mask the NPU lacks "
+            "returns -1. At each init of a static model it prints the wheel's 'Query dynamic range "
+            "failed' warning. async_mode=True and encrypted models (key_path) are refused on the "
+            "simulator with an 'E' line, because it models neither. get_sdk_version returns "
+            "'RKNN VERSION:' then the API and DRV lines; the separators a board may print around "
+            "them are left out.",
      "on an RK3568 board, init_runtime(core_mask=RKNNLite.NPU_CORE_0) and read the return code "
-     "and the log; print get_sdk_version()."),
+     "and the log; on an RK3576, NPU_CORE_2; print get_sdk_version()."),
     ("A70", "RKNNLite.list_support_target_platform(model) returns a dict with the keys "
             "'support_target_platform' and 'filled_target_platform' (names in the 2.5.0 wheel's "
-            "compiled module), each a list of SoC names; the SoCs that share an NPU design (RK3566 "
-            "with RK3568, RK3588 with RK3588S) are supported together. The value format is assumed.",
+            "compiled module), each a list of SoC names; SoCs with the same NPU model in the wheel's "
+            "config/cpu_npu_mapper.yml (RK3566 and RK3568: RKNPU2-LITE) are supported together. "
+            "Without a model it prints and returns the SoCs by NPU model. The value format is assumed.",
      "on a board, print lite.list_support_target_platform('model.rknn') for an RK3568 model."),
     ("A71", "The simulated RKNNLite leaves no reference cycle per inference() call, so its memory "
             "stays flat without gc.collect(). A user measured 42.43 kB per call with "
