@@ -181,7 +181,7 @@ def test_rknnlite_boxes_are_folded_and_name_only_what_the_class_has() -> None:
     assert len(boxes) >= 5, "a With RKNNLite box where §1-§6 show C the class stands for or lacks"
     for _, body in boxes:
         assert body.startswith(":class: dropdown"), body[:80]
-        for name in re.findall(r"\blite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
+        for name in re.findall(r"(?<![\w.])lite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
             assert hasattr(RKNNLite, name) or name == "rknn_data", f"RKNNLite has no {name!r}"
     text = " ".join(body for _, body in boxes)
     for lacking in ("no query", "no `dup_context`", "no init flags"):

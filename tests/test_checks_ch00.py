@@ -260,3 +260,48 @@ def test_chapter_student_edition_runs_and_reports_not_done() -> None:
         assert len(texts) == 1, cell.source
         assert texts[0].startswith("NOT PASSED") and "not done yet" in texts[0], texts[0]
         assert "Hint:" in texts[0] and "Traceback" not in texts[0]
+
+
+# =========================================================================== the chapter's text and RKNNLite (issue 18)
+def test_chapter_prose_within_budget_and_named_assumptions_are_listed() -> None:
+    import chapterhelpers as ch
+    ch.assert_prose_within_budget(ch.markdown(CHAPTER))
+    ch.assert_inline_assumptions_match_the_generated_list(CHAPTER)
+
+
+def test_chapter_rknnlite_boxes_are_folded_and_name_only_what_the_class_has() -> None:
+    import re
+
+    import chapterhelpers as ch
+    from rknnlab.lite import RKNNLite
+    boxes = re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n(.*?)\n\1(?:\n|$)", ch.markdown(CHAPTER),
+                       flags=re.S)
+    assert len(boxes) >= 4, "a With RKNNLite box after the C of §2, §3 (SRAM, timing) and §4"
+    for _, body in boxes:
+        assert body.startswith(":class: dropdown"), body[:80]
+        for name in re.findall(r"(?<![\w.])lite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
+            assert hasattr(RKNNLite, name), f"RKNNLite has no {name!r}"
+    assert not hasattr(RKNNLite, "query") and "It has no query" in boxes[0][1]
+
+
+@pytest.mark.timeout(300)
+def test_chapter_rknnlite_cell_runs_the_boards_import_and_returns_float32() -> None:
+    """§2's RKNNLite cell: the board's import line gives rknnlab's class on the simulator, and the
+    output is float32, n_elems × 4 bytes, as the answer says (measured against a fresh query)."""
+    import re
+
+    import chapterhelpers as ch
+    from notebook_runs import printed
+    from rknnlab import models, open_runtime
+    everything = "\n".join(printed("chapters/00_setup.ipynb").values())
+    assert "from rknnlite.api import RKNNLite gives: rknnlab.lite" in everything
+    shape, dtype, nbytes = re.search(r"RKNNLite\.inference: 1 array, shape \(([\d, ]+)\), (\w+), ([\d,]+) bytes",
+                                     everything).groups()
+    rt = open_runtime("sim")
+    ctx = rt.init(str(models.model_path("mobilenet_v2", rt.soc)))
+    try:
+        out = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
+    finally:
+        rt.destroy(ctx)
+    assert dtype == "float32" and int(nbytes.replace(",", "")) == out.n_elems * 4 != out.size
+    assert f"*float32, {out.n_elems * 4:,} bytes.*" in ch.flat(ch.markdown(CHAPTER))
