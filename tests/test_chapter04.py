@@ -208,6 +208,8 @@ def test_the_lite_variants_run_and_the_text_says_what_they_show(run) -> None:
     assert set(slopes) == {"lite_inference", "lite_reuse_outputs", "lite_gc_collect"}, everything
     for name, (_, slope, pm) in slopes.items():
         assert slope + pm < PUBLISHED_42["kb"], f"{name}: RSS slope {slope} ± {pm} kB per call"
+    rate = re.search(r"mobilenet_v2, (\d+) calls each .*#42's 42\.43 kB per call would add ([\d.]+) MB", everything)
+    assert rate and float(rate.group(2)) == round(PUBLISHED_42["kb"] * int(rate.group(1)) / 1e3, 1)
     gc = re.search(r"gc\.collect\(\): ([\d.]+) ms per call, frames ([\d.]+)x slower; every 5 calls: ([\d.]+) ms",
                    everything)
     assert gc, everything
