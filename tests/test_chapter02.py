@@ -223,7 +223,7 @@ def test_the_rknnlite_life_holds_the_file_twice_then_once_until_the_object_goes(
 
 def test_the_reference_cycle_is_not_faked_and_its_figures_add_up() -> None:
     text = _flat(_markdown())
-    assert "The simulated `RKNNLite` leaves no such cycle (A71)" in text
+    assert "The simulated `RKNNLite` leaves no cycle (A71)" in text
     box = next(body for _, body in _rknnlite_boxes(_markdown()) if "42.43 kB" in body)
     before, after, calls = (float(v.replace(",", "")) for v in
                             re.search(r"([\d.]+) → ([\d.]+) MB over ([\d,]+) calls", box).groups())
