@@ -194,7 +194,8 @@ def test_reuse_outputs_is_taught_with_a_run(run) -> None:
     assert said == after and shared == "False"
     section = _flat(_lite_section())
     assert "What does the first call's list hold after the second call?" in section
-    assert "The chapter's rule holds for RKNNLite too." in section
+    assert ("The chapter's rule holds for RKNNLite too: Reuse means no allocation per call. Flat memory only "
+            "shows there is no leak.") in section and "flat memory is not reuse" in section
 
 
 def test_the_lite_variants_run_and_the_text_says_what_they_show(run) -> None:
