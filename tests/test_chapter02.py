@@ -229,3 +229,50 @@ def test_the_reference_cycle_is_not_faked_and_its_figures_add_up() -> None:
                             re.search(r"([\d.]+) → ([\d.]+) MB over ([\d,]+) calls", box).groups())
     assert round((after - before) * 1000 / calls, 2) == 42.43
     assert "0.158 kB" in box and "(A71)" in box
+
+
+def test_the_rknnlite_life_on_a_board_times_each_method_of_the_wheel(monkeypatch) -> None:
+    """On a board RKNNLite() is the wheel's own object, whose runtime calls no harness records:
+    lifecycle.lite_life then times each method as one step, in the order of §1's table."""
+    import contextlib
+    import types
+
+    from rknnlab import lifecycle, lite
+
+    calls = []
+
+    class Wheel:                                   # stands for rknnlite.api.RKNNLite on a board
+        def __init__(self, verbose=False, verbose_file=None):
+            self.rknn_data = None
+
+        def load_rknn(self, path, key_path=None):
+            calls.append("load_rknn")
+            self.rknn_data = b"model"
+            return 0
+
+        def init_runtime(self, target=None, device_id=None, async_mode=False, core_mask=0):
+            calls.append("init_runtime")
+            return 0
+
+        def inference(self, inputs, **kwargs):
+            calls.append("inference")
+            return [inputs[0]]
+
+        def release(self):
+            calls.append("release")
+
+    monkeypatch.setattr(lite, "_backend", lambda: "native")
+    monkeypatch.setattr(lite, "_wheel_class", lambda: Wheel)
+    steps = []
+
+    @contextlib.contextmanager
+    def timed(name, nbytes=None):
+        steps.append(name)
+        yield
+
+    lab = types.SimpleNamespace(rt=types.SimpleNamespace(backend="native"), model_path="model.rknn",
+                                recorder=types.SimpleNamespace(poll=None), trim_after_warmup=True,
+                                timed=timed, loop=lambda: iter(range(3)), input=lambda i: i)
+    lifecycle.lite_life(lab)
+    assert calls == ["load_rknn", "init_runtime"] + ["inference"] * 3 + ["release"]
+    assert steps == ["load_rknn", "init_runtime"] + ["inference"] * 3 + ["release", "del_rknnlite"]

@@ -37,8 +37,8 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
-from .experiment.variants import (VariantContext, fill_tcache, frame_input, malloc_trim, query_io,
-                                  settle_simulator)
+from .experiment.variants import (VariantContext, VariantUnavailable, fill_tcache, frame_input, malloc_trim,
+                                  query_io, settle_simulator)
 from .experiment.instrument import DMA_CHANGING
 from .rknn import abi, buffers
 
@@ -216,8 +216,11 @@ def lite_life(lab: VariantContext) -> None:
     from contextlib import nullcontext
     from .lite import RKNNLite
     _prepare(lab)
-    lite = RKNNLite()
-    on_board = lite.__dict__.get("_real") is not None   # the wheel: its calls are not recorded
+    try:
+        lite = RKNNLite()
+    except ImportError as exc:  # a board without rknn-toolkit-lite2
+        raise VariantUnavailable(str(exc)) from None
+    on_board = not isinstance(lite, RKNNLite)   # the wheel's own object: its calls are not recorded
 
     def method(name: str):
         return lab.timed(name) if on_board else nullcontext()
