@@ -458,7 +458,7 @@ def _lite_boxes(markdown: str):
     """The folded "With RKNNLite" boxes of each numbered section: number -> their texts."""
     boxes = {}
     for number, body in _numbered_sections(markdown).items():
-        found = re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n:class: dropdown\n(.*?)\n\1\n", body, flags=re.S)
+        found = re.findall(r"(`{3,})\{admonition\} With RKNNLite[^\n]*\n:class: dropdown\n(.*?)\n\1(?:\n|$)", body, flags=re.S)
         boxes[number] = [text for _, text in found]
     return boxes
 
@@ -469,6 +469,8 @@ def test_each_c_call_has_its_rknnlite_box() -> None:
     boxes = _lite_boxes(_markdown())
     for number in ("1", "2", "6"):
         assert boxes[number], f"§{number} shows C and has no folded With RKNNLite box"
+    copies = _flat(" ".join(boxes["4"]))
+    assert "transposed on every call" in copies and "(A68)" in copies, "§4 names the NCHW transpose"
     assert "lite.inference(inputs=[frame])" in boxes["1"][0] and "float32" in boxes["1"][0]
     perf = _flat(boxes["2"][0])
     assert "RKNNLite cannot do this" in perf and "no query method" in perf and "no init flags" in perf
