@@ -421,3 +421,41 @@ def test_the_chapter_runs_on_a_one_core_soc_and_says_what_it_cannot_show() -> No
             continue
         assert len(text.splitlines()) <= ch.MAX_OUTPUT_LINES, f"cell {index} prints {len(text.splitlines())} lines"
         assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
+
+
+# --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
+LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
+
+
+def test_every_section_with_c_says_what_an_rknnlite_user_does() -> None:
+    """§1 and §3-§7 show C calls: each has a folded "With RKNNLite" box (no zero-copy, float32 outputs,
+    the general API and one copy more, one object per core, the #42 slope, no sync). Only the 2.5.0
+    wheel's methods, keywords and constants are used."""
+    import json
+    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
+    sections = ch.numbered_sections(_markdown())
+    for number in ("1", "3", "4", "5", "6", "7"):
+        assert re.search(r"`{3,}\{admonition\} With RKNNLite(?::[^\n]*)?\n:class: dropdown\n", sections[number]), \
+            f"§{number} has no folded 'With RKNNLite' box"
+    text = _markdown() + "\n" + _code()
+    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)", text):
+        assert method in interface["methods"], f"RKNNLite has no method {method}()"
+        params = {p[0] for p in interface["methods"][method]["params"]}
+        assert set(re.findall(r"(\w+)=", args)) <= params, f"RKNNLite.{method}() takes no such keyword: {args}"
+    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
+        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+    for lacks in ("create_mem(", "set_io_mem(", "dup_context(", "mem_sync("):
+        assert not re.search(rf"\blite\w*\.{re.escape(lacks)}", text), f"RKNNLite has no {lacks}"
+    assert "immich-app/immich#15241" in sections["5"] and "airockchip/rknn-toolkit2#42" in sections["6"]
+
+
+def test_the_rknnlite_byte_counts_are_the_models() -> None:
+    """The boxes' bytes per copy of the input and per float32 output are the detector's plain attrs:
+    n_elems of the input (uint8) and n_elems x 4 of the output (want_float = 1)."""
+    from rknnlab import models
+    report = models.load_report("ppocr_det", "rk3588")
+    n_in = report.attrs("inputs", "plain")[0]["n_elems"]
+    n_out = report.attrs("outputs", "plain")[0]["n_elems"]
+    text = ch.flat(_markdown())
+    assert f"480 × 480 × 3 = {n_in:,} B per copy" in text
+    assert f"480 × 480 × 4 = {n_out * 4:,} B per frame" in text and f"a new {n_out * 4:,} B array" in text
