@@ -459,3 +459,16 @@ def test_the_rknnlite_byte_counts_are_the_models() -> None:
     text = ch.flat(_markdown())
     assert f"480 × 480 × 3 = {n_in:,} B per copy" in text
     assert f"480 × 480 × 4 = {n_out * 4:,} B per frame" in text and f"a new {n_out * 4:,} B array" in text
+
+
+def test_rknnlite_finds_the_same_boxes_from_a_float32_map(run) -> None:
+    """§3's RKNNLite run: frame 30 through RKNNLite gives a float32 map of n_elems x 4 bytes and the
+    int8 path's boxes, box for box, as the answer says."""
+    text = _printed_by(run, "lite.inference(")
+    out = re.search(r"RKNNLite, frame 30 \(simulated RK3588[^)]*\): output float32 \(1, 1, 480, 480\), ([\d,]+) B", text)
+    assert out and int(out.group(1).replace(",", "")) == 480 * 480 * 4, text
+    boxes = re.search(r"(\d+) boxes; the int8 path's (\d+), matched (\d+) \(IoU >= 0\.5\)", text)
+    assert boxes and len(set(boxes.groups())) == 1 and boxes.group(1) != "0", text
+    section = ch.flat(ch.numbered_sections(_markdown())["3"])
+    assert "The same boxes: the threshold keeps the same pixels in both domains" in section
+    assert "four times the plain int8 map" in section
