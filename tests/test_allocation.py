@@ -632,7 +632,7 @@ def test_lite_objects_on_a_one_core_soc_use_no_core_mask():
         table = allocation.lite_vs_dup("digits_cnn", n=2, rt=one_core)
     finally:
         one_core.close()
-    assert table.attrs["masks"] == [None, None]
+    assert table.attrs["masks"] == ["NPU_CORE_AUTO", "NPU_CORE_AUTO"]
     assert not any("core_mask" in line for line in table.attrs["log"]), table.attrs["log"]
     assert table["dma_bytes"].iloc[0] > table["dma_bytes"].iloc[1]
 

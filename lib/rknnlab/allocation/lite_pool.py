@@ -49,12 +49,12 @@ def _rise(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
     return {key: after[key] - before[key] for key in before}
 
 
-def _masks(rt: Any, n: int) -> List[Optional[str]]:
+def _masks(rt: Any, n: int) -> List[str]:
     """One RKNNLite core mask per object: NPU_CORE_0, _1, _2 in turn where the SoC has more
-    than one core (the wheel takes a mask only on RK3576 and RK3588), else None (AUTO)."""
+    than one core (the wheel takes a mask only on RK3576 and RK3588), else NPU_CORE_AUTO."""
     cores = SOC_NPU_CORES.get(str(rt.soc).lower()) or 1
     if cores < 2:
-        return [None] * n
+        return ["NPU_CORE_AUTO"] * n
     return [_CORE_MASKS[i % cores][0] for i in range(n)]
 
 
@@ -69,7 +69,7 @@ def _input_like(rt: Any, path: str) -> np.ndarray:
     return np.zeros(dims, dtype=np.uint8)
 
 
-def _lite_objects(rt: Any, path: str, masks: List[Optional[str]], x: np.ndarray, log: io.StringIO) -> List[Any]:
+def _lite_objects(rt: Any, path: str, masks: List[str], x: np.ndarray, log: io.StringIO) -> List[Any]:
     """One RKNNLite per mask: load_rknn, init_runtime(core_mask=...), one inference."""
     from ..lite import RKNNLite, using_runtime
     objects: List[Any] = []
@@ -78,8 +78,7 @@ def _lite_objects(rt: Any, path: str, masks: List[Optional[str]], x: np.ndarray,
             for mask in masks:
                 lite = RKNNLite()
                 objects.append(lite)
-                core = getattr(RKNNLite, mask) if mask else RKNNLite.NPU_CORE_AUTO
-                if lite.load_rknn(path) != 0 or lite.init_runtime(core_mask=core) != 0:
+                if lite.load_rknn(path) != 0 or lite.init_runtime(core_mask=getattr(RKNNLite, mask)) != 0:
                     raise RuntimeError(f"RKNNLite could not load {path}: {log.getvalue().strip()}")
                 if lite.inference(inputs=[x]) is None:
                     raise RuntimeError(f"RKNNLite.inference failed: {log.getvalue().strip()}")
