@@ -541,3 +541,18 @@ def test_lite_phases_splits_the_inference_block_into_calls_and_the_rest() -> Non
     assert table.loc["lite", "outputs_get_ms"] == pytest.approx(0.055)        # get + release
     assert table.loc["lite", "gc_collect_ms"] == pytest.approx(9.0) and np.isnan(table.loc["c_path", "gc_collect_ms"])
     assert table.loc["c_path", "run_ms"] == pytest.approx(2.0)                 # the warm-up is left out
+
+
+def test_lite_phases_on_a_board_does_not_call_the_whole_block_the_class_s_own_work() -> None:
+    """On a board the wheel's runtime calls are not recorded: only the inference block is, so
+    the class's own work is unknown (NaN), not the whole call."""
+    import pandas as pd
+    from rknnlab import profile
+
+    class Result:
+        source, variants = "a board", ["lite"]
+        calls = pd.DataFrame([("lite", it, "inference", 3000.0) for it in range(3)],
+                             columns=["variant", "iteration", "function", "duration_us"]).assign(stage="measure")
+
+    table = profile.lite_phases(Result())
+    assert "outside_the_calls_ms" not in table or np.isnan(table.loc["lite", "outside_the_calls_ms"])

@@ -23,9 +23,9 @@ compiled runtime module; what neither says is an assumption, ASSUMPTIONS A65-A71
 - ``load_rknn(path)`` reads the whole file into a ``bytes`` object kept on the
   instance (``rknn_data``) until the instance goes; ``release()`` does not free it.
 - ``init_runtime()`` hands those bytes to rknn_init (so the runtime keeps its
-  own copy beside them, A65), checks whether the model has dynamic shapes, then
-  sets the core mask (A69: one-core SoCs ignore it; RK3576 replaces the masks
-  of a third core).
+  own copy beside them, A65), sets the core mask (A69: one-core SoCs ignore it;
+  RK3576 replaces the masks of a third core), then checks whether the model has
+  dynamic shapes.
 - ``inference(inputs=[...])`` copies each input into a staging buffer that only
   grows, calls rknn_inputs_set, rknn_run, rknn_outputs_get (float32 outputs into
   a buffer that only grows) and rknn_outputs_release: the general API, no
@@ -183,8 +183,8 @@ class _SimSession:
             self.n_input, self.n_output = n.n_input, n.n_output
             self.in_attrs = self._attrs(abi.RKNN_QUERY_INPUT_ATTR, self.n_input)
             self.out_attrs = self._attrs(abi.RKNN_QUERY_OUTPUT_ATTR, self.n_output)
+            self._set_core_mask(core_mask)  # the wheel's order: build, core mask, then the shape check
             self.dynamic = self._has_dynamic_shapes()
-            self._set_core_mask(core_mask)
         except BaseException:
             self.release()
             raise

@@ -38,7 +38,8 @@ def lite_phases(result: Any) -> Any:
     rknn_inputs_set, rknn_run, and rknn_outputs_get + rknn_outputs_release (``outputs_get_ms``),
     and, for a variant that times an "inference" block (an RKNNLite variant), the block's time
     less the calls inside it (``outside_the_calls_ms``: the class's own copies and checks; NaN
-    for a variant without the block).  ``gc_collect_ms``: the median time of a timed
+    for a variant without the block, and on a board, where the wheel's calls are not recorded
+    and only the whole block is timed).  ``gc_collect_ms``: the median time of a timed
     gc.collect() block, when some variant has one.  ``attrs["source"]``: the result's source."""
     import pandas as pd
     calls = result.calls
@@ -48,7 +49,9 @@ def lite_phases(result: Any) -> Any:
     for column in (*LITE_CALLS, "inference", "gc_collect"):
         if column not in per_iteration:
             per_iteration[column] = np.nan
-    inside = per_iteration[list(LITE_CALLS)].fillna(0.0).sum(axis=1)
+    # min_count: on a board the wheel calls librknnrt itself, so no call is recorded inside the
+    # block and the class's own work cannot be told from the NPU's (NaN, not the whole call)
+    inside = per_iteration[list(LITE_CALLS)].sum(axis=1, min_count=1)
     table = pd.DataFrame({
         "inputs_set_ms": per_iteration["inputs_set"],
         "run_ms": per_iteration["run"],
