@@ -198,7 +198,7 @@ class _SimSession:
             self.rt.query(self.ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=0))
         except RknnError as exc:
             # the line a board prints at every init_runtime of a static model
-            self.log.w(f"Query dynamic range failed. Ret code: {exc.code}. (If it is a static shape RKNN "
+            self.log.w(f"Query dynamic range failed. Ret code: {exc.name}. (If it is a static shape RKNN "
                        "model, please ignore the above warning message.)")
             return False
         return True

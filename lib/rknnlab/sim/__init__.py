@@ -518,9 +518,12 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
      "rknn_inputs_set and rknn_run without any rknn_set_io_mem: read both return codes and "
      "total_dma_allocated_size before and after."),
     ("A52", "A model built with one input shape (no dynamic_input) refuses "
-            "rknn_set_input_shapes and RKNN_QUERY_INPUT_DYNAMIC_RANGE with RKNN_ERR_PARAM_INVALID; "
-            "the RKNN_QUERY_CURRENT_* attrs answer its one shape (the plain and native attrs). "
-            "No Rockchip document says what a static model answers.",
+            "RKNN_QUERY_INPUT_DYNAMIC_RANGE with RKNN_ERR_MODEL_INVALID (-6), as public logs of "
+            "librknnrt 2.3.0 show ('query RKNN_QUERY_INPUT_DYNAMIC_RANGE error, rknn model is static "
+            "shape type', then rknn-toolkit-lite2's 'Ret code: RKNN_ERR_MODEL_INVALID': "
+            "airockchip/rknn_model_zoo#271, a15355447898a/mt-photos-ai-rk-all#1), and refuses "
+            "rknn_set_input_shapes with RKNN_ERR_PARAM_INVALID (assumed: no log shows it); the "
+            "RKNN_QUERY_CURRENT_* attrs answer its one shape (the plain and native attrs, assumed).",
      "on a static model, call rknn_query(RKNN_QUERY_INPUT_DYNAMIC_RANGE) and "
      "rknn_set_input_shapes with its own INPUT_ATTR: read the return codes and shape_number; "
      "query RKNN_QUERY_CURRENT_INPUT_ATTR."),

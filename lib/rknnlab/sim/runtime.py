@@ -633,9 +633,10 @@ class SimRuntime(Runtime):
         layout of its INPUT_ATTR (NHWC for an image: ASSUMPTIONS A56)."""
         name = abi.QUERY_NAMES[abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE]
         if not model.dynamic:
-            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
-                         f"{name}: {model.name} was built with one input shape (no dynamic_input); its "
-                         "INPUT_ATTR gives that shape (ASSUMPTIONS A52)")
+            # the code public librknnrt 2.3.0 logs show, after "rknn model is static shape type"
+            raise _error(abi.RKNN_ERR_MODEL_INVALID, fn,
+                         f"{name}: {model.name} was built with one input shape (no dynamic_input), a "
+                         "static shape model; its INPUT_ATTR gives that shape (ASSUMPTIONS A52)")
         if info.index >= len(model.inputs):
             raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
                          f"{name}: index {info.index} is out of range, {model.name} has {len(model.inputs)} input(s)")
