@@ -450,10 +450,12 @@ def test_on_a_board_the_object_is_the_wheels(monkeypatch):
 
 
 def test_a_board_without_the_wheel_says_what_to_install(monkeypatch):
+    assert lite_module.missing_wheel() is None  # the simulator
     monkeypatch.setitem(sys.modules, "rknnlite.api", None)  # import fails
     with using_runtime(_NativeRuntime()):
         with pytest.raises(ImportError, match="pip install rknn-toolkit-lite2"):
             RKNNLite()
+        assert "pip install rknn-toolkit-lite2" in lite_module.missing_wheel()
 
 
 # --------------------------------------------------------------------------- unchanged programs

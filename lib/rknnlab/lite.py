@@ -110,6 +110,20 @@ def _backend() -> str:
     return choose_backend("auto")[0]
 
 
+def missing_wheel() -> Optional[str]:
+    """None where ``RKNNLite()`` works here (the simulator, or a board with rknn-toolkit-lite2);
+    on a board without the wheel, one line saying so and how to install it, for a notebook
+    cell to print instead of failing."""
+    if _backend() != "native":
+        return None
+    try:
+        _wheel_class()
+    except ImportError:
+        return ("this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: "
+                "pip install rknn-toolkit-lite2 (in the course's venv), then restart the kernel")
+    return None
+
+
 def _wheel_class() -> Any:
     try:
         from rknnlite.api import RKNNLite as Real  # type: ignore[import-not-found]
@@ -660,4 +674,5 @@ def provide_rknnlite_api() -> str:
     return "rknnlab.lite"
 
 
-__all__ = ["RKNNLite", "LITE_VERSION", "provide_rknnlite_api", "set_default_runtime", "using_runtime"]
+__all__ = ["RKNNLite", "LITE_VERSION", "missing_wheel", "provide_rknnlite_api", "set_default_runtime",
+           "using_runtime"]
