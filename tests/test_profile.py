@@ -601,3 +601,17 @@ def test_an_rk3566_board_runs_the_rk3568_models():
     assert profile.timing_check({("mobilenet_v2", "rk3566"): 180.7})["modeled_ms"].iloc[0] > 0
     assert profile.traffic("mobilenet_v2", "rk3566")["read_bytes"].iloc[0] == \
         profile.traffic("mobilenet_v2", "rk3568")["read_bytes"].iloc[0]
+
+
+def test_published_lite_growth_holds_both_runs_of_the_thread() -> None:
+    """airockchip/rknn-toolkit2#42 as published: 13,690 calls at 42.43 kB per call, RSS 80.6 ->
+    661.5 MB; with gc.collect() every 5 calls 9,733 calls at 0.158 kB, RSS 65-87 MB with no trend."""
+    from rknnlab import profile
+    growth = profile.published_lite_growth()
+    plain, gc5 = growth.loc["inference() only"], growth.loc["gc.collect() every 5 calls"]
+    assert (plain["kb_per_call"], plain["calls"], plain["rss"]) == (42.43, 13_690, "80.6 -> 661.5 MB")
+    assert (gc5["kb_per_call"], gc5["calls"]) == (0.158, 9_733)
+    assert (gc5["rss_low_mb"], gc5["rss_high_mb"]) == (65.0, 87.0)
+    assert gc5["rss"] == "65-87 MB, sawtooth, no trend"
+    assert round((plain["rss_end_mb"] - plain["rss_start_mb"]) * 1e3 / plain["calls"], 2) == plain["kb_per_call"]
+    assert "not simulated" in growth.attrs["source"] and "#42" in growth.attrs["source"]
