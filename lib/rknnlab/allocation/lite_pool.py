@@ -122,8 +122,10 @@ def lite_vs_dup(model: str = "mobilenet_v2", n: int = 3, rt: Optional[Any] = Non
 
     - "RKNNLite objects": ``n`` rknnlab.lite.RKNNLite objects, each load_rknn +
       init_runtime(core_mask=NPU_CORE_0, _1, _2 in turn; AUTO on a one-core SoC) +
-      inference. RKNNLite has no dup_context: this is how its users run a model on
-      several cores (immich-app/immich#15241).
+      inference. RKNNLite has no dup_context: one object per NPU core is how some of its
+      users run a model on several cores (leafqycc/rknn-multi-threaded's rknnpool.py gives
+      object i the core i % 3). immich-app/immich#15241 reports only that three RKNNLite
+      instances (all on NPU_CORE_AUTO there) tripled the memory.
     - "rknn_init + rknn_dup_context": one rknn_init from the path and ``n`` - 1
       rknn_dup_context, each run once through rknn_inputs_set.
 
