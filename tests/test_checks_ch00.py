@@ -305,3 +305,74 @@ def test_chapter_rknnlite_cell_runs_the_boards_import_and_returns_float32() -> N
         rt.destroy(ctx)
     assert dtype == "float32" and int(nbytes.replace(",", "")) == out.n_elems * 4 != out.size
     assert f"*float32, {out.n_elems * 4:,} bytes.*" in ch.flat(ch.markdown(CHAPTER))
+
+
+# =========================================================================== issue 18 reviews: JupyterLab look
+def _code_cells_with(text: str) -> list:
+    import chapterhelpers as ch
+    return [ch.source(c) for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and text in ch.source(c)]
+
+
+@pytest.mark.timeout(300)
+def test_chapter_prints_nothing_wider_than_100_columns() -> None:
+    """JupyterLab at 1366x768 shows about 100 columns: every printed line fits, the wheel's long
+    "W" line too (wrapped by the cell). The generated list of assumptions is HTML in JupyterLab."""
+    from notebook_runs import printed
+    for index, text in printed("chapters/00_setup.ipynb").items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        wide = [line for line in text.splitlines() if len(line) > 100]
+        assert not wide, f"cell {index} prints a line of {len(wide[0])} columns: {wide[0][:70]}..."
+    everything = "\n".join(printed("chapters/00_setup.ipynb").values())
+    assert "W Query dynamic range failed" in everything, "§2's run no longer shows the line its answer explains"
+
+
+def test_chapter_explains_the_w_and_e_lines_in_section_2() -> None:
+    import chapterhelpers as ch
+    two = ch.flat(ch.numbered_sections(ch.markdown(CHAPTER))["2"])
+    assert 'The lines that start with "W" are the wheel\'s warnings; "E" marks an error.' in two
+    assert "at every `init_runtime` of a model without dynamic shapes, and it is harmless" in two
+    assert '"I RKNN" and "W RKNN" lines' in two and "on a board they may print unwrapped" in two
+
+
+def test_chapter_rknnlite_cell_prints_why_and_skips_on_a_board_without_the_wheel(monkeypatch, capsys) -> None:
+    """J4: the cell that constructs RKNNLite runs missing_wheel() first: a board without
+    rknn-toolkit-lite2 prints that one line, and nothing else runs (no RKNNLite is made)."""
+    import textwrap
+    from rknnlab import lite
+    (cell,) = _code_cells_with("RKNNLite()")
+    monkeypatch.setattr(lite, "missing_wheel", lambda: "no wheel on this board")
+    monkeypatch.setattr(lite, "RKNNLite", None)           # any construction would raise now
+    exec(compile(cell, "ch0-lite", "exec"), {"np": np, "textwrap": textwrap})
+    assert capsys.readouterr().out == "no wheel on this board\n"
+    assert "textwrap.fill(line, 100" in cell, "the wheel's lines are wrapped at 100 columns"
+
+
+def test_chapter_section_3_timing_cell_makes_its_own_frame() -> None:
+    """§3 must not depend on §2's RKNNLite cell (skipped on a board without the wheel)."""
+    (timing,) = _code_cells_with("wall_ms = []")
+    assert "frame = " in timing.split("rt.inputs_set")[0]
+
+
+def test_chapter_rknnlite_program_runs_as_written_and_section_2_names_no_assumption_before_section_3() -> None:
+    import re
+
+    import chapterhelpers as ch
+    sections = ch.numbered_sections(ch.markdown(CHAPTER))
+    program = re.search(r"```python\n(.*?)```", sections["2"], re.S).group(1)
+    assert program.index("import numpy as np") < program.index("frame = np.zeros((1, 224, 224, 3), np.uint8)") \
+        < program.index("lite.inference(inputs=[frame])")
+    assert not re.search(r"\(A\d+\)", program), "an A-tag in §2's code, before §3 explains them"
+    assert len(re.findall(r"\bA\d+\b", sections["2"])) == 1 and "(assumption A66; §3 explains these tags)" in \
+        ch.flat(sections["2"])
+
+
+def test_chapter_boxes_say_no_flags_argument_define_reference_cycle_and_note_the_sram_variables() -> None:
+    import chapterhelpers as ch
+    text = ch.flat(ch.markdown(CHAPTER))
+    assert "no init flags" not in text and "no flags argument" in text
+    assert "`RKNN_FLAG_ASYNC_MASK` itself when `async_mode=True`" in text and "`load_model_in_npu`" in text
+    assert "`RKNN_INTERNAL_MEM_TYPE=sram`" in text and "whatever wrapper loads it" in text
+    four = ch.flat(ch.numbered_sections(ch.markdown(CHAPTER))["4"])
+    assert four.index("reference cycle") < four.index("A reference cycle is objects that refer to each other")
+    assert "on a board it times only the whole call" in text
