@@ -150,10 +150,11 @@ def test_numbers_quoted_in_the_text_come_from_the_run(run):
     assert "twice the file for YOLOv5s and 1.3 times for MobileNetV2" in text
     assert "1,638,400 bytes on both SoCs: 6,400 bytes more than the tensor" in text
     assert everything.count("= 1,638,400 B (size_with_stride 1,638,400 B)") == 2
-    ratios = dict(re.findall(r"(\w+) (\d+\.\d\d)", re.search(r"weights / internal on rk3588: (.*)", everything).group(1)))
+    unwrapped = re.sub(r"\n {4}(?=\S)", " ", everything)     # lines the cells wrap at 100 columns
+    ratios = dict(re.findall(r"(\w+) (\d+\.\d\d)", re.search(r"weights / internal on rk3588: (.*)", unwrapped).group(1)))
     assert (ratios["mobilenet_v2"], ratios["resnet50"], ratios["yolov5n"], ratios["yolov5m"]) == ("2.30", "12.90", "0.43", "2.08")
     assert "2.3 to 12.9 times" in text and "from 0.43 (YOLOv5n) to 2.08 (YOLOv5m)" in text
-    larger = re.search(r"internal buffer larger than the weights: (.*)", everything).group(1)
+    larger = re.search(r"internal buffer larger than the weights: (.*)", unwrapped).group(1)
     on_rk3588 = [m for m, s in re.findall(r"(\w+) \((\w+)\)", larger) if s == "rk3588"]
     assert on_rk3588 == ["ppocr_det", "yolov5n"], larger
     assert round(1 / float(ratios["ppocr_det"])) == 20 and "extreme: 0.05" in text
@@ -221,4 +222,39 @@ def test_the_rknnlite_heap_holds_the_model_twice_as_the_text_says(run):
     assert "a query method on RKNNLite: False" in everything
     text = _flat(_markdown())
     assert "*Two.* load_rknn keeps the file as a Python bytes object" in text
-    assert "an RKNNLite holds two copies of the model on the heap; a C program that inits from a path holds one." in text
+    assert ("an RKNNLite holds two copies of the model on the heap (A65; immich-app/immich#23958 reports the same "
+            "on a board). A C context from a path holds one.") in text
+    assert "in multiples of the file size (" in everything and "(A65) (measured" not in text
+
+
+# --------------------------------------------------------------------------- issue 18 reviews: JupyterLab look
+def test_every_printed_line_fits_100_columns(run):
+    """JupyterLab at 1366x768 shows about 100 columns; the wheel's long "W" line is wrapped by the
+    cell (chapter 0 §2 explains it). The generated list of assumptions is HTML in JupyterLab."""
+    for index, text in run.items():
+        if text.startswith("Simulator assumptions in this chapter:"):
+            continue
+        wide = [line for line in text.splitlines() if len(line) > 100]
+        assert not wide, f"cell {index} prints a line of {len(wide[0])} columns: {wide[0][:70]}..."
+    assert "W Query dynamic range failed" in "\n".join(run.values())
+
+
+def test_the_rknnlite_cell_prints_why_and_skips_on_a_board_without_the_wheel(monkeypatch, capsys):
+    """J4: missing_wheel() first; a board without rknn-toolkit-lite2 prints its line, makes no
+    RKNNLite, and the cell still tags its assumptions."""
+    import textwrap
+    from rknnlab import lite
+    (cell,) = ["".join(c["source"]) for c in _cells() if c["cell_type"] == "code" and "RKNNLite()" in "".join(c["source"])]
+    monkeypatch.setattr(lite, "missing_wheel", lambda: "no wheel on this board")
+    monkeypatch.setattr(lite, "RKNNLite", None)           # any construction would raise now
+    tagged = []
+    exec(compile(cell, "ch1-lite", "exec"), {"os": __import__("os"), "textwrap": textwrap, "MODEL_FILE": {"yolov5s": __file__},
+                                           "assumption": lambda *keys: tagged.extend(keys)})
+    assert capsys.readouterr().out == "no wheel on this board\n" and tagged == ["A65", "A4", "A66"]
+    assert "textwrap.fill(line, 100" in cell, "the wheel's lines are wrapped at 100 columns"
+
+
+def test_the_init_flags_box_says_no_flags_argument():
+    text = _flat(_markdown())
+    assert "no init flags" not in text
+    assert "no flags argument. The wheel sets RKNN_FLAG_ASYNC_MASK itself when async_mode=True" in text
