@@ -214,6 +214,20 @@ def _baseline(x: np.ndarray, y: np.ndarray, baseline: str) -> float:
     return float(np.median(y - slope * (x - x[0])))
 
 
+def reference_rate(ax, bytes_per_iteration: float, label: str, unit_bytes: float = 2.0 ** 20):
+    """A dashed black line through 0 at the axis's first x, rising ``bytes_per_iteration``
+    per iteration (drawn in units of ``unit_bytes``: MiB for memory(..., by_iteration=True)),
+    over the x range already drawn, added to the legend as ``label``.  For a rate that was
+    not measured here (a published one), so say so in ``label``."""
+    left, right = ax.get_xlim()
+    x = np.array([left, right])
+    ax.plot(x, (x - left) * float(bytes_per_iteration) / unit_bytes, color="black", linestyle="--",
+            linewidth=1.0, label=label, gid="reference_rate")
+    ax.set_xlim(left, right)
+    ax.legend(fontsize=8, loc="upper left")        # the line rises to the right
+    return ax
+
+
 # --------------------------------------------------------------------------- timing
 def iteration_times(result, variants: Optional[Sequence[str]] = None, ax=None,
                     warmup: bool = True, log: bool = False):
