@@ -456,4 +456,39 @@ def test_the_rknnlite_objects_hold_the_weights_and_the_file_per_object(run) -> N
     answer = ch.flat(ch.numbered_sections(_markdown())["5"])
     assert "The file stays six times, against once: three `bytes` objects and three runtime copies" in answer
     assert "Two more weight buffers" in answer
-    assert "2,308 MiB with RKNNLite to 1,261 MiB with the C API and shared weights" in answer
+    # the immich figures with their qualifiers (issue 18 review E8): who, which models, which peak
+    assert ("a peak of 2,308 MiB with RKNNLite on one core against 1,261 MiB with a 3-core C-API pool that "
+            "shares the weights (immich-app/immich#23958)") in answer
+    assert "two models, SigLIP2 and antelopev2, at the peak while a photo is uploaded" in answer
+
+
+def test_the_per_core_pattern_is_cited_to_its_source_and_immich_only_for_the_tripling() -> None:
+    """Issue 18 review J6: immich gives every instance NPU_CORE_AUTO, so #15241 is cited only for
+    three instances tripling the memory; one object per core is leafqycc/rknn-multi-threaded's."""
+    section = ch.flat(ch.numbered_sections(_markdown())["5"])
+    assert "(leafqycc/rknn-multi-threaded)" in section
+    assert "three RKNNLite instances, all on `NPU_CORE_AUTO`, triple the memory (immich-app/immich#15241)" in section
+    for sentence in re.split(r"(?<=[.!?])\s+", section):
+        if "15241" in sentence:
+            assert "NPU_CORE_0" not in sentence and "per NPU core" not in sentence, sentence
+    from rknnlab.allocation import lite_pool
+    doc = ch.flat(lite_pool.lite_vs_dup.__doc__)
+    assert "leafqycc/rknn-multi-threaded" in doc and "all on NPU_CORE_AUTO there" in doc
+
+
+def test_rknnlite_has_no_flags_argument_rather_than_no_init_flags() -> None:
+    """Issue 18 review E7: the wheel reaches two init flags (async_mode, load_model_in_npu), so the
+    chapter says "no flags argument", never "no init flags"."""
+    text = ch.flat(_markdown())
+    assert "no init flags" not in text and "passes no init flags" not in text
+    assert text.count("has no flags argument") >= 3
+    assert "only `async_mode` and the attribute `load_model_in_npu` reach an init flag" in text
+
+
+def test_the_rknnlite_cell_is_skipped_on_a_board_without_the_wheel() -> None:
+    """Issue 18 review J4: the cell that makes RKNNLite objects (allocation.lite_vs_dup) asks
+    missing_wheel() first and prints its line instead."""
+    cells = [c for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "lite_vs_dup(" in ch.source(c)]
+    assert len(cells) == 1
+    text = ch.source(cells[0])
+    assert "why = missing_wheel()" in text and text.index("if why:") < text.index("lite_vs_dup(")
