@@ -429,7 +429,7 @@ LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
 
 def test_every_section_with_c_says_what_an_rknnlite_user_does() -> None:
     """§1 and §3-§7 show C calls: each has a folded "With RKNNLite" box (no zero-copy, float32 outputs,
-    the general API and one copy more, one object per core, the #42 slope, no sync). Only the 2.5.0
+    the general API plus copies, one object per core, the #42 slope, no sync). Only the 2.5.0
     wheel's methods, keywords and constants are used."""
     import json
     interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
@@ -472,3 +472,35 @@ def test_rknnlite_finds_the_same_boxes_from_a_float32_map(run) -> None:
     section = ch.flat(ch.numbered_sections(_markdown())["3"])
     assert "The same boxes: the threshold keeps the same pixels in both domains" in section
     assert "four times the plain int8 map" in section
+
+
+def test_the_rknnlite_cell_is_guarded_and_its_log_wrapped(run) -> None:
+    """Issue 18 review J1 and J4: the RKNNLite cell asks missing_wheel() before it makes the
+    object, prints the wheel's W lines wrapped at 100 columns (not hidden), and no printed line of
+    the chapter is wider than 100 columns."""
+    cells = [c for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "RKNNLite()" in ch.source(c)]
+    assert len(cells) == 1
+    text = ch.source(cells[0])
+    assert "why = missing_wheel()" in text and text.index("if why:") < text.index("RKNNLite()")
+    assert "textwrap.fill(line, 100" in text and "(chapter 0 §2)" in text
+    printed = _printed_by(run, "lite.inference(")
+    assert "W Query dynamic range failed." in printed and "please ignore the above warning message." in printed
+    for index, out in run.items():
+        if out.startswith("Simulator assumptions in this chapter:"):
+            continue
+        for line in out.splitlines():
+            assert len(line) <= 100, f"cell {index} prints {len(line)} columns: {line}"
+
+
+def test_the_rknnlite_boxes_count_the_copies_as_chapter_3_does_and_say_what_a_board_times() -> None:
+    """Issue 18 review E14 and J8: per frame, two copies of the input and two of the float32
+    output (one with reuse_outputs on the simulator, A67); on a board run("lite") times only the
+    whole inference() call; §3's float32 box is the code, not a repeat of the run (J14)."""
+    text = ch.flat(_markdown())
+    assert ("two of the input, and two of the float32 output, into the class's buffer and then into a new "
+            "921,600 B array (A66). With `reuse_outputs=True` the second goes") in text
+    assert "one float32 output (A66)" not in text
+    assert "times its calls on this backend" not in text
+    assert "on a board, only the whole `inference()` call, because the wheel calls librknnrt itself" in text
+    box = re.search(r"````\{admonition\} With RKNNLite: float32 outputs\n:class: dropdown\n(.*?)\n````", _markdown(), re.S)
+    assert box and box.group(1).startswith("```python") and box.group(1).rstrip().endswith("```"), box and box.group(1)
