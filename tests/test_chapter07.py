@@ -552,7 +552,55 @@ def test_rknnlite_reports_a_failure_with_none_and_an_e_line(run) -> None:
     assert re.search(r"^load_rknn: 0, init_runtime: 0, inference\(\) returned None \(simulated RK3588", text,
                      flags=re.M), text
     assert re.search(r"^  E .*float64", text, flags=re.M), f"no E line names the dtype:\n{text}"
-    assert "Traceback" not in text and "RKNN_ERR" not in text
+    assert "Traceback" not in text
+    # the W line names the runtime's code for a static model's dynamic range (A69); no E line names a code
+    assert not re.search(r"^  E .*RKNN_ERR", text, flags=re.M) and "returned None" in text
     answer = ch.flat(ch.numbered_sections(_markdown())["5"])
     assert 'Neither an exception nor a code: `inference()` prints an "E" line and returns `None`' in answer
     assert "`init_runtime` return 0 or -1, never one of the 13 codes" in answer
+
+
+def test_the_rknnlite_cell_is_guarded_and_every_output_fits_100_columns(run) -> None:
+    """Issue 18 review J1 and J4: the RKNNLite cell asks missing_wheel() before it makes the object
+    and wraps the wheel's lines at 100 columns; no printed line of the chapter is wider."""
+    cells = [c for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "RKNNLite()" in ch.source(c)]
+    assert len(cells) == 1
+    text = ch.source(cells[0])
+    assert "why = missing_wheel()" in text and text.index("if why:") < text.index("RKNNLite()")
+    assert "textwrap.fill(line, 100" in text
+    printed = _printed_by(run, "lite.inference(")
+    assert "W Query dynamic range failed." in printed
+    for index, out in run.items():
+        if out.startswith("Simulator assumptions in this chapter:"):
+            continue
+        for line in out.splitlines():
+            assert len(line) <= 100, f"cell {index} prints {len(line)} columns: {line}"
+
+
+def test_section_5_concludes_the_error_codes_before_the_rknnlite_block() -> None:
+    """Issue 18 review J2: the error-code run's What this shows and the three sources follow that
+    run; then the RKNNLite Predict, its run, its Answer and its own What this shows; one each."""
+    section = ch.numbered_sections(_markdown())["5"]
+    codes_w = section.index("**What this shows.** The same code has several causes")
+    sources = section.index("A code names a kind of problem. Three sources say more")
+    lite_predict = section.index("**Predict.** `inference()` gets a float64 frame")
+    lite_w = section.index("**What this shows.** RKNNLite turns every failure into -1")
+    assert codes_w < sources < lite_predict < lite_w
+    assert section.count("**What this shows.**") == 2
+    cells = ch.cells(CHAPTER)
+    i = next(k for k, c in enumerate(cells) if "review.reproduce_error(" in ch.source(c))
+    assert ch.source(cells[i + 1]).startswith("**What this shows.** The same code has several causes")
+
+
+def test_the_rknnlite_boxes_of_sections_2_and_4_say_what_the_sources_say() -> None:
+    """Issue 18 review J12 and E6: the core-mask box uses the agreed words and names the model
+    of immich#15241; the SRAM box says the older environment variables act on librknnrt whatever
+    loads it, as chapter 5 does, and "no flags argument" (E7)."""
+    text = ch.flat(_markdown())
+    assert ("the wheel prints a warning that core_mask is only supported by RK3576 / RK3588. The simulator "
+            "then ignores the mask (A69); what a board returns is not public.") in text
+    assert "A user ran a CLIP (ViT) model on one object with `NPU_CORE_0_1_2`" in text
+    assert "consistent with the split rule above" in text and "as the split rule above predicts" not in text
+    assert "the wheel ignores the mask with a warning" not in text
+    assert "act on librknnrt, whatever wrapper loads it, so they reach an RKNNLite program too" in text
+    assert "`init_runtime()` has no flags argument" in text and "passes no init flags" not in text
