@@ -301,3 +301,18 @@ def test_the_published_growth_is_shown_as_published_not_simulated(run) -> None:
     assert f"42.43 kB per call: {per_hour:.1f} GB per hour at 30 frames per second" in text
     assert "The simulator does not fake it (A71)." in text and "every 5 calls cut that to 0.158 kB per call" in text
     assert "and no simulator" not in text, "the old box said lite2 has no simulator"
+
+
+def test_every_answer_comes_after_its_run_as_in_the_rest_of_the_course() -> None:
+    """Issue 18 review J9: Predict -> run -> folded Answer -> What this shows, as chapters 2, 3, 5, 6
+    and 7 have it: no unfolded Predict has its Answer before the run (a folded Going-further box
+    keeps its own arc), and each numbered section's What this shows comes after an Answer."""
+    cells = _cells()
+    for i, cell in enumerate(cells):
+        text = _source(cell)
+        if cell["cell_type"] != "markdown" or "**Predict.**" not in text or text.startswith("````{admonition}"):
+            continue
+        assert "{admonition} Answer" not in text[text.index("**Predict.**"):], text[:80]
+        later = [_source(c) for c in cells[i + 1:] if c["cell_type"] == "markdown"]
+        answer = next(k for k, t in enumerate(later) if "{admonition} Answer" in t)
+        assert any(c["cell_type"] == "code" for c in cells[i + 1:i + 1 + answer + 3]), "a run before the answer"
