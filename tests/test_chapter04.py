@@ -316,3 +316,32 @@ def test_every_answer_comes_after_its_run_as_in_the_rest_of_the_course() -> None
         later = [_source(c) for c in cells[i + 1:] if c["cell_type"] == "markdown"]
         answer = next(k for k, t in enumerate(later) if "{admonition} Answer" in t)
         assert any(c["cell_type"] == "code" for c in cells[i + 1:i + 1 + answer + 3]), "a run before the answer"
+
+
+def test_on_a_board_without_the_wheel_the_rknnlite_cells_print_why_and_skip(capsys) -> None:
+    """Issue 18 review J4, run as a board without rknn-toolkit-lite2 would: the RKNNLite cell
+    prints missing_wheel()'s line and makes no object; the harness cell, given variants marked
+    "skipped" (as rknnlab.run marks them there), says they did not run and plots nothing."""
+    from unittest import mock
+    import pandas as pd
+    import rknnlab
+    import rknnlab.lite
+    cells = {c.get("id"): _source(c) for c in _cells()}
+    why = "this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: pip install it"
+
+    class Skipped:                      # what rknnlab.run("lite") returns on such a board
+        source = "RK3588 board"
+        summary = pd.DataFrame({"status": ["skipped"] * 3},
+                               index=["lite_inference", "lite_reuse_outputs", "lite_gc_collect"])
+
+    def no_object(*args, **kwargs):
+        raise AssertionError("RKNNLite() was made on a board without the wheel")
+
+    with mock.patch.object(rknnlab.lite, "missing_wheel", lambda: why), \
+            mock.patch.object(rknnlab.lite, "RKNNLite", no_object), \
+            mock.patch.object(rknnlab, "run", lambda *a, **k: Skipped()):
+        exec(cells["ch4-lite-2"], {"MODEL": {}, "LABELS": [], "DIGITS": [], "SOURCE": "board"})
+        exec(cells["ch4-lite-4"], {"rknnlab": rknnlab, "plt": None, "plot": None})
+    printed = capsys.readouterr().out
+    assert "this board has no rknn-toolkit-lite2" in printed
+    assert "the lite variants did not run (RK3588 board)" in printed and "skipped" in printed

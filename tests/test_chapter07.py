@@ -604,3 +604,21 @@ def test_the_rknnlite_boxes_of_sections_2_and_4_say_what_the_sources_say() -> No
     assert "the wheel ignores the mask with a warning" not in text
     assert "act on librknnrt, whatever wrapper loads it, so they reach an RKNNLite program too" in text
     assert "`init_runtime()` has no flags argument" in text and "passes no init flags" not in text
+
+
+def test_on_a_board_without_the_wheel_the_rknnlite_cell_prints_why_and_skips(capsys) -> None:
+    """Issue 18 review J4, run as a board without rknn-toolkit-lite2 would: the cell prints
+    missing_wheel()'s line and makes no RKNNLite object, instead of raising."""
+    import textwrap
+    from unittest import mock
+    import rknnlab.lite
+    cell = next(ch.source(c) for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "RKNNLite()" in ch.source(c))
+    why = "this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: pip install it"
+
+    def no_object(*args, **kwargs):
+        raise AssertionError("RKNNLite() was made on a board without the wheel")
+
+    with mock.patch.object(rknnlab.lite, "missing_wheel", lambda: why), \
+            mock.patch.object(rknnlab.lite, "RKNNLite", no_object):
+        exec(cell, {"textwrap": textwrap, "MODEL": "x.rknn", "SOC": "rk3588", "SOURCE": "board"})
+    assert "this board has no rknn-toolkit-lite2" in capsys.readouterr().out
