@@ -352,6 +352,48 @@ def assert_outputs_name_their_backend(run: Mapping[int, str], sources: str) -> N
             assert re.search(sources, text), f"cell {index} prints results without saying where they come from:\n{text}"
 
 
+#: rknn-toolkit-lite2 2.5.0's class interface, written down from the wheel (tests/test_lite.py)
+LITE_INTERFACE = Path(__file__).resolve().parent / "fixtures" / "rknnlite_2_5_0_interface.json"
+#: how a chapter's folded box for RKNNLite users begins
+LITE_BOX = re.compile(r"(`{3,})\{admonition\} With RKNNLite(?::[^\n]*)?\n:class: dropdown\n")
+
+
+def assert_rknnlite_names_are_the_wheels(text: str) -> None:
+    """Every RKNNLite method (called on a name starting "lite"), keyword and NPU_CORE_* constant
+    in ``text`` exists in the 2.5.0 wheel's class, and none of the C API's memory calls is
+    called on an RKNNLite."""
+    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
+    methods = interface["methods"]
+    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)", text):
+        assert method in methods, f"RKNNLite has no method {method}()"
+        params = {p[0] for p in methods[method]["params"]}
+        assert set(re.findall(r"(\w+)=", args)) <= params, f"RKNNLite.{method}() takes no such keyword: {args}"
+    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
+        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+
+
+def assert_rknnlite_cell_skips_without_the_wheel(cell: str, names: Mapping[str, Any]) -> str:
+    """Run ``cell`` as a board without rknn-toolkit-lite2 would (missing_wheel() gives a reason,
+    RKNNLite() must not be called): it must print the reason and make no RKNNLite. Returns
+    what it printed."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import rknnlab.lite
+    why = "this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: pip install it"
+
+    def no_object(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("RKNNLite() was made on a board without the wheel")
+
+    printed = io.StringIO()
+    with mock.patch.object(rknnlab.lite, "missing_wheel", lambda: why), \
+            mock.patch.object(rknnlab.lite, "RKNNLite", no_object), contextlib.redirect_stdout(printed):
+        exec(cell, dict(names))
+    assert "this board has no rknn-toolkit-lite2" in printed.getvalue(), printed.getvalue()
+    return printed.getvalue()
+
+
 # --------------------------------------------------------------------------- the shared tests
 class ChapterChecks:
     """The checks every chapter passes, as pytest tests: a chapter's test module subclasses it
@@ -397,6 +439,14 @@ class ChapterChecks:
     def test_the_prose_stays_within_its_budget(self) -> None:
         assert_prose_within_budget(markdown(self.chapter))
 
+    def test_the_rknnlite_path_uses_the_wheels_names_in_folded_boxes(self) -> None:
+        """Issue 18: a chapter that shows C shows the RKNNLite path in folded "With RKNNLite"
+        boxes, and names only what the 2.5.0 wheel's class has."""
+        text = markdown(self.chapter)
+        if c_blocks(text):
+            assert LITE_BOX.search(text), "C is shown, but no folded 'With RKNNLite' box"
+        assert_rknnlite_names_are_the_wheels(text + "\n" + code(self.chapter))
+
 
 class ExecutedChapterChecks(ChapterChecks):
     """:class:`ChapterChecks`, and those of a chapter that runs on the board's calls, quotes
@@ -422,6 +472,13 @@ class ExecutedChapterChecks(ChapterChecks):
 
     def test_every_output_is_short_and_no_stray_value(self, run: Dict[int, str]) -> None:
         assert_outputs_short(run)
+
+    def test_every_printed_line_fits_100_columns(self, run: Dict[int, str]) -> None:
+        for index, text in run.items():
+            if text.startswith("Simulator assumptions in this chapter:"):
+                continue  # HTML in JupyterLab, one folded line per assumption
+            wide = [line for line in text.splitlines() if len(line) > 100]
+            assert not wide, f"cell {index} prints lines over 100 columns: {wide[0]!r}"
 
     def test_every_measurement_names_its_backend(self, run: Dict[int, str]) -> None:
         assert_outputs_name_their_backend(run, self.sources)

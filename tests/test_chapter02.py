@@ -289,14 +289,6 @@ def test_the_rknnlite_life_on_a_board_times_each_method_of_the_wheel(monkeypatch
 
 
 # --------------------------------------------------------------------------- issue 18 reviews: JupyterLab look
-def test_every_printed_line_fits_100_columns(run) -> None:
-    for index, text in run.items():
-        if text.startswith("Simulator assumptions in this chapter:"):
-            continue
-        wide = [line for line in text.splitlines() if len(line) > 100]
-        assert not wide, f"cell {index} prints a line of {len(wide[0])} columns: {wide[0][:70]}..."
-
-
 def test_the_rknnlite_life_cell_says_why_when_the_variant_is_skipped(capsys) -> None:
     """J4: on a board without rknn-toolkit-lite2 the harness skips lite_life; the cell prints the
     reason (within 100 columns) instead of failing on an empty table."""

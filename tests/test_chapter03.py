@@ -594,10 +594,3 @@ def test_lite_phases_on_a_board_does_not_call_the_whole_block_the_class_s_own_wo
     table = profile.lite_phases(Result())
     assert "outside_the_calls_ms" not in table or np.isnan(table.loc["lite", "outside_the_calls_ms"])
 
-
-def test_every_printed_line_fits_100_columns(run) -> None:
-    for index, text in run.items():
-        if text.startswith("Simulator assumptions in this chapter:"):
-            continue
-        wide = [line for line in text.splitlines() if len(line) > 100]
-        assert not wide, f"cell {index} prints a line of {len(wide[0])} columns: {wide[0][:70]}..."

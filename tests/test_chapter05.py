@@ -400,24 +400,6 @@ def test_the_chapter_runs_on_a_soc_without_the_rk3588_only_models() -> None:
 
 
 # --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
-LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
-
-
-def _lite_names_are_the_wheels(text: str) -> None:
-    """Every RKNNLite method, keyword and constant the text uses exists in the 2.5.0 wheel's class."""
-    import json
-    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
-    methods = interface["methods"]
-    for name in re.findall(r"\blite\w*\.(\w+)\(", text):
-        assert name in methods, f"RKNNLite has no method {name}()"
-    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
-        assert name in interface["constants"], f"RKNNLite has no constant {name}"
-    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)\)", text):
-        params = {p[0] for p in methods[method]["params"]}
-        for keyword in re.findall(r"(\w+)=", args):
-            assert keyword in params, f"RKNNLite.{method}() takes no {keyword}="
-
-
 def _lite_boxes(body: str) -> list:
     return re.findall(r"(`{3,})\{admonition\} With RKNNLite(?::[^\n]*)?\n:class: dropdown\n(.*?)\n\1\n", body,
                       flags=re.S)
@@ -434,7 +416,7 @@ def test_every_section_with_c_says_what_an_rknnlite_user_does() -> None:
         assert number == "8" or any("RKNNLite" in box and ("cannot" in box or "no `" in box) for _, box in boxes), \
             f"§{number}'s box does not say what RKNNLite lacks"      # §8: the limit holds for RKNNLite too
     assert "allocation.lite_vs_dup(" in _code() and "immich-app/immich#15241" in sections["5"]
-    _lite_names_are_the_wheels(_markdown() + "\n" + _code())
+    ch.assert_rknnlite_names_are_the_wheels(_markdown() + "\n" + _code())
     for invented in ("create_mem(", "set_io_mem(", "dup_context(", "set_input_shapes("):
         assert not re.search(rf"\blite\w*\.{re.escape(invented)}", _markdown()), f"RKNNLite has no {invented}"
 

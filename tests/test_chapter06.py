@@ -248,15 +248,6 @@ def test_a_read_without_sync_is_stale_and_the_sync_fixes_it(run) -> None:
     assert "after rknn_mem_sync(FROM_DEVICE) it differs from A's: True" in text, text
 
 
-def test_every_output_line_fits_100_columns(run) -> None:
-    """JupyterLab at 1366 pixels shows about 100 columns: no printed line scrolls sideways."""
-    for index, text in run.items():
-        if text.startswith("Simulator assumptions in this chapter:"):
-            continue
-        wide = [line for line in text.splitlines() if len(line) > 100]
-        assert not wide, f"cell {index} prints lines over 100 columns: {wide}"
-
-
 def test_the_int8_path_finds_the_fp32_boxes(run) -> None:
     """§3: on the page frames the int8 path finds the fp32 model's boxes; rknn-toolkit2's INT8 run too."""
     text = _printed_by(run, "pipeline.box_agreement(")
@@ -424,26 +415,16 @@ def test_the_chapter_runs_on_a_one_core_soc_and_says_what_it_cannot_show() -> No
 
 
 # --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
-LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
-
-
 def test_every_section_with_c_says_what_an_rknnlite_user_does() -> None:
     """§1 and §3-§7 show C calls: each has a folded "With RKNNLite" box (no zero-copy, float32 outputs,
     the general API plus copies, one object per core, the #42 slope, no sync). Only the 2.5.0
     wheel's methods, keywords and constants are used."""
-    import json
-    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
     sections = ch.numbered_sections(_markdown())
     for number in ("1", "3", "4", "5", "6", "7"):
         assert re.search(r"`{3,}\{admonition\} With RKNNLite(?::[^\n]*)?\n:class: dropdown\n", sections[number]), \
             f"§{number} has no folded 'With RKNNLite' box"
     text = _markdown() + "\n" + _code()
-    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)", text):
-        assert method in interface["methods"], f"RKNNLite has no method {method}()"
-        params = {p[0] for p in interface["methods"][method]["params"]}
-        assert set(re.findall(r"(\w+)=", args)) <= params, f"RKNNLite.{method}() takes no such keyword: {args}"
-    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
-        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+    ch.assert_rknnlite_names_are_the_wheels(text)
     for lacks in ("create_mem(", "set_io_mem(", "dup_context(", "mem_sync("):
         assert not re.search(rf"\blite\w*\.{re.escape(lacks)}", text), f"RKNNLite has no {lacks}"
     assert "immich-app/immich#15241" in sections["5"] and "airockchip/rknn-toolkit2#42" in sections["6"]
@@ -506,19 +487,10 @@ def test_the_rknnlite_boxes_count_the_copies_as_chapter_3_does_and_say_what_a_bo
     assert box and box.group(1).startswith("```python") and box.group(1).rstrip().endswith("```"), box and box.group(1)
 
 
-def test_on_a_board_without_the_wheel_the_rknnlite_cell_prints_why_and_skips(capsys) -> None:
+def test_on_a_board_without_the_wheel_the_rknnlite_cell_prints_why_and_skips() -> None:
     """Issue 18 review J4, run as a board without rknn-toolkit-lite2 would: the cell prints
     missing_wheel()'s line and makes no RKNNLite object, instead of raising."""
     import textwrap
-    from unittest import mock
-    import rknnlab.lite
     cell = next(ch.source(c) for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "RKNNLite()" in ch.source(c))
-    why = "this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: pip install it"
-
-    def no_object(*args, **kwargs):
-        raise AssertionError("RKNNLite() was made on a board without the wheel")
-
-    with mock.patch.object(rknnlab.lite, "missing_wheel", lambda: why), \
-            mock.patch.object(rknnlab.lite, "RKNNLite", no_object):
-        exec(cell, {"textwrap": textwrap, "MODEL": "x.rknn", "SOC": "rk3588", "SOURCE": "board"})
-    assert "this board has no rknn-toolkit-lite2" in capsys.readouterr().out
+    ch.assert_rknnlite_cell_skips_without_the_wheel(cell, {"textwrap": textwrap, "MODEL": "x.rknn", "SOC": "rk3588",
+                                                           "SOURCE": "board"})

@@ -323,13 +323,6 @@ def test_the_chapter_runs_within_its_budget(run) -> None:
     assert seconds < 90, f"chapter 7 took {seconds:.0f} s on the simulator (budget 60 s)"
 
 
-def test_every_output_line_fits_100_columns(run) -> None:
-    for index, text in run.items():
-        if text.startswith("Simulator assumptions in this chapter:"):
-            continue
-        assert all(len(line) <= 100 for line in text.splitlines()), f"cell {index} prints lines over 100 columns"
-
-
 def _percent(text: str, rows: str) -> float:
     block = text[text.index(f"rows at {rows}:"):]
     return float(re.search(r"same digit as rknn_inputs_set: ([\d.]+)%", block).group(1))
@@ -521,14 +514,9 @@ def test_the_chapter_runs_on_a_one_core_soc_without_sram() -> None:
 
 
 # --------------------------------------------------------------------------- RKNNLite (rknn-toolkit-lite2)
-LITE_INTERFACE = ROOT / "tests" / "fixtures" / "rknnlite_2_5_0_interface.json"
-
-
 def test_rknnlite_masks_and_the_review_use_the_wheels_names_only() -> None:
     """§1-§3 say what an RKNNLite user does instead, §4 how they set core masks and what of the
     review applies to them (folded boxes); every RKNNLite method, keyword and constant used exists in the 2.5.0 wheel's class."""
-    import json
-    interface = json.loads(LITE_INTERFACE.read_text(encoding="utf-8"))
     sections = ch.numbered_sections(_markdown())
     section = sections["4"]
     for number, title in (("1", "alignment"), ("2", "SRAM"), ("3", "allocate once"), ("4", "core masks"),
@@ -536,12 +524,7 @@ def test_rknnlite_masks_and_the_review_use_the_wheels_names_only() -> None:
         box = rf"`{{3,}}\{{admonition\}} With RKNNLite: {title}\n:class: dropdown\n"
         assert re.search(box, sections[number]), f"§{number} lacks the folded box 'With RKNNLite: {title}'"
     text = _markdown() + "\n" + _code()
-    for method, args in re.findall(r"\blite\w*\.(\w+)\(([^()]*)", text):
-        assert method in interface["methods"], f"RKNNLite has no method {method}()"
-        params = {p[0] for p in interface["methods"][method]["params"]}
-        assert set(re.findall(r"(\w+)=", args)) <= params, f"RKNNLite.{method}() takes no such keyword: {args}"
-    for name in re.findall(r"\bRKNNLite\.(\w+)", text):
-        assert name in interface["constants"], f"RKNNLite has no constant {name}"
+    ch.assert_rknnlite_names_are_the_wheels(text)
     assert "immich-app/immich#15241" in section and "airockchip/rknn-toolkit2#42" in section
 
 
@@ -606,19 +589,10 @@ def test_the_rknnlite_boxes_of_sections_2_and_4_say_what_the_sources_say() -> No
     assert "`init_runtime()` has no flags argument" in text and "passes no init flags" not in text
 
 
-def test_on_a_board_without_the_wheel_the_rknnlite_cell_prints_why_and_skips(capsys) -> None:
+def test_on_a_board_without_the_wheel_the_rknnlite_cell_prints_why_and_skips() -> None:
     """Issue 18 review J4, run as a board without rknn-toolkit-lite2 would: the cell prints
     missing_wheel()'s line and makes no RKNNLite object, instead of raising."""
     import textwrap
-    from unittest import mock
-    import rknnlab.lite
     cell = next(ch.source(c) for c in ch.cells(CHAPTER) if c["cell_type"] == "code" and "RKNNLite()" in ch.source(c))
-    why = "this board has no rknn-toolkit-lite2, so the RKNNLite cells are skipped: pip install it"
-
-    def no_object(*args, **kwargs):
-        raise AssertionError("RKNNLite() was made on a board without the wheel")
-
-    with mock.patch.object(rknnlab.lite, "missing_wheel", lambda: why), \
-            mock.patch.object(rknnlab.lite, "RKNNLite", no_object):
-        exec(cell, {"textwrap": textwrap, "MODEL": "x.rknn", "SOC": "rk3588", "SOURCE": "board"})
-    assert "this board has no rknn-toolkit-lite2" in capsys.readouterr().out
+    ch.assert_rknnlite_cell_skips_without_the_wheel(cell, {"textwrap": textwrap, "MODEL": "x.rknn", "SOC": "rk3588",
+                                                           "SOURCE": "board"})
