@@ -176,13 +176,11 @@ def _rknnlite_boxes(markdown: str) -> list:
 
 
 def test_rknnlite_boxes_are_folded_and_name_only_what_the_class_has() -> None:
-    from rknnlab.lite import RKNNLite
     boxes = _rknnlite_boxes(_markdown())
     assert len(boxes) >= 5, "a With RKNNLite box where §1-§6 show C the class stands for or lacks"
     for _, body in boxes:
         assert body.startswith(":class: dropdown"), body[:80]
-        for name in re.findall(r"(?<![\w.])lite\.(\w+)", body) + re.findall(r"\bRKNNLite\.(\w+)", body):
-            assert hasattr(RKNNLite, name) or name == "rknn_data", f"RKNNLite has no {name!r}"
+        ch.assert_rknnlite_names_are_the_wheels(body)
     text = " ".join(body for _, body in boxes)
     assert "no init flags" not in text and "takes no flags" not in text
     for lacking in ("no query", "no `dup_context`", "no flags argument"):

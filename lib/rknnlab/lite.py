@@ -462,24 +462,16 @@ class RKNNLite:
         if not os.path.exists(path):  # None raises TypeError here, as in the wheel
             self.rknn_log.e(f"Invalid RKNN model path: {path or 'None'}")
             return -1
-        try:
-            with open(path, "rb") as f:
-                self.rknn_data = f.read()
-        except Exception as exc:
-            self.rknn_log.e(f"Catch exception when loading RKNN model [{path}]!")
-            self.rknn_log.e(f"{type(exc).__name__}: {exc}")
+        self.rknn_data = self._read(path, "RKNN model")
+        if self.rknn_data is None:
             return -1
         self.rknn_user_key = None
         if key_path is not None:
             if not os.path.exists(key_path):
                 self.rknn_log.e(f"Invalid key envelope path: {key_path}")
                 return -1
-            try:
-                with open(key_path, "rb") as f:
-                    self.rknn_user_key = f.read()
-            except Exception as exc:
-                self.rknn_log.e(f"Catch exception when loading key envelope [{key_path}]!")
-                self.rknn_log.e(f"{type(exc).__name__}: {exc}")
+            self.rknn_user_key = self._read(key_path, "key envelope")
+            if self.rknn_user_key is None:
                 return -1
         return 0
 
@@ -589,6 +581,16 @@ class RKNNLite:
             self.rknn_runtime = None
 
     # -- ours ------------------------------------------------------------------------
+    def _read(self, path: str, what: str) -> Optional[bytes]:
+        """The file's bytes, or None after the wheel's E lines."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except Exception as exc:
+            self.rknn_log.e(f"Catch exception when loading {what} [{path}]!")
+            self.rknn_log.e(f"{type(exc).__name__}: {exc}")
+            return None
+
     def _sim_runtime(self, target: Optional[str]) -> Tuple[Any, bool]:
         """(the runtime to use, whether this object opened it and must close it)."""
         from .sim import SimRuntime
