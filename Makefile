@@ -24,6 +24,11 @@ LAB_ARGS     ?=
 LAB_ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # auto: the board's NPU where `rknnlab doctor` finds one, else the simulator
 RKNNLAB_BACKEND ?= auto
+# `make test` runs the suite in TEST_WORKERS processes (pytest-xdist), a test file per process
+# at a time, the longest files first (tests/conftest.py: the order, the tests that run alone);
+# make test TEST_PARALLEL= runs it in one process
+TEST_WORKERS  ?= 3
+TEST_PARALLEL ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: lab lab-instructor workspace test book doctor clean distclean venv install-lab install-book install-dev
 
@@ -67,7 +72,7 @@ lab-instructor: install-lab
 	RKNNLAB_BACKEND=$(RKNNLAB_BACKEND) $(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(LAB_ROOT_ARG) $(LAB_ARGS)
 
 test: install-dev
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(TEST_PARALLEL) tests
 
 book: install-book
 	$(PY) -m rknnlab book build

@@ -1,5 +1,6 @@
 """Shared by the book tests: the fixture book (tests/fixtures/book, test data) copied
-to tests/_build/book-fixture/ and built once per test session per (book, edition, lang)."""
+to tests/_build/book-fixture/ (book-fixture-gw<n>/ in pytest-xdist's worker n) and built once
+per test session per (book, edition, lang)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,9 @@ import pytest
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "book"
 ROOT = Path(__file__).resolve().parents[1]
-WORK = Path(__file__).resolve().parent / "_build" / "book-fixture"
+#: a copy per pytest-xdist worker: test files that build the fixture book may run at once
+WORK = Path(__file__).resolve().parent / "_build" / (
+    "book-fixture" + (f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""))
 ARTIFACTS = Path(__file__).resolve().parent / "_artifacts"
 
 _built: Dict[Tuple[str, str], object] = {}

@@ -26,6 +26,7 @@ from urllib.request import urlopen
 import pytest
 
 import bookhelpers as bh
+import notebook_runs
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -207,6 +208,9 @@ def course_site():
     from rknnlab.book.build import build_book
     from rknnlab.book.config import load_book
     cfg = load_book(bh.ROOT / "book.toml")
+    # the session's runs of the notebooks (tests/notebook_runs.py), several at once: then the
+    # build executes none of them and the tests running beside it wait for no run of the build
+    notebook_runs.execute_ahead([e.file for e in cfg.entries() if e.status == "ready"])
     rep = build_book(bh.ROOT / "book.toml", edition="student", backend="sim", log=lambda s: None)
     server, base = _serve(rep.out_dir)
     yield cfg, rep, base
