@@ -88,7 +88,9 @@ def test_process_memory_sees_a_heap_block_and_touched_pages():
     for offset in range(0, len(area), mmap.PAGESIZE):
         area[offset] = 1                              # ... each one touched, so it is resident
     after = layers.process_memory()
-    assert after["heap in use"] - before["heap in use"] >= 16 << 20
+    # less 64 KiB: another thread of the process (pytest-xdist's channel to its controller) may free
+    # a buffer between the two readings (672 B short once under Python 3.9)
+    assert after["heap in use"] - before["heap in use"] >= (16 << 20) - (64 << 10)
     assert after["RssAnon"] - before["RssAnon"] >= 15 << 20
     area.close()
     del block
