@@ -257,7 +257,7 @@ def test_ex5_wrong_setups_fail(setup, words, seed, monkeypatch: pytest.MonkeyPat
     assert "budget" in text
     if setup is budget_share_everything:   # wrong outputs while the threads overlapped, or judged from the buffers
         assert ("differ from a flag-0 context's" in text and "overlapped in time" in text
-                or "use the same bytes of one buffer" in text), text
+                or "uses the same bytes of one buffer" in text), text
 
 
 @pytest.mark.parametrize("setup", [budget_own_buffer_each, budget_no_context_each, budget_memfd_each])
