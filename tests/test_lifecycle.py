@@ -459,7 +459,10 @@ def test_describe_names_the_dma_total_where_it_grows(dma_runs):
     assert "DMA total" not in per_variant["zero_copy_io"].replace("DMA 5", "")
     assert "DMA total: grows" not in per_variant["reinit_each_iter"]
     grows = next(x for x in lines if x.startswith("Memory grows in:"))
-    assert re.search(r"mems_never_destroyed \([^)]*DMA total", grows), grows
+    # named with what grows, DMA total among it; or bare when everything sampled grows (the leaked
+    # mems are mapped, so RSS may grow with them, and their structs are on the heap: A2)
+    named = re.search(r"mems_never_destroyed(?: \(([^)]*)\))?", grows)
+    assert named and (named.group(1) is None or "DMA total" in named.group(1)), grows
     assert "zero_copy_io" not in grows and "reinit_each_iter" not in grows
 
 
