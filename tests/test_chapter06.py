@@ -466,11 +466,7 @@ def test_the_rknnlite_cell_is_guarded_and_its_log_wrapped(run) -> None:
     assert "textwrap.fill(line, 100" in text and "(chapter 0 §2)" in text
     printed = _printed_by(run, "lite.inference(")
     assert "W Query dynamic range failed." in printed and "please ignore the above warning message." in printed
-    for index, out in run.items():
-        if out.startswith("Simulator assumptions in this chapter:"):
-            continue
-        for line in out.splitlines():
-            assert len(line) <= 100, f"cell {index} prints {len(line)} columns: {line}"
+    # every printed line within 100 columns: ExecutedChapterChecks
 
 
 def test_the_rknnlite_boxes_count_the_copies_as_chapter_3_does_and_say_what_a_board_times() -> None:

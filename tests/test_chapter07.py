@@ -553,11 +553,7 @@ def test_the_rknnlite_cell_is_guarded_and_every_output_fits_100_columns(run) -> 
     assert "textwrap.fill(line, 100" in text
     printed = _printed_by(run, "lite.inference(")
     assert "W Query dynamic range failed." in printed
-    for index, out in run.items():
-        if out.startswith("Simulator assumptions in this chapter:"):
-            continue
-        for line in out.splitlines():
-            assert len(line) <= 100, f"cell {index} prints {len(line)} columns: {line}"
+    # every printed line within 100 columns: ExecutedChapterChecks
 
 
 def test_section_5_concludes_the_error_codes_before_the_rknnlite_block() -> None:
