@@ -24,6 +24,12 @@ __all__ = ["open_runtime", "run", "ENV_SIM_SOC", "__version__"]
 ENV_SIM_SOC = "RKNNLAB_SIM_SOC"
 
 
+def load_ipython_extension(ipython: "object") -> None:
+    """``%load_ext rknnlab``: the ``%%rknn_c`` magic (rknnlab.cmagic)."""
+    from .cmagic import load
+    load(ipython)
+
+
 def open_runtime(backend: str = "auto", soc: "str | None" = None) -> "rknnlab.rknn.runtime.Runtime":
     """The RKNN runtime to drive: ``native`` (librknnrt.so on a board) or ``sim``.
 

@@ -242,6 +242,66 @@ def _show_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- cc
+@command
+def _cc(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser(
+        "cc", help="compile (and run) a C program against the RKNN runtime: the board's "
+                   "librknnrt.so, or the simulator's on a PC",
+        description="Compile a C program against the course's rknn_api.h and link it with the "
+                    "runtime this machine has: Rockchip's librknnrt.so on a board, else the "
+                    "simulator's librknnrt.so (built on first use; it plays $RKNNLAB_SIM_SOC, "
+                    "else the SoC of the first model loaded). The program records where its "
+                    "library is, so it runs from a shell as it is.",
+        epilog="example: python -m rknnlab cc examples/c/output_reuse.c --run "
+               "data/models/mobilenet_v2/rk3588.rknn 100")
+    p.add_argument("source", help="the C file")
+    p.add_argument("-o", "--output", help="the program to write (default: ./<source name>; "
+                                          "with --run and no -o, a cached build)")
+    p.add_argument("--backend", choices=("auto", "sim", "native"), default="auto",
+                   help="which librknnrt.so to link (default auto: the board's where `rknnlab "
+                        "doctor` finds an NPU, else the simulator's)")
+    p.add_argument("--soc", help="the SoC the simulator plays (sets RKNNLAB_SIM_SOC for --run)")
+    p.add_argument("--cflags", default="", help='extra compiler arguments, e.g. "-O0 -g -DDEBUG"')
+    p.add_argument("--run", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="run the program after compiling it, with the arguments that follow")
+    p.set_defaults(func=_cc_main)
+
+
+def _cc_main(args: argparse.Namespace) -> int:
+    import os
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    from . import cc
+    if args.soc:
+        from .sim.npu import soc_npu
+        try:
+            soc_npu(args.soc)
+        except ValueError as exc:
+            print(f"rknnlab cc: --soc {args.soc}: {exc}", file=sys.stderr)
+            return 2
+    output = args.output
+    if output is None and args.run is None:
+        output = Path(args.source).stem
+    try:
+        program = cc.compile_program(args.source, output, backend=args.backend,
+                                     cflags=shlex.split(args.cflags))
+    except (cc.CBuildError, ValueError) as exc:
+        print(f"rknnlab cc: {exc}", file=sys.stderr)
+        return 1
+    where = "the simulator's" if program.backend == "sim" else "the board's"
+    if args.run is None:
+        print(f"wrote {program.path} (linked with {where} {program.library})")
+        return 0
+    env = dict(os.environ)
+    if args.soc:
+        env["RKNNLAB_SIM_SOC"] = args.soc
+    sys.stdout.flush()
+    return subprocess.call([str(program.path), *args.run], env=env)
+
+
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

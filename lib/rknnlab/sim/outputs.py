@@ -140,6 +140,13 @@ class TwinValues:
             outputs.append(native)
         return outputs
 
+    def prepare(self) -> bool:
+        """Load the onnxruntime session now rather than at the first run (True when it
+        was loaded by this call)."""
+        loaded = self._session is None
+        self._get_session()
+        return loaded
+
     def _get_session(self):  # -> onnxruntime.InferenceSession
         with self._session_lock:
             if self._session is None:
@@ -201,6 +208,10 @@ class StandInValues:
             self._patterns.append(
                 np.random.default_rng(seed).integers(-128, 128, spec.native.nbytes, dtype=np.int8)
                 .view(np.uint8))
+
+    def prepare(self) -> bool:
+        """Nothing to load: the patterns exist from the start."""
+        return False
 
     def compute(self, native_inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         checksum = 0

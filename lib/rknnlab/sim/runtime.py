@@ -476,6 +476,16 @@ class SimRuntime(Runtime):
         _copy_weights(np.frombuffer(model_bytes, dtype=np.uint8), buffer.array())
         return buffer
 
+    def prepare_values(self, ctx: int) -> Optional[str]:
+        """Load what computes ``ctx``'s outputs (its model's onnxruntime session) now
+        instead of at the first rknn_run, so that a memory baseline taken after rknn_init
+        already holds it.  The model's name when this call loaded it, else None.  For
+        callers that measure across a whole program (the C library: rknnlab.sim.capi)."""
+        context = self._context(ctx, "prepare_values")
+        if context.info_only:
+            return None
+        return context.model.name if context.model.values.prepare() else None
+
     def dup_context(self, ctx: int) -> int:
         """rknn_dup_context: a new context of the same model and flags sharing
         the weights (and the model bytes); its own internal and io buffers,
@@ -969,6 +979,28 @@ class SimRuntime(Runtime):
                              f"{self.soc} has {self.npu.n_cores} NPU core(s); valid masks: {', '.join(valid)}")
             context.core_mask = core_mask
         return 0
+
+    def set_batch_core_num(self, ctx: int, core_num: int) -> int:
+        """rknn_set_batch_core_num: how many cores split a multi-batch model's batch.  The
+        course models have batch 1, so it changes nothing here; 1 to the SoC's core count is
+        accepted, anything else refused (ASSUMPTIONS A73)."""
+        fn = "rknn_set_batch_core_num"
+        with self._using(ctx, fn, exclusive=False):
+            if not 1 <= core_num <= self.npu.n_cores:
+                raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                             f"core_num {core_num}: the {self.soc} has {self.npu.n_cores} NPU core(s)")
+        return 0
+
+    def wait(self, ctx: int, extend: Optional[abi.rknn_run_extend] = None) -> int:
+        """rknn_wait: refused.  It waits for a non-blocking run, and the API reference
+        (V2.3.2, Table 4-1) says non-blocking runs are not available: every rknn_run
+        here blocks until the NPU is done, so there is never a run to wait for
+        (ASSUMPTIONS A73: the code a board returns is not documented)."""
+        fn = "rknn_wait"
+        with self._using(ctx, fn, exclusive=False):
+            raise _error(abi.RKNN_ERR_PARAM_INVALID, fn,
+                         "non-blocking runs are not available (API reference V2.3.2, Table 4-1): "
+                         "rknn_run returns when the NPU is done, so there is nothing to wait for")
 
     def set_input_shapes(self, ctx: int, attrs: Sequence[abi.rknn_tensor_attr]) -> int:
         """rknn_set_input_shapes: choose one of the input shapes a dynamic-shape model was
