@@ -38,6 +38,7 @@ from .. import ENV_SIM_SOC
 from ..rknn import abi, errors
 from .mems import MEM_POINTER
 from .model import UnknownModelError, identify
+from .outputs import one_inference_at_a_time
 from .runtime import SimRuntime
 
 #: the version of the contract with librknnrt_sim.c (its CAPI_ABI)
@@ -55,6 +56,7 @@ F = TypeVar("F", bound=Callable[..., int])
 def started(abi_version: int, major: int, minor: int, rss_before_kb: int, rss_after_kb: int) -> int:
     """Called once by the C library after it started Python and imported this module."""
     global _embedding
+    one_inference_at_a_time()
     if abi_version != ABI:
         raise RuntimeError(f"librknnrt_sim.c speaks capi ABI {abi_version}, rknnlab.sim.capi {ABI}: "
                            "rebuild the library (python -m rknnlab cc rebuilds it when its source changes)")
@@ -185,7 +187,7 @@ def _prepare_values(handle: int) -> None:
     if name is not None:
         if not announced_before:
             _announce()
-        sys.stderr.write(f"rknnlab: onnxruntime session for {name}'s outputs, loaded in rknn_init: "
+        sys.stderr.write(f"rknnlab: onnxruntime for {name}'s outputs, loaded and run in rknn_init: "
                          f"+{(_rss_kb() - before) / 1024:.1f} MB RSS\n")
 
 

@@ -22,7 +22,7 @@ import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -46,6 +46,19 @@ _FINGERPRINT_SAMPLES = 1024
 # how many values_replayed() blocks are open, in any thread
 _replaying = 0
 _replaying_lock = threading.Lock()
+# held around every onnxruntime inference once one_inference_at_a_time() was called
+_serial: Optional[threading.Lock] = None
+
+
+def one_inference_at_a_time() -> None:
+    """From now on, in this process, compute one model output at a time.  Concurrent
+    onnxruntime inferences each take memory of their own, which stays in the process;
+    the C library (rknnlab.sim.capi) calls this so that a C program's RSS does not
+    grow with how many of its threads happened to run at once.  The modeled NPU time
+    of each rknn_run is unchanged."""
+    global _serial
+    if _serial is None:
+        _serial = threading.Lock()
 
 
 @contextmanager
@@ -129,7 +142,11 @@ class TwinValues:
                                           _matched(self.model.inputs, onnx_inputs)):
             values = dequantize(spec.native.read(data), spec.zp, spec.scale)
             feed[onnx_name] = np.ascontiguousarray(values)
-        results = dict(zip(onnx_outputs, session.run(None, feed)))
+        if _serial is not None:
+            with _serial:
+                results = dict(zip(onnx_outputs, session.run(None, feed)))
+        else:
+            results = dict(zip(onnx_outputs, session.run(None, feed)))
         self.inferences += 1
         outputs = []
         for spec, onnx_name in zip(self.model.outputs, _matched(self.model.outputs, onnx_outputs)):
@@ -141,11 +158,15 @@ class TwinValues:
         return outputs
 
     def prepare(self) -> bool:
-        """Load the onnxruntime session now rather than at the first run (True when it
-        was loaded by this call)."""
-        loaded = self._session is None
-        self._get_session()
-        return loaded
+        """Load the onnxruntime session and run it once on zero inputs now rather than
+        at the first rknn_run, so the memory both take is there from now on (True when
+        this call did it)."""
+        with self._session_lock:
+            if self._session is not None:
+                return False
+        zeros = [np.zeros(spec.native.nbytes, np.uint8) for spec in self.model.inputs]
+        self._infer(zeros)
+        return True
 
     def _get_session(self):  # -> onnxruntime.InferenceSession
         with self._session_lock:
