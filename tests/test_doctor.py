@@ -327,3 +327,21 @@ def test_the_shipped_models_on_boards(tmp_path, monkeypatch):
     assert not _rows(ok, item="toolkit vs runtime")
     old = doctor.doctor_report(board=_board_with_runtime(tmp_path / "b", "2.2.0"), env=NO_ENV)
     assert all(_one(old, name).status == "warn" for name in shipped)
+
+
+def test_c_programs_row_names_what_programs_link_with(tmp_path, models, monkeypatch):
+    """On a PC the simulator's librknnrt.so (it needs a compiler and a shared libpython)."""
+    import sysconfig
+
+    from rknnlab import probe
+    b = read_board(str(fb.pc(tmp_path / "root")), machine="x86_64", env=NO_ENV)
+    row = _one(doctor.doctor_report(board=b, env=NO_ENV), "C programs")
+    assert row.status == doctor.OK and "simulator's librknnrt.so" in row.value
+    real = sysconfig.get_config_var
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        lambda name: 0 if name == "Py_ENABLE_SHARED" else real(name))
+    row = _one(doctor.doctor_report(board=b, env=NO_ENV), "C programs")
+    assert row.status == doctor.WARN and "--enable-shared" in row.advice
+    monkeypatch.setattr(probe, "_compiler", lambda: None)
+    row = _one(doctor.doctor_report(board=b, env=NO_ENV), "C programs")
+    assert row.status == doctor.WARN and "gcc" in row.advice

@@ -275,6 +275,7 @@ def _cc_main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import cc
+    from .board import BackendUnavailableError
     if args.soc:
         from .sim.npu import soc_npu
         try:
@@ -288,7 +289,7 @@ def _cc_main(args: argparse.Namespace) -> int:
     try:
         program = cc.compile_program(args.source, output, backend=args.backend,
                                      cflags=shlex.split(args.cflags))
-    except (cc.CBuildError, ValueError) as exc:
+    except (cc.CBuildError, BackendUnavailableError, ValueError) as exc:
         print(f"rknnlab cc: {exc}", file=sys.stderr)
         return 1
     where = "the simulator's" if program.backend == "sim" else "the board's"

@@ -229,6 +229,30 @@ def _sampler_row(env: Mapping[str, str]) -> Row:
                "costs about 1.5-2x the CPU at 200 Hz (benchmarks/bench_harness.py)")
 
 
+def _c_programs_row(b: _board.BoardInfo, env: Mapping[str, str]) -> Row:
+    """What `python -m rknnlab cc` and %%rknn_c link C programs with: the board's
+    librknnrt.so, or the simulator's (built on first use: it needs a C compiler and
+    a Python with a shared libpython, which it embeds)."""
+    import sysconfig
+
+    from .probe import _compiler
+    item = "C programs"
+    if _compiler() is None:
+        return Row("python", item, "no C compiler", WARN, "sudo apt install gcc")
+    try:
+        native = _board.choose_backend("auto", b, env=env)[0] == "native"
+    except (ValueError, _board.BackendUnavailableError):
+        native = False
+    if native:
+        return Row("python", item, f"linked with {b.librknnrt_path}", OK, "")
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        return Row("python", item, "no shared libpython", WARN,
+                   "the simulator's librknnrt.so embeds Python: use a Python built with "
+                   "--enable-shared (Debian's python3 with libpython3-dev; pyenv: "
+                   "PYTHON_CONFIGURE_OPTS=--enable-shared)")
+    return Row("python", item, "the simulator's librknnrt.so (built on first use)", OK, "")
+
+
 def _backend_rows(b: _board.BoardInfo, env: Mapping[str, str]) -> List[Row]:
     S = "backend"
     rows = []
@@ -340,6 +364,7 @@ def doctor_report(board: Optional[_board.BoardInfo] = None,
     rows += _runtime_rows(b)
     rows += _python_rows()
     rows.append(_sampler_row(env))
+    rows.append(_c_programs_row(b, env))
     rows += _backend_rows(b, env)
     try:
         native = _board.choose_backend("auto", b, env=env)[0] == "native"

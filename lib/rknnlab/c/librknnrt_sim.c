@@ -46,7 +46,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* the version of the contract between this file and rknnlab/sim/capi.py */
-#define CAPI_ABI 1
+#define CAPI_ABI 2
 
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static PyObject *capi;          /* rknnlab.sim.capi, or NULL when Python did not start */
@@ -63,9 +63,33 @@ static long rss_kb(void)
     return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+static void import_capi(long before, int embedded)
+{
+    capi = PyImport_ImportModule("rknnlab.sim.capi");
+    if (capi) {
+        PyObject *r = PyObject_CallMethod(capi, "started", "iiilli", CAPI_ABI, PY_MAJOR_VERSION,
+                                          PY_MINOR_VERSION, before, rss_kb(), embedded);
+        if (!r) {
+            Py_CLEAR(capi);
+        }
+        Py_XDECREF(r);
+    }
+    if (!capi) {
+        fprintf(stderr, "librknnrt (rknnlab simulator): cannot import rknnlab.sim.capi from %s "
+                        "with %s:\n", RKNNLAB_LIB, RKNNLAB_PYTHON);
+        PyErr_Print();
+    }
+}
+
 static void start_python(void)
 {
     long before = rss_kb();
+    if (Py_IsInitialized()) {   /* loaded into a Python process (ctypes): use its interpreter */
+        PyGILState_STATE gil = PyGILState_Ensure();
+        import_capi(before, 0);
+        PyGILState_Release(gil);
+        return;
+    }
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;   /* the program's signals stay the program's */
@@ -86,20 +110,7 @@ static void start_python(void)
     if (path && lib)
         PyList_Insert(path, 0, lib);
     Py_XDECREF(lib);
-    capi = PyImport_ImportModule("rknnlab.sim.capi");
-    if (capi) {
-        PyObject *r = PyObject_CallMethod(capi, "started", "iiill", CAPI_ABI, PY_MAJOR_VERSION,
-                                          PY_MINOR_VERSION, before, rss_kb());
-        if (!r) {
-            Py_CLEAR(capi);
-        }
-        Py_XDECREF(r);
-    }
-    if (!capi) {
-        fprintf(stderr, "librknnrt (rknnlab simulator): cannot import rknnlab.sim.capi from %s "
-                        "with %s:\n", RKNNLAB_LIB, RKNNLAB_PYTHON);
-        PyErr_Print();
-    }
+    import_capi(before, 1);
     PyEval_SaveThread();   /* every call takes the GIL for itself, from any thread */
 }
 

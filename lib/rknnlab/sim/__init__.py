@@ -43,7 +43,10 @@ Modeled as well (each a listed assumption below where the documents are silent):
 
 What the simulator does not reproduce (limitations, not claims about a board):
 the onnxruntime session and the small output cache add to the process's RSS
-at the first run of a model (take memory baselines after one run); a run
+at the first run of a model (take memory baselines after one run; in a C program
+on the simulator's librknnrt.so, rknnlab.sim.capi loads and runs the session once
+in rknn_init, prints what that cost, and runs one inference at a time, so only the
+cache, up to 4 inputs' outputs, grows in the first frames); a run
 whose values take longer to compute than the modeled time (an uncached input
 of a twin model) lasts as long as computing, unless values are replayed (below); CUSTOM_STRING, asynchronous runs,
 fences and GPU fallback are not modeled (their flags and queries are refused
@@ -815,6 +818,20 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "measurement says whether 2.5.0 still leaves a cycle. The simulator does not fake one.",
      "on a board with rknn-toolkit-lite2 2.5.0, gc.disable(), run 10,000 inference() calls and "
      "fit RSS per call; then gc.collect() and read how many objects it found."),
+    ("A72", "What only C can pass (the simulator's librknnrt.so for PCs, rknnlab.sim.capi): a NULL "
+            "pointer a call needs (the context out-parameter, the model, an attr, an array with n > 0) "
+            "and an rknn_query size smaller than the struct the command fills return "
+            "RKNN_ERR_PARAM_INVALID, after the context and command were checked; a larger size is "
+            "accepted and the struct's own size written. No document gives these codes.",
+     "on a board, call rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, &num, sizeof num - 1) and "
+     "rknn_init(NULL, path, 0, 0, NULL) and print the codes."),
+    ("A73", "rknn_wait returns RKNN_ERR_PARAM_INVALID: the API reference (V2.3.2, Table 4-1) says "
+            "non-blocking runs are not available, so there is never a run to wait for. "
+            "rknn_set_batch_core_num accepts 1 to the SoC's core count and changes nothing for the "
+            "course's batch-1 models; other values return RKNN_ERR_PARAM_INVALID. The codes a board "
+            "returns are not documented.",
+     "on an RK3588, call rknn_wait(ctx, NULL) after rknn_run, and rknn_set_batch_core_num(ctx, n) "
+     "for n = 0 to 4 on a batch-1 model; print the codes."),
 ]
 
 

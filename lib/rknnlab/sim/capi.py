@@ -42,7 +42,7 @@ from .outputs import one_inference_at_a_time
 from .runtime import SimRuntime
 
 #: the version of the contract with librknnrt_sim.c (its CAPI_ABI)
-ABI = 1
+ABI = 2
 
 _lock = threading.Lock()
 _runtime: Optional[SimRuntime] = None
@@ -53,22 +53,22 @@ _embedding = ""             # what starting Python cost, for the first line prin
 F = TypeVar("F", bound=Callable[..., int])
 
 
-def started(abi_version: int, major: int, minor: int, rss_before_kb: int, rss_after_kb: int) -> int:
-    """Called once by the C library after it started Python and imported this module."""
+def started(abi_version: int, major: int, minor: int, rss_before_kb: int, rss_after_kb: int,
+            embedded: int) -> int:
+    """Called once by the C library after it imported this module: ``embedded`` when it
+    started Python itself (a C program), 0 when it was loaded into a Python process."""
     global _embedding
-    one_inference_at_a_time()
     if abi_version != ABI:
         raise RuntimeError(f"librknnrt_sim.c speaks capi ABI {abi_version}, rknnlab.sim.capi {ABI}: "
                            "rebuild the library (python -m rknnlab cc rebuilds it when its source changes)")
+    if not embedded:
+        _embedding = f"in this Python {major}.{minor} process"
+        return 0
+    one_inference_at_a_time()  # the whole process is the C program's: its RSS stays readable
     grown = rss_after_kb - rss_before_kb if rss_before_kb >= 0 and rss_after_kb >= 0 else None
     _embedding = (f"Python {major}.{minor} and the simulator started: "
                   + (f"+{grown / 1024:.1f} MB RSS" if grown is not None else "RSS not readable"))
     return 0
-
-
-def embedding_note() -> str:
-    """What starting the embedded interpreter cost (empty before the C library started it)."""
-    return _embedding
 
 
 def runtime() -> SimRuntime:
