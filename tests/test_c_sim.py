@@ -547,3 +547,59 @@ def test_the_native_binding_drives_the_library_like_a_board_runtime():
         rt.destroy(ctx)
     direct.close()
     assert np.array_equal(results[0], results[1])
+
+
+# ------------------------------------------------------------------------------- dynamic shapes, old calls
+DYNAMIC_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "rknn_api.h"
+
+static void print_current(rknn_context ctx, const char *how, int ret)
+{
+    rknn_tensor_attr cur = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_CURRENT_INPUT_ATTR, &cur, sizeof cur);
+    printf("%s %d:", how, ret);
+    for (uint32_t d = 0; d < cur.n_dims; d++) printf(" %u", cur.dims[d]);
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    rknn_context ctx = 0;
+    if (rknn_init(&ctx, argv[1], 0, 0, NULL)) return 2;
+    static rknn_input_range range;
+    memset(&range, 0, sizeof range);
+    range.index = 0;
+    if (rknn_query(ctx, RKNN_QUERY_INPUT_DYNAMIC_RANGE, &range, sizeof range)) return 3;
+    printf("shapes %u\n", range.shape_number);
+    rknn_tensor_attr attr = {.index = 0};
+    rknn_query(ctx, RKNN_QUERY_INPUT_ATTR, &attr, sizeof attr);
+    for (uint32_t s = 0; s < range.shape_number; s++) {
+        memcpy(attr.dims, range.dyn_range[s], sizeof attr.dims);
+        attr.n_dims = range.n_dims;
+        attr.fmt = range.fmt;
+        int ret = s % 2 ? rknn_set_input_shapes(ctx, 1, &attr) : rknn_set_input_shape(ctx, &attr);
+        print_current(ctx, s % 2 ? "shapes" : "shape", ret);
+    }
+    printf("mb_blk %s\n", rknn_create_mem_from_mb_blk(ctx, &attr, 0) ? "mem" : "NULL");
+    return rknn_destroy(ctx);
+}
+"""
+
+
+def test_dynamic_shapes_through_the_old_and_the_new_call(build):
+    model = MODELS / "mobilenet_v2_dynamic" / "rk3588.rknn"
+    done = run(build(DYNAMIC_C, "dynamic"), model)
+    rt = SimRuntime("rk3588")
+    ctx = rt.init(str(model))
+    shapes = rt.query(ctx, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE, abi.rknn_input_range(index=0)).shapes()
+    rt.close()
+    assert len(shapes) >= 2
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"shapes {len(shapes)}"
+    for i, shape in enumerate(shapes):
+        how = "shapes" if i % 2 else "shape"
+        assert lines[1 + i] == f"{how} 0: " + " ".join(str(d) for d in shape)
+    assert lines[-1] == "mb_blk NULL" and "RV1103/RV1106" in done.stderr

@@ -184,6 +184,11 @@ EXPORT int rknn_set_input_shapes(rknn_context context, uint32_t n_inputs, rknn_t
     return CODE("rknn_set_input_shapes", "(KIK)", (unsigned long long)context, n_inputs, P(attr));
 }
 
+EXPORT int rknn_set_input_shape(rknn_context context, rknn_tensor_attr *attr)
+{
+    return CODE("rknn_set_input_shape", "(KK)", (unsigned long long)context, P(attr));
+}
+
 EXPORT int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[])
 {
     return CODE("rknn_inputs_set", "(KIK)", (unsigned long long)context, n_inputs, P(inputs));
@@ -234,6 +239,11 @@ EXPORT rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context ctx, uint64_t phy
 {
     return MEM("rknn_create_mem_from_phys", "(KKKI)", (unsigned long long)ctx,
                (unsigned long long)phys_addr, P(virt_addr), size);
+}
+
+EXPORT rknn_tensor_mem *rknn_create_mem_from_mb_blk(rknn_context ctx, void *mb_blk, int32_t offset)
+{
+    return MEM("rknn_create_mem_from_mb_blk", "(KKi)", (unsigned long long)ctx, P(mb_blk), (int)offset);
 }
 
 EXPORT int rknn_destroy_mem(rknn_context ctx, rknn_tensor_mem *mem)

@@ -247,6 +247,8 @@ int rknn_query(rknn_context context, rknn_query_cmd cmd, void *info, uint32_t si
 int rknn_set_core_mask(rknn_context context, rknn_core_mask core_mask);
 int rknn_set_batch_core_num(rknn_context context, int core_num);
 int rknn_set_input_shapes(rknn_context context, uint32_t n_inputs, rknn_tensor_attr attr[]);
+/* deprecated: one input's shape; use rknn_set_input_shapes */
+int rknn_set_input_shape(rknn_context context, rknn_tensor_attr *attr);
 
 /* inference, general API */
 int rknn_inputs_set(rknn_context context, uint32_t n_inputs, rknn_input inputs[]);
@@ -260,6 +262,8 @@ rknn_tensor_mem *rknn_create_mem(rknn_context ctx, uint32_t size);
 rknn_tensor_mem *rknn_create_mem2(rknn_context ctx, uint64_t size, uint64_t alloc_flags);
 rknn_tensor_mem *rknn_create_mem_from_fd(rknn_context ctx, int32_t fd, void *virt_addr, uint32_t size, int32_t offset);
 rknn_tensor_mem *rknn_create_mem_from_phys(rknn_context ctx, uint64_t phys_addr, void *virt_addr, uint32_t size);
+/* RV1103/RV1106 only: a mem from a media buffer block (MB_BLK) of the system's allocator */
+rknn_tensor_mem *rknn_create_mem_from_mb_blk(rknn_context ctx, void *mb_blk, int32_t offset);
 int rknn_destroy_mem(rknn_context ctx, rknn_tensor_mem *mem);
 int rknn_set_weight_mem(rknn_context ctx, rknn_tensor_mem *mem);
 int rknn_set_internal_mem(rknn_context ctx, rknn_tensor_mem *mem);

@@ -828,8 +828,10 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
     ("A73", "rknn_wait returns RKNN_ERR_PARAM_INVALID: the API reference (V2.3.2, Table 4-1) says "
             "non-blocking runs are not available, so there is never a run to wait for. "
             "rknn_set_batch_core_num accepts 1 to the SoC's core count and changes nothing for the "
-            "course's batch-1 models; other values return RKNN_ERR_PARAM_INVALID. The codes a board "
-            "returns are not documented.",
+            "course's batch-1 models; other values return RKNN_ERR_PARAM_INVALID. The deprecated "
+            "rknn_set_input_shape(ctx, attr) acts as rknn_set_input_shapes(ctx, 1, attr) on a "
+            "one-input model and is refused for more inputs; rknn_create_mem_from_mb_blk (RV1103/RV1106 "
+            "only) returns NULL. The codes a board returns are not documented.",
      "on an RK3588, call rknn_wait(ctx, NULL) after rknn_run, and rknn_set_batch_core_num(ctx, n) "
      "for n = 0 to 4 on a batch-1 model; print the codes."),
 ]

@@ -267,6 +267,20 @@ def rknn_set_input_shapes(context: int, n_inputs: int, attr: int) -> int:
 
 
 @_c_function(abi.RKNN_ERR_FAIL)
+def rknn_set_input_shape(context: int, attr: int) -> int:
+    """The deprecated one-input form: the same as rknn_set_input_shapes with that attr,
+    for a model with one input; a model with more inputs needs the new call (A73)."""
+    fn = "rknn_set_input_shape"
+    _need(attr, "attr", fn)
+    rt = runtime()
+    count = rt.query(context, abi.RKNN_QUERY_IN_OUT_NUM)
+    if count.n_input != 1:
+        raise _refuse(fn, f"the model has {count.n_input} inputs: set every input's shape at once with "
+                          "rknn_set_input_shapes (rknn_set_input_shape is deprecated)")
+    return rt.set_input_shapes(context, [abi.rknn_tensor_attr.from_address(attr)])
+
+
+@_c_function(abi.RKNN_ERR_FAIL)
 def rknn_inputs_set(context: int, n_inputs: int, inputs: int) -> int:
     return runtime().inputs_set(context, _array(abi.rknn_input, inputs, n_inputs, "inputs",
                                                 "rknn_inputs_set"))
@@ -322,6 +336,17 @@ def rknn_create_mem_from_phys(ctx: int, phys_addr: int, virt_addr: int, size: in
     mem = _mem_address(runtime().create_mem_from_phys(ctx, phys_addr, virt_addr, size))
     _settle()
     return mem
+
+
+@_c_function(0)
+def rknn_create_mem_from_mb_blk(ctx: int, mb_blk: int, offset: int) -> int:
+    """RV1103/RV1106 only (their media buffer blocks): NULL on the SoCs the simulator plays."""
+    rt = runtime()
+    if ctx:
+        rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)  # an invalid context is named as such first
+    raise _refuse("rknn_create_mem_from_mb_blk",
+                  f"MB_BLK media buffers exist on RV1103/RV1106 only, not on the {rt.soc} the simulator "
+                  "plays: use rknn_create_mem or rknn_create_mem_from_fd")
 
 
 @_c_function(abi.RKNN_ERR_FAIL)
