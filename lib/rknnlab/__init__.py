@@ -8,7 +8,9 @@ simulator elsewhere), ``rknnlab.profile`` (chapter 3: where a frame's time goes,
 profiles, bytes per frame, CPU-side costs, heap fragmentation, core masks),
 ``rknnlab.allocation`` (chapter 5: preallocation, memory outside the runtime, one internal
 buffer for several models, pipelines, dynamic shapes, NPU SRAM, the IOMMU domain),
-``rknnlab.plot``/``rknnlab.widgets``, ``rknnlab.checks``, and the command line
+``rknnlab.plot``/``rknnlab.widgets``, ``rknnlab.checks``, ``rknnlab.cc`` (C programs against
+the board's librknnrt.so or the simulator's, which ``rknnlab.sim.capi`` serves) and its
+notebook magic ``%%rknn_c`` (``rknnlab.cmagic``, loaded by ``%load_ext rknnlab``), and the command line
 ``python -m rknnlab`` (README.md, sections "``python -m rknnlab doctor``" and
 "``python -m rknnlab run`` and ``show``").
 
