@@ -383,3 +383,37 @@ def test_chapter_boxes_say_no_flags_argument_define_reference_cycle_and_note_the
     four = ch.flat(ch.numbered_sections(ch.markdown(CHAPTER))["4"])
     assert four.index("reference cycle") < four.index("A reference cycle is objects that refer to each other")
     assert "on a board it times only the whole call" in text
+
+
+# =========================================================================== issue 21: the first C program
+@pytest.mark.timeout(300)
+def test_chapter_first_c_program_runs_on_the_simulators_library_and_says_so() -> None:
+    """§2's %%rknn_c cell: a whole program (rknn_init from argv[1], two queries, one rknn_destroy, each
+    code checked) that runs on the simulator's librknnrt.so. Its first line says the library is the
+    simulator's and what the embedded Python costs; it prints the model's 1 input and 1 output and the
+    same api version as the Python cell; the setup cell loads the extension."""
+    import re
+
+    import chapterhelpers as ch
+    from notebook_runs import executed
+    (setup,) = _code_cells_with("doctor.doctor_report()")
+    assert "%load_ext rknnlab" in setup
+    (program,) = _code_cells_with("%%rknn_c")
+    assert program.startswith("%%rknn_c -- {MODEL}\n") and len(program.splitlines()) <= 25
+    for call in ("rknn_init(&ctx, argv[1], 0, 0, NULL)", "RKNN_QUERY_IN_OUT_NUM", "RKNN_QUERY_SDK_VERSION"):
+        assert call in program
+    assert program.count("rknn_destroy(ctx)") == 1 and program.count("if (ret < 0)") == 4
+    nb = executed("chapters/00_setup.ipynb").nb
+    texts = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            texts[cell.source] = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                                         if o.get("output_type") == "stream")
+    printed = texts[program].splitlines()
+    assert re.fullmatch(r"rknnlab: librknnrt for PCs, simulated RK3588 \(.*: \+[\d.]+ MB RSS\)", printed[0]), printed
+    assert "inputs: 1, outputs: 1" in printed, printed
+    python_api = re.search(r"api_version: (.*?);", "\n".join(texts.values())).group(1)
+    assert f"api {python_api}, driver " in "\n".join(printed), (python_api, printed)
+    assert len(printed) <= 15 and all(len(line) <= 100 for line in printed)
+    two = ch.flat(ch.numbered_sections(ch.markdown(CHAPTER))["2"])
+    assert "**Your first C program.**" in two and "python -m rknnlab cc prog.c --run MODEL" in two
