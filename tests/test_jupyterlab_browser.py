@@ -8,9 +8,10 @@ admonition of a chapter, a MyST figure, a code cell, a matplotlib figure), start
 on 127.0.0.1 (a free port, a random token, settings and workspaces in the temporary
 directory), and drives Chromium with every other host blocked. It also opens the chapter
 with the most C blocks (no blank space above a block; not marked modified on open) and a notebook showing the simulator's
-assumptions and a lab summary (disclosure markers, left-aligned tables). Screenshots go to
-tests/_artifacts/ (jupyterlab-myst.png, jupyterlab-lab.png, jupyterlab-c-block.png,
-jupyterlab-outputs.png).
+assumptions and a lab summary (disclosure markers, left-aligned tables), and runs a C program
+in a %%rknn_c cell (its lines appear while it runs). Screenshots go to tests/_artifacts/
+(jupyterlab-myst.png, jupyterlab-lab.png, jupyterlab-c-block.png, jupyterlab-outputs.png,
+jupyterlab-c-cell.png).
 
 Needs the lab extra and Debian's chromium and chromium-driver with selenium (the dev
 extra); without them the test skips, saying so, except in CI (CI=true), where it fails.
@@ -25,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from urllib.request import urlopen
@@ -376,3 +378,55 @@ def test_folded_outputs_show_a_marker_and_tables_read_from_the_left(lab, browser
     time.sleep(0.5)
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-outputs.png"))
+
+
+def test_a_c_cell_runs_and_streams_in_jupyterlab(lab, browser):
+    """%%rknn_c in JupyterLab: the C program compiles, runs on the simulator's librknnrt.so,
+    and its lines appear while it runs (the first before the program ends), under the
+    library's line that says the NPU is simulated."""
+    base, token, ws, _ = lab
+    program = textwrap.dedent(r"""
+        %%rknn_c -- data/models/mobilenet_v2/rk3588.rknn
+        #include <stdio.h>
+        #include <unistd.h>
+        #include "rknn_api.h"
+        int main(int argc, char **argv) {
+            rknn_context ctx = 0;
+            (void)argc;
+            printf("rknn_init returned %d\n", rknn_init(&ctx, argv[1], 0, 0, NULL));
+            sleep(4);
+            printf("rknn_destroy returned %d\n", rknn_destroy(ctx));
+            return 0;
+        }""").lstrip()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext rknnlab"),
+                                         nbformat.v4.new_code_cell(program)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(ws / "c-cell.ipynb"))
+    _open(browser, base, token, "c-cell.ipynb")
+    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.common.exceptions import StaleElementReferenceException
+    for attempt in range(5):  # the editor may be re-rendered while the notebook settles
+        editor = _wait(browser, "const c = document.querySelector('.jp-CodeCell .jp-InputArea-editor'); "
+                                "if (c) c.scrollIntoView(); return c;", "the first code cell")
+        time.sleep(0.5)
+        try:
+            editor.click()
+            break
+        except StaleElementReferenceException:
+            time.sleep(1.0)
+    time.sleep(0.3)
+    actions = ActionChains(browser)
+    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).pause(1.0)
+    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    output = """return Array.from(document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output'))
+                .map(o => o.innerText).join('\\n');"""
+    first = _wait(browser, output.replace("return ", "const t = ", 1).rstrip(";") +
+                  "; return t.includes('rknn_init returned 0') ? t : null;", "the program's first line", 180)
+    assert "rknn_destroy" not in first, "the output came only when the program ended"
+    assert "simulated RK3588" in first
+    _wait(browser, output.replace("return ", "const t = ", 1).rstrip(";") +
+          "; return t.includes('rknn_destroy returned 0');", "the program's last line", 60)
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-c-cell.png"))
