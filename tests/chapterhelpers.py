@@ -152,7 +152,7 @@ def assert_inline_assumptions_match_the_generated_list(chapter: Path) -> None:
     prose = re.sub(r"```c\n.*?```", "", markdown(chapter), flags=re.S)   # C blocks are not prose
     named = set(re.findall(r"\bA\d+\b", prose))
     last_code = [c for c in cells(chapter) if c["cell_type"] == "code"][-1]
-    used_lists = [node for node in ast.walk(ast.parse(source(last_code)))
+    used_lists = [node for node in ast.walk(ast.parse(python_of(source(last_code))))
                   if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "USED" for t in node.targets)]
     assert used_lists, "the last code cell must define USED, the assumptions the chapter relies on"
     used = set(ast.literal_eval(used_lists[0].value))
@@ -172,11 +172,18 @@ def assert_no_seed_names(chapter: Path) -> None:
         assert not re.search(r"\bseed\s*0\d\d\b", source(cell), flags=re.I), f"cell {index} names a seed text"
 
 
+def python_of(cell_source: str) -> str:
+    """A code cell as the Python IPython runs: magics (``%load_ext``, ``%%rknn_c``) become
+    get_ipython() calls, so a C cell is one call holding its C as a string."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    return TransformerManager().transform_cell(cell_source)
+
+
 def assert_no_functions_defined(chapter: Path) -> None:
     """No function, lambda or class in a code cell: analysis code belongs in rknnlab."""
     for index, cell in enumerate(cells(chapter)):
         if cell["cell_type"] == "code":
-            defs = [type(n).__name__ for n in ast.walk(ast.parse(source(cell)))
+            defs = [type(n).__name__ for n in ast.walk(ast.parse(python_of(source(cell))))
                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
             assert not defs, f"cell {index} defines {defs}: analysis code belongs in rknnlab"
 
