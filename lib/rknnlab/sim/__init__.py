@@ -48,7 +48,7 @@ on the simulator's librknnrt.so, rknnlab.sim.capi loads and runs the session onc
 in rknn_init, prints what that cost, and runs one inference at a time, so only the
 cache, up to 4 inputs' outputs, grows in the first frames); a run
 whose values take longer to compute than the modeled time (an uncached input
-of a twin model) lasts as long as computing, unless values are replayed (below); CUSTOM_STRING, asynchronous runs,
+of a twin model) lasts as long as computing, unless values are replayed (below); asynchronous runs,
 fences and GPU fallback are not modeled (their flags and queries are refused
 with an error saying so, never ignored), nor are weights in SRAM (the older
 SRAM note's environment variables).
@@ -834,6 +834,13 @@ ASSUMPTIONS: List[Tuple[str, str, str]] = [
             "only) returns NULL. The codes a board returns are not documented.",
      "on an RK3588, call rknn_wait(ctx, NULL) after rknn_run, and rknn_set_batch_core_num(ctx, n) "
      "for n = 0 to 4 on a batch-1 model; print the codes."),
+    ("A74", "RKNN_QUERY_CUSTOM_STRING answers an empty string (1,024 zero bytes) for every course "
+            "model: the build (tools/models/build.py) passes no custom_string to rknn.config, and "
+            "Rockchip's demos (rknn_benchmark, the model zoo's C demos) make this query on any model "
+            "and stop if it fails, so a board answers it for a model without one. That the answer "
+            "is then empty rather than something the toolkit writes is assumed.",
+     "on a board, query RKNN_QUERY_CUSTOM_STRING on data/models/mobilenet_v2/rk3588.rknn and "
+     "print its bytes."),
 ]
 
 

@@ -74,7 +74,8 @@ _CURRENT_QUERIES: Dict[int, Tuple[str, bool]] = {
 }
 _ANSWERED = set(_ATTR_QUERIES) | set(_CURRENT_QUERIES) | {
     abi.RKNN_QUERY_IN_OUT_NUM, abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_SDK_VERSION,
-    abi.RKNN_QUERY_PERF_RUN, abi.RKNN_QUERY_PERF_DETAIL, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE}
+    abi.RKNN_QUERY_PERF_RUN, abi.RKNN_QUERY_PERF_DETAIL, abi.RKNN_QUERY_INPUT_DYNAMIC_RANGE,
+    abi.RKNN_QUERY_CUSTOM_STRING}
 _INFO_ONLY_ANSWERED = (abi.RKNN_QUERY_MEM_SIZE, abi.RKNN_QUERY_IN_OUT_NUM)
 
 _INPUT_TYPES = (abi.RKNN_TENSOR_UINT8, abi.RKNN_TENSOR_INT8, abi.RKNN_TENSOR_FLOAT32,
@@ -582,9 +583,10 @@ class SimRuntime(Runtime):
     # ------------------------------------------------------------------ information
     def query(self, ctx: int, cmd: int, info: Optional[ctypes.Structure] = None) -> ctypes.Structure:
         """rknn_query for IN_OUT_NUM, the six *_ATTR commands, MEM_SIZE,
-        SDK_VERSION, PERF_RUN (the modeled NPU time of the last run) and
+        SDK_VERSION, PERF_RUN (the modeled NPU time of the last run),
         PERF_DETAIL (the last run's per-layer profile text; needs
-        RKNN_FLAG_COLLECT_PERF_MASK)."""
+        RKNN_FLAG_COLLECT_PERF_MASK), INPUT_DYNAMIC_RANGE, the CURRENT_* attrs and
+        CUSTOM_STRING (empty: the course models carry none, A74)."""
         fn = "rknn_query"
         name = abi.QUERY_NAMES.get(cmd, f"cmd {cmd}")
         with self._using(ctx, fn, info_only_ok=True, exclusive=False) as context:
@@ -636,6 +638,10 @@ class SimRuntime(Runtime):
             info.run_duration = context.last_run_us
         elif cmd == abi.RKNN_QUERY_PERF_DETAIL:
             self._answer_perf_detail(context, info, fn)
+        elif cmd == abi.RKNN_QUERY_CUSTOM_STRING:
+            # the course models carry none (tools/models/build.py passes no custom_string to
+            # rknn.config): an empty string (ASSUMPTIONS A74)
+            ctypes.memset(ctypes.addressof(info), 0, ctypes.sizeof(info))
 
     @staticmethod
     def _answer_dynamic_range(model: SimModel, info: abi.rknn_input_range, fn: str) -> None:
