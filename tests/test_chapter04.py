@@ -345,3 +345,23 @@ def test_on_a_board_without_the_wheel_the_rknnlite_cells_print_why_and_skip(caps
     printed = capsys.readouterr().out
     assert "this board has no rknn-toolkit-lite2" in printed
     assert "the lite variants did not run (RK3588 board)" in printed and "skipped" in printed
+
+
+# --------------------------------------------------------------------------- the C program (issue 21)
+def test_output_reuse_c_runs_in_section_2_and_reuses_its_buffers(run) -> None:
+    """§2 runs examples/c/output_reuse.c with the line magic: on the simulator's librknnrt its first
+    line says so, every get wrote into the program's own buffers, the output followed the input, and
+    RSS over the loop grew by less than the simulator's output cache (a few MB), not by a leak."""
+    cells = [c for c in _cells() if c["cell_type"] == "code" and "%rknn_c" in _source(c)]
+    assert len(cells) == 1 and _source(cells[0]).startswith("%rknn_c ../examples/c/output_reuse.c -- ")
+    assert "%load_ext rknnlab" in _source(_cells()[2])
+    (text,) = [t for t in run.values() if "our buffers used on every frame" in t]
+    lines = text.splitlines()
+    assert lines[0].startswith("rknnlab: librknnrt for PCs, simulated RK3588 ("), lines
+    assert "our buffers used on every frame: yes" in lines and "output follows input: yes" in lines
+    assert "outputs: 1, output 0: 1000 elements, 4000 bytes per get (float32)" in lines
+    growth = int(re.search(r"RSS before the loop: \d+ kB, after: \d+ kB, growth: (-?\d+) kB", text).group(1))
+    assert growth < 8 * 1024, f"RSS grew {growth} kB over the loop"
+    assert len(lines) <= 15 and all(len(line) <= 100 for line in lines)
+    two = _flat(_section(_markdown(), "2. Spot the bug"))
+    assert "`examples/c/output_reuse.c`" in two and "fill the simulator's output cache" in two
