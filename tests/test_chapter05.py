@@ -104,7 +104,8 @@ SOURCES = ("airockchip/rknn-toolkit2#287", "airockchip/rknn_model_zoo#156", "air
 #: names that look like API names but are files, demos, repositories or environment variables
 NOT_API = {"rknn_model_zoo", "rknn_benchmark", "rknn_api", "rknn_internal_mem_reuse_demo", "rknn_create_mem_demo",
            "rknn_dynamic_shape_input_demo", "rknn_dynshape_inference_zero_copy_alloc_outside", "rknn_with_mmz_demo",
-           "RKNN_LOG_LEVEL", "RKNN_INTERNAL_MEM_TYPE", "RKNN_SEPARATE_WEIGHT_MEM", "RKNN_WEIGHT_MEM_TYPE"}
+           "RKNN_LOG_LEVEL", "RKNN_INTERNAL_MEM_TYPE", "RKNN_SEPARATE_WEIGHT_MEM", "RKNN_WEIGHT_MEM_TYPE",
+           "rknn_c"}                                              # the %rknn_c magic (rknnlab.cmagic)
 
 #: Rockchip's SRAM figure, quoted once in Rockchip's unit beside ours; everywhere else KiB/MiB/GiB and DDR
 ROCKCHIP_KB = "956 KB in Rockchip's note (978,944 B = 956 KiB"
@@ -474,3 +475,25 @@ def test_the_rknnlite_cell_is_skipped_on_a_board_without_the_wheel() -> None:
     assert len(cells) == 1
     text = ch.source(cells[0])
     assert "why = missing_wheel()" in text and text.index("if why:") < text.index("lite_vs_dup(")
+
+
+# --------------------------------------------------------------------------- the C program (issue 21)
+def test_allocation_c_prealloc_runs_in_section_1_and_allocates_nothing_per_frame(run) -> None:
+    """§1 runs examples/c/allocation.c prealloc with the line magic, on the chapter's SoC's model: on
+    the simulator's librknnrt its first line says so; two io mems bound before the loop; the output
+    follows the input; from frame 1 to the last the DMA total does not move and RSS grows by less than
+    1 MB (the first frame's rise, the simulator's output cache, is before frame 1)."""
+    code = [ch.source(c) for c in _cells() if c["cell_type"] == "code" and "%rknn_c" in ch.source(c)]
+    assert code == ['%rknn_c ../examples/c/allocation.c -- prealloc {MODEL["mobilenet_v2"]} 100']
+    assert "%load_ext rknnlab" in ch.source(_cells()[2])
+    (text,) = [t for t in run.values() if "created and bound before the loop" in t]
+    lines = text.splitlines()
+    assert lines[0].startswith("rknnlab: librknnrt for PCs, simulated RK3588 ("), lines
+    assert "io mems: 2, 151528 B in all, created and bound before the loop" in lines
+    assert "output follows input: yes" in lines
+    rss, dma = (int(g) for g in re.search(r"growth from frame 1 to frame 100: RSS (-?\d+) kB, DMA total (-?\d+) B",
+                                          text).groups())
+    assert dma == 0 and rss < 1024, text
+    assert len(lines) <= 15 and all(len(line) <= 100 for line in lines)
+    one = ch.flat(ch.numbered_sections(_markdown())["1"])
+    assert "`allocation.c prealloc` runs this loop" in one and "Simulated RSS includes the embedded Python" in one
