@@ -52,7 +52,8 @@ RULES = {
 
 #: names that look like API names but are files, repositories or modules
 NOT_API = {"rknn_model_zoo", "rknn_lite", "rknn_benchmark", "rknn_data",
-           "rknn_dynshape_inference_zero_copy_alloc_outside", "rknn_internal_mem_reuse_demo"}
+           "rknn_dynshape_inference_zero_copy_alloc_outside", "rknn_internal_mem_reuse_demo",
+           "rknn_c"}                                  # the %rknn_c magic (rknnlab.cmagic)
 
 #: the four objectives, one verb each, in the words of Lab 2 (exercise numbers of Round 2)
 OBJECTIVES = {"Predict": [1], "Order": [2], "Load": [3], "Find": [4, 5]}
@@ -302,3 +303,26 @@ def test_the_rknnlite_life_cell_says_why_when_the_variant_is_skipped(capsys) -> 
     out = capsys.readouterr().out
     assert "lite_life: skipped: this board has no rknn-toolkit-lite2" in out.replace("\n", " ")
     assert all(len(line) <= 100 for line in out.splitlines())
+
+
+# --------------------------------------------------------------------------- the C program (issue 21)
+def test_lifecycle_c_dup_runs_in_section_4_and_a_dup_adds_p_not_w(run) -> None:
+    """§4 runs examples/c/lifecycle.c dup with the line magic on the chapter's model: on the
+    simulator's librknnrt it says so; the first context adds W + P to the DMA total, each of the three
+    dups P (internal + io), and W + P - P is the model's weight size; the answer says what RSS holds."""
+    import re
+    cells = ch.cells(CHAPTER)
+    code = [ch.source(c) for c in cells if c["cell_type"] == "code" and "%rknn_c" in ch.source(c)]
+    assert code == ["%rknn_c ../examples/c/lifecycle.c -- dup {PATH} 4"]
+    assert "%load_ext rknnlab" in ch.source(cells[2])
+    (text,) = [t for t in run.values() if "(+ rknn_dup_context)" in t]
+    lines = text.splitlines()
+    assert any(l.startswith("rknnlab: librknnrt for PCs, simulated RK3588 (") for l in lines[:3]), lines
+    adds = [int(a) for a in re.findall(r"^contexts +\d+ \(.*?\): +DMA total \d+ B \(\+(\d+) B\)", text, flags=re.M)]
+    assert len(adds) == 4 and adds[1] == adds[2] == adds[3] < adds[0], text
+    from rknnlab import models
+    weights = models.load_report("mobilenet_v2", "rk3588").total_weight_size
+    assert adds[0] - adds[1] == weights, (adds, weights)
+    assert len(lines) <= 15 and all(len(line) <= 100 for line in lines)
+    four = ch.flat(ch.numbered_sections(ch.markdown(CHAPTER))["4"])
+    assert "`examples/c/lifecycle.c dup`" in four and "W + P for the first context, P for each dup" in four
