@@ -202,6 +202,8 @@ def test_the_library_plays_the_soc_of_the_first_model(build):
                   expect=1)
     assert f"returned {abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH}" in refused.stderr
     assert "set RKNNLAB_SIM_SOC=rk3576" in refused.stderr
+    unknown = run(program, MOBILENET, 3, env=_env(RKNNLAB_SIM_SOC="rk9999"), expect=1)
+    assert "RKNNLAB_SIM_SOC=rk9999" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
 # ------------------------------------------------------------------------------- error paths
@@ -315,9 +317,10 @@ def test_error_paths_return_the_codes_python_raises(build):
     assert c_codes["huge_mem"] == "NULL"
     # the mistakes are not all the same code: the comparison means something
     assert len(set(expected.values())) >= 4 and expected["destroy"] == 0
-    # each refusal is logged once, as librknnrt logs its errors
+    # each refusal is logged once, as librknnrt logs its errors: one line, no Python traceback
     refusals = sum(1 for code in c_codes.values() if code.lstrip("-").isdigit() and int(code) < 0)
     assert done.stderr.count("E RKNN: [sim]") >= refusals
+    assert "Traceback" not in done.stderr and "RKNN_ERR_MALLOC_FAIL" in done.stderr
 
 
 # ------------------------------------------------------------------------------- threads
@@ -603,3 +606,106 @@ def test_dynamic_shapes_through_the_old_and_the_new_call(build):
         how = "shapes" if i % 2 else "shape"
         assert lines[1 + i] == f"{how} 0: " + " ".join(str(d) for d in shape)
     assert lines[-1] == "mb_blk NULL" and "RV1103/RV1106" in done.stderr
+
+
+# ------------------------------------------------------------------------------- what C reads back
+READBACK_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "rknn_api.h"
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    rknn_context ctx = 0;
+    if (rknn_init(&ctx, argv[1], 0, 0, NULL)) return 2;
+    /* a larger buffer than the struct: only the struct's bytes are written (A72) */
+    unsigned char big[sizeof(rknn_input_output_num) + 16];
+    memset(big, 0xAB, sizeof big);
+    int ret = rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, big, sizeof big);
+    int untouched = 1;
+    for (size_t i = sizeof(rknn_input_output_num); i < sizeof big; i++) untouched &= big[i] == 0xAB;
+    rknn_input_output_num num;
+    memcpy(&num, big, sizeof num);
+    printf("bigger %d: %u in, %u out, tail untouched %s\n", ret, num.n_input, num.n_output, untouched ? "yes" : "no");
+    /* a refused short query leaves the caller's buffer alone */
+    memset(big, 0xCD, sizeof big);
+    ret = rknn_query(ctx, RKNN_QUERY_IN_OUT_NUM, big, 4);
+    printf("short %d, buffer untouched %s\n", ret, big[0] == 0xCD && big[4] == 0xCD ? "yes" : "no");
+    static unsigned char image[224 * 224 * 3];
+    memset(image, 200, sizeof image);
+    rknn_input in = {.index = 0, .buf = image, .size = sizeof image, .type = RKNN_TENSOR_UINT8,
+                     .fmt = RKNN_TENSOR_NHWC};
+    rknn_inputs_set(ctx, 1, &in);
+    rknn_run_extend run = {0};
+    rknn_run(ctx, &run);
+    rknn_run(ctx, &run);
+    printf("frame_id after two runs %llu\n", (unsigned long long)run.frame_id);
+    rknn_output out = {.index = 0, .want_float = 1};   /* is_prealloc = 0: the runtime's buffer */
+    ret = rknn_outputs_get(ctx, 1, &out, NULL);
+    printf("get %d: size %u, buf %s, first %.6f\n", ret, out.size, out.buf ? "set" : "NULL", ((float *)out.buf)[0]);
+    ret = rknn_outputs_release(ctx, 1, &out);
+    printf("release %d, buf %s; again %d\n", ret, out.buf ? "set" : "NULL", rknn_outputs_release(ctx, 1, &out));
+    return rknn_destroy(ctx);
+}
+"""
+
+
+def test_what_a_c_program_reads_back(build):
+    done = run(build(READBACK_C, "readback"), MOBILENET)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "bigger 0: 1 in, 1 out, tail untouched yes"
+    assert lines[1] == f"short {abi.RKNN_ERR_PARAM_INVALID}, buffer untouched yes"
+    assert lines[2] == "frame_id after two runs 2"
+    got = re.fullmatch(r"get 0: size (\d+), buf set, first (-?[\d.]+)", lines[3])
+    assert got and int(got.group(1)) == 4000
+    rt = SimRuntime("rk3588")  # the same frame through Python
+    ctx = rt.init(str(MOBILENET))
+    image = np.full(224 * 224 * 3, 200, np.uint8)
+    rt.inputs_set(ctx, [abi.rknn_input(index=0, buf=image.ctypes.data, size=image.nbytes,
+                                       type=abi.RKNN_TENSOR_UINT8, fmt=abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    out = np.zeros(1000, np.float32)
+    rt.outputs_get(ctx, [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data,
+                                         size=out.nbytes)])
+    rt.close()
+    assert abs(float(got.group(2)) - float(out[0])) < 1e-5
+    assert lines[4] == f"release 0, buf NULL; again {abi.RKNN_ERR_PARAM_INVALID}"
+
+
+# ------------------------------------------------------------------------------- what cc tells and keeps
+def test_cc_shows_warnings_and_recompiles_when_a_header_changes(tmp_path: Path):
+    (tmp_path / "message.h").write_text('#define MESSAGE "one"\n')
+    source = tmp_path / "prog.c"
+    source.write_text('#include <stdio.h>\n#include "message.h"\n'
+                      'int main(void) { int unused; printf("%s\\n", MESSAGE); return 0; }\n')
+    first = _cli(str(source), "--backend", "sim", "--run", cwd=tmp_path)
+    assert first.returncode == 0 and first.stdout.strip() == "one"
+    assert "unused variable" in first.stderr            # -Wall's finding, shown
+    (tmp_path / "message.h").write_text('#define MESSAGE "two"\n')
+    second = _cli(str(source), "--backend", "sim", "--run", cwd=tmp_path)
+    assert second.stdout.strip() == "two"
+    assert "unused variable" in second.stderr           # a cached build still says it
+
+
+def test_cc_takes_one_flag_and_checks_the_output_path(tmp_path: Path):
+    source = tmp_path / "flag.c"
+    source.write_text('#include <stdio.h>\nint main(void) { printf("%d\\n", LEVEL); return 0; }\n')
+    done = _cli(str(source), "--backend", "sim", "--cflags", "-DLEVEL=3", "--run", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr
+    missing = _cli(str(source), "--backend", "sim", "--cflags=-DLEVEL=1", "-o", "no/such/dir/prog",
+                   cwd=tmp_path)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    into_dir = _cli(str(source), "--backend", "sim", "--cflags=-DLEVEL=1", "-o", str(tmp_path), cwd=tmp_path)
+    assert into_dir.returncode == 1 and "a directory" in into_dir.stderr
+
+
+def test_a_cell_finds_a_header_beside_its_notebook(ipython, capsys, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "beside.h").write_text("#define BESIDE 41\n")
+    capsys.readouterr()
+    ipython.run_cell_magic("rknn_c", "--cflags -DPLUS=1", '#include <stdio.h>\n#include "beside.h"\n'
+                           'int main(void) { int unused; printf("%d\\n", BESIDE + PLUS); return 0; }\n')
+    out = capsys.readouterr().out
+    assert "42" in out.splitlines()
+    assert "cell.c" in out and "unused variable" in out and str(tmp_path) not in out

@@ -58,6 +58,7 @@ class Program(NamedTuple):
     path: Path
     backend: str       # "sim" or "native"
     library: Path      # the librknnrt.so it loads
+    warnings: str = ""  # what the compiler said about a program it compiled
 
 
 def _python_library() -> Path:
@@ -110,14 +111,15 @@ def simulator_library(rebuild: bool = False) -> Path:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        _run_compiler(_sim_build_command(cc, tmp), "the simulator's librknnrt.so")
+        _run_compiler(_sim_build_command(cc, tmp), "the simulator's librknnrt.so")  # no warnings
         os.replace(tmp, library)
     finally:
         tmp.unlink(missing_ok=True)
     return library
 
 
-def _run_compiler(command: List[str], what: str) -> None:
+def _run_compiler(command: List[str], what: str) -> str:
+    """Run the compiler; its warnings (stderr) when it succeeds, CBuildError when it fails."""
     try:
         done = subprocess.run(command, capture_output=True, text=True)
     except OSError as exc:
@@ -125,6 +127,7 @@ def _run_compiler(command: List[str], what: str) -> None:
     if done.returncode != 0:
         raise CBuildError(f"building {what} failed (exit {done.returncode}):\n$ "
                           f"{shlex.join(command)}\n{done.stderr.strip()}", done.stderr.strip())
+    return done.stderr.strip()
 
 
 def runtime_library(backend: str = "auto") -> Program:
@@ -135,7 +138,7 @@ def runtime_library(backend: str = "auto") -> Program:
         found = find_librknnrt()
         if found is None:  # choose_backend found it a moment ago; the file went away
             raise CBuildError("librknnrt.so is no longer where `rknnlab doctor` found it")
-        return Program(Path(), "native", Path(found))
+        return Program(Path(), "native", Path(found).resolve())
     return Program(Path(), "sim", simulator_library())
 
 
@@ -143,40 +146,55 @@ def compile_program(source: "str | os.PathLike[str]", output: "str | os.PathLike
                     backend: str = "auto", cflags: Sequence[str] = ()) -> Program:
     """Compile ``source`` against the course header and the runtime this machine has.
 
-    ``output``: the program's path (default: a cache file keyed by the source's bytes,
-    the flags and the library, so an unchanged program is not compiled again).
-    ``cflags``: extra compiler arguments (``-DNAME=1``, ``-I...``, ``-O0 -g``)."""
+    ``output``: the program's path (default: a cache file keyed by the preprocessed source,
+    so the headers it includes count too, the flags and the library: an unchanged program
+    is not compiled again).  ``cflags``: extra compiler arguments (``-DNAME=1``, ``-I...``,
+    ``-O0 -g``).  The compiler's warnings come back in ``Program.warnings``."""
     source = Path(source)
-    try:
-        code = source.read_bytes()
-    except OSError as exc:
-        raise CBuildError(f"cannot read {source}: {exc.strerror}") from None
+    if not source.is_file():
+        raise CBuildError(f"cannot read {source}: " + ("a directory" if source.is_dir() else "no such file"))
     lib = runtime_library(backend)
     cc = _compiler()
     if cc is None:
         raise CBuildError("no C compiler found (cc, gcc, clang; or set CC): sudo apt install gcc")
+    compile_flags = [*BASE_FLAGS, f"-I{HEADER_DIR}", *cflags]
 
     def command(out: Path) -> List[str]:
-        return [*cc, *BASE_FLAGS, f"-I{HEADER_DIR}", *cflags, str(source), "-o", str(out),
+        return [*cc, *compile_flags, str(source), "-o", str(out),
                 str(lib.library), f"-Wl,-rpath,{lib.library.parent}", *LINK_LIBS]
 
     if output is None:
-        key = hashlib.sha256(code + b"\0" + " ".join(command(Path("p"))).encode()).hexdigest()[:16]
+        try:
+            expanded = subprocess.run([*cc, *compile_flags, "-E", str(source)], capture_output=True)
+        except OSError as exc:
+            raise CBuildError(f"building {source}: {exc}") from None
+        if expanded.returncode != 0:  # a missing header, a bad flag: the compiler says which
+            message = expanded.stderr.decode(errors="replace").strip()
+            raise CBuildError(f"building {source} failed:\n{message}", message)
+        key = hashlib.sha256(expanded.stdout + b"\0" + " ".join(command(Path("p"))).encode()).hexdigest()[:16]
         target = Path(_cache_dir()) / "c-programs" / f"{source.stem}-{key}"
+        said = target.with_name(target.name + ".warnings")
         if target.exists():
-            return Program(target, lib.backend, lib.library)
+            return Program(target, lib.backend, lib.library, said.read_text() if said.exists() else "")
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     else:
         target = Path(output)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent or Path("."))
+        said = None
+        if target.is_dir():
+            raise CBuildError(f"-o {target}: a directory; name the program's file")
+        if not target.resolve().parent.is_dir():
+            raise CBuildError(f"-o {target}: the directory {target.resolve().parent} does not exist")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.resolve().parent)
     os.close(fd)
     try:
-        _run_compiler(command(Path(tmp_name)), str(source))
+        warnings = _run_compiler(command(Path(tmp_name)), str(source))
+        if said is not None:
+            said.write_text(warnings)
         os.replace(tmp_name, target)
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
-    return Program(target, lib.backend, lib.library)
+    return Program(target, lib.backend, lib.library, warnings)
 
 
 def run_program(program: Program, args: Sequence[str] = (), timeout: Optional[float] = None,

@@ -292,9 +292,14 @@ def _cc_main(args: argparse.Namespace) -> int:
     except (cc.CBuildError, BackendUnavailableError, ValueError) as exc:
         print(f"rknnlab cc: {exc}", file=sys.stderr)
         return 1
+    if program.warnings:
+        print(program.warnings, file=sys.stderr)
     where = "the simulator's" if program.backend == "sim" else "the board's"
     if args.run is None:
         print(f"wrote {program.path} (linked with {where} {program.library})")
+        if args.soc:
+            print(f"--soc is for --run: run it as RKNNLAB_SIM_SOC={args.soc} ./{program.path.name} ...",
+                  file=sys.stderr)
         return 0
     env = dict(os.environ)
     if args.soc:
@@ -315,9 +320,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _joined_values(argv: List[str], options: "tuple[str, ...]" = ("--cflags",)) -> List[str]:
+    """``--cflags -DDEBUG`` as ``--cflags=-DDEBUG``: argparse takes a value that starts with
+    "-" and has no space for an option of its own (the C flags always start with "-")."""
+    out: List[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in options:
+            value = next(words, None)
+            out.append(word if value is None else f"{word}={value}")
+        elif word == "--run":  # the program's own arguments follow, untouched
+            out.append(word)
+            out.extend(words)
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_values(list(sys.argv[1:] if argv is None else argv)))
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

@@ -64,12 +64,13 @@ def _parser(line_magic: bool) -> argparse.ArgumentParser:
 
 def parse(line: str, line_magic: bool) -> Tuple[argparse.Namespace, List[str]]:
     """(options, the program's arguments) from a magic's line."""
+    from .cli import _joined_values
     words = shlex.split(line)
     program_args: List[str] = []
     if "--" in words:
         at = words.index("--")
         words, program_args = words[:at], words[at + 1:]
-    return _parser(line_magic).parse_args(words), program_args
+    return _parser(line_magic).parse_args(_joined_values(words)), program_args
 
 
 def _pump(fd: int, out: IO[str]) -> None:
@@ -102,9 +103,11 @@ def _wrapped(line: str) -> List[str]:
                          break_on_hyphens=False) or [line]
 
 
-def build(source: Path, options: argparse.Namespace) -> cc.Program:
+def build(source: Path, options: argparse.Namespace, cell: bool = False) -> cc.Program:
+    """Compile; a cell also finds the headers beside its notebook (#include "my.h")."""
+    here = ["-iquote", os.getcwd()] if cell else []
     return cc.compile_program(source, None, backend=options.backend,
-                              cflags=shlex.split(options.cflags))
+                              cflags=[*here, *shlex.split(options.cflags)])
 
 
 def run(program: cc.Program, args: List[str], options: argparse.Namespace,
@@ -120,8 +123,10 @@ def run(program: cc.Program, args: List[str], options: argparse.Namespace,
         env["RKNNLAB_SIM_SOC"] = options.soc
     main, terminal = pty.openpty()
     try:
+        # a session of its own: stopping it stops what it started too
         process = subprocess.Popen([str(program.path), *args], stdin=subprocess.DEVNULL,
-                                   stdout=terminal, stderr=terminal, env=env, close_fds=True)
+                                   stdout=terminal, stderr=terminal, env=env, close_fds=True,
+                                   start_new_session=True)
     finally:
         os.close(terminal)
     pump = threading.Thread(target=_pump, args=(main, out), daemon=True)
@@ -130,11 +135,17 @@ def run(program: cc.Program, args: List[str], options: argparse.Namespace,
     try:
         status = process.wait(timeout=options.timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
+        _stop(process)
         status = process.wait()
         note = (f"the program ran longer than {options.timeout:g} s and was stopped "
                 "(--timeout SECONDS gives it longer)")
-    pump.join()
+    except BaseException:  # the kernel's interrupt (the stop button): stop the program too
+        _stop(process)
+        process.wait()
+        pump.join(timeout=5)
+        os.close(main)
+        raise
+    pump.join(timeout=5)
     os.close(main)
     if not note and status < 0:
         try:
@@ -150,6 +161,13 @@ def run(program: cc.Program, args: List[str], options: argparse.Namespace,
     return status
 
 
+def _stop(process: "subprocess.Popen[bytes]") -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def rknn_c(line: str, cell: Optional[str] = None) -> None:
     """The magic: ``cell`` is None for the line form."""
     from IPython.core.error import UsageError
@@ -158,13 +176,15 @@ def rknn_c(line: str, cell: Optional[str] = None) -> None:
     except ValueError as exc:
         raise UsageError(f"{'%rknn_c' if cell is None else '%%rknn_c'}: {exc}") from None
     source = Path(options.source) if cell is None else cell_source(cell)
+
+    def said(text: str) -> str:  # the compiler names the cell's file: say "cell.c"
+        return text.replace(str(source), "cell.c") if cell is not None else text
     try:
-        program = build(source, options)
+        program = build(source, options, cell=cell is not None)
     except (cc.CBuildError, ValueError) as exc:
-        message = getattr(exc, "compiler_output", str(exc))
-        if cell is not None:  # the compiler names the cell's file: say "cell.c"
-            message = message.replace(str(source), "cell.c")
-        raise UsageError(message) from None
+        raise UsageError(said(getattr(exc, "compiler_output", str(exc)))) from None
+    if program.warnings:
+        _write([line.encode() for line in said(program.warnings).splitlines()], sys.stdout)
     run(program, args, options)
 
 

@@ -14,7 +14,8 @@
  * rknnlab.sim.capi and releases the GIL; every call then takes the GIL for
  * its duration (PyGILState_Ensure), so C threads may call concurrently, as
  * they may call librknnrt.  Python's own signal handlers are not installed:
- * Ctrl-C stops the program as it would without Python.
+ * Ctrl-C stops the program as it would without Python; the C stdio streams keep
+ * their buffering (Python's unbuffered mode would change the program's stdout).
  *
  * What the interpreter costs in memory is read from /proc/self/statm before
  * and after it starts and handed to capi, which prints it once (stderr), so
@@ -84,6 +85,13 @@ static void import_capi(long before, int embedded)
 static void start_python(void)
 {
     long before = rss_kb();
+    if (!Py_IsInitialized() && access(RKNNLAB_PYTHON, X_OK) != 0) {
+        fprintf(stderr, "librknnrt (rknnlab simulator): the Python this library was built with (%s) "
+                        "is gone (a venv moved or deleted?): compile the program again with "
+                        "python -m rknnlab cc, which builds the library for the Python it runs in\n",
+                RKNNLAB_PYTHON);
+        return;
+    }
     if (Py_IsInitialized()) {   /* loaded into a Python process (ctypes): use its interpreter */
         PyGILState_STATE gil = PyGILState_Ensure();
         import_capi(before, 0);
@@ -94,7 +102,6 @@ static void start_python(void)
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;   /* the program's signals stay the program's */
     config.parse_argv = 0;
-    config.buffered_stdio = 0;            /* the simulator's log lines interleave with the program's */
     config.use_environment = 0;           /* PYTHONPATH/PYTHONHOME of the shell must not pick another rknnlab */
     PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, RKNNLAB_PYTHON);
     if (!PyStatus_Exception(status))

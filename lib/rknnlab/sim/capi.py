@@ -76,7 +76,11 @@ def runtime() -> SimRuntime:
     global _runtime
     with _lock:
         if _runtime is None:
-            _runtime = SimRuntime(os.environ.get(ENV_SIM_SOC) or "rk3588")
+            soc = os.environ.get(ENV_SIM_SOC)
+            try:
+                _runtime = SimRuntime(soc or "rk3588")
+            except ValueError as exc:
+                raise ValueError(f"{ENV_SIM_SOC}={soc}: {exc}") from None
         return _runtime
 
 
@@ -113,7 +117,7 @@ def _c_function(fallback: int) -> Callable[[F], F]:
             except errors.RknnError as exc:
                 _log_error(exc)
                 result = exc.code if fallback < 0 else 0
-            except ValueError as exc:  # the simulator's setup: e.g. RKNNLAB_SIM_SOC names no SoC
+            except (ValueError, OSError) as exc:  # the setup (RKNNLAB_SIM_SOC), the host's limits
                 sys.stderr.write(f"E RKNN: [sim] {fn.__name__}: {exc}\n")
                 result = fallback
             except Exception:  # a simulator bug or a bad pointer's consequence: say where
@@ -167,9 +171,13 @@ def rknn_init(context: int, model: int, size: int, flag: int, extend: int) -> in
         if exc.code != abi.RKNN_ERR_TARGET_PLATFORM_UNMATCH or not _replay_as_models_soc(source, length):
             raise
         handle = runtime().init(source, flag, ext, size=length)
+    try:
+        _prepare_values(handle)
+    except BaseException:  # a failed rknn_init leaves no context behind
+        runtime().destroy(handle)
+        raise
     abi.rknn_context.from_address(context).value = handle
     _settle()
-    _prepare_values(handle)
     return 0
 
 
@@ -210,6 +218,8 @@ def _replay_as_models_soc(source: Any, size: Optional[int]) -> bool:
         if _runtime is not None:
             _runtime.close()
         _runtime = SimRuntime(target)
+    if _announced:  # the first line named the SoC played before this model came
+        sys.stderr.write(f"rknnlab: now simulated {target.upper()}, the SoC this model was built for\n")
     return True
 
 
@@ -237,15 +247,15 @@ def rknn_query(context: int, cmd: int, info: int, size: int) -> int:
         runtime().query(context, cmd)
         raise _refuse(fn, f"cmd {cmd} is not a query command")
     _need(info, "info", fn)
-    # the caller's fields that a query reads (an attr's index) come in; the answer goes out
-    # only when the caller's buffer holds the whole struct
-    answer = expected()
-    ctypes.memmove(ctypes.addressof(answer), info, min(size, ctypes.sizeof(expected)))
-    runtime().query(context, cmd, answer)
     if size < ctypes.sizeof(expected):
+        # refused without asking (PERF_DETAIL would replace the text an earlier answer points
+        # to), after the context is known to be valid, as for any other call
+        runtime().query(context, abi.RKNN_QUERY_IN_OUT_NUM)
         raise _refuse(fn, f"{abi.QUERY_NAMES.get(cmd, cmd)} fills an {expected.__name__} of "
                           f"{ctypes.sizeof(expected)} B; size is {size}")
-    ctypes.memmove(info, ctypes.addressof(answer), ctypes.sizeof(expected))
+    # in place: the caller's fields that a query reads (an attr's index) are there, and only
+    # the struct's own bytes are written, whatever larger size the caller gives
+    runtime().query(context, cmd, expected.from_address(info))
     return 0
 
 

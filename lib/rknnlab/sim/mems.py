@@ -90,12 +90,13 @@ class TensorMem:
         self.dead = False
         self.device: Optional["DeviceSide"] = None
         self.device_lock = threading.Lock()
+        iova = take_iova(size) if phys_addr is None else phys_addr  # first: it may fail (ENOMEM)
         self.struct_address = heap_alloc(ctypes.sizeof(abi.rknn_tensor_mem))
         self.pointer = ctypes.cast(self.struct_address, MEM_POINTER)
         struct = self.pointer.contents
         struct.virt_addr = buffer.address
         self._own_iova = phys_addr is None
-        struct.phys_addr = take_iova(size) if phys_addr is None else phys_addr
+        struct.phys_addr = iova
         struct.fd = buffer.fd if phys_addr is None else -1
         struct.offset = offset
         struct.size = size

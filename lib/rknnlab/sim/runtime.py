@@ -849,6 +849,8 @@ class SimRuntime(Runtime):
             context.last_run_model = model
             context.last_run_us = round(slot.seconds * 1e6)
             context.last_run_cores = slot.cores
+            if extend is not None:  # an output field (rknn_api.h): the frame this run made
+                extend.frame_id = context.runs
         return 0
 
     def _native_input(self, context: Context, model: SimModel, spec: TensorSpec,
@@ -1104,8 +1106,13 @@ class SimRuntime(Runtime):
             raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, f"size {size}: {exc}") from None
         # rknn_create_mem and the DEFAULT flags allocate cacheable memory (facts sheet, Ch2)
         cacheable = not alloc_flags & abi.RKNN_FLAG_MEMORY_NON_CACHEABLE
-        mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False,
-                        alloc_flags=alloc_flags & ~abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT, cacheable=cacheable)
+        try:
+            mem = TensorMem(buffer, size, 0, context.handle if context is not None else 0, imported=False,
+                            alloc_flags=alloc_flags & ~abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT,
+                            cacheable=cacheable)
+        except OSError as exc:  # no IOVA range left for it (A30)
+            buffer.close()
+            raise _error(abi.RKNN_ERR_MALLOC_FAIL, fn, f"size {size}: {exc}") from None
         if alloc_flags & abi.RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM:  # the rest stays in DDR (rknn_api.h)
             allocator = sram_for(self.soc)
             block = allocator.take(size)
