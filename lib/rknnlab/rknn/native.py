@@ -58,6 +58,9 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "rknn_set_io_mem": (ctypes.c_int, [_ctx, _mem_p, ctypes.POINTER(abi.rknn_tensor_attr)]),
     "rknn_mem_sync": (ctypes.c_int, [_ctx, _mem_p, ctypes.c_int]),
     "rknn_set_input_shapes": (ctypes.c_int, [_ctx, _u32, ctypes.POINTER(abi.rknn_tensor_attr)]),
+    # deprecated (one input), and RV1103/RV1106 only: declared, so a program may call them
+    "rknn_set_input_shape": (ctypes.c_int, [_ctx, ctypes.POINTER(abi.rknn_tensor_attr)]),
+    "rknn_create_mem_from_mb_blk": (_mem_p, [_ctx, ctypes.c_void_p, ctypes.c_int32]),
 }
 
 
