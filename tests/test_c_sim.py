@@ -72,6 +72,22 @@ def numbers(pattern: str, text: str) -> List[int]:
     return [int(g) for g in match.groups()]
 
 
+def python_first_output(pixel: int) -> float:
+    """mobilenet_v2's first float output for an image of one grey level, through the
+    simulator's Python API in this process."""
+    rt = SimRuntime("rk3588")
+    ctx = rt.init(str(MOBILENET))
+    image = np.full(224 * 224 * 3, pixel, np.uint8)
+    rt.inputs_set(ctx, [abi.rknn_input(index=0, buf=image.ctypes.data, size=image.nbytes,
+                                       type=abi.RKNN_TENSOR_UINT8, fmt=abi.RKNN_TENSOR_NHWC)])
+    rt.run(ctx)
+    out = np.zeros(1000, np.float32)
+    rt.outputs_get(ctx, [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data,
+                                         size=out.nbytes)])
+    rt.close()
+    return float(out[0])
+
+
 # ------------------------------------------------------------------------------- the library
 def test_the_library_exports_every_function_the_header_declares():
     library = cc.simulator_library()
@@ -378,17 +394,7 @@ def test_several_c_threads_call_at_once(build):
     match = re.search(r"failures (\d+), same outputs (\w+), first (-?[\d.]+)", done.stdout)
     assert match and match.group(1) == "0" and match.group(2) == "yes", done.stdout + done.stderr
     # the last frame (every byte 220) through the Python side gives the same first value
-    rt = SimRuntime("rk3588")
-    ctx = rt.init(str(MOBILENET))
-    image = np.full(224 * 224 * 3, 220, np.uint8)
-    rt.inputs_set(ctx, [abi.rknn_input(index=0, buf=image.ctypes.data, size=image.nbytes,
-                                       type=abi.RKNN_TENSOR_UINT8, fmt=abi.RKNN_TENSOR_NHWC)])
-    rt.run(ctx)
-    out = np.zeros(1000, np.float32)
-    rt.outputs_get(ctx, [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data,
-                                         size=out.nbytes)])
-    rt.close()
-    assert abs(float(match.group(3)) - float(out[0])) < 1e-5
+    assert abs(float(match.group(3)) - python_first_output(220)) < 1e-5
 
 
 # ------------------------------------------------------------------------------- the interpreter's cost
@@ -659,17 +665,7 @@ def test_what_a_c_program_reads_back(build):
     assert lines[2] == "frame_id after two runs 2"
     got = re.fullmatch(r"get 0: size (\d+), buf set, first (-?[\d.]+)", lines[3])
     assert got and int(got.group(1)) == 4000
-    rt = SimRuntime("rk3588")  # the same frame through Python
-    ctx = rt.init(str(MOBILENET))
-    image = np.full(224 * 224 * 3, 200, np.uint8)
-    rt.inputs_set(ctx, [abi.rknn_input(index=0, buf=image.ctypes.data, size=image.nbytes,
-                                       type=abi.RKNN_TENSOR_UINT8, fmt=abi.RKNN_TENSOR_NHWC)])
-    rt.run(ctx)
-    out = np.zeros(1000, np.float32)
-    rt.outputs_get(ctx, [abi.rknn_output(index=0, want_float=1, is_prealloc=1, buf=out.ctypes.data,
-                                         size=out.nbytes)])
-    rt.close()
-    assert abs(float(got.group(2)) - float(out[0])) < 1e-5
+    assert abs(float(got.group(2)) - python_first_output(200)) < 1e-5  # the same frame through Python
     assert lines[4] == f"release 0, buf NULL; again {abi.RKNN_ERR_PARAM_INVALID}"
 
 
