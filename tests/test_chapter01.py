@@ -182,9 +182,10 @@ def test_every_assumption_named_in_the_text_is_in_the_generated_list():
     """The last cell lists USED, which the cells' assumption(...) calls fill: every A-key the prose
     names (the With RKNNLite boxes too) must be one of them."""
     import ast
+    import chapterhelpers as ch
     prose = re.sub(r"```c\n.*?```", "", _markdown(), flags=re.S)
     named = set(re.findall(r"\bA\d+\b", prose))
-    code = "\n".join("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
+    code = "\n".join(ch.python_of("".join(c["source"])) for c in _cells() if c["cell_type"] == "code")
     used = {arg.value for node in ast.walk(ast.parse(code))
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "assumption" for arg in node.args}
     assert named <= used, f"named in the text, never tagged by a cell: {sorted(named - used)}"
@@ -258,3 +259,40 @@ def test_the_init_flags_box_says_no_flags_argument():
     text = _flat(_markdown())
     assert "no init flags" not in text
     assert "no flags argument. The wheel sets RKNN_FLAG_ASYNC_MASK itself when async_mode=True" in text
+
+
+# --------------------------------------------------------------------------- the C program (issue 21)
+def test_mem_layers_c_runs_in_section_7_and_its_account_adds_up(run):
+    """§7 runs examples/c/mem_layers.c with the line magic on the chapter's YOLOv5s (MODEL_FILE follows
+    the SoC): on the simulator's librknnrt it says so and plays the chapter's SoC; weight + internal + io
+    is the DMA total it prints, after init and after one run (A9, A10); weight and internal are the
+    compiler report's; the flag takes the internal size off. The folded answer says what it shows."""
+    code = [_source for _source in ("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
+            if "%rknn_c" in _source]
+    assert code == ['%rknn_c ../examples/c/mem_layers.c -- {MODEL_FILE["yolov5s"]} internal']
+    assert "%load_ext rknnlab" in "".join(_cells()[2]["source"])
+    soc = re.search(r"simulated (RK\d+)", "\n".join(run.values())).group(1)        # the setup cell's line
+    (text,) = [t for t in run.values() if "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE: DMA total" in t]
+    lines = text.splitlines()
+    assert any(line.startswith(f"rknnlab: librknnrt for PCs, simulated {soc} (") for line in lines[:3]), lines
+    assert any(line.startswith("runtime ") and "rknnlab simulator" in line for line in lines[:3]), lines
+    unwrapped = re.sub(r"\n {2}(?=\S)", " ", text)                 # the magic wraps lines at 100 columns
+    accounts = re.findall(r"^(after rknn_init:|after one rknn_run:) +weight (\d+) \+ internal (\d+) \+ io (\d+) "
+                          r"= (\d+) B; DMA total (\d+) B; remainder (-?\d+) B$", unwrapped, flags=re.M)
+    assert [a[0] for a in accounts] == ["after rknn_init:", "after one rknn_run:"], unwrapped
+    report = models.load_report("yolov5s", soc.lower())
+    for _, weight, internal, io, planned, total, remainder in accounts:
+        weight, internal, io, planned, total = (int(v) for v in (weight, internal, io, planned, total))
+        assert weight + internal + io == planned == total and remainder == "0", accounts
+        assert (weight, internal) == (report.total_weight_size, report.total_internal_size)
+    sizes = [int(v) for v in re.findall(r"size_with_stride (\d+)", unwrapped)]
+    assert len(sizes) == 4 and sum(sizes) == int(accounts[0][3])    # io: one input, three outputs
+    moved = re.search(r"RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE: DMA total (\d+) B; flag 0 minus this (\d+) B "
+                      r"\(internal (\d+) B", unwrapped)
+    assert int(moved.group(2)) == int(moved.group(3)) == report.total_internal_size, moved.group(0)
+    assert int(moved.group(1)) == int(accounts[0][5]) - report.total_internal_size
+    assert len(lines) <= 15 and all(len(line) <= 100 for line in lines)
+    seven = _flat(_markdown()[_markdown().index("\n## 7. "):_markdown().index("\n## 8. ")])
+    assert "`examples/c/mem_layers.c` checks it on YOLOv5s" not in seven        # _flat drops the backticks
+    assert "examples/c/mem_layers.c checks it on YOLOv5s" in seven
+    assert "On the simulator the remainder is 0 both times, and the flag takes exactly the internal size off" in seven
