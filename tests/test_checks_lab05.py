@@ -648,11 +648,10 @@ def test_ex2_bad_answers() -> None:
 
 
 def test_ex2_patterns_go_both_ways_and_far_from_the_margin() -> None:
-    """Large buffers have patterns of both answers (the size decides nothing), and most
-    patterns' two costs differ by far more than the check's margin (a busy machine does not
-    move them across it). A whole-buffer fill can sit near the margin on a CPU whose memset
-    is fast (about 115 GB/s on an 8 MiB buffer here: x UNCACHED_SLOWDOWN, about the modeled
-    sync); the check does not judge such a pattern, and a slower CPU only widens the gap."""
+    """Large buffers have patterns of both answers (the size decides nothing), and every
+    pattern's two costs differ by far more than the check's margin (a busy machine does not
+    move a pattern across it). The fill is sized from this machine's memset speed: a plain
+    8 MiB fill at ~115 GB/s had costs 1.3-1.5x apart."""
     rng = np.random.default_rng(0)
     seen, ratios = set(), []
     for _ in range(3):
@@ -662,8 +661,7 @@ def test_ex2_patterns_go_both_ways_and_far_from_the_margin() -> None:
             ratios.append(max(cost.values()) / min(cost.values()))
     assert {(True, abi.RKNN_FLAG_MEMORY_CACHEABLE), (True, abi.RKNN_FLAG_MEMORY_NON_CACHEABLE),
             (False, abi.RKNN_FLAG_MEMORY_CACHEABLE)} <= seen, seen
-    near = [r for r in ratios if r < 1.5 * checks.CACHE_MARGIN]
-    assert len(near) <= len(ratios) // 5, sorted(ratios)[:len(near)]
+    assert min(ratios) > 1.5 * checks.CACHE_MARGIN
 
 
 def test_ex2_patterns_keep_their_kind_to_themselves() -> None:
