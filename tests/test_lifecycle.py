@@ -134,7 +134,9 @@ def test_phase_table_steps_in_order(loads, variant):
     out = 1000 * 4
     assert out <= _row(table, "alloc_outputs")["heap_bytes"] < out + 64
     assert -out - 64 < _row(table, "free_outputs")["heap_bytes"] <= -out
-    assert abs(frames["heap_bytes"].sum()) < out / 2, frames
+    # (a buffer per frame would be FRAMES x 4,000 B; the harness's own bookkeeping can land a
+    # few kB in one step on a loaded machine: 3,296 B in outputs_release once in a full run)
+    assert abs(frames["heap_bytes"].sum()) < out, frames
     # the whole life gives back what it took
     assert table["dma_bytes"].sum() == 0
 
