@@ -29,14 +29,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from .paths import repo_root
 from .probe import _cache_dir, _compiler
 
 #: where built libraries and programs are kept ($XDG_CACHE_HOME/rknnlab)
 cache_dir = _cache_dir
 
 C_DIR = Path(__file__).resolve().parent / "c"
-HEADER_DIR = C_DIR
 SIM_SOURCE = C_DIR / "librknnrt_sim.c"
 #: what every program gets: the course header's directory, threads and libm (as
 #: examples/c/README.md's board commands use)
@@ -157,7 +155,7 @@ def compile_program(source: "str | os.PathLike[str]", output: "str | os.PathLike
     cc = _compiler()
     if cc is None:
         raise CBuildError("no C compiler found (cc, gcc, clang; or set CC): sudo apt install gcc")
-    compile_flags = [*BASE_FLAGS, f"-I{HEADER_DIR}", *cflags]
+    compile_flags = [*BASE_FLAGS, f"-I{C_DIR}", *cflags]
 
     def command(out: Path) -> List[str]:
         return [*cc, *compile_flags, str(source), "-o", str(out),
@@ -205,8 +203,3 @@ def run_program(program: Program, args: Sequence[str] = (), timeout: Optional[fl
     Python in the library."""
     return subprocess.run([str(program.path), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=env)
-
-
-def course_root() -> Path:
-    """The directory holding examples/ and data/ (programs take model paths from it)."""
-    return repo_root()

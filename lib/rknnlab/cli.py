@@ -320,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _joined_values(argv: List[str], options: "tuple[str, ...]" = ("--cflags",)) -> List[str]:
+def joined_values(argv: List[str], options: "tuple[str, ...]" = ("--cflags",)) -> List[str]:
     """``--cflags -DDEBUG`` as ``--cflags=-DDEBUG``: argparse takes a value that starts with
     "-" and has no space for an option of its own (the C flags always start with "-")."""
     out: List[str] = []
@@ -339,7 +339,7 @@ def _joined_values(argv: List[str], options: "tuple[str, ...]" = ("--cflags",)) 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(_joined_values(list(sys.argv[1:] if argv is None else argv)))
+    args = parser.parse_args(joined_values(list(sys.argv[1:] if argv is None else argv)))
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

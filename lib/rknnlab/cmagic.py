@@ -64,13 +64,13 @@ def _parser(line_magic: bool) -> argparse.ArgumentParser:
 
 def parse(line: str, line_magic: bool) -> Tuple[argparse.Namespace, List[str]]:
     """(options, the program's arguments) from a magic's line."""
-    from .cli import _joined_values
+    from .cli import joined_values
     words = shlex.split(line)
     program_args: List[str] = []
     if "--" in words:
         at = words.index("--")
         words, program_args = words[:at], words[at + 1:]
-    return _parser(line_magic).parse_args(_joined_values(words)), program_args
+    return _parser(line_magic).parse_args(joined_values(words)), program_args
 
 
 def _pump(fd: int, out: IO[str]) -> None:
