@@ -528,6 +528,20 @@ def test_the_line_magic_runs_a_file_with_its_options(ipython, capsys):
     assert "simulated RK3576" in out and "our buffers used on every frame: yes" in out
 
 
+def test_the_line_magics_file_is_found_from_any_folder_of_the_course(tmp_path, monkeypatch):
+    """``%rknn_c examples/c/x.c`` is the same line in chapters/ and chapters/zh/: a FILE that is
+    not in the notebook's folder is looked for in the course's root; one that is, wins."""
+    from rknnlab import cmagic
+    monkeypatch.chdir(EXAMPLES.parents[1] / "chapters")
+    assert cmagic.c_file("examples/c/output_reuse.c") == EXAMPLES.parents[1] / "examples" / "c" / "output_reuse.c"
+    assert cmagic.c_file("../examples/c/output_reuse.c").resolve() == (EXAMPLES / "output_reuse.c").resolve()
+    assert cmagic.c_file("examples/c/no_such.c") == Path("examples/c/no_such.c")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples" / "c").mkdir(parents=True)
+    (tmp_path / "examples" / "c" / "output_reuse.c").write_text("int main(void) { return 0; }\n")
+    assert cmagic.c_file("examples/c/output_reuse.c") == Path("examples/c/output_reuse.c")
+
+
 # ------------------------------------------------------------------------------- the Python binding on it
 def test_the_native_binding_drives_the_library_like_a_board_runtime():
     """rknnlab.rknn.native (the ctypes binding a board uses) on the simulator's library, in

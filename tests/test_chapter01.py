@@ -269,7 +269,7 @@ def test_mem_layers_c_runs_in_section_7_and_its_account_adds_up(run):
     compiler report's; the flag takes the internal size off. The folded answer says what it shows."""
     code = [_source for _source in ("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
             if "%rknn_c" in _source]
-    assert code == ['%rknn_c ../examples/c/mem_layers.c -- {MODEL_FILE["yolov5s"]} internal']
+    assert code == ['%rknn_c examples/c/mem_layers.c -- {MODEL_FILE["yolov5s"]} internal']
     assert "%load_ext rknnlab" in "".join(_cells()[2]["source"])
     soc = re.search(r"simulated (RK\d+)", "\n".join(run.values())).group(1)        # the setup cell's line
     (text,) = [t for t in run.values() if "RKNN_FLAG_INTERNAL_ALLOC_OUTSIDE: DMA total" in t]

@@ -313,7 +313,7 @@ def test_lifecycle_c_dup_runs_in_section_4_and_a_dup_adds_p_not_w(run) -> None:
     import re
     cells = ch.cells(CHAPTER)
     code = [ch.source(c) for c in cells if c["cell_type"] == "code" and "%rknn_c" in ch.source(c)]
-    assert code == ["%rknn_c ../examples/c/lifecycle.c -- dup {PATH} 4"]
+    assert code == ["%rknn_c examples/c/lifecycle.c -- dup {PATH} 4"]
     assert "%load_ext rknnlab" in ch.source(cells[2])
     (text,) = [t for t in run.values() if "(+ rknn_dup_context)" in t]
     lines = text.splitlines()

@@ -353,7 +353,7 @@ def test_output_reuse_c_runs_in_section_2_and_reuses_its_buffers(run) -> None:
     line says so, every get wrote into the program's own buffers, the output followed the input, and
     RSS over the loop grew by less than the simulator's output cache (a few MB), not by a leak."""
     cells = [c for c in _cells() if c["cell_type"] == "code" and "%rknn_c" in _source(c)]
-    assert len(cells) == 1 and _source(cells[0]).startswith("%rknn_c ../examples/c/output_reuse.c -- ")
+    assert len(cells) == 1 and _source(cells[0]).startswith("%rknn_c examples/c/output_reuse.c -- ")
     assert "%load_ext rknnlab" in _source(_cells()[2])
     (text,) = [t for t in run.values() if "our buffers used on every frame" in t]
     lines = text.splitlines()

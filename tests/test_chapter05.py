@@ -484,7 +484,7 @@ def test_allocation_c_prealloc_runs_in_section_1_and_allocates_nothing_per_frame
     follows the input; from frame 1 to the last the DMA total does not move and RSS grows by less than
     1 MB (the first frame's rise, the simulator's output cache, is before frame 1)."""
     code = [ch.source(c) for c in _cells() if c["cell_type"] == "code" and "%rknn_c" in ch.source(c)]
-    assert code == ['%rknn_c ../examples/c/allocation.c -- prealloc {MODEL["mobilenet_v2"]} 100']
+    assert code == ['%rknn_c examples/c/allocation.c -- prealloc {MODEL["mobilenet_v2"]} 100']
     assert "%load_ext rknnlab" in ch.source(_cells()[2])
     (text,) = [t for t in run.values() if "created and bound before the loop" in t]
     lines = text.splitlines()

@@ -13,8 +13,9 @@ arguments after ``--``::
 
 Line magic: the same for a C file, e.g. one of examples/c::
 
-    %rknn_c ../examples/c/output_reuse.c -- ../data/models/mobilenet_v2/rk3588.rknn 100
+    %rknn_c examples/c/output_reuse.c -- ../data/models/mobilenet_v2/rk3588.rknn 100
 
+(FILE is looked for in the notebook's folder, then in the course's root.)
 Options: ``--backend auto|sim|native``, ``--soc rk3576`` (the SoC the simulator
 plays), ``--cflags "-O0 -g"``, ``--timeout SECONDS`` (default 300).
 
@@ -39,7 +40,7 @@ import threading
 from pathlib import Path
 from typing import IO, List, Optional, Tuple
 
-from . import cc
+from . import cc, paths
 
 #: what a notebook line may hold (the course's outputs fit 100 columns)
 WIDTH = 100
@@ -175,7 +176,7 @@ def rknn_c(line: str, cell: Optional[str] = None) -> None:
         options, args = parse(line, line_magic=cell is None)
     except ValueError as exc:
         raise UsageError(f"{'%rknn_c' if cell is None else '%%rknn_c'}: {exc}") from None
-    source = Path(options.source) if cell is None else cell_source(cell)
+    source = c_file(options.source) if cell is None else cell_source(cell)
 
     def said(text: str) -> str:  # the compiler names the cell's file: say "cell.c"
         return text.replace(str(source), "cell.c") if cell is not None else text
@@ -186,6 +187,20 @@ def rknn_c(line: str, cell: Optional[str] = None) -> None:
     if program.warnings:
         _write([line.encode() for line in said(program.warnings).splitlines()], sys.stdout)
     run(program, args, options)
+
+
+def c_file(name: str) -> Path:
+    """The line form's FILE: relative to the notebook's folder, or else to the
+    course's root, so ``examples/c/x.c`` works the same from chapters/,
+    labs/ and the editions' folders (chapters/zh/)."""
+    path = Path(name).expanduser()
+    if path.is_absolute() or path.exists():
+        return path
+    try:
+        in_course = paths.repo_root() / path
+    except paths.DataNotFoundError:
+        return path
+    return in_course if in_course.exists() else path
 
 
 def cell_source(cell: str) -> Path:
