@@ -73,6 +73,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi
 
 _PACKAGE_DIR = os.path.realpath(Path(__file__).parents[1])   # rknnlab/: frames there are not the student's
@@ -106,17 +107,18 @@ class CheckResult:
 
     @property
     def headline(self) -> str:
+        title = exercise_title(self.exercise)
         if self.passed:
-            return f"PASSED  {self.exercise}"
+            return L(f"PASSED  {title}", f"通过  {title}")
         if self.status == "not done":
-            return f"NOT PASSED  {self.exercise}: not done yet"
-        return f"NOT PASSED  {self.exercise}"
+            return L(f"NOT PASSED  {title}: not done yet", f"未通过  {title}：尚未完成")
+        return L(f"NOT PASSED  {title}", f"未通过  {title}")
 
     def __repr__(self) -> str:
         lines = [self.headline, f"  {self.message}"]
         lines += [f"  - {d}" for d in self.details]
         if self.hint:
-            lines.append(f"  Hint: {self.hint}")
+            lines.append(L(f"  Hint: {self.hint}", f"  提示：{self.hint}"))
         return "\n".join(lines)
 
     __str__ = __repr__
@@ -125,7 +127,7 @@ class CheckResult:
         colour = {"passed": ("#1b7f3b", "#e9f7ee"), "not done": ("#9a6700", "#fff8e1")}.get(
             self.status, ("#b42318", "#fdecea"))
         items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
-        hint = (f'<p style="margin:0.4em 0 0 0"><strong>Hint:</strong> {html.escape(self.hint)}</p>'
+        hint = (f'<p style="margin:0.4em 0 0 0"><strong>{L("Hint:", "提示：")}</strong> {html.escape(self.hint)}</p>'
                 if self.hint else "")
         return (f'<div class="rknnlab-check rknnlab-check-{self.status.replace(" ", "-")}" '
                 f'style="border-left:6px solid {colour[0]};background:{colour[1]};'
@@ -155,25 +157,38 @@ class Summary:
 
     def _status(self, r: Optional[CheckResult]) -> Tuple[str, str]:
         if r is None:
-            return "NOT RUN", "not run yet"
-        return ("PASSED" if r.passed else "NOT PASSED"), r.status
+            return L("NOT RUN", "未运行"), L("not run yet", "尚未运行")
+        status = {"passed": L("passed", "通过"), "failed": L("failed", "未通过"),
+                  "not done": L("not done", "尚未完成")}.get(r.status, r.status)
+        return (L("PASSED", "通过") if r.passed else L("NOT PASSED", "未通过")), status
 
     def _warnings(self) -> List[str]:
-        warnings = [f"checks.{n} was replaced in this session; a replaced check proves nothing "
-                    "(restart the kernel and run the notebook as it is)." for n in self.replaced]
+        warnings = [L(f"checks.{n} was replaced in this session; a replaced check proves nothing "
+                      "(restart the kernel and run the notebook as it is).",
+                      f"本次会话中 checks.{n} 被替换了；被替换的检查证明不了任何东西"
+                      "（请重启内核，按原样运行笔记本）。") for n in self.replaced]
         if self.code_replaced:
-            warnings.append(f"{_names(self.code_replaced)} {'was' if len(self.code_replaced) == 1 else 'were'} "
-                            f"replaced in this session; no check of {self.title} counts, a check on replaced "
-                            "code proves nothing (restart the kernel and run the notebook as it is).")
+            names = _names(self.code_replaced)
+            warnings.append(L(
+                f"{names} {'was' if len(self.code_replaced) == 1 else 'were'} replaced in this session; "
+                f"no check of {self.title} counts, a check on replaced code proves nothing (restart the "
+                "kernel and run the notebook as it is).",
+                f"本次会话中 {names} 被替换了；{lab_title(self.title)}的检查都不计分，在被替换的代码上做的检查"
+                "证明不了任何东西（请重启内核，按原样运行笔记本）。"))
         if self.forged:
-            warnings.append(f"{self.forged} result(s) that no check recorded were found in the summary's store "
-                            "and ignored.")
+            warnings.append(L(f"{self.forged} result(s) that no check recorded were found in the summary's store "
+                              "and ignored.",
+                              f"汇总的存储中有 {self.forged} 条结果不是由检查记录的，已忽略。"))
         return warnings
 
+    def _headline(self) -> str:
+        return L(f"{self.title}: {self.passed} of {len(self.items)} checks passed",
+                 f"{lab_title(self.title)}：{len(self.items)} 项检查通过了 {self.passed} 项")
+
     def __repr__(self) -> str:
-        lines = [f"{self.title}: {self.passed} of {len(self.items)} checks passed"]
-        lines += [f"  {self._status(r)[0]:<10}  {name}" for name, r in self.items.items()]
-        lines += [f"  WARNING: {w}" for w in self._warnings()]
+        lines = [self._headline()]
+        lines += [f"  {self._status(r)[0]:<10}  {exercise_title(name)}" for name, r in self.items.items()]
+        lines += [L(f"  WARNING: {w}", f"  警告：{w}") for w in self._warnings()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -181,19 +196,33 @@ class Summary:
         left = 'style="text-align:left"'
         rows = "".join(
             f'<tr><td style="text-align:left; color:{"#1b7f3b" if r and r.passed else "#b42318"}"><strong>'
-            f'{self._status(r)[0]}</strong></td><td {left}>{html.escape(name)}</td>'
+            f'{self._status(r)[0]}</strong></td><td {left}>{html.escape(exercise_title(name))}</td>'
             f'<td {left}>{html.escape(self._status(r)[1])}</td></tr>' for name, r in self.items.items())
-        warn = "".join(f'<p style="color:#b42318"><strong>WARNING:</strong> {html.escape(w)}</p>'
+        warn = "".join(f'<p style="color:#b42318"><strong>{L("WARNING:", "警告：")}</strong> {html.escape(w)}</p>'
                        for w in self._warnings())
-        return (f"<p><strong>{html.escape(self.title)}: {self.passed} of {len(self.items)} checks passed"
-                f"</strong></p><table><tr><th {left}>result</th><th {left}>exercise</th><th {left}>status</th></tr>"
+        head = "".join(f"<th {left}>{h}</th>" for h in (L("result", "结果"), L("exercise", "练习"),
+                                                          L("status", "状态")))
+        return (f"<p><strong>{html.escape(self._headline())}</strong></p><table><tr>{head}</tr>"
                 f"{rows}</table>"
                 + warn)
 
 
 def _names(names: Sequence[str], most: int = 4) -> str:
     shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+    return shown + (L(f" and {len(names) - most} more", f" 等 {len(names)} 项") if len(names) > most else "")
+
+
+#: the Chinese title of each exercise and lab, registered by :class:`Lab` (results keep the
+#: English title as their key; what the reader sees is in the language rknnlab speaks)
+_ZH_TITLES: Dict[str, str] = {}
+
+
+def exercise_title(title: str) -> str:
+    """An exercise's (or a lab's) title in the language rknnlab speaks."""
+    return L(title, _ZH_TITLES.get(title, title))
+
+
+lab_title = exercise_title
 
 
 # =========================================================================== replaced code
@@ -324,13 +353,17 @@ def _make_code_watch() -> Tuple[Callable[..., None], Callable[[Callable[[str], b
 
 
 def _code_replaced_result(exercise: str, names: Sequence[str]) -> CheckResult:
-    whose = "the check's" if all(n.startswith("rknnlab.checks.") for n in names) else "the runtime's"
+    checks_own = all(n.startswith("rknnlab.checks.") for n in names)
+    whose = L("the check's" if checks_own else "the runtime's", "检查" if checks_own else "运行时")
     return CheckResult(
         exercise, "failed",
-        f"This check did not run: {whose} code was replaced in this session ({_names(list(names))}); "
-        "a check on replaced code proves nothing.",
-        hint="Restart the kernel and run the notebook as it is, without replacing rknnlab's classes or "
-             "functions.")
+        L(f"This check did not run: {whose} code was replaced in this session ({_names(list(names))}); "
+          "a check on replaced code proves nothing.",
+          f"这项检查没有运行：本次会话中{whose}的代码被替换了（{_names(list(names))}）；"
+          "在被替换的代码上做的检查证明不了任何东西。"),
+        hint=L("Restart the kernel and run the notebook as it is, without replacing rknnlab's classes or "
+               "functions.",
+               "请重启内核，按原样运行笔记本，不要替换 rknnlab 的类或函数。"))
 
 
 def _make_lab_methods(run_check: Callable[[str, Callable[[], CheckResult]], CheckResult]) -> Tuple[Any, ...]:
@@ -414,10 +447,18 @@ class Lab:
     """One lab's checks: runs them (:meth:`run`) and summarises them (:meth:`summary`).
     The four methods are made below, by :func:`_make_lab_methods`."""
 
-    def __init__(self, title: str, exercises: Sequence[str]) -> None:
+    def __init__(self, title: str, exercises: Sequence[str],
+                 zh: Optional[Tuple[str, Sequence[str]]] = None) -> None:
+        """``zh``: the lab's title and its exercises' titles in Chinese, in the same order."""
         self.title = title
         self.exercises = list(exercises)
         self._module: Dict[str, Any] = {}
+        if zh is not None:
+            zh_title, zh_exercises = zh
+            if len(zh_exercises) != len(self.exercises):
+                raise ValueError(f"{title}: {len(zh_exercises)} Chinese titles for {len(self.exercises)} exercises")
+            _ZH_TITLES[title] = zh_title
+            _ZH_TITLES.update(zip(self.exercises, zh_exercises))
 
 
 class _Fail(Exception):
@@ -453,22 +494,25 @@ def _where(exc: BaseException) -> str:
         return ""
     f = frames[-1]
     line = f" `{f.line.strip()}`" if f.line else ""
-    return f" (in {f.name}, line {f.lineno}:{line})"
+    return L(f" (in {f.name}, line {f.lineno}:{line})", f"（{f.name} 第 {f.lineno} 行：{line}）")
 
 
 def _require_function(answer: Any, how_to_pass: str) -> None:
     """Not done yet unless the student passed a function (not its result, not None);
     ``how_to_pass`` is the hint, e.g. "pass the function itself: check_x(x)"."""
     if not callable(answer):
-        raise _not_done(f"expected your function, got {type(answer).__name__}.", how_to_pass)
+        raise _not_done(L(f"expected your function, got {type(answer).__name__}.",
+                          f"这里要的是你的函数，收到的是 {type(answer).__name__}。"), how_to_pass)
 
 
 def _student_error(exc: BaseException, what: str, hint: str) -> _Fail:
     """A _Fail for an exception raised by the student's code (NotImplementedError: not done)."""
     if isinstance(exc, NotImplementedError):
-        text = str(exc) or "the stub raises NotImplementedError"
-        return _not_done(f"{what} still raises NotImplementedError: {text.rstrip('.')}.", hint)
-    return _Fail(f"{what} raised {type(exc).__name__}: {exc}{_where(exc)}", hint)
+        text = str(exc) or L("the stub raises NotImplementedError", "占位代码抛出 NotImplementedError")
+        return _not_done(L(f"{what} still raises NotImplementedError: {text.rstrip('.')}.",
+                           f"{what} 仍然抛出 NotImplementedError：{text.rstrip('.')}。"), hint)
+    return _Fail(L(f"{what} raised {type(exc).__name__}: {exc}{_where(exc)}",
+                   f"{what} 抛出了 {type(exc).__name__}：{exc}{_where(exc)}"), hint)
 
 
 def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
@@ -481,9 +525,11 @@ def _run_check(exercise: str, body: Callable[[], CheckResult]) -> CheckResult:
     except Exception as exc:  # the check's own failure: still no traceback in the notebook
         result = CheckResult(
             exercise, "failed",
-            f"The check could not run: {type(exc).__name__}: {exc}{_where(exc)}",
-            hint="If the message names your code, fix that; otherwise please report this to the "
-                 "course's authors with the message above.")
+            L(f"The check could not run: {type(exc).__name__}: {exc}{_where(exc)}",
+              f"检查无法运行：{type(exc).__name__}：{exc}{_where(exc)}"),
+            hint=L("If the message names your code, fix that; otherwise please report this to the "
+                   "course's authors with the message above.",
+                   "如果消息指向你的代码，请修改它；否则请把上面的消息报告给课程作者。"))
     return result
 
 
@@ -858,8 +904,10 @@ def _variant_error(run: Any, what: str) -> str:
     frames = re.findall(r'File "<variant [^>]*>", line (\d+), in (\S+)\n\s*(.*)', run.traceback or "")
     if frames:
         line, func, src = frames[-1]
-        where = f" (in {func}, line {line}: `{src.strip()}`)" if src.strip() else f" (in {func}, line {line})"
-    return f"{what} raised {run.error}{where}"
+        code = f"：`{src.strip()}`" if src.strip() else ""
+        where = L(f" (in {func}, line {line}: `{src.strip()}`)" if src.strip() else f" (in {func}, line {line})",
+                  f"（{func} 第 {line} 行{code}）")
+    return L(f"{what} raised {run.error}{where}", f"{what} 抛出了 {run.error}{where}")
 
 
 def _record_the_runtime() -> None:
