@@ -209,7 +209,7 @@ class Summary:
 
 def _names(names: Sequence[str], most: int = 4) -> str:
     shown = ", ".join(names[:most])
-    return shown + (L(f" and {len(names) - most} more", f" 等 {len(names)} 项") if len(names) > most else "")
+    return shown + (L(f" and {len(names) - most} more", f" 及另外 {len(names) - most} 项") if len(names) > most else "")
 
 
 #: the Chinese title of each exercise and lab, registered by :class:`Lab` (results keep the
@@ -456,7 +456,7 @@ class Lab:
         if zh is not None:
             zh_title, zh_exercises = zh
             if len(zh_exercises) != len(self.exercises):
-                raise ValueError(f"{title}: {len(zh_exercises)} Chinese titles for {len(self.exercises)} exercises")
+                raise ValueError(f"{title}: {len(zh_exercises)} Chinese titles for {len(self.exercises)} exercises")  # en-only
             _ZH_TITLES[title] = zh_title
             _ZH_TITLES.update(zip(self.exercises, zh_exercises))
 
@@ -604,8 +604,9 @@ def _crc(data: bytes) -> int:
 #: too (rknnlab.watch.malloc_perturb)
 PERTURB = 165
 _FRESH, _FREED, _ZERO, _SAME, _CHANGED, _NEW = range(6)
-BEFORE_NAMES = ("freshly allocated", "freed", "zero-filled (freshly allocated)", "unchanged",
-                "changed by something else", "never written before")
+#: the answers a student picks from (en-only: they are values the student's code returns)
+BEFORE_NAMES = ("freshly allocated", "freed", "zero-filled (freshly allocated)", "unchanged",  # en-only
+                "changed by something else", "never written before")  # en-only
 
 
 def _classify(data: bytes, last_crc: Optional[int]) -> int:
@@ -904,9 +905,8 @@ def _variant_error(run: Any, what: str) -> str:
     frames = re.findall(r'File "<variant [^>]*>", line (\d+), in (\S+)\n\s*(.*)', run.traceback or "")
     if frames:
         line, func, src = frames[-1]
-        code = f"：`{src.strip()}`" if src.strip() else ""
         where = L(f" (in {func}, line {line}: `{src.strip()}`)" if src.strip() else f" (in {func}, line {line})",
-                  f"（{func} 第 {line} 行{code}）")
+                  f"（{func} 第 {line} 行：`{src.strip()}`）" if src.strip() else f"（{func} 第 {line} 行）")
     return L(f"{what} raised {run.error}{where}", f"{what} 抛出了 {run.error}{where}")
 
 
