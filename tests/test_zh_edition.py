@@ -334,3 +334,33 @@ def test_a_lab_quotes_its_chapters_rules_word_for_word(stem):
     chapter = _flat(_markdown(PAIRS[chapter_stem][1]))
     for rule in quoted:
         assert rule in chapter, f"the zh chapter {n} does not state this rule in these words: {rule!r}"
+
+
+@pytest.mark.parametrize("stem", PRESENT)
+def test_the_book_rebases_links_onto_its_pages(stem):
+    """The book stages a zh page at its original's name (chapters/zh/01.ipynb is built as
+    chapters/01): its links, written for JupyterLab, are rewritten to the pages' names."""
+    from rknnlab.book.build import _NOTEBOOK_LINK, _rebase_links, _twins
+    en, zh = PAIRS[stem]
+    nb = _read(zh)
+    before = _LINK.findall(_markdown(zh))
+    _rebase_links(nb, zh, en, _twins(CONFIG, "zh"))
+    after = _NOTEBOOK_LINK.findall("\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    assert len(after) == len(before)
+    pages = {Path(e.file).resolve() for e in CONFIG.entries()}
+    for _, target, tail in after:
+        page = (en.parent / target).resolve()
+        assert page in pages, f"{target}: not a page of the book (from {en.relative_to(ROOT)})"
+        assert "/zh/" not in target
+
+
+def test_rebasing_maps_a_twin_to_its_original_and_keeps_the_anchor(tmp_path):
+    from rknnlab.book.build import _rebase_links, _twins
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(
+        "见[实验 1](../../labs/zh/lab01_memory_layers.ipynb#练习-115-分钟) 与 [第 2 章](02_lifecycle.ipynb)，"
+        "[网页](https://example.com/a.ipynb)。")]
+    _rebase_links(nb, ROOT / "chapters" / "zh" / "01_memory_layers.ipynb", ROOT / "chapters" / "01_memory_layers.ipynb",
+                  _twins(CONFIG, "zh"))
+    assert nb.cells[0].source == ("见[实验 1](../labs/lab01_memory_layers.ipynb#练习-115-分钟) 与 "
+                                  "[第 2 章](02_lifecycle.ipynb)，[网页](https://example.com/a.ipynb)。")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -147,6 +148,8 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
                                 default_lang_name=default_name,
                                 lang_name=LANGUAGE_NAMES.get(lang, lang))
         nb = editions.static_widgets(nb, lang)
+        if p.source.resolve() != (cfg.root / p.entry.file).resolve():
+            _rebase_links(nb, p.source, cfg.root / p.entry.file, _twins(cfg, lang))
         staged[p.entry.docname] = nb
         nb.metadata["rknnlab"] = {"edition": edition, "backend": be.name,
                                   "executed_at": r.executed_at, "source": p.display_path}
@@ -207,6 +210,31 @@ def _write_printable(nb: nbformat.NotebookNode, page: Page, lang: str, target: P
     # the provenance note's build time (a notebook with code), as the site's pages show it
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     _write_if_changed(target, html.replace(editions.BUILD_TIME_TOKEN, now))
+
+
+#: a markdown link to a notebook: (the "](" ) (the relative path) (an anchor and the ")")
+_NOTEBOOK_LINK = re.compile(r"(\]\()([^)\s#:]+\.ipynb)((?:#[^)\s]*)?\))")
+
+
+def _twins(cfg: BookConfig, lang: str) -> Dict[Path, Path]:
+    """{a translation's file: its original's file} (resolved paths)."""
+    return {(cfg.root / e.translation_file(lang, cfg.default_language)).resolve(): (cfg.root / e.file).resolve()
+            for e in cfg.entries()}
+
+
+def _rebase_links(nb: nbformat.NotebookNode, source: Path, staged_as: Path, twins: Dict[Path, Path]) -> None:
+    """A translated page links the way JupyterLab follows links, from its own folder
+    (chapters/zh/01.ipynb -> ``../../labs/zh/lab01.ipynb``); the book puts it where its
+    original is (chapters/01.ipynb), with every language's pages at the same names.  So each
+    link to a notebook is made relative to that place, and a link to a translation points at
+    its original's page name (which, in this language's book, is the translation)."""
+    def rebase(m: "re.Match[str]") -> str:
+        target = (source.parent / m.group(2)).resolve()
+        page = twins.get(target, target)
+        return m.group(1) + Path(os.path.relpath(page, staged_as.resolve().parent)).as_posix() + m.group(3)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _NOTEBOOK_LINK.sub(rebase, cell.source)
 
 
 def _plan_page(cfg: BookConfig, entry: Entry, lang: str) -> Optional[Page]:
