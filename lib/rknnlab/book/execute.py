@@ -2,7 +2,8 @@
 
 The cache is keyed by the notebook's code cells (jupyter-cache's hash), one cache per
 backend (``<build dir>/.jupyter_cache/<backend>``), so outputs made by the simulator are
-never shown as the board's or the other way round. A notebook whose code is unchanged is
+never shown as the board's or the other way round; translations have a cache of their own
+(``<backend>-zh``: :func:`cache_name`). A notebook whose code is unchanged is
 not executed again; a notebook that fails is not cached (the next build retries it).
 Kernels run with ``RKNNLAB_BACKEND`` set to the backend and the source notebook's
 directory as their working directory, as in JupyterLab.
@@ -17,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import nbformat
 
@@ -44,6 +45,14 @@ def resolve_backend(requested: str = "auto") -> Backend:
     what = b.model or "a Rockchip board"
     ver = f", librknnrt {b.librknnrt_version_number}" if b.librknnrt_version_number else ""
     return Backend("native", f"the real NPU of {what} ({soc}{ver}) — rknnlab native", reason)
+
+
+def cache_name(backend: str, cwd: Path) -> str:
+    """The cache's folder name: the backend's, and the language the notebook's kernel speaks
+    (rknnlab.i18n: a notebook in a zh folder).  A translation has the same code cells as its
+    original, so jupyter-cache would hand it the original's outputs, whose check messages
+    and figure labels are in the other language."""
+    return f"{backend}-zh" if Path(cwd).name == "zh" else backend
 
 
 @dataclass
@@ -97,15 +106,25 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
     notebook: its Result has ``error`` set (all notebooks are tried, all errors reported).
     With ``executed_since`` (a time.time() value), a cached run made before then is not
     taken: the notebook is executed again (the tests use it to run each notebook once per
-    session, since the cache's key is the notebook's code, not the library's)."""
+    session, since the cache's key is the notebook's code, not the library's).
+    ``cache_dir`` is the backend's cache; a translation's run goes to its sibling
+    (:func:`cache_name`)."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cache = get_cache(str(cache_dir))
+    caches: Dict[str, Any] = {}
+
+    def cache_of(job: Job) -> Any:
+        name = cache_name(cache_dir.name, job.cwd)
+        if name not in caches:
+            (cache_dir.parent / name).mkdir(parents=True, exist_ok=True)
+            caches[name] = get_cache(str(cache_dir.parent / name))
+        return caches[name]
+
     report = ExecReport()
     todo: List[Job] = []
     for job in jobs:
+        cache = cache_of(job)
         try:
             pk, merged = cache.merge_match_into_notebook(job.nb)
         except KeyError:
@@ -140,7 +159,7 @@ def execute_all(jobs: Sequence[Job], cache_dir: Path, backend: Backend, timeout:
         if out["ok"]:
             nb = nbformat.reads(out["nb"], as_version=4)
             executed_at = _now()
-            cache.cache_notebook_bundle(
+            cache_of(job).cache_notebook_bundle(
                 CacheBundleIn(nb, job.display_path,
                               data={"format": CACHE_FORMAT, "executed_at": executed_at,
                                     "executed_epoch": time.time(), "seconds": out["seconds"],
