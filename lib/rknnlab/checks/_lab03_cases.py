@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi
 
 # =========================================================================== exercise 1: pipelines
@@ -333,7 +334,7 @@ def made_up_layers(rng: np.random.Generator, c2_by_soc: Dict[str, int], n: int =
         by_c2.setdefault(c2, []).append(soc)
     groups = sorted(by_c2)
     other = {c: (groups[-1] if c == groups[0] else groups[0]) for c in groups}
-    wrongs = {"other C2": lambda L, c2: rw_rule(L, other[c2]), "no padding": lambda L, c2: rw_rule(L, 1),
+    wrongs = {"other C2": lambda lay, c2: rw_rule(lay, other[c2]), "no padding": lambda lay, c2: rw_rule(lay, 1),
               "padded weights": _padded_weights}
     told = {k: 0 for k in wrongs}
     out: List[Dict[str, Any]] = []
@@ -360,7 +361,7 @@ def native_attr_from_report(soc: str) -> abi.rknn_tensor_attr:
             for attr in models.load_report(name, soc).attrs("outputs", "native"):
                 if attr["fmt"] == "RKNN_TENSOR_NC1HWC2":
                     return attr_from_report(attr)
-    raise LookupError(f"no NC1HWC2 output in the {soc} builds")
+    raise LookupError(f"no NC1HWC2 output in the {soc} builds")   # en-only
 
 
 def nc1hwc2_model(soc: str) -> Optional[str]:
@@ -452,7 +453,8 @@ PROFILE_TRUTH = {"float_cheap": 1, "int8_cheap": 0, "the_get_alone": 1}
 
 # =========================================================================== exercise 3: profile texts
 RULE = "-" * 190
-HEADER = ("ID", "OpType", "DataType", "Target", "InputShape", "OutputShape", "Cycles(DDR/NPU/Total)",
+#: the runtime's own column names (en-only: the text it prints, in any language)
+HEADER = ("ID", "OpType", "DataType", "Target", "InputShape", "OutputShape", "Cycles(DDR/NPU/Total)",  # en-only
           "Time(us)", "MacUsage(%)", "WorkLoad(0/1/2)", "RW(KB)", "FullName")
 WIDTHS = (5, 17, 9, 7, 41, 23, 25, 13, 21, 21, 13, 0)
 #: bytes the DDR moves per NPU cycle for a layer without compute cycles (F4, a board trace)
@@ -546,12 +548,12 @@ def profile_text(rng: np.random.Generator, style: str = "board", soc_cores: int 
         total_kb += rw_kb
     head = list(HEADER)
     head[9] = "WorkLoad(" + "/".join(str(k) for k in range(soc_cores)) + ")"
-    lines = [RULE, f"{'Network Layer Information Table':^190}".rstrip(), RULE, _cells(head, WIDTHS), RULE]
+    lines = [RULE, f"{'Network Layer Information Table':^190}".rstrip(), RULE, _cells(head, WIDTHS), RULE]  # en-only
     lines += rows
-    lines += [RULE, f"Total Operator Elapsed Per Frame Time(us): {int(total_us)}",
-              f"Total Memory Read/Write Per Frame Size(KB): {total_kb:.2f}", RULE]
+    lines += [RULE, f"Total Operator Elapsed Per Frame Time(us): {int(total_us)}",  # en-only
+              f"Total Memory Read/Write Per Frame Size(KB): {total_kb:.2f}", RULE]  # en-only
     rank_w = (17, 13, 13, 13, 13, 14, 0)
-    lines += [f"{'Operator Time Consuming Ranking Table':^120}".rstrip(), RULE,
+    lines += [f"{'Operator Time Consuming Ranking Table':^120}".rstrip(), RULE,  # en-only
               _cells(["OpType", "CallNumber", "CPUTime(us)", "GPUTime(us)", "NPUTime(us)", "TotalTime(us)",
                       "TimeRatio(%)"], rank_w), RULE]
     for op, ts in sorted(per_op.items(), key=lambda kv: -sum(kv[1])):
@@ -588,15 +590,16 @@ def parse_rows(text: str) -> Iterator[Dict[str, Any]]:
 
 
 def trap_words(kind: str) -> str:
-    """What a group of wrongly judged layers is, said after a wrong answer (never which ids)."""
+    """What a group of wrongly judged layers is, said after a wrong answer (never which ids), in
+    the language the check speaks."""
     return {
-        "tie": "layers whose DDR and NPU cycles are equal",
-        "zero": "layers with 0 DDR and 0 NPU cycles",
-        "ddr_only": "layers with DDR cycles and 0 NPU cycles",
-        "ddr": "other layers with more DDR cycles than NPU cycles",
-        "compute": "layers with more NPU cycles than DDR cycles",
-        "not_a_layer": "numbers that are not layer IDs of the profile",
-    }[kind]
+        "tie": lambda: L("layers whose DDR and NPU cycles are equal", "DDR 周期与 NPU 周期相等的层"),
+        "zero": lambda: L("layers with 0 DDR and 0 NPU cycles", "DDR 周期和 NPU 周期都为 0 的层"),
+        "ddr_only": lambda: L("layers with DDR cycles and 0 NPU cycles", "有 DDR 周期、NPU 周期为 0 的层"),
+        "ddr": lambda: L("other layers with more DDR cycles than NPU cycles", "其他 DDR 周期多于 NPU 周期的层"),
+        "compute": lambda: L("layers with more NPU cycles than DDR cycles", "NPU 周期多于 DDR 周期的层"),
+        "not_a_layer": lambda: L("numbers that are not layer IDs of the profile", "不是该性能分析中层 ID 的数字"),
+    }[kind]()
 
 
 # =========================================================================== exercise 5: made-up models

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi
 from . import _lab03_cases as _cases
 from ._core import (CheckResult, Lab, _Fail, _fresh_seed, _model_file, _not_done, _open_runtime,
@@ -45,15 +46,26 @@ SPEEDUP_MODELS = ("digits_cnn", "mobilenet_v2", "mobilenet_v2_320", "resnet50", 
 #: exercise 5: a prediction is right within this fraction of the measured speedup
 SPEEDUP_TOLERANCE = {"sim": 0.03, "native": 0.10}
 
-EX_BOTTLENECK = "Exercise 1 — find the bottleneck phase of a pipeline"
-EX_READ = "Exercise 2 — predict a layer's DDR read bytes"
-EX_FLOAT = "Exercise 4 — choose want_float from a measured cost"
-EX_DDR = "Exercise 3 — spot the DDR-bound layers in a profile"
-EX_SPEEDUP = "Exercise 5 ★ — predict the multi-core speedup"
+#: the exercises' titles (their Chinese titles are registered with the Lab below: zh=)
+EX_BOTTLENECK = "Exercise 1 — find the bottleneck phase of a pipeline"  # en-only
+EX_READ = "Exercise 2 — predict a layer's DDR read bytes"  # en-only
+EX_FLOAT = "Exercise 4 — choose want_float from a measured cost"  # en-only
+EX_DDR = "Exercise 3 — spot the DDR-bound layers in a profile"  # en-only
+EX_SPEEDUP = "Exercise 5 ★ — predict the multi-core speedup"  # en-only
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
+
+
+def _list(items: Sequence[str]) -> str:
+    """Items joined as a list in the language the check speaks."""
+    return L(", ", "、").join(items)
+
+
+def _then(text: str) -> str:
+    """``text`` after a Chinese word: a space first when it starts with a Latin letter or a digit."""
+    return " " + text if text[:1].isascii() else text
 
 
 # =========================================================================== exercise 1
@@ -104,55 +116,77 @@ def check_bottleneck(bottleneck: Callable[[List[Tuple[str, Callable[[], Any]]]],
                 pipe = _pipeline(rt, soc, kind, rng)
                 try:
                     steps = pipe.steps()
-                    what = f"bottleneck(<pipeline {n}>)"
+                    what = L(f"bottleneck(<pipeline {n}>)", f"bottleneck(<流水线 {n}>)")
                     try:
                         answer = bottleneck(list(steps))
                     except Exception as exc:
-                        raise _student_error(exc, what, "call every step of a frame in order, many frames, "
-                                             "and time each step with time.perf_counter().")
+                        raise _student_error(exc, what, L(
+                            "call every step of a frame in order, many frames, "
+                            "and time each step with time.perf_counter().",
+                            "按顺序调用一帧的每个步骤，运行很多帧，并用 time.perf_counter() 为每个步骤计时。"))
+                    phases = _list(PHASES)
                     if answer is None:
+                        none = L(f"{what} returned None.", f"{what} 返回了 None。")
+                        one_of = L(f"return one of: {phases}.", f"请返回以下之一：{phases}。")
                         if n == 1:
-                            raise _not_done(f"{what} returned None.", "return one of: " + ", ".join(PHASES) + ".")
-                        raise _Fail(f"{what} returned None.", "return one of: " + ", ".join(PHASES) + ".")
+                            raise _not_done(none, one_of)
+                        raise _Fail(none, one_of)
                     word = str(answer).strip()
                     if word not in PHASES:
-                        raise _Fail(f"{what} returned {answer!r}, not a phase of the pipeline.",
-                                    "return the name of a phase: " + ", ".join(PHASES) + ".")
+                        raise _Fail(L(f"{what} returned {answer!r}, not a phase of the pipeline.",
+                                      f"{what} 返回了 {answer!r}，这不是流水线的阶段。"),
+                                    L(f"return the name of a phase: {phases}.", f"请返回一个阶段的名字：{phases}。"))
                     medians = _cases.measure_phases(steps, frames=8, skip=2)
                     ranked = sorted(medians, key=medians.get, reverse=True)
                     if medians[ranked[0]] < _MARGIN * medians[ranked[1]]:
-                        details.append(f"pipeline {n}: not judged (this machine was too busy for a clear "
-                                       "slowest phase)")
+                        details.append(L(f"pipeline {n}: not judged (this machine was too busy for a clear "
+                                         "slowest phase)",
+                                         f"流水线 {n}：未评判（本机太忙，测不出明确的最慢阶段）"))
                         continue
                     judged += 1
-                    shown = ", ".join(f"{p} {_ms(medians[p])}" for p in PHASES)
+                    shown = _list([f"{p} {_ms(medians[p])}" for p in PHASES])
                     if word != ranked[0]:
                         if word == kind[2]:
-                            hint = ("The phase you named was slow on its first call only (a lazy set-up). Run "
-                                    "many frames, leave out the first ones (the warm-up) and judge each phase by "
-                                    "its median wall time (time.perf_counter()).")
+                            hint = L("The phase you named was slow on its first call only (a lazy set-up). Run "
+                                     "many frames, leave out the first ones (the warm-up) and judge each phase by "
+                                     "its median wall time (time.perf_counter()).",
+                                     "你说的阶段只在第一次调用时慢（一次延迟初始化）。请运行很多帧，去掉最前面的"
+                                     "几帧（预热），再按每个阶段墙钟时间（time.perf_counter()）的中位数来判断。")
                         elif ranked[0] == "run":
-                            hint = ("rknn_run waits for the NPU, and a CPU clock (time.process_time) does not "
-                                    "count waiting. Time each step alone in wall time, with time.perf_counter().")
+                            hint = L("rknn_run waits for the NPU, and a CPU clock (time.process_time) does not "
+                                     "count waiting. Time each step alone in wall time, with time.perf_counter().",
+                                     "rknn_run 会等待 NPU，而 CPU 时钟（time.process_time）不计等待的时间。"
+                                     "请用 time.perf_counter() 以墙钟时间为每个步骤单独计时。")
                         else:
-                            hint = ("Time each step alone with time.perf_counter() (wall time: the run waits for "
-                                    "the NPU, and a CPU clock does not count waiting). Start the clock before "
-                                    "each step, not once per frame. Run many frames and leave out the first: a "
-                                    "lazy set-up makes one phase slow once. Judge by the median.")
-                        raise _Fail(f"pipeline {n}: you said {word!r}, but the check's own timing (medians over "
-                                    f"8 frames) shows another phase is the slowest: {shown}.", hint,
+                            hint = L("Time each step alone with time.perf_counter() (wall time: the run waits for "
+                                     "the NPU, and a CPU clock does not count waiting). Start the clock before "
+                                     "each step, not once per frame. Run many frames and leave out the first: a "
+                                     "lazy set-up makes one phase slow once. Judge by the median.",
+                                     "用 time.perf_counter() 为每个步骤单独计时（墙钟时间：run 要等待 NPU，"
+                                     "而 CPU 时钟不计等待的时间）。在每个步骤之前启动计时，而不是每帧只计一次。"
+                                     "运行很多帧并去掉最前面的几帧：一次延迟初始化会让某个阶段慢一次。"
+                                     "按中位数判断。")
+                        raise _Fail(L(f"pipeline {n}: you said {word!r}, but the check's own timing (medians over "
+                                      f"8 frames) shows another phase is the slowest: {shown}.",
+                                      f"流水线 {n}：你的答案是 {word!r}，但检查自己的计时（8 帧的中位数）显示，"
+                                      f"最慢的是另一个阶段：{shown}。"), hint,
                                     details)
-                    details.append(f"pipeline {n}: {word} — right ({shown})")
+                    details.append(L(f"pipeline {n}: {word} — right ({shown})", f"流水线 {n}：{word} — 正确（{shown}）"))
                 finally:
                     pipe.close()
         finally:
             rt.close()
         if judged < 3:
-            raise _Fail(f"only {judged} of the pipelines had a clear slowest phase on this machine.",
-                        "run the check again when the machine is less busy.", details)
-        return CheckResult(EX_BOTTLENECK, "passed", f"All {judged} judged pipelines right: you timed the phases "
-                           "in wall time, and a slow first call did not decide your answer (leaving out the "
-                           "warm-up, or a median, keeps it out).", details)
+            raise _Fail(L(f"only {judged} of the pipelines had a clear slowest phase on this machine.",
+                          f"在本机上，只有 {judged} 条流水线有明确的最慢阶段。"),
+                        L("run the check again when the machine is less busy.",
+                          "请在机器不那么忙时再运行一次检查。"), details)
+        return CheckResult(EX_BOTTLENECK, "passed", L(
+            f"All {judged} judged pipelines right: you timed the phases "
+            "in wall time, and a slow first call did not decide your answer (leaving out the "
+            "warm-up, or a median, keeps it out).",
+            f"评判的 {judged} 条流水线全部正确：你用墙钟时间为各阶段计时，而且一次很慢的首次调用"
+            "没有左右你的答案（去掉预热，或者取中位数，都能把它排除在外）。"), details)
 
     return _LAB.run(EX_BOTTLENECK, body)
 
@@ -164,14 +198,15 @@ def _native_attrs(rt: Any, socs: Sequence[str]) -> Tuple[Dict[str, abi.rknn_tens
     own = _soc_of(rt)
     attrs = {soc: _cases.native_attr_from_report(soc) for soc in socs}
     model = _cases.nc1hwc2_model(own)
-    how = "from the compiler reports"
+    how = L("from the compiler reports", "取自编译报告")
     if own in attrs and model:
         ctx = rt.init(_model_file(model, own))
         try:
             attrs[own] = rt.query(ctx, abi.RKNN_QUERY_NATIVE_OUTPUT_ATTR, abi.rknn_tensor_attr(index=0))
         finally:
             rt.destroy(ctx)
-        how = f"queried with RKNN_QUERY_NATIVE_OUTPUT_ATTR for {own}, from the compiler reports for the others"
+        how = L(f"queried with RKNN_QUERY_NATIVE_OUTPUT_ATTR for {own}, from the compiler reports for the others",
+                f"{own} 的用 RKNN_QUERY_NATIVE_OUTPUT_ATTR 查询，其他 SoC 的取自编译报告")
     return attrs, how
 
 
@@ -185,10 +220,23 @@ def _layer_text(case: Dict[str, Any]) -> str:
     layer = case["layer"]
     shapes = ",".join("(" + ",".join(map(str, s)) + ")" for s in layer["input_shapes"])
     if case["model"] == "made-up":
-        return f"made-up layer {layer['id']} ({case['soc']}) {layer['op']} {shapes}"
+        return L(f"made-up layer {layer['id']} ({case['soc']}) {layer['op']} {shapes}",
+                 f"虚构层 {layer['id']}（{case['soc']}）{layer['op']} {shapes}")
     # the profile's ID counts from 1, the compiler's layer from 0 (chapter 3 §2)
-    return (f"{case['model']} {case['soc']}, compiler layer {layer['id'] - 1} (profile ID {layer['id']}) "
-            f"{layer['op']} {shapes}")
+    return L(f"{case['model']} {case['soc']}, compiler layer {layer['id'] - 1} (profile ID {layer['id']}) "
+             f"{layer['op']} {shapes}",
+             f"{case['model']} {case['soc']}，编译器第 {layer['id'] - 1} 层（性能分析 ID {layer['id']}）"
+             f"{layer['op']} {shapes}")
+
+
+def _shown_layer(case: Dict[str, Any], value: int) -> str:
+    """A wrong layer of exercise 2: your number and the expected one."""
+    layer, truth = _layer_text(case), int(case["truth"])
+    if case["model"] == "made-up":
+        return L(f"{layer}: you said {value:,} bytes, the rule gives {truth:,}",
+                 f"{layer}：你给出 {value:,} 字节，按规则应为 {truth:,}")
+    return L(f"{layer}: you said {value:,} bytes, the compiler's RW column says {truth:,}",
+             f"{layer}：你给出 {value:,} 字节，编译器的 RW 列为 {truth:,}")
 
 
 def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tensor_attr], int]) -> CheckResult:
@@ -229,46 +277,67 @@ def check_read_bytes(predict_read_bytes: Callable[[Dict[str, Any], abi.rknn_tens
             rt.close()
         wrong: List[Tuple[Dict[str, Any], int]] = []
         for n, case in enumerate(cases):
-            what = f"predict_read_bytes(<{_layer_text(case)}>, <native attr>)"
+            layer_text = _layer_text(case)
+            what = L(f"predict_read_bytes(<{layer_text}>, <native attr>)",
+                     f"predict_read_bytes(<{layer_text}>, <原生属性>)")
             try:   # copies: the student's function may change what it is given
                 got = predict_read_bytes(copy.deepcopy(case["layer"]), _copy_attr(attrs[case["soc"]]))
             except Exception as exc:
-                raise _student_error(exc, what, "read C2 from dims[4] of the native attr, then add up what the "
-                                     "layer reads, in bytes." if isinstance(exc, NotImplementedError) else
-                                     "your function raised on this layer: try it on the layers the notebook "
-                                     "prints, and on an Add with two inputs and a Concat with three.")
+                raise _student_error(exc, what, L(
+                    "read C2 from dims[4] of the native attr, then add up what the layer reads, in bytes.",
+                    "从原生属性的 dims[4] 读取 C2，再把这一层读取的内容加起来，单位为字节。")
+                    if isinstance(exc, NotImplementedError) else L(
+                    "your function raised on this layer: try it on the layers the notebook "
+                    "prints, and on an Add with two inputs and a Concat with three.",
+                    "你的函数在这一层上抛出了异常：请在笔记本打印的各层上试一试，"
+                    "再试一个有两个输入的 Add 和一个有三个输入的 Concat。"))
             if got is None:
+                none = L(f"{what} returned None.", f"{what} 返回了 None。")
+                bytes_hint = L("return a number of bytes.", "请返回字节数。")
                 if n == 0:
-                    raise _not_done(f"{what} returned None.", "return a number of bytes.")
-                raise _Fail(f"{what} returned None.", "return a number of bytes.")
+                    raise _not_done(none, bytes_hint)
+                raise _Fail(none, bytes_hint)
             value = float(got) if isinstance(got, (float, np.floating)) else _whole_number(got)
             if value is None or (isinstance(value, float) and not np.isfinite(value)):
-                raise _Fail(f"{what} returned {got!r}, not a number of bytes.", "return an int.")
+                raise _Fail(L(f"{what} returned {got!r}, not a number of bytes.",
+                              f"{what} 返回了 {got!r}，这不是字节数。"),
+                            L("return an int.", "请返回一个 int。"))
             if not _cases.within(value, case["truth"]):
                 wrong.append((case, int(value)))
-        details = [f"{len(real)} layers from {len({c['model'] for c in real})} shipped models and {len(socs)} SoCs "
-                   f"({', '.join(socs)}), and {len(made_up)} made-up layers; native attrs {how}"]
+        n_models = len({c["model"] for c in real})
+        details = [L(f"{len(real)} layers from {n_models} shipped models and {len(socs)} SoCs "
+                     f"({', '.join(socs)}), and {len(made_up)} made-up layers; native attrs {how}",
+                     f"课程附带的 {n_models} 个模型、{len(socs)} 个 SoC（{'、'.join(socs)}）上的 "
+                     f"{len(real)} 层，以及 {len(made_up)} 个虚构层；原生属性：{how}")]
         if wrong:
             where: Dict[str, int] = {}
             for case, _ in wrong:
                 key = f"{case['soc']} {case['layer']['op']}"
                 where[key] = where.get(key, 0) + 1
-            shown = [f"{_layer_text(c)}: you said {v:,} bytes, "
-                     + ("the rule gives" if c["model"] == "made-up" else "the compiler's RW column says")
-                     + f" {int(c['truth']):,}" for c, v in wrong[:4]]
-            places = ", ".join(f"{k} ({v})" for k, v in sorted(where.items(), key=lambda kv: -kv[1])[:6])
+            shown = [_shown_layer(c, v) for c, v in wrong[:4]]
+            places = _list([L(f"{k} ({v})", f"{k}（{v} 层）")
+                            for k, v in sorted(where.items(), key=lambda kv: -kv[1])[:6]])
             n_made_up = sum(c["model"] == "made-up" for c, _ in wrong)
             kb = [v for c, v in wrong if c["truth"] > 0 and abs(v * 1024 / c["truth"] - 1) < 0.1]
-            hint = ("Count what the layer reads: every activation input at 1 byte per element, its channels "
-                    "padded up to a multiple of C2, plus the weights (not padded). Not the output. C2 is "
-                    "the channel block of NC1HWC2: read it from dims[4] of the native attr; never assume it.")
+            hint = L("Count what the layer reads: every activation input at 1 byte per element, its channels "
+                     "padded up to a multiple of C2, plus the weights (not padded). Not the output. C2 is "
+                     "the channel block of NC1HWC2: read it from dims[4] of the native attr; never assume it.",
+                     "数一数这一层读取了什么：每个激活输入按每个元素 1 字节计，通道数向上填充到 C2 的倍数，"
+                     "再加上权重（不填充）。输出不计在内。C2 是 NC1HWC2 的通道块大小：请从原生属性的 dims[4] "
+                     "读取，不要自行假定。")
             if len(kb) > len(wrong) // 2:
-                hint = "Your numbers are about 1024 times too small: did you return KB? Return bytes. " + hint
-            raise _Fail(f"{len(wrong)} of {len(cases)} layers are off by more than 8% of the expected figure "
-                        f"plus 2 KiB ({n_made_up} of them made-up). Where they are: {places}.", hint,
+                hint = L("Your numbers are about 1024 times too small: did you return KB? Return bytes. ",
+                         "你的数字大约小了 1024 倍：你返回的是 KB 吗？请返回字节数。") + hint
+            raise _Fail(L(f"{len(wrong)} of {len(cases)} layers are off by more than 8% of the expected figure "
+                          f"plus 2 KiB ({n_made_up} of them made-up). Where they are: {places}.",
+                          f"{len(cases)} 层中有 {len(wrong)} 层与期望值相差超过 8% 加 2 KiB（其中 {n_made_up} "
+                          f"层是虚构的）。出错的层集中在：{places}。"), hint,
                         shown + details)
-        return CheckResult(EX_READ, "passed", f"All {len(cases)} layers within 8% + 2 KiB of the expected figure, "
-                           "shipped and made-up: activations padded to C2, plus the weights.", details)
+        return CheckResult(EX_READ, "passed", L(
+            f"All {len(cases)} layers within 8% + 2 KiB of the expected figure, "
+            "shipped and made-up: activations padded to C2, plus the weights.",
+            f"全部 {len(cases)} 层（课程附带的和虚构的）都在期望值的 8% + 2 KiB 以内："
+            "激活填充到 C2，再加上权重。"), details)
 
     return _LAB.run(EX_READ, body)
 
@@ -304,25 +373,35 @@ def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
         cases = _cases.profile_cases(_fresh_seed())
         details: List[str] = []
         for n, (text, truth) in enumerate(cases, 1):
-            what = f"ddr_bound(<profile {n}>)"
+            what = L(f"ddr_bound(<profile {n}>)", f"ddr_bound(<性能分析 {n}>)")
             try:
                 got = ddr_bound(text)
             except Exception as exc:
-                raise _student_error(exc, what, "read the rows between the header's dashed line and the next "
-                                     "dashed line; the Cycles column is DDR/NPU/Total.")
+                raise _student_error(exc, what, L(
+                    "read the rows between the header's dashed line and the next "
+                    "dashed line; the Cycles column is DDR/NPU/Total.",
+                    "读取表头下方的虚线与下一条虚线之间的各行；Cycles 列是 DDR/NPU/Total。"))
             if got is None:
+                none = L(f"{what} returned None.", f"{what} 返回了 None。")
+                ids_hint = L("return the IDs, e.g. a list of ints.", "请返回这些 ID，例如一个 int 的列表。")
                 if n == 1:
-                    raise _not_done(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
-                raise _Fail(f"{what} returned None.", "return the IDs, e.g. a list of ints.")
+                    raise _not_done(none, ids_hint)
+                raise _Fail(none, ids_hint)
             ids = _as_ids(got)
             if ids is None:
                 items = [] if isinstance(got, (str, bytes)) else list(got) if hasattr(got, "__iter__") else []
                 if isinstance(got, (str, bytes)) or any(isinstance(i, (str, bytes)) for i in items):
-                    raise _Fail(f"{what} returned strings, not ints: IDs as the text prints them.",
-                                "convert each ID with int(...) and return a list of ints, e.g. [4, 9, 17].")
+                    raise _Fail(L(f"{what} returned strings, not ints: IDs as the text prints them.",
+                                  f"{what} 返回的是字符串（文本中打印出的 ID 原样），不是 int。"),
+                                L("convert each ID with int(...) and return a list of ints, e.g. [4, 9, 17].",
+                                  "用 int(...) 转换每个 ID，返回一个 int 的列表，例如 [4, 9, 17]。"))
                 kinds = sorted({type(i).__name__ for i in items}) or [type(got).__name__]
-                raise _Fail(f"{what} returned {type(got).__name__} of {', '.join(kinds)}, not a collection of "
-                            "whole-number layer IDs.", "return the IDs of the ID column as ints, e.g. [4, 9, 17].")
+                raise _Fail(L(f"{what} returned {type(got).__name__} of {', '.join(kinds)}, not a collection of "
+                              "whole-number layer IDs.",
+                              f"{what} 返回的是元素为 {'、'.join(kinds)} 的 {type(got).__name__}，"
+                              "不是由整数层 ID 组成的集合。"),
+                            L("return the IDs of the ID column as ints, e.g. [4, 9, 17].",
+                              "以 int 的形式返回 ID 列中的 ID，例如 [4, 9, 17]。"))
             rows = {r["id"]: r for r in _cases.parse_rows(text)}
             right = truth["ddr"]
             extra, missed = ids - right, right - ids
@@ -336,20 +415,31 @@ def check_ddr_bound(ddr_bound: Callable[[str], Sequence[int]]) -> CheckResult:
                 for i in missed:
                     kind = "ddr_only" if i in truth["ddr_only"] else "ddr"
                     lost[kind] = lost.get(kind, 0) + 1
-                lines = [f"you returned {v} {_cases.trap_words(k)}" for k, v in groups.items()]
-                lines += [f"you left out {v} {_cases.trap_words(k)}" for k, v in lost.items()]
-                hint = ("A layer is DDR-bound when its DDR cycles are more than its NPU cycles (Cycles is "
-                        "DDR/NPU/Total). Equal cycles are not DDR-bound; 0/0 says nothing. Not the slowest "
-                        "layers, not the largest RW(KB). Return the IDs as the profile prints them.")
+                lines = [L(f"you returned {v} {_cases.trap_words(k)}", f"你多返回了 {v} 个{_then(_cases.trap_words(k))}")
+                         for k, v in groups.items()]
+                lines += [L(f"you left out {v} {_cases.trap_words(k)}", f"你漏掉了 {v} 个{_then(_cases.trap_words(k))}")
+                          for k, v in lost.items()]
+                hint = L("A layer is DDR-bound when its DDR cycles are more than its NPU cycles (Cycles is "
+                         "DDR/NPU/Total). Equal cycles are not DDR-bound; 0/0 says nothing. Not the slowest "
+                         "layers, not the largest RW(KB). Return the IDs as the profile prints them.",
+                         "DDR 周期多于 NPU 周期的层是带宽受限的（Cycles 是 DDR/NPU/Total）。周期相等的层不算带宽"
+                         "受限；0/0 说明不了什么。不是最慢的层，也不是 RW(KB) 最大的层。请按性能分析打印的样子返回 ID。")
                 shifted = [k for k in (-1, 1) if {i - k for i in ids} == right]
                 if shifted:
-                    hint = (f"Your IDs look shifted by {shifted[0]:+d}: the profile numbers layers from 1 (the "
-                            "compiler's log numbers them from 0). Return the ID column as printed. " + hint)
-                raise _Fail(f"profile {n} ({len(rows)} layers): your IDs are not its DDR-bound layers.", hint,
+                    hint = L(f"Your IDs look shifted by {shifted[0]:+d}: the profile numbers layers from 1 (the "
+                             "compiler's log numbers them from 0). Return the ID column as printed. ",
+                             f"你的 ID 看起来偏移了 {shifted[0]:+d}：性能分析从 1 开始给层编号（编译器的日志从 0 "
+                             "开始）。请按打印出的样子返回 ID 列。") + hint
+                raise _Fail(L(f"profile {n} ({len(rows)} layers): your IDs are not its DDR-bound layers.",
+                              f"性能分析 {n}（{len(rows)} 层）：你给出的 ID 不是其中带宽受限的层。"), hint,
                             lines + details)
-            details.append(f"profile {n}: {len(right)} of {len(rows)} layers — right")
-        return CheckResult(EX_DDR, "passed", f"All {len(cases)} profiles right: more DDR cycles than NPU cycles, "
-                           "ties and 0/0 layers left out.", details)
+            details.append(L(f"profile {n}: {len(right)} of {len(rows)} layers — right",
+                             f"性能分析 {n}：{len(rows)} 层中的 {len(right)} 层 — 正确"))
+        return CheckResult(EX_DDR, "passed", L(
+            f"All {len(cases)} profiles right: more DDR cycles than NPU cycles, "
+            "ties and 0/0 layers left out.",
+            f"全部 {len(cases)} 份性能分析都正确：DDR 周期多于 NPU 周期，周期相等的层和 0/0 的层都已排除。"),
+            details)
 
     return _LAB.run(EX_DDR, body)
 
@@ -359,11 +449,16 @@ def _pairing_note(unpaired: int, gets: int, runtime_buffers: int) -> str:
     """Two sentences: the course's pairing rule, and why a missing release is no failure here.
     Rockchip's demos disagree with each other on it: the lab's folded detail under exercise 4
     gives both (the course's pairing sentence)."""
-    why = ("with is_prealloc = 1 the release frees nothing of yours, a simulator assumption (A15)"
-           if not runtime_buffers else
-           f"but {runtime_buffers} of your gets used is_prealloc = 0, whose buffers only a release frees")
-    return (f"Note: {unpaired} of your {gets} rknn_outputs_get calls had no rknn_outputs_release; pair every get "
-            f"with one release (the course's pairing rule, chapter 4). Not a failure here: {why}.")
+    if not runtime_buffers:
+        why = L("with is_prealloc = 1 the release frees nothing of yours, a simulator assumption (A15)",
+                "：在 is_prealloc = 1 时，release 不会释放任何属于你的东西，这是一条模拟器假设（A15）")
+    else:
+        why = L(f"but {runtime_buffers} of your gets used is_prealloc = 0, whose buffers only a release frees",
+                f"，但你有 {runtime_buffers} 次 get 用的是 is_prealloc = 0，它们的缓冲区只有 release 才会释放")
+    return L(f"Note: {unpaired} of your {gets} rknn_outputs_get calls had no rknn_outputs_release; pair every get "
+             f"with one release (the course's pairing rule, chapter 4). Not a failure here: {why}.",
+             f"说明：你的 {gets} 次 rknn_outputs_get 调用中，有 {unpaired} 次没有对应的 rknn_outputs_release；"
+             f"每次 get 都要配一次 release（本课程的配对规则，第 4 章）。这里不算失败{why}。")
 
 
 def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResult:
@@ -398,37 +493,49 @@ def check_want_float(choose_want_float: Callable[[Any, int], int]) -> CheckResul
             kinds = list(_cases.PROFILE_TRUTH)
             for n, profile in enumerate([kinds[int(i)] for i in rng.permutation(len(kinds))], 1):
                 planted = _cases.CostlyGet(rt, _cases.targets_for(profile, base))
-                what = f"choose_want_float(<runtime {n}>, ctx)"
+                what = L(f"choose_want_float(<runtime {n}>, ctx)", f"choose_want_float(<运行时 {n}>, ctx)")
                 try:
                     got = choose_want_float(planted, ctx)
                 except Exception as exc:
-                    raise _student_error(exc, what, "time rt.outputs_get (and your dequantize) several times each "
-                                         "way; pair every get with rt.outputs_release.")
+                    raise _student_error(exc, what, L(
+                        "time rt.outputs_get (and your dequantize) several times each "
+                        "way; pair every get with rt.outputs_release.",
+                        "每种方式都对 rt.outputs_get（以及你的反量化）计时几次；每次 get 都配一次 rt.outputs_release。"))
                 if got is None:
+                    none = L(f"{what} returned None.", f"{what} 返回了 None。")
                     if n == 1:
-                        raise _not_done(f"{what} returned None.", "return 0 or 1.")
-                    raise _Fail(f"{what} returned None.", "return 0 or 1.")
+                        raise _not_done(none, L("return 0 or 1.", "请返回 0 或 1。"))
+                    raise _Fail(none, L("return 0 or 1.", "请返回 0 或 1。"))
                 value = _whole_number(got)
                 if value not in (0, 1):
-                    raise _Fail(f"{what} returned {got!r}, not 0 or 1.", "return the want_float you choose: 0 or 1.")
+                    raise _Fail(L(f"{what} returned {got!r}, not 0 or 1.", f"{what} 返回了 {got!r}，不是 0 或 1。"),
+                                L("return the want_float you choose: 0 or 1.", "请返回你选择的 want_float：0 或 1。"))
                 unpaired = max(planted.gets - planted.releases, 0)
                 if unpaired and not noted:
                     noted = True
                     details.append(_pairing_note(unpaired, planted.gets, planted.gets_runtime_buffers))
                 cost = _cases.cost_both_ways(planted, ctx, repeats=5)
                 right = _cases.PROFILE_TRUTH[profile]
-                shown = (f"want_float = 1: {_ms(cost[1])} per get; want_float = 0 + dequantize: {_ms(cost[0])}")
+                shown = L(f"want_float = 1: {_ms(cost[1])} per get; want_float = 0 + dequantize: {_ms(cost[0])}",
+                          f"want_float = 1：每次 get {_ms(cost[1])}；want_float = 0 加反量化：{_ms(cost[0])}")
                 if value != right:
-                    raise _Fail(f"runtime {n}: you chose want_float = {value}, but the check measured: {shown}.",
-                                "Measure what you will pay per frame on the runtime you are given: the get with "
-                                "want_float = 1, against the get with want_float = 0 plus your dequantize of every "
-                                "output. Repeat each several times and compare medians.", details)
-                details.append(f"runtime {n}: want_float = {value} — right ({shown})")
+                    raise _Fail(L(f"runtime {n}: you chose want_float = {value}, but the check measured: {shown}.",
+                                  f"运行时 {n}：你选择了 want_float = {value}，但检查测得：{shown}。"),
+                                L("Measure what you will pay per frame on the runtime you are given: the get with "
+                                  "want_float = 1, against the get with want_float = 0 plus your dequantize of every "
+                                  "output. Repeat each several times and compare medians.",
+                                  "在传给你的运行时上，测量每帧实际要付出的开销：want_float = 1 的 get，对比 "
+                                  "want_float = 0 的 get 加上你对每个输出的反量化。每种方式都重复几次，比较中位数。"),
+                                details)
+                details.append(L(f"runtime {n}: want_float = {value} — right ({shown})",
+                                 f"运行时 {n}：want_float = {value} — 正确（{shown}）"))
         finally:
             rt.destroy(ctx)
             rt.close()
-        return CheckResult(EX_FLOAT, "passed", "Every choice matches the check's own measurement: you measured the "
-                           "whole cost of each way on the runtime you were given.", details)
+        return CheckResult(EX_FLOAT, "passed", L(
+            "Every choice matches the check's own measurement: you measured the "
+            "whole cost of each way on the runtime you were given.",
+            "每次选择都与检查自己的测量一致：你在传给你的运行时上测量了每种方式的全部开销。"), details)
 
     return _LAB.run(EX_FLOAT, body)
 
@@ -534,7 +641,8 @@ def _made_up_cases(rt: Any, soc: str, cores: Sequence[int], rng: np.random.Gener
         table = profile.parse_perf_detail(perf.perf_detail_text(layers, times, soc))
         run_ms = round(npu.run_seconds_of(times, soc) * 1e6) / 1e3       # PERF_RUN gives whole us
         truth = {n: _cases.split_law(table, run_ms, n, *law[n], split) for n in cores}
-        out.append((f"made-up model {len(out) + 1} ({len(layers)} layers)", table, run_ms, truth))
+        out.append((L(f"made-up model {len(out) + 1} ({len(layers)} layers)",
+                      f"虚构模型 {len(out) + 1}（{len(layers)} 层）"), table, run_ms, truth))
     return out
 
 
@@ -571,35 +679,50 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
         asked = [0]
 
         def judge(name: str, table: Any, run_ms: float, n: int, truth: float) -> None:
-            what = f"predict_speedup(<{name} profile>, {run_ms:.3f}, {n})"
+            what = L(f"predict_speedup(<{name} profile>, {run_ms:.3f}, {n})",
+                     f"predict_speedup(<{name} 的性能分析>, {run_ms:.3f}, {n})")
             asked[0] += 1
             try:
                 got = predict_speedup(table.copy(), run_ms, n)
             except Exception as exc:
-                raise _student_error(exc, what, "use the profile's op, target and time_us columns and run_ms; "
-                                     "the model may hold ops the practice model does not.")
+                raise _student_error(exc, what, L(
+                    "use the profile's op, target and time_us columns and run_ms; "
+                    "the model may hold ops the practice model does not.",
+                    "使用性能分析的 op、target 和 time_us 列以及 run_ms；这个模型可能含有练习模型中没有的算子。"))
             if got is None:
+                none = L(f"{what} returned None.", f"{what} 返回了 None。")
+                number = L("return a number: the predicted speedup.", "请返回一个数：预测的加速比。")
                 if asked[0] == 1:
-                    raise _not_done(f"{what} returned None.", "return a number: the predicted speedup.")
-                raise _Fail(f"{what} returned None.", "return a number: the predicted speedup.")
+                    raise _not_done(none, number)
+                raise _Fail(none, number)
             try:
                 value = float(got)
             except (TypeError, ValueError):
-                raise _Fail(f"{what} returned {got!r}, not a number.", "return a float, e.g. 1.25.")
+                raise _Fail(L(f"{what} returned {got!r}, not a number.", f"{what} 返回了 {got!r}，不是一个数。"),
+                            L("return a float, e.g. 1.25.", "请返回一个 float，例如 1.25。"))
             if np.isfinite(value) and abs(value - truth) <= tol * truth:
-                details.append(f"{name} on {n} cores: you predicted {value:.3f}x — right")
+                details.append(L(f"{name} on {n} cores: you predicted {value:.3f}x — right",
+                                 f"{name}，{n} 核：你预测的是 {value:.3f}x — 正确"))
                 return
             # the speedup is not shown: a table of them would pass without a model
-            off = "more than 10%" if not np.isfinite(value) or abs(value - truth) > 0.1 * truth \
-                else f"{tol:.0%} to 10%"
-            wrong.append(f"{name} on {n} cores: you predicted {value:.3f}x, {off} "
-                         + ("too high" if value > truth else "too low"))
+            far = not np.isfinite(value) or abs(value - truth) > 0.1 * truth
+            off = L("more than 10%", "超过 10%") if far else L(f"{tol:.0%} to 10%", f"在 {tol:.0%} 到 10% 之间")
+            if value > truth:
+                wrong.append(L(f"{name} on {n} cores: you predicted {value:.3f}x, {off} too high",
+                               f"{name}，{n} 核：你预测的是 {value:.3f}x，偏高，相差{off}"))
+            else:
+                wrong.append(L(f"{name} on {n} cores: you predicted {value:.3f}x, {off} too low",
+                               f"{name}，{n} 核：你预测的是 {value:.3f}x，偏低，相差{off}"))
 
         try:
             if not cores:
-                where = ("unset RKNNLAB_SIM_SOC: the simulator then plays an RK3588." if rt.backend == "sim"
-                         else "run this exercise on an RK3588, or on the simulator: RKNNLAB_BACKEND=sim.")
-                raise _Fail(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.", where)
+                where = (L("unset RKNNLAB_SIM_SOC: the simulator then plays an RK3588.",
+                           "请取消环境变量 RKNNLAB_SIM_SOC 的设置：模拟器随后会按 RK3588 运行。")
+                         if rt.backend == "sim" else
+                         L("run this exercise on an RK3588, or on the simulator: RKNNLAB_BACKEND=sim.",
+                           "请在 RK3588 上做这个练习，或者在模拟器上做：RKNNLAB_BACKEND=sim。"))
+                raise _Fail(L(f"the {soc} has one NPU core: there is no multi-core speedup to measure here.",
+                              f"{soc} 只有一个 NPU 核：这里没有多核加速比可以测量。"), where)
             from .. import models
             for model in (m for m in SPEEDUP_MODELS if soc in models.model_socs(m)):
                 table, run_ms = profile_of(rt, model, abi.RKNN_NPU_CORE_0)
@@ -611,20 +734,33 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
         finally:
             rt.close()
         if wrong:
-            raise _Fail(f"{len(wrong)} of {asked[0]} predictions are off by more than {tol:.0%} of the "
-                        "speedup:", "Only some ops are split over the cores; the others run on one core, "
-                        "and the run's fixed overhead does not shrink. A split layer is not n times faster, and "
-                        "each one pays for the hand-over between cores. Measure both on the practice model's "
-                        "profiles first. Made-up models cannot be run: predict from the profile alone.",
+            raise _Fail(L(f"{len(wrong)} of {asked[0]} predictions are off by more than {tol:.0%} of the "
+                          "speedup:",
+                          f"{asked[0]} 个预测中有 {len(wrong)} 个与加速比相差超过 {tol:.0%}："),
+                        L("Only some ops are split over the cores; the others run on one core, "
+                          "and the run's fixed overhead does not shrink. A split layer is not n times faster, and "
+                          "each one pays for the hand-over between cores. Measure both on the practice model's "
+                          "profiles first. Made-up models cannot be run: predict from the profile alone.",
+                          "只有部分算子会拆分到多个核上；其余的在一个核上运行，而且运行的固定开销不会缩短。"
+                          "拆分层并不是快 n 倍，而且每个拆分层都要为核之间的交接付出开销。先在练习模型的性能"
+                          "分析上把这两者测出来。虚构模型无法运行：只能根据性能分析来预测。"),
                         wrong + details)
-        return CheckResult(EX_SPEEDUP, "passed", f"All {asked[0]} predictions within {tol:.0%} of the "
-                           "speedups, measured and made-up: only the split ops gain, each at its own rate and "
-                           "cost.", details)
+        return CheckResult(EX_SPEEDUP, "passed", L(
+            f"All {asked[0]} predictions within {tol:.0%} of the "
+            "speedups, measured and made-up: only the split ops gain, each at its own rate and "
+            "cost.",
+            f"全部 {asked[0]} 个预测（实测的和虚构的模型）都与加速比相差在 {tol:.0%} 以内：只有拆分的算子"
+            "会变快，各有各的倍率和开销。"), details)
 
     return _LAB.run(EX_SPEEDUP, body)
 
 
-_LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_DDR, EX_FLOAT, EX_SPEEDUP])
+_LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_DDR, EX_FLOAT, EX_SPEEDUP],
+           zh=("实验 3", ["练习 1 — 找出流水线的瓶颈阶段",
+                         "练习 2 — 根据形状预测一层的 DDR 读取字节数",
+                         "练习 3 — 在性能分析结果中找出带宽受限的层",
+                         "练习 4 — 根据实测开销选择 want_float",
+                         "练习 5 ★ — 预测模型的多核加速比"]))
 summary = _LAB.summary
 results = _LAB.results
 _LAB.seal(globals(), {"check_bottleneck": EX_BOTTLENECK, "check_read_bytes": EX_READ,
