@@ -68,7 +68,7 @@ AS_PUBLISHED = ("NV12 frame: about 3 MB; RGB888: about 6.2 MB.",
                 "zero-copy mode (RKNN_FLAG_ZERO_COPY)", "it just passes the address.",
                 "rknn_set_io_mem and let the NPU convert.",
                 "Double-buffer the outputs: the CPU reads frame N-1 while the NPU runs frame N.",
-                "Zero-copy needs 64-byte aligned input.")
+                "Zero-copy needs its input memory aligned (usually to 64 bytes).")
 
 #: the course's canonical sentences (DECISIONS 1, 3', 7 and 9') the chapter quotes word for word
 CANONICAL = (

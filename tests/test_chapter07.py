@@ -91,7 +91,7 @@ WRONG_CLAIMS = ("align every buffer to 64 bytes", "the driver swaps data between
 
 #: the recipe's lines and the six claims, quoted as published (translated) in ```text fences
 AS_PUBLISHED = ("The NPU requires input and output buffers aligned to 64 bytes,", "posix_memalign",
-                "Zero-copy needs 64-byte aligned input.", "NPU SRAM is tiny (RK3588: a few hundred KB).",
+                "Zero-copy needs its input memory aligned (usually to 64 bytes).", "NPU SRAM is tiny (RK3588: a few hundred KB).",
                 "Over-allocating makes the driver swap between SRAM and DDR all the time.",
                 "Releasing the output buffer right after every rknn_outputs_get() fragments memory.",
                 "Allocate buffers of the largest possible size at init and reuse them for the whole life.",
