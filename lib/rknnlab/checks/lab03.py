@@ -680,7 +680,7 @@ def check_speedup(predict_speedup: Callable[[Any, float, int], float]) -> CheckR
 
         def judge(name: str, table: Any, run_ms: float, n: int, truth: float) -> None:
             what = L(f"predict_speedup(<{name} profile>, {run_ms:.3f}, {n})",
-                     f"predict_speedup(<{name} 的性能分析>, {run_ms:.3f}, {n})")
+                     f"predict_speedup(<{name}{' ' if name[-1:].isascii() else ''}的性能分析>, {run_ms:.3f}, {n})")
             asked[0] += 1
             try:
                 got = predict_speedup(table.copy(), run_ms, n)
