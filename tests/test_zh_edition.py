@@ -370,3 +370,16 @@ def test_rebasing_maps_a_twin_to_its_original_and_keeps_the_anchor(tmp_path):
                   _twins(CONFIG, "zh"))
     assert nb.cells[0].source == ("见[实验 1](../labs/lab01_memory_layers.ipynb#练习-115-分钟) 与 "
                                   "[第 2 章](02_lifecycle.ipynb)，[网页](https://example.com/a.ipynb)。")
+
+
+@pytest.mark.skipif(not (ROOT / "chapters" / "zh" / "cheatsheet.ipynb").exists(), reason="no zh cheat sheet yet")
+def test_exporting_a_zh_page_names_its_file_zh_and_keeps_the_english_export(tmp_path):
+    pytest.importorskip("nbconvert")
+    from rknnlab.book.export import export_notebook
+    out = export_notebook(ROOT / "chapters" / "zh" / "cheatsheet.ipynb", execute=False, printable=True,
+                          build_dir=tmp_path, log=lambda s: None)
+    assert out == tmp_path / "export" / "cheatsheet-zh-print.html"
+    assert len(CJK.findall(out.read_text(encoding="utf-8"))) > 300
+    english = export_notebook(ROOT / "chapters" / "cheatsheet.ipynb", execute=False, printable=True,
+                              build_dir=tmp_path, log=lambda s: None)
+    assert english == tmp_path / "export" / "cheatsheet-print.html" and out.exists()

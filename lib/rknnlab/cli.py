@@ -105,9 +105,9 @@ def _export(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     p.add_argument("--print", dest="printable", action="store_true",
                    help="a page for paper: A4, no code or prompts, compact type, tables kept whole "
-                        "(default file: _build/export/<name>-print.html); print it from a browser")
+                        "(default file: _build/export/<name>[-zh]-print.html); print it from a browser")
     p.add_argument("-o", "--out",
-                   help="output file (default: _build/export/<name>[-instructor][-print].html)")
+                   help="output file (default: _build/export/<name>[-zh][-instructor][-print].html)")
     p.set_defaults(func=_export_main)
 
 

@@ -51,7 +51,7 @@ def export_notebook(notebook: Union[str, Path], to: str = "html", edition: str =
                     log: Callable[[str], None] = print) -> Path:
     """Export ``notebook`` to one HTML file; returns its path.
 
-    ``out`` defaults to ``<book root>/_build/export/<name>[-instructor][-print].html`` (the
+    ``out`` defaults to ``<book root>/_build/export/<name>[-zh][-instructor][-print].html`` (the
     book root is the nearest directory above the notebook holding book.toml; else the
     notebook's directory).  ``printable``: the page for paper (see the module doc)."""
     if to != "html":
@@ -59,6 +59,8 @@ def export_notebook(notebook: Union[str, Path], to: str = "html", edition: str =
     src = Path(notebook)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such notebook")
+    if src.resolve().parent.name == "zh":   # a page of the Chinese edition (chapters/zh/...)
+        lang = "zh"
     root = _book_root(src) or src.resolve().parent
     build = Path(build_dir) if build_dir else root / "_build"
     try:
@@ -75,7 +77,8 @@ def export_notebook(notebook: Union[str, Path], to: str = "html", edition: str =
         nb = editions.add_notes(r.nb, lang, be.label, r.executed_at, build_time=False)
     nb = editions.static_widgets(nb, lang)
     if out is None:
-        out = build / "export" / (src.stem + ("" if edition == "student" else f"-{edition}")
+        out = build / "export" / (src.stem + ("" if lang == "en" else f"-{lang}")
+                                  + ("" if edition == "student" else f"-{edition}")
                                   + ("-print" if printable else "") + ".html")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

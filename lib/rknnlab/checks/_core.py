@@ -173,7 +173,7 @@ class Summary:
                 f"{names} {'was' if len(self.code_replaced) == 1 else 'were'} replaced in this session; "
                 f"no check of {self.title} counts, a check on replaced code proves nothing (restart the "
                 "kernel and run the notebook as it is).",
-                f"本次会话中 {names} 被替换了；{lab_title(self.title)}的检查都不计分，在被替换的代码上做的检查"
+                f"本次会话中 {names} 被替换了；{lab_title(self.title)} 的检查都不计分，在被替换的代码上做的检查"
                 "证明不了任何东西（请重启内核，按原样运行笔记本）。"))
         if self.forged:
             warnings.append(L(f"{self.forged} result(s) that no check recorded were found in the summary's store "
@@ -510,7 +510,7 @@ def _student_error(exc: BaseException, what: str, hint: str) -> _Fail:
     if isinstance(exc, NotImplementedError):
         text = str(exc) or L("the stub raises NotImplementedError", "占位代码抛出 NotImplementedError")
         return _not_done(L(f"{what} still raises NotImplementedError: {text.rstrip('.')}.",
-                           f"{what} 仍然抛出 NotImplementedError：{text.rstrip('.')}。"), hint)
+                           f"{what} 仍然抛出 NotImplementedError（“{text.rstrip('.')}”）：尚未完成。"), hint)
     return _Fail(L(f"{what} raised {type(exc).__name__}: {exc}{_where(exc)}",
                    f"{what} 抛出了 {type(exc).__name__}：{exc}{_where(exc)}"), hint)
 
