@@ -24,6 +24,8 @@ import numpy as np
 from tracemalloc import get_traced_memory as _traced, is_tracing as _is_tracing, reset_peak as _reset_peak
 from tracemalloc import start as _trace_start, stop as _trace_stop
 
+from ..i18n import pick as L
+
 # bound once, at import: a notebook that replaces rknnlab.pipeline's functions later does not
 # change the check's reference run
 from ..pipeline.postprocess import find_boxes as _find_boxes
@@ -467,13 +469,25 @@ class Counting:
                 not any(mem is m for m in self.output_mems):
             self.output_mems.append(mem)
 
+    def _synced_at(self) -> set:
+        """The numbers of runs done when a FROM_DEVICE/BIDIRECTIONAL sync of a bound output mem came."""
+        return {runs for runs, mem in self.synced if any(mem is m for m in self.output_mems)}
+
+    @property
+    def ends_unsynced(self) -> bool:
+        """True when no such sync comes before the first run or after the last one."""
+        return bool(self.runs) and not self._synced_at() & {0, self.runs}
+
     def unsynced_gaps(self) -> List[str]:
         """Where a FROM_DEVICE/BIDIRECTIONAL sync of a bound output mem is missing: between two
-        consecutive runs, and at the ends (before the first run or after the last one)."""
-        at = {runs for runs, mem in self.synced if any(mem is m for m in self.output_mems)}
-        gaps = [f"between the runs of frames {k} and {k + 1}" for k in range(1, self.runs) if k not in at]
-        if self.runs and not at & {0, self.runs}:
-            gaps.append(f"before frame 1's run or after frame {self.runs}'s")
+        consecutive runs, and at the ends (before the first run or after the last one; last in the
+        list, when :attr:`ends_unsynced`)."""
+        at = self._synced_at()
+        gaps = [L(f"between the runs of frames {k} and {k + 1}", f"第 {k} 帧和第 {k + 1} 帧的两次运行之间")
+                for k in range(1, self.runs) if k not in at]
+        if self.ends_unsynced:
+            gaps.append(L(f"before frame 1's run or after frame {self.runs}'s",
+                          f"第 1 帧运行之前或第 {self.runs} 帧运行之后"))
         return gaps
 
     @property
