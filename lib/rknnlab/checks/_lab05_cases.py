@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi, buffers
 from ._core import _destroy_contexts
 
@@ -302,7 +303,8 @@ class Pattern:
 
     def __repr__(self) -> str:
         names = "+".join(abi.MEM_SYNC_NAMES[s].replace("RKNN_MEMORY_SYNC_", "") for s in self.syncs)
-        return f"<buffer of {self.nbytes:,} B, syncs per frame: {names}>"
+        return L(f"<buffer of {self.nbytes:,} B, syncs per frame: {names}>",
+                 f"<大小为 {self.nbytes:,} B 的缓冲区，每帧同步：{names}>")
 
 
 _SYNC_KINDS = ((abi.RKNN_MEMORY_SYNC_TO_DEVICE,), (abi.RKNN_MEMORY_SYNC_FROM_DEVICE,),
