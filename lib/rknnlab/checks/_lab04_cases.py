@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from ..experiment.variants import frame_input, query_io
+from ..i18n import pick as L
 from ..rknn import abi
 
 
@@ -151,12 +152,24 @@ def reuse_truth(case: Callable[[Any], None]) -> bool:
 
 def reuse_why(case: Callable[[Any], None]) -> str:
     """What the case does, said only after the student's answer for it was right."""
-    return {
-        case_k: "allocates inside every rknn_outputs_get and frees it in the paired release (flat RSS, "
-                "and malloc may hand back the same address)",
-        case_m: "uses one caller-owned buffer (is_prealloc = 1), each get paired with a release",
-        case_p: "allocates inside every get and never releases",
-        case_r: "binds zero-copy memory once and makes no rknn_outputs_get at all",
-        case_t: "sets is_prealloc = 1, but into a buffer allocated anew every iteration",
-        case_w: "uses two caller-owned buffers in turn, both allocated once",
-    }[case]
+    if case is case_k:
+        return L("allocates inside every rknn_outputs_get and frees it in the paired release (flat RSS, "
+                 "and malloc may hand back the same address)",
+                 "在每次 rknn_outputs_get 内部分配，并在配对的 release 中释放（RSS 平稳，"
+                 "malloc 也可能返回同一个地址）")
+    if case is case_m:
+        return L("uses one caller-owned buffer (is_prealloc = 1), each get paired with a release",
+                 "使用一个调用方拥有的缓冲区（is_prealloc = 1），每次 get 都与一次 release 配对")
+    if case is case_p:
+        return L("allocates inside every get and never releases",
+                 "在每次 get 内部分配，且从不 release")
+    if case is case_r:
+        return L("binds zero-copy memory once and makes no rknn_outputs_get at all",
+                 "只绑定一次零拷贝内存，完全不调用 rknn_outputs_get")
+    if case is case_t:
+        return L("sets is_prealloc = 1, but into a buffer allocated anew every iteration",
+                 "设置了 is_prealloc = 1，但写入的是每次迭代重新分配的缓冲区")
+    if case is case_w:
+        return L("uses two caller-owned buffers in turn, both allocated once",
+                 "轮流使用两个调用方拥有的缓冲区，两者都只分配一次")
+    raise KeyError(case)
