@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 import shutil
 import subprocess
 from pathlib import Path
@@ -375,16 +376,22 @@ def print_to_pdf(page: Path, tmp: Path) -> List[Tuple[float, float, str, float]]
     return [printed(p) for p in pypdf.PdfReader(str(pdf)).pages]
 
 
-def assert_one_clean_a4_page(pages: List[Tuple[float, float, str, float]], page: Path) -> None:
+def assert_one_clean_a4_page(pages: List[Tuple[float, float, str, float]], page: Path,
+                             first_parts: Tuple[str, ...] = ("Who allocates, who frees", "Threads"),
+                             when_a_call_fails: str = "When a call fails") -> None:
     assert len(pages) == 1, f"the printable page prints to {len(pages)} pages, not one"
     (w, h, text, smallest), = pages
     assert smallest >= SMALLEST_PT - 0.01, f"text printed at {smallest:.2f} pt: below {SMALLEST_PT} pt"
     assert abs(w - A4_POINTS[0]) < 2 and abs(h - A4_POINTS[1]) < 2, f"not A4 portrait: {w:.1f} x {h:.1f} pt"
-    assert "Who allocates, who frees" in text and "Threads" in text, "the sheet's first parts and its rules"
     printed = flat(text)
-    errors = ["When a call fails", "RKNN_LOG_LEVEL=4", "dmesg", "python -m rknnlab doctor"]
+    # pypdf gives CJK as the PDF's compatibility forms (⼀ for 一) with spaces around Latin runs
+    normal = re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+    def same(t: str) -> str:
+        return re.sub(r"\s+", "", unicodedata.normalize("NFKC", t))
+    assert all(same(p) in normal for p in first_parts), "the sheet's first parts and its rules"
+    errors = [when_a_call_fails, "RKNN_LOG_LEVEL=4", "dmesg", "python -m rknnlab doctor"]
     errors += [f"-{-code} " for code in ERRORS] + ["RKNN_ERR_TARGET_PLATFORM_UNMATCH"]
-    missing = [e for e in errors if e not in printed]
+    missing = [e for e in errors if e not in printed and same(e) not in normal]
     assert not missing, f"the printed page lacks the errors' {missing}"
     # the browser's header and footer (date, title, address, "1/1") find no room in the margins
     assert page.name not in text and "1/1" not in text, f"a browser header or footer is printed:\n{text[-300:]}"
@@ -496,3 +503,21 @@ def test_the_book_printable_links_reach_the_built_sections(small_book):
 def test_the_book_printable_prints_to_one_a4_page(small_book, tmp_path):
     printable = small_book.out_dir / "chapters" / "cheatsheet-print.html"
     assert_one_clean_a4_page(print_to_pdf(printable, tmp_path), printable)
+
+
+ZH_SHEET = ROOT / "chapters" / "zh" / "cheatsheet.ipynb"
+
+
+@pytest.mark.skipif(not ZH_SHEET.exists(), reason="no Chinese cheat sheet yet")
+def test_the_chinese_sheet_prints_to_one_a4_page_too(tmp_path):
+    """The Chinese edition's sheet (速查表) keeps the same promise: one A4 page, no text under
+    6.8 pt, no browser header or footer (its CJK glyphs are wider than Latin ones)."""
+    pytest.importorskip("nbconvert")
+    from rknnlab import cli
+    out = tmp_path / "cheatsheet-zh-print.html"
+    assert cli.main(["export", str(ZH_SHEET), "--print", "--no-execute", "-o", str(out)]) == 0
+    cells = json.loads(ZH_SHEET.read_text(encoding="utf-8"))["cells"]
+    headings = [m for c in cells for m in re.findall(r"^##+ (.+)$", "".join(c["source"]), re.M)]
+    assert len(headings) >= 3
+    assert_one_clean_a4_page(print_to_pdf(out, tmp_path), out, first_parts=tuple(headings[:2]),
+                             when_a_call_fails=next(h for h in headings if "失败" in h))
