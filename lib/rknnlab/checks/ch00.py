@@ -19,10 +19,11 @@ Nothing is written down here as an answer.  The notebook imports
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi, buffers
 from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file, _not_done,
                     _open_runtime, _student_error, _whole_number)
@@ -30,24 +31,56 @@ from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file,
 __all__ = ["CheckResult", "check_backends", "check_output_bytes", "check_leak_verdicts",
            "summary", "results", "SCENARIOS", "ANSWERS", "mystery_run"]
 
-Q1 = "Question 1 — which backend auto picks"
-Q2 = "Question 2 — the bytes of an output"
-Q3 = "Question 3 — does it leak?"
+# the titles are the results' keys; their Chinese is registered with Lab(zh=)
+Q1 = "Question 1 — which backend auto picks"  # en-only: a key, translated in zh=
+Q2 = "Question 2 — the bytes of an output"  # en-only: a key, translated in zh=
+Q3 = "Question 3 — does it leak?"  # en-only: a key, translated in zh=
 
-_LAB = Lab("Chapter 0 self-check", [Q1, Q2, Q3])
+_LAB = Lab("Chapter 0 self-check", [Q1, Q2, Q3],
+           zh=("第 0 章自检", ["问题 1 — auto 选择哪个后端", "问题 2 — 一个输出的字节数",
+                              "问题 3 — 它泄漏吗？"]))
+
+
+class _Texts(Mapping):
+    """{key: text}: each text is said in the language rknnlab speaks when it is read (the
+    language can change after import)."""
+
+    def __init__(self, texts: Dict[str, Callable[[], str]]) -> None:
+        self._texts = texts
+
+    def __getitem__(self, key: str) -> str:
+        return self._texts[key]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
 
 #: the machines of question 1 (the check asks rknnlab.board.choose_backend about each)
-SCENARIOS = {
-    "A": "this machine, as the notebook runs now",
-    "B": "an RK3588 board with librknnrt.so in /usr/lib and a mainline kernel: its NPU driver is "
-         "'rocket' (/dev/accel/accel0), there is no rknpu device node",
-    "C": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
-         "librknnrt.so in /usr/lib, where RKNNLAB_BACKEND=sim is set",
-    "D": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
-         "librknnrt.so in /usr/lib, nothing set",
-    "E": "an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu); "
-         "librknnrt.so is not installed",
-}
+SCENARIOS: Mapping = _Texts({
+    "A": lambda: L("this machine, as the notebook runs now", "这台机器，即本笔记本现在运行的环境"),
+    "B": lambda: L("an RK3588 board with librknnrt.so in /usr/lib and a mainline kernel: its NPU driver is "
+                   "'rocket' (/dev/accel/accel0), there is no rknpu device node",
+                   "一块 RK3588 开发板，librknnrt.so 位于 /usr/lib，使用主线内核：它的 NPU 驱动是 "
+                   "'rocket'（/dev/accel/accel0），没有 rknpu 设备节点"),
+    "C": lambda: L("an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
+                   "librknnrt.so in /usr/lib, where RKNNLAB_BACKEND=sim is set",
+                   "一块 RK3588 开发板，使用 Rockchip 的厂商内核（/dev/dri/card1，驱动为 rknpu），"
+                   "librknnrt.so 位于 /usr/lib，并且设置了 RKNNLAB_BACKEND=sim"),
+    "D": lambda: L("an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu) and "
+                   "librknnrt.so in /usr/lib, nothing set",
+                   "一块 RK3588 开发板，使用 Rockchip 的厂商内核（/dev/dri/card1，驱动为 rknpu），"
+                   "librknnrt.so 位于 /usr/lib，没有设置任何东西"),
+    "E": lambda: L("an RK3588 board with Rockchip's vendor kernel (/dev/dri/card1, driver rknpu); "
+                   "librknnrt.so is not installed",
+                   "一块 RK3588 开发板，使用 Rockchip 的厂商内核（/dev/dri/card1，驱动为 rknpu）；"
+                   "没有安装 librknnrt.so"),
+})
 
 #: the models whose outputs question 2 measures (one output, one output, three outputs)
 _SIZE_MODELS = ("digits_cnn", "mobilenet_v2", "yolov5s")
@@ -77,27 +110,37 @@ def check_backends(my_backends: Any) -> CheckResult:
     the backend that ``auto`` picks there.  The check asks ``choose_backend`` itself."""
     def body() -> CheckResult:
         if not isinstance(my_backends, dict) or all(v is None for v in my_backends.values()):
-            raise _not_done("my_backends is still empty.",
-                            "give each letter of checks.SCENARIOS the backend \"native\" or \"sim\".")
+            raise _not_done(L("my_backends is still empty.", "my_backends 还是空的。"),
+                            L("give each letter of checks.SCENARIOS the backend \"native\" or \"sim\".",
+                              "为 checks.SCENARIOS 的每个字母填上后端 \"native\" 或 \"sim\"。"))
         answers = {str(k).strip().upper(): (str(v).strip().lower() if v is not None else None)
                    for k, v in my_backends.items()}
         missing = [k for k in SCENARIOS if not answers.get(k)]
         if missing:
-            raise _not_done(f"no backend yet for {', '.join(missing)}.",
-                            "every letter of checks.SCENARIOS gets \"native\" or \"sim\".")
+            raise _not_done(L(f"no backend yet for {', '.join(missing)}.",
+                              f"{'、'.join(missing)} 还没有填后端。"),
+                            L("every letter of checks.SCENARIOS gets \"native\" or \"sim\".",
+                              "checks.SCENARIOS 的每个字母都要填 \"native\" 或 \"sim\"。"))
         odd = [f"{k}: {my_backends.get(k, answers[k])!r}" for k in SCENARIOS if answers[k] not in ("native", "sim")]
         if odd:
-            raise _Fail(f"not a backend: {', '.join(odd)}.", "each answer is \"native\" or \"sim\".")
+            raise _Fail(L(f"not a backend: {', '.join(odd)}.", f"不是后端：{'；'.join(odd)}。"),
+                        L("each answer is \"native\" or \"sim\".", "每个答案只能是 \"native\" 或 \"sim\"。"))
         truth = _scenario_truth()
         wrong = [k for k in SCENARIOS if answers[k] != truth[k]]
         if wrong:
             # not which: with two possible answers, naming the letter gives the answer away
-            raise _Fail(f"{len(wrong)} of the {len(SCENARIOS)} backends {'differs' if len(wrong) == 1 else 'differ'} from what "
-                        "rknnlab.board.choose_backend picks.",
-                        "§1 says what the native backend needs, and which setting decides before "
-                        "anything is looked at. Check each machine for both.")
-        return CheckResult(Q1, "passed", f"All {len(SCENARIOS)} agree with rknnlab.board.choose_backend: "
-                           f"this machine uses {truth['A']}.")
+            raise _Fail(L(f"{len(wrong)} of the {len(SCENARIOS)} backends {'differs' if len(wrong) == 1 else 'differ'} "
+                          "from what rknnlab.board.choose_backend picks.",
+                          f"{len(SCENARIOS)} 个后端中有 {len(wrong)} 个与 rknnlab.board.choose_backend "
+                          "的选择不同。"),
+                        L("§1 says what the native backend needs, and which setting decides before "
+                          "anything is looked at. Check each machine for both.",
+                          "§1 说明了原生后端需要什么，以及哪个设置在查看任何东西之前就作出决定。"
+                          "对每台机器，这两点都要核对。"))
+        return CheckResult(Q1, "passed", L(f"All {len(SCENARIOS)} agree with rknnlab.board.choose_backend: "
+                                           f"this machine uses {truth['A']}.",
+                                           f"全部 {len(SCENARIOS)} 个都与 rknnlab.board.choose_backend 一致："
+                                           f"这台机器使用 {truth['A']}。"))
 
     return _LAB.run(Q1, body)
 
@@ -150,8 +193,10 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
     :func:`_float_twins`): their sizes are those of the runtime's own float values."""
     def body() -> CheckResult:
         if not callable(output_bytes):
-            raise _not_done(f"expected your output_bytes function, got {type(output_bytes).__name__}.",
-                            "pass the function itself: checks.check_output_bytes(output_bytes)")
+            raise _not_done(L(f"expected your output_bytes function, got {type(output_bytes).__name__}.",
+                              f"这里要的是你的 output_bytes 函数，收到的是 {type(output_bytes).__name__}。"),
+                            L("pass the function itself: checks.check_output_bytes(output_bytes)",
+                              "请传入函数本身：checks.check_output_bytes(output_bytes)"))
         from .. import models
         rt = _open_runtime()
         soc = _current_soc()
@@ -163,10 +208,12 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
                 cases = []
                 for index, wf, want in sizes:
                     attr = rt.query(ctx, abi.RKNN_QUERY_OUTPUT_ATTR, abi.rknn_tensor_attr(index=index))
-                    cases.append((f"attr of {model} output {index}", attr, wf, want))
+                    cases.append((L(f"attr of {model} output {index}", f"{model} 输出 {index} 的 attr"),
+                                  attr, wf, want))
                     if wf:
                         for kind, twin, own, as_float in _float_twins(attr, want, half[index]):
-                            label = f"attr of {model} output {index} as a {kind} output"
+                            label = L(f"attr of {model} output {index} as a {kind} output",
+                                      f"{model} 输出 {index} 作为 {kind} 输出时的 attr")
                             cases += [(label, twin, 0, own), (label, twin, 1, as_float)]
             finally:
                 rt.destroy(ctx)
@@ -175,27 +222,39 @@ def check_output_bytes(output_bytes: Any) -> CheckResult:
                 try:
                     got = output_bytes(attr, wf)
                 except Exception as exc:
-                    raise _student_error(exc, call, "read the attr's fields: §2 says which one "
-                                         "counts bytes, and what want_float changes.")
+                    raise _student_error(exc, call, L("read the attr's fields: §2 says which one "
+                                                      "counts bytes, and what want_float changes.",
+                                                      "读一读 attr 的各个字段：§2 说明了哪个字段以字节计，"
+                                                      "以及 want_float 会改变什么。"))
                 if got is None:
-                    raise _not_done("output_bytes returned None.", "return a number of bytes (an int).")
+                    raise _not_done(L("output_bytes returned None.", "output_bytes 返回了 None。"),
+                                    L("return a number of bytes (an int).", "请返回一个字节数（int）。"))
                 value = _whole_number(got)
                 if value is None:
-                    raise _Fail(f"{call} returned {got!r}, not a whole number of bytes.",
-                                "return an int.")
+                    raise _Fail(L(f"{call} returned {got!r}, not a whole number of bytes.",
+                                  f"{call} 返回了 {got!r}，不是整数个字节。"),
+                                L("return an int.", "请返回一个 int。"))
                 checked += 1
                 if value != want:
-                    problems.append(f"{call}: your {value:,} B is "
-                                    f"{'too large' if value > want else 'too small'}")
+                    problems.append(L(f"{call}: your {value:,} B is "
+                                      f"{'too large' if value > want else 'too small'}",
+                                      f"{call}：你的 {value:,} B {'偏大' if value > want else '偏小'}"))
         if problems:
-            raise _Fail(f"{len(problems)} of {checked} sizes differ from the size the runtime gives "
-                        f"({getattr(rt, 'source', soc)}).",
-                        "want_float = 0 gives the output in its own type, which is not always int8 "
-                        "(attr.type); want_float = 1 gives float32. Which field of the attr counts "
-                        "elements, and which counts bytes?",
-                        problems[:4] + ([f"... and {len(problems) - 4} more"] if len(problems) > 4 else []))
-        return CheckResult(Q2, "passed", f"All {checked} sizes agree with the runtime's outputs "
-                           f"({getattr(rt, 'source', soc)}), int8, float32 and float16.")
+            raise _Fail(L(f"{len(problems)} of {checked} sizes differ from the size the runtime gives "
+                          f"({getattr(rt, 'source', soc)}).",
+                          f"{checked} 个大小中有 {len(problems)} 个与运行时给出的大小不同"
+                          f"（{getattr(rt, 'source', soc)}）。"),
+                        L("want_float = 0 gives the output in its own type, which is not always int8 "
+                          "(attr.type); want_float = 1 gives float32. Which field of the attr counts "
+                          "elements, and which counts bytes?",
+                          "want_float = 0 时，输出采用它自己的类型，而这不一定是 int8（attr.type）；"
+                          "want_float = 1 时输出 float32。attr 的哪个字段计元素个数，哪个字段计字节数？"),
+                        problems[:4] + ([L(f"... and {len(problems) - 4} more",
+                                           f"……另外还有 {len(problems) - 4} 个")] if len(problems) > 4 else []))
+        return CheckResult(Q2, "passed", L(f"All {checked} sizes agree with the runtime's outputs "
+                                           f"({getattr(rt, 'source', soc)}), int8, float32 and float16.",
+                                           f"全部 {checked} 个大小都与运行时的输出一致"
+                                           f"（{getattr(rt, 'source', soc)}），int8、float32 和 float16 都包括在内。"))
 
     return _LAB.run(Q2, body)
 
@@ -207,19 +266,26 @@ ANSWERS = (LEAKS, NO_LEAK, CANNOT_TELL)
 
 #: what each made-up variant of a mystery run is: (leak in bytes per iteration, extra RSS in
 #: kB from start-up, MemFree drift over the loop in MiB, noise of the heap in MiB, the right
-#: answer, the trap it sets, in words)
-_KINDS = (
-    (12_000, 0, 0, 0, LEAKS, "a variant whose heap and RSS grow steadily"),
-    (30_000, 0, +400, 0, LEAKS, "a variant whose heap and RSS grow while MemFree rises by 400 MiB"),
-    (300, 0, 0, 0, LEAKS, "a variant whose heap grows by a few hundred bytes per iteration, "
-                          "too little for RSS to see in this run"),
-    (0, 0, 0, 0, NO_LEAK, "a variant whose heap rises by a few dozen bytes per iteration, "
-                          "within the floor of its run"),
-    (0, 0, -400, 0, NO_LEAK, "a variant whose MemFree falls by 400 MiB while its heap and RSS stay flat"),
-    (0, 200 * 1024, 0, 0, NO_LEAK, "a variant with the highest peak RSS (200 MiB more from start-up), "
-                                   "flat during the loop"),
-    (1_000, 0, 0, 3, CANNOT_TELL, "a noisy variant whose heap slope is large but whose interval "
-                                  "includes 0"),
+#: answer, the trap it sets, in words: said when the check runs, in the language of the moment)
+_KINDS: Tuple[Tuple[int, int, int, float, str, Callable[[], str]], ...] = (
+    (12_000, 0, 0, 0, LEAKS, lambda: L("a variant whose heap and RSS grow steadily",
+                                       "一个堆和 RSS 都稳定增长的变体")),
+    (30_000, 0, +400, 0, LEAKS, lambda: L("a variant whose heap and RSS grow while MemFree rises by 400 MiB",
+                                          "一个堆和 RSS 增长、同时 MemFree 上升 400 MiB 的变体")),
+    (300, 0, 0, 0, LEAKS, lambda: L("a variant whose heap grows by a few hundred bytes per iteration, "
+                                    "too little for RSS to see in this run",
+                                    "一个堆每次迭代增长几百字节的变体，增长太少，这次运行中 RSS 看不出来")),
+    (0, 0, 0, 0, NO_LEAK, lambda: L("a variant whose heap rises by a few dozen bytes per iteration, "
+                                    "within the floor of its run",
+                                    "一个堆每次迭代上升几十字节的变体，没有超出它这次运行的分辨下限")),
+    (0, 0, -400, 0, NO_LEAK, lambda: L("a variant whose MemFree falls by 400 MiB while its heap and RSS stay flat",
+                                       "一个 MemFree 下降 400 MiB、而堆和 RSS 保持平稳的变体")),
+    (0, 200 * 1024, 0, 0, NO_LEAK, lambda: L("a variant with the highest peak RSS (200 MiB more from start-up), "
+                                             "flat during the loop",
+                                             "一个峰值 RSS 最高（启动阶段多出 200 MiB）、在循环期间保持平稳的变体")),
+    (1_000, 0, 0, 3, CANNOT_TELL, lambda: L("a noisy variant whose heap slope is large but whose interval "
+                                            "includes 0",
+                                            "一个噪声很大的变体：堆的斜率很大，但它的区间包含 0")),
 )
 _ITERATIONS = 1200
 _SAMPLES = 400
@@ -269,7 +335,7 @@ def _noisy_run(rng: np.random.Generator, name: str, leak: int, rss_extra_kb: int
                    HEAP_STEP, HEAP_RESOLUTION)
         if g.slope > _NOISY_SLOPE and g.slope - g.half_width < 0:
             return run
-    raise RuntimeError("no undecidable noisy run in 1,000 draws: the noise of _KINDS is too small")
+    raise RuntimeError("no undecidable noisy run in 1,000 draws: the noise of _KINDS is too small")  # en-only
 
 
 def mystery_run(seed: Optional[int] = None) -> Any:
@@ -288,8 +354,9 @@ def _mystery(seed: Optional[int]) -> Tuple[Any, Dict[str, str], Dict[str, str]]:
         name = f"V{k + 1}"
         make = _noisy_run if noise else _made_up_run
         runs.append(make(rng, name, leak, rss_extra, drift, noise))
-        traps[name], truth[name] = trap, answer
-    meta = {"source": "made up by rknnlab.checks.ch00 (no runtime ran)", "backend": "none",
+        traps[name], truth[name] = trap(), answer
+    meta = {"source": L("made up by rknnlab.checks.ch00 (no runtime ran)",
+                        "由 rknnlab.checks.ch00 构造（没有运行任何运行时）"), "backend": "none",
             "parameters": {"iterations": _ITERATIONS, "warmup": 0}}
     return Result(meta, runs), traps, truth
 
@@ -301,8 +368,10 @@ def check_leak_verdicts(leak_verdict: Any, draws: int = 3) -> CheckResult:
     much noise that no rule can decide, under new names each time, and counts the wrong answers."""
     def body() -> CheckResult:
         if not callable(leak_verdict):
-            raise _not_done(f"expected your leak_verdict function, got {type(leak_verdict).__name__}.",
-                            "pass the function itself: checks.check_leak_verdicts(leak_verdict)")
+            raise _not_done(L(f"expected your leak_verdict function, got {type(leak_verdict).__name__}.",
+                              f"这里要的是你的 leak_verdict 函数，收到的是 {type(leak_verdict).__name__}。"),
+                            L("pass the function itself: checks.check_leak_verdicts(leak_verdict)",
+                              "请传入函数本身：checks.check_leak_verdicts(leak_verdict)"))
         wrong: Dict[str, Tuple[str, str]] = {}
         total = 0
         for seed in random.sample(range(1_000_000), draws):
@@ -312,32 +381,49 @@ def check_leak_verdicts(leak_verdict: Any, draws: int = 3) -> CheckResult:
                     got = leak_verdict(result, name)
                 except Exception as exc:
                     raise _student_error(exc, f"leak_verdict(result, {name!r})",
-                                         "read the variant's row of result.summary (§4).")
+                                         L("read the variant's row of result.summary (§4).",
+                                           "读一读这个变体在 result.summary 中的那一行（§4）。"))
                 if got is None:
-                    raise _not_done("leak_verdict returned None.",
-                                    'return "leaks", "no leak" or "cannot tell".')
+                    raise _not_done(L("leak_verdict returned None.", "leak_verdict 返回了 None。"),
+                                    L('return "leaks", "no leak" or "cannot tell".',
+                                      '请返回 "leaks"、"no leak" 或 "cannot tell"。'))
                 said = got.strip().lower() if isinstance(got, str) else None
                 if said not in ANSWERS:
-                    raise _Fail(f"leak_verdict(result, {name!r}) returned {got!r}.",
-                                'return one of "leaks", "no leak" or "cannot tell".')
+                    raise _Fail(L(f"leak_verdict(result, {name!r}) returned {got!r}.",
+                                  f"leak_verdict(result, {name!r}) 返回了 {got!r}。"),
+                                L('return one of "leaks", "no leak" or "cannot tell".',
+                                  '请返回 "leaks"、"no leak"、"cannot tell" 三者之一。'))
                 total += 1
                 if said != truth[name]:
                     s = result.summary.loc[name]
-                    wrong.setdefault(traps[name], (f"heap slope {s['heap_slope_bytes_per_iter']:+,.0f} ± "
-                                                   f"{s['heap_slope_pm_bytes']:,.0f} B/iteration, RSS "
-                                                   f"{s['rss_verdict']}, MemFree first - last "
-                                                   f"{s['memfree_drop_kb'] / 1024:+,.0f} MiB, "
-                                                   f"peak RSS {s['rss_peak_kb'] / 1024:,.0f} MiB", said))
+                    wrong.setdefault(traps[name], (L(f"heap slope {s['heap_slope_bytes_per_iter']:+,.0f} ± "
+                                                     f"{s['heap_slope_pm_bytes']:,.0f} B/iteration, RSS "
+                                                     f"{s['rss_verdict']}, MemFree first - last "
+                                                     f"{s['memfree_drop_kb'] / 1024:+,.0f} MiB, "
+                                                     f"peak RSS {s['rss_peak_kb'] / 1024:,.0f} MiB",
+                                                     f"堆的斜率 {s['heap_slope_bytes_per_iter']:+,.0f} ± "
+                                                     f"{s['heap_slope_pm_bytes']:,.0f} B/次迭代，RSS 判定为 "
+                                                     f"{s['rss_verdict']}，MemFree 首值 − 末值 "
+                                                     f"{s['memfree_drop_kb'] / 1024:+,.0f} MiB，"
+                                                     f"峰值 RSS {s['rss_peak_kb'] / 1024:,.0f} MiB"), said))
         if wrong:
-            details = [f"{trap} ({facts}): your function says {said!r}"
+            details = [L(f"{trap} ({facts}): your function says {said!r}",
+                         f"{trap}（{facts}）：你的函数给出 {said!r}")
                        for trap, (facts, said) in wrong.items()]
-            raise _Fail(f"{len(wrong)} of the {len(_KINDS)} kinds of variant got a wrong answer, "
-                        f"over {total} variants in {draws} made-up runs.",
-                        "§4's rule: a leak is a steady slope of the process's own memory, judged with "
-                        "its interval; not a peak, and not MemFree. The heap counts bytes, RSS whole "
-                        "pages. An interval too wide to decide means \"cannot tell\".", details)
-        return CheckResult(Q3, "passed", f"All {total} answers are right ({draws} made-up runs, "
-                           f"{len(_KINDS)} kinds of variant, new names each time).")
+            raise _Fail(L(f"{len(wrong)} of the {len(_KINDS)} kinds of variant got a wrong answer, "
+                          f"over {total} variants in {draws} made-up runs.",
+                          f"{len(_KINDS)} 类变体中有 {len(wrong)} 类得到了错误的答案"
+                          f"（{draws} 次构造的运行，共 {total} 个变体）。"),
+                        L("§4's rule: a leak is a steady slope of the process's own memory, judged with "
+                          "its interval; not a peak, and not MemFree. The heap counts bytes, RSS whole "
+                          "pages. An interval too wide to decide means \"cannot tell\".",
+                          "§4 的规则：泄漏是进程自身内存的稳定斜率，要结合它的区间来判断；"
+                          "不看峰值，也不看 MemFree。堆按字节计数，RSS 按整页计数。"
+                          "区间太宽、无法作出判断时，答案是 \"cannot tell\"。"), details)
+        return CheckResult(Q3, "passed", L(f"All {total} answers are right ({draws} made-up runs, "
+                                           f"{len(_KINDS)} kinds of variant, new names each time).",
+                                           f"全部 {total} 个答案都正确（{draws} 次构造的运行，"
+                                           f"{len(_KINDS)} 类变体，每次都用新名称）。"))
 
     return _LAB.run(Q3, body)
 
