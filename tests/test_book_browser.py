@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urldefrag, urlparse
+from urllib.parse import unquote, urldefrag, urlparse
 from urllib.request import urlopen
 
 import pytest
@@ -133,8 +133,9 @@ def _has_figure(stage: Path, docname: str) -> bool:
                for k in o.get("data", {}))
 
 
-def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str = ""):
-    """Load every page of the site at ``base``: the problems found, and the internal links."""
+def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str = "", student: bool = True):
+    """Load every page of the site at ``base``: the problems found, and the internal links.
+    ``student``: the site is the student edition (no solution may show)."""
     pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
                    if "_static" not in p.parts)
     browser.get_log("performance")
@@ -155,7 +156,7 @@ def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str
                 ".filter(i => i.complete && i.naturalWidth > 0).length")
             if n < 1:
                 problems.append(f"{page}: the notebook has a figure but no image is rendered")
-        if browser.execute_script("return document.querySelectorAll('.tag_solution').length"):
+        if student and browser.execute_script("return document.querySelectorAll('.tag_solution').length"):
             problems.append(f"{page}: the student edition shows a solution cell")
         if solution_text and solution_text in browser.page_source:
             problems.append(f"{page}: the student edition contains the solution's text")
@@ -168,6 +169,7 @@ def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str
     ids = {}
     for page, href in sorted(links):
         target, frag = urldefrag(href)
+        frag = unquote(frag)   # a Chinese heading's anchor comes percent-encoded
         try:
             with urlopen(target, timeout=10) as r:
                 status = r.status

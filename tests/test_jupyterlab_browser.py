@@ -430,3 +430,44 @@ def test_a_c_cell_runs_and_streams_in_jupyterlab(lab, browser):
           "; return t.includes('rknn_destroy returned 0');", "the program's last line", 60)
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-c-cell.png"))
+
+
+def test_a_zh_notebook_speaks_chinese_in_jupyterlab(lab, browser):
+    """A notebook in a zh folder: its kernel speaks Chinese (rknnlab.i18n, from the notebook's
+    path that JupyterLab gives the kernel), a check's summary says so, and the page's Chinese
+    text (a translated chapter, as jupyterlab-myst renders it) is drawn by a CJK font."""
+    from test_zh_book import _cjk_fonts_draw_every_glyph
+    base, token, ws, _ = lab
+    probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from rknnlab import i18n\nfrom rknnlab.checks import lab04 as checks\n"
+        "print('LANG', i18n.language())\nprint(checks.summary())")])
+    probe.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(probe, str(ws / "labs" / "zh" / "language-probe.ipynb"))
+    _open(browser, base, token, "labs/zh/language-probe.ipynb")
+    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.common.exceptions import StaleElementReferenceException
+    for attempt in range(5):  # the editor may be re-rendered while the notebook settles
+        editor = _wait(browser, "return document.querySelector('.jp-CodeCell .jp-InputArea-editor');", "the cell")
+        time.sleep(0.5)
+        try:
+            editor.click()
+            break
+        except StaleElementReferenceException:
+            time.sleep(1.0)
+    time.sleep(0.3)
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    text = _wait(browser, """const t = Array.from(document.querySelectorAll('.jp-OutputArea-output'))
+                 .map(o => o.innerText).join('\\n'); return t.includes('LANG') ? t : null;""",
+                 "the probe's output", 120)
+    assert "LANG zh" in text and "实验 4" in text and "项检查通过了" in text, text
+    _open(browser, base, token, "chapters/zh/04_output_reuse.ipynb")
+    _wait(browser, "return document.querySelectorAll('.jp-MarkdownCell .myst').length > 5",
+          "jupyterlab-myst renders the chapter", 120)
+    rows = _cjk_fonts_draw_every_glyph(browser, ".jp-MarkdownCell h1, .jp-MarkdownCell p, .jp-MarkdownCell li")
+    assert rows, "no Chinese text found in the chapter"
+    for sample, n, drawn, fonts in rows:
+        assert drawn >= n, f"{sample!r}: {n} Chinese characters, {drawn} drawn by a CJK font ({fonts})"
+    bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(bh.ARTIFACTS / "jupyterlab-zh-chapter04.png"))
