@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import probe
+from .i18n import pick as L
 from .models import CompilerReport, Lifetime
 from .rknn import abi
 
@@ -216,6 +217,8 @@ def plot_context_memory(parts: Dict[str, Dict[str, float]], source: str) -> Any:
     the order given, e.g. weights, internal, io, CPU heap), its total in MiB at the end."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from .plot import _speak
+    _speak()                  # a CJK font when the figure's text is Chinese
     names = list(parts)
     kinds = list(next(iter(parts.values())))
     fig, ax = plt.subplots(figsize=(9, 0.9 + 0.85 * len(names)), layout="constrained")
@@ -232,7 +235,8 @@ def plot_context_memory(parts: Dict[str, Dict[str, float]], source: str) -> Any:
     ax.set_xlabel("MiB")
     ax.invert_yaxis()
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(f"The memory of one context, by kind\n{source}", fontsize=10, loc="left")
+    ax.set_title(L("The memory of one context, by kind", "一个上下文的内存，按类型") + f"\n{source}", fontsize=10,
+                 loc="left")
     return fig
 
 
@@ -241,19 +245,24 @@ def plot_weights_and_activations(table: Any, soc: str) -> Any:
     model on ``soc``, from a :func:`course_plans` table."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from .plot import _speak
+    _speak()                  # a CJK font when the figure's text is Chinese
     on_soc = table.xs(soc, level="soc").sort_values("weights")
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     x = np.arange(len(on_soc))
-    for j, (col, label, hatch) in enumerate([("weights", "weights", "//"), ("internal", "internal", ""),
-                                             ("naive", "naive activations", "..")]):
+    for j, (col, label, hatch) in enumerate([("weights", L("weights", "权重"), "//"),
+                                             ("internal", L("internal", "内部内存"), ""),
+                                             ("naive", L("naive activations", "激活的朴素总和"), "..")]):
         ax.bar(x + (j - 1) * 0.27, on_soc[col] / 2**20, width=0.27, label=label, color=f"C{j}", hatch=hatch,
                edgecolor="white")
     ax.set_xticks(x, on_soc.index)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_ylabel("MiB (log scale)")
+    ax.set_ylabel(L("MiB (log scale)", "MiB（对数坐标）"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    built = f"rknn-toolkit2 {', '.join(table.attrs.get('toolkits', []))} compiler reports, data/models"
-    ax.set_title(f"Weights and activations of every course model, {soc.upper()}\n{built}", fontsize=10, loc="left")
+    toolkits = ', '.join(table.attrs.get('toolkits', []))
+    built = L(f"rknn-toolkit2 {toolkits} compiler reports, data/models", f"rknn-toolkit2 {toolkits} 编译报告，data/models")
+    ax.set_title(L(f"Weights and activations of every course model, {soc.upper()}",
+                   f"课程中每个模型的权重与激活，{soc.upper()}") + f"\n{built}", fontsize=10, loc="left")
     return fig

@@ -43,11 +43,15 @@ course's fixed size, so exported HTML and PDF look the same.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import fonts
 from .experiment.growth import theil_sen
+from .i18n import language
+from .i18n import pick as L
 
 FIGSIZE = (8.0, 4.2)
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
@@ -64,16 +68,89 @@ METRICS: Dict[str, Tuple[str, str, float, str]] = {
     "heap_free": ("heap_free_bytes", "free bytes kept in the malloc heap (mallinfo2)", 2.0 ** 20, "MiB"),
     "dma": ("dma_bytes", "runtime DMA total (RKNN_QUERY_MEM_SIZE)", 2.0 ** 20, "MiB"),
 }
+#: metric -> its label in Chinese (the zh edition; METRICS keeps the English one)
+_METRICS_ZH: Dict[str, str] = {
+    "mem_free": "MemFree（系统）",
+    "mem_available": "MemAvailable（系统）",
+    "cma_free": "CmaFree（系统）",
+    "rss": "变体进程的 RSS",
+    "pss": "变体进程的 PSS",
+    "heap": "已用 malloc 堆内存（mallinfo2）",
+    "heap_free": "malloc 堆中保留的空闲字节（mallinfo2）",
+    "dma": "运行时 DMA 总量（RKNN_QUERY_MEM_SIZE）",
+}
 
 
-def _plt():
+def _speak(*axes) -> None:
+    """When rknnlab speaks Chinese, name a CJK font as matplotlib's fallback before anything
+    is drawn (rknnlab.fonts.use_cjk); in English nothing changes.
+
+    ``axes``: axes given by the caller (an axes, a pair, a list or an array of them, or
+    None), made before the font was named: a text keeps the font it was made with, so their
+    titles, axis labels and tick labels (new ticks copy the first one's) get the CJK
+    fallback too."""
+    if language() != "zh":
+        return
+    if fonts.use_cjk() is None:
+        return
+    import matplotlib
+    family = matplotlib.rcParams["font.family"]
+    for ax in _flat_axes(axes):
+        texts = [getattr(ax, name, None) for name in ("title", "_left_title", "_right_title")]
+        for axis in (ax.xaxis, ax.yaxis):
+            texts.append(axis.label)
+            texts += [t for tick in axis.majorTicks + axis.minorTicks for t in (tick.label1, tick.label2)]
+        for text in texts:
+            if text is not None:
+                text.set_fontfamily(family)
+
+
+def _flat_axes(axes) -> List[Any]:
+    out: List[Any] = []
+    for a in axes:
+        if a is None:
+            continue
+        if hasattr(a, "xaxis"):
+            out.append(a)
+        else:                                   # a pair, a list or an array of axes
+            out += _flat_axes(list(np.ravel(np.asarray(a, dtype=object))))
+    return out
+
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff"
+
+
+def _zs(text: str) -> str:
+    """Chinese text with a space between a Chinese character and a Latin letter or digit
+    ("RSS 的变化"): the zh edition's spacing, where a name or number is filled in."""
+    text = re.sub(f"(?<=[{_CJK}])(?=[A-Za-z0-9_])", " ", text)
+    return re.sub(f"(?<=[A-Za-z0-9_%])(?=[{_CJK}])", " ", text)
+
+
+def _change(short: str) -> str:
+    """"的变化" after a Chinese label: "已用 malloc 堆内存的变化", "变体进程的 RSS 变化"."""
+    return "变化" if "的" in short else "的变化"
+
+
+def _metric_label(metric: str) -> Tuple[str, str]:
+    """(label, short label) of a metric, in the language rknnlab speaks: "RSS of the
+    variant's process" is both; "MemFree (system)" is shortened to "MemFree"."""
+    label = METRICS[metric][1]
+    label = L(label, _METRICS_ZH[metric])
+    return label, re.split(r" \(|（", label)[0]
+
+
+def _plt(*axes):
+    """(matplotlib, pyplot), with the CJK font named first in Chinese (see _speak; ``axes``:
+    the caller's axes, if any)."""
+    _speak(*axes)
     import matplotlib
     import matplotlib.pyplot as plt  # noqa: F401  (the backend the notebook chose)
     return matplotlib, plt
 
 
 def _new(ax=None, figsize=FIGSIZE):
-    _, plt = _plt()
+    _, plt = _plt(ax)
     if ax is not None:
         return ax.figure, ax
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -101,7 +178,7 @@ def _variants(result, variants: Optional[Sequence[str]]) -> List[str]:
 def _note_missing(ax, result, shown: List[str]) -> None:
     failed = [f"{r.name} ({r.status})" for r in result.runs if r.name in shown and r.status != "ok"]
     if failed:
-        ax.text(0.99, 0.01, "not finished: " + ", ".join(failed), transform=ax.transAxes,
+        ax.text(0.99, 0.01, L("not finished: ", "未完成：") + L(", ", "、").join(failed), transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8, color="0.3")
 
 
@@ -128,8 +205,9 @@ def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] =
         return _memory_by_iteration(result, metric, variants, ax, baseline)
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
-    col, label, div, unit = METRICS[metric]
+    col, _, div, unit = METRICS[metric]
     fig, ax = _new(ax)
+    label, short = _metric_label(metric)
     samples, its = result.samples, result.iterations
     names = _variants(result, variants)
     drawn = 0
@@ -161,11 +239,14 @@ def memory(result, metric: str = "mem_free", variants: Optional[Sequence[str]] =
             if len(w):
                 ax.axvspan(w["start_s"].iloc[0], w["start_s"].iloc[-1] + w["duration_ms"].iloc[-1] / 1e3,
                            color=st["color"], alpha=0.08, linewidth=0)
-    ax.set_xlabel("time since the variant's process started (s)")
-    ax.set_ylabel(f"{'change in ' if relative else ''}{label.split(' (')[0]} ({unit})")
-    _title(ax, f"{label} over time (markers: iteration starts, numbered; shaded: warm-up)",
+    ax.set_xlabel(L("time since the variant's process started (s)", "自变体进程启动以来的时间（s）"))
+    ax.set_ylabel(L(f"{'change in ' if relative else ''}{short} ({unit})",
+                    _zs(f"{short}{_change(short) if relative else ''}（{unit}）")))
+    _title(ax, L(f"{label} over time (markers: iteration starts, numbered; shaded: warm-up)",
+                 f"{label}：随时间的变化（标记：迭代开始处，带编号；阴影：预热）"),
            result.source)
-    return _finish_lines(fig, ax, drawn, f"no {label} samples in this result", result, names)
+    return _finish_lines(fig, ax, drawn, L(f"no {label} samples in this result", _zs(f"此结果中没有{label}的采样")),
+                         result, names)
 
 
 def _finish_lines(fig, ax, drawn: int, empty: str, result, names: List[str]):
@@ -183,8 +264,9 @@ def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]],
                          baseline: str = "first"):
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
-    col, label, div, unit = METRICS[metric]
+    col, _, div, unit = METRICS[metric]
     fig, ax = _new(ax)
+    label, short = _metric_label(metric)
     samples = result.samples
     names = _variants(result, variants)
     drawn = 0
@@ -199,11 +281,14 @@ def _memory_by_iteration(result, metric: str, variants: Optional[Sequence[str]],
         x = s["iteration"].to_numpy(float)
         ax.plot(x, y - _baseline(x, y, baseline), label=name, linewidth=1.4, **_style(i))
         drawn += 1
-    ax.set_xlabel("measured iteration")
-    ax.set_ylabel(f"change in {label.split(' (')[0]} ({unit})")
-    since = "since the first" if baseline == "first" else "from a robust line's start"
-    _title(ax, f"{label} during the measured iterations (change {since})", result.source)
-    return _finish_lines(fig, ax, drawn, f"no {label} samples in the measured iterations", result, names)
+    ax.set_xlabel(L("measured iteration", "测量迭代"))
+    ax.set_ylabel(L(f"change in {short} ({unit})", _zs(f"{short}{_change(short)}（{unit}）")))
+    since = (L("since the first", "相对第一个采样") if baseline == "first"
+             else L("from a robust line's start", "相对稳健拟合直线的起点"))
+    _title(ax, L(f"{label} during the measured iterations (change {since})",
+                 f"{label}：测量迭代期间的变化（{since}）"), result.source)
+    return _finish_lines(fig, ax, drawn, L(f"no {label} samples in the measured iterations",
+                                           _zs(f"测量迭代中没有{label}的采样")), result, names)
 
 
 def _baseline(x: np.ndarray, y: np.ndarray, baseline: str) -> float:
@@ -219,6 +304,7 @@ def reference_rate(ax, bytes_per_iteration: float, label: str, unit_bytes: float
     per iteration (drawn in units of ``unit_bytes``: MiB for memory(..., by_iteration=True)),
     over the x range already drawn, added to the legend as ``label``.  For a rate that was
     not measured here (a published one), so say so in ``label``."""
+    _speak(ax)        # the label may be Chinese
     left, right = ax.get_xlim()
     x = np.array([left, right])
     ax.plot(x, (x - left) * float(bytes_per_iteration) / unit_bytes, color="black", linestyle="--",
@@ -250,9 +336,9 @@ def iteration_times(result, variants: Optional[Sequence[str]] = None, ax=None,
                     color=st["color"], linewidth=0.8, gid=f"warmup:{name}")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("time per iteration (ms)")
-    _title(ax, "Time per iteration (dotted: warm-up)", result.source)
+    ax.set_xlabel(L("iteration", "迭代"))
+    ax.set_ylabel(L("time per iteration (ms)", "每次迭代的时间（ms）"))
+    _title(ax, L("Time per iteration (dotted: warm-up)", "每次迭代的时间（点线：预热）"), result.source)
     ax.grid(True, alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=8, loc="best")
@@ -295,8 +381,9 @@ def phases(result, variants: Optional[Sequence[str]] = None, ax=None):
     if len(bottom) and bottom.max() > 0:
         ax.set_ylim(0, bottom.max() * 1.12)  # room for the totals under the title
     ax.set_xticks(x, list(table.index), rotation=15 if len(x) > 3 else 0)
-    ax.set_ylabel("median time per iteration (ms)")
-    _title(ax, "Where an iteration's time goes, by runtime function (measured iterations)",
+    ax.set_ylabel(L("median time per iteration (ms)", "每次迭代时间的中位数（ms）"))
+    _title(ax, L("Where an iteration's time goes, by runtime function (measured iterations)",
+                 "一次迭代的时间花在哪里：按运行时函数（测量迭代）"),
            result.source)
     ax.grid(True, axis="y", alpha=0.3)
     if len(table.columns):
@@ -331,19 +418,24 @@ def memory_plan(report_or_model: Union[str, Any], soc: str = "rk3588", ax=None,
     total = report.total_internal_size
     naive = report.naive_activation_bytes()
     ax.axhline(total / kib, color="black", linestyle="--", linewidth=1)
-    ax.annotate(f"internal buffer: {total / kib:,.0f} KiB (RKNN_QUERY_MEM_SIZE total_internal_size)\n"
-                f"every tensor in its own buffer: {naive / kib:,.0f} KiB "
-                f"({naive / total:.1f}x; reuse saves {(naive - total) / kib:,.0f} KiB)",
+    ax.annotate(L(f"internal buffer: {total / kib:,.0f} KiB (RKNN_QUERY_MEM_SIZE total_internal_size)\n"
+                  f"every tensor in its own buffer: {naive / kib:,.0f} KiB "
+                  f"({naive / total:.1f}x; reuse saves {(naive - total) / kib:,.0f} KiB)",
+                  f"内部内存：{total / kib:,.0f} KiB（RKNN_QUERY_MEM_SIZE total_internal_size）\n"
+                  f"每个张量各用一块缓冲区：{naive / kib:,.0f} KiB"
+                  f"（{naive / total:.1f}x；复用节省 {(naive - total) / kib:,.0f} KiB）"),
                 xy=(0.01, 0.99), xycoords="axes fraction", va="top", fontsize=8,
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85})
     n_layers = max((t.last_layer for t in spans), default=0) + 1
     ax.set_xlim(0, max(n_layers, len(report.layers)))
     ax.set_ylim(0, max(total / kib * 1.25, 1))
-    ax.set_xlabel("layer (index in the compiled graph)")
-    ax.set_ylabel("offset in the internal buffer (KiB)")
-    hatch_note = "; hatched: concat/split views" if views else ""
-    _title(ax, f"Memory plan of {report.model} ({len(spans)} activation tensors{hatch_note})",
-           f"rknn-toolkit2 compiler report, {report.target.upper()}")
+    ax.set_xlabel(L("layer (index in the compiled graph)", "层（在编译后计算图中的序号）"))
+    ax.set_ylabel(L("offset in the internal buffer (KiB)", "在内部内存中的偏移（KiB）"))
+    hatch_note = L("; hatched: concat/split views", "；斜线：concat/split 视图") if views else ""
+    _title(ax, L(f"Memory plan of {report.model} ({len(spans)} activation tensors{hatch_note})",
+                 f"{report.model} 的内存规划（{len(spans)} 个激活张量{hatch_note}）"),
+           L(f"rknn-toolkit2 compiler report, {report.target.upper()}",
+             f"rknn-toolkit2 编译报告，{report.target.upper()}"))
     ax.grid(True, alpha=0.3)
     return fig
 
@@ -370,19 +462,22 @@ def gantt(result, variant: Optional[str] = None, iterations: Optional[Tuple[int,
     if iterations is not None and len(c):
         c = c[(c["iteration"] >= iterations[0]) & (c["iteration"] <= iterations[1])]
     if not len(c):
-        ax.text(0.5, 0.5, f"no calls of {name} in this window", transform=ax.transAxes, ha="center")
-        _title(ax, f"Calls of {name}", result.source)
+        ax.text(0.5, 0.5, L(f"no calls of {name} in this window", f"此时间窗内没有 {name} 的调用"),
+                transform=ax.transAxes, ha="center")
+        _title(ax, L(f"Calls of {name}", f"{name} 的调用"), result.source)
         return fig
     if lanes == "core":
         from .rknn import abi
         masks = c["core_mask"].astype(object) if "core_mask" in c else [None] * len(c)
         keys = [f"NPU {abi.CORE_MASK_NAMES.get(int(m), hex(int(m)))[len('RKNN_NPU_'):]}"
-                if m is not None and m is not pd_na else "CPU side (no context)" for m in masks]
+                if m is not None and m is not pd_na else L("CPU side (no context)", "CPU 端（无上下文）")
+                for m in masks]
     elif lanes == "thread_ctx":
-        keys = [f"thread {int(t)} / ctx {'-' if x is None or x is pd_na or x != x else int(x)}"
+        thread, ctx = L("thread", "线程"), L("ctx", "上下文")
+        keys = [f"{thread} {int(t)} / {ctx} {'-' if x is None or x is pd_na or x != x else int(x)}"
                 for t, x in zip(c["thread"], c["ctx"].astype(object))]
     else:
-        keys = [f"thread {int(t)}" for t in c["thread"]]
+        keys = [f"{L('thread', '线程')} {int(t)}" for t in c["thread"]]
     lane_names = sorted(set(keys))
     lane_of = {k: i for i, k in enumerate(lane_names)}
     funcs = list(dict.fromkeys(c["function"]))
@@ -400,12 +495,14 @@ def gantt(result, variant: Optional[str] = None, iterations: Optional[Tuple[int,
         it = it[(it["iteration"] >= iterations[0]) & (it["iteration"] <= iterations[1])]
     for s_, n_ in zip(it["start_s"].to_numpy(float), it["iteration"].to_numpy()):
         ax.axvline((s_ - t0) * 1e3, color="0.5", linewidth=0.6, linestyle=":")
-        ax.text((s_ - t0) * 1e3, len(lane_names) - 0.4, f"it {n_}", fontsize=7, color="0.3")
+        ax.text((s_ - t0) * 1e3, len(lane_names) - 0.4, L(f"it {n_}", f"迭代 {n_}"), fontsize=7, color="0.3")
     ax.set_yticks(range(len(lane_names)), lane_names)
     ax.set_ylim(-0.6, len(lane_names) - 0.1)
-    ax.set_xlabel(f"time since iteration {iterations[0] if iterations else ''} started (ms)")
-    _title(ax, f"Runtime calls of {name}, iterations {iterations[0]}-{iterations[1]}"
-           if iterations else f"Runtime calls of {name}", result.source)
+    since = iterations[0] if iterations else ''
+    ax.set_xlabel(L(f"time since iteration {since} started (ms)", f"自迭代 {since} 开始以来的时间（ms）"))
+    _title(ax, L(f"Runtime calls of {name}, iterations {iterations[0]}-{iterations[1]}",
+                 f"{name} 的运行时调用，迭代 {iterations[0]}-{iterations[1]}")
+           if iterations else L(f"Runtime calls of {name}", f"{name} 的运行时调用"), result.source)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(True, axis="x", alpha=0.3)
     return fig
@@ -433,7 +530,8 @@ def rss_life_and_loop(result, variants: Optional[Sequence[str]] = None, marks: i
     fig, (ax_all, ax_loop) = plt.subplots(2, 1, figsize=(8, 8), layout="constrained")
     memory(result, "rss", variants, ax=ax_all, marks=marks, relative=True)
     memory(result, "rss", variants, ax=ax_loop, by_iteration=True)
-    ax_loop.set_ylabel("change in RSS since the first\nmeasured iteration (MiB)")
+    ax_loop.set_ylabel(L("change in RSS since the first\nmeasured iteration (MiB)",
+                         "RSS 相对第一次\n测量迭代的变化（MiB）"))
     return fig
 
 
@@ -486,6 +584,9 @@ _LIFE_PANELS = (
     ("dma_bytes", "runtime DMA total\n(MiB)", 2.0 ** 20, False),
     ("mem_free_kib", "MemFree (system)\nchange (MiB)", 1024.0, True),
 )
+#: the panels' axis labels in Chinese (the zh edition)
+_LIFE_LABELS_ZH = {"rss_kib": "进程的 RSS\n变化（MiB）", "heap_bytes": "已用 malloc 堆内存\n变化（MiB）",
+                   "dma_bytes": "运行时 DMA 总量\n（MiB）", "mem_free_kib": "MemFree（系统）\n变化（MiB）"}
 #: more slots than this and the frames after the first are named by their first step only
 _CROWDED = 32
 _PHASE_COLOURS = {"init": "C0", "query": "0.6", "frames": "C2", "destroy": "C3", "destroy_mem": "C3",
@@ -532,7 +633,8 @@ def _life_slots(result, variant: Optional[str]):
         if slots and _moved_between(slots[-1], slot, merged):
             first_measured = (trim_at is not None and slot["iteration"] == trim_at
                               and slots[-1]["iteration"] != trim_at)
-            gap = {"step": "malloc_trim (harness)" if first_measured else "between steps",
+            gap = {"step": (L("malloc_trim (harness)", "malloc_trim（测试框架）") if first_measured
+                            else L("between steps", "步骤之间")),
                    "phase": "between steps", "iteration": None, "calls": 0,
                    "start_ms": slots[-1]["end_ms"], "end_ms": slot["start_ms"]}
             for col, *_ in _LIFE_PANELS:
@@ -595,7 +697,7 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
     short steps often show no change there."""
     if x not in ("step", "time"):
         raise ValueError(f"x={x!r}: expected 'step' or 'time'")
-    _, plt = _plt()
+    _, plt = _plt(ax)
     from .lifecycle import _pick_variant
     name = _pick_variant(result, variant)
     slots, base = _life_slots(result, name)
@@ -608,9 +710,9 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
             raise ValueError(f"ax: give {len(_LIFE_PANELS)} axes (one per panel), not {len(axes)}")
         fig = axes[0].figure
     if not slots:
-        axes[0].text(0.5, 0.5, f"no calls of {name} in this result", transform=axes[0].transAxes,
-                     ha="center")
-        _title(axes[0], f"{name}: a context's life", result.source)
+        axes[0].text(0.5, 0.5, L(f"no calls of {name} in this result", f"此结果中没有 {name} 的调用"),
+                     transform=axes[0].transAxes, ha="center")
+        _title(axes[0], L(f"{name}: a context's life", f"{name}：一个上下文的生命周期"), result.source)
         return fig
     n = len(slots)
     if x == "step":
@@ -649,12 +751,13 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
                 middle = (high + low) / 2
                 a.set_ylim(middle - 0.6 * _LIFE_MIN_SPAN, middle + 0.6 * _LIFE_MIN_SPAN)
             if np.nanmax(values) == np.nanmin(values):
-                a.text(0.5, 0.5, "the same reading after every step", transform=a.transAxes,
+                a.text(0.5, 0.5, L("the same reading after every step", "每个步骤之后的读数都相同"),
+                       transform=a.transAxes,
                        ha="center", va="bottom", fontsize=8, color="0.35")
         else:
-            a.text(0.5, 0.5, "no readings", transform=a.transAxes, ha="center", va="center",
+            a.text(0.5, 0.5, L("no readings", "没有读数"), transform=a.transAxes, ha="center", va="center",
                    color="0.4")
-        a.set_ylabel(label, fontsize=8)
+        a.set_ylabel(L(label, _LIFE_LABELS_ZH[col]), fontsize=8)
         a.tick_params(axis="y", labelsize=8)
         a.grid(True, axis="y", alpha=0.3)
         if a.get_autoscaley_on():
@@ -665,12 +768,14 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
         first_frame = frame_slots[0]["iteration"] if frame_slots else None
         for before, s in zip([None] + slots[:-1], slots):
             s["frame_start"] = s["phase"] == "frames" and (before is None or before["iteration"] != s["iteration"])
-        labels = ["start"] + [_slot_label(s, first_frame, crowded=n > _CROWDED) for s in slots]
+        labels = [L("start", "开始")] + [_slot_label(s, first_frame, crowded=n > _CROWDED) for s in slots]
         bottom.set_xticks(edges[:-1] + 0.5, labels, rotation=90, fontsize=7)
         bottom.set_xlim(edges[0], edges[-1])
-        bottom.set_xlabel("step of the life (one slot each; the line shows the reading after it)")
+        bottom.set_xlabel(L("step of the life (one slot each; the line shows the reading after it)",
+                            "生命周期中的步骤（每步一格；折线是该步之后的读数）"))
     else:
-        bottom.set_xlabel("time inside the steps (ms; the time between steps left out)")
+        bottom.set_xlabel(L("time inside the steps (ms; the time between steps left out)",
+                            "步骤内的时间（ms；不含步骤之间的时间）"))
     centres = [(left[first] + right[last]) / 2 for _, first, last, _ in bands]
     names = [text for *_, text in bands]
     sec = top.secondary_xaxis("top")
@@ -680,7 +785,8 @@ def lifecycle(result, variant: Optional[str] = None, x: str = "step", ax=None):
         span = edges[-1] - edges[0]
         for tick, (_, first, last, _) in zip(sec.get_xticklabels(), bands):
             tick.set_visible(right[last] - left[first] > 0.04 * span)
-    _title(top, f"{name}: memory after each step of a context's life (shaded: phases)",
+    _title(top, L(f"{name}: memory after each step of a context's life (shaded: phases)",
+                  f"{name}：上下文生命周期中每个步骤之后的内存（阴影：阶段）"),
            result.source)
     return fig
 
@@ -698,7 +804,7 @@ def _life_bands(slots: List[Dict[str, Any]]) -> List[Tuple[str, int, int, str]]:
         text = phase
         if phase == "frames":
             frames = len({slots[i]["iteration"] for i in range(first, last + 1)})
-            text = f"frames ({frames})"
+            text = L(f"frames ({frames})", f"帧（{frames}）")
         elif phase == "between steps":
             text = slots[first]["step"]
         elif slots[first]["calls"] > 1:
@@ -714,7 +820,7 @@ def _slot_label(slot: Dict[str, Any], first_frame: Any, crowded: bool) -> str:
     label = slot["step"] + (f" ×{slot['calls']}" if slot["calls"] > 1 else "")
     if not crowded or slot["phase"] != "frames" or slot["iteration"] == first_frame:
         return label
-    return f"frame {int(slot['iteration'])}" if slot.get("frame_start") else ""
+    return L(f"frame {int(slot['iteration'])}", f"帧 {int(slot['iteration'])}") if slot.get("frame_start") else ""
 
 
 def _annotate_changes(a, values: np.ndarray, edges: np.ndarray, at_edge: bool, most: int = 4) -> None:
@@ -755,6 +861,11 @@ _CONTEXT_MEASURES = (
     ("rss_kib", "RSS change", "--", 1024.0,
      "process RSS change (MiB)\nsince before the first context"),
 )
+#: column -> (legend words, the panel's y label) in Chinese (the zh edition)
+_CONTEXT_MEASURES_ZH = {
+    "dma_total": ("DMA 总量", "运行时 DMA 总量（MiB）：绝对值，\ntotal_dma_allocated_size 之和"),
+    "rss_kib": ("RSS 变化", "进程 RSS 的变化（MiB）\n相对创建第一个上下文之前"),
+}
 
 
 def contexts_memory(df, source: str, ax=None):
@@ -768,7 +879,7 @@ def contexts_memory(df, source: str, ax=None):
     context.  ``ax``: None (a new figure), a pair of axes for the two
     panels, or one axes, which then holds both (solid: DMA total, dashed:
     RSS change) under a y label naming both."""
-    _, plt = _plt()
+    _, plt = _plt(ax)
     if ax is None:
         fig, axes = plt.subplots(1, 2, sharex=True, sharey=True, figsize=(10.0, 4.4),
                                  layout="constrained")
@@ -784,37 +895,46 @@ def contexts_memory(df, source: str, ax=None):
     live = df[df["alive"] > 0]
     ways = list(dict.fromkeys(live["how"]))
     for panel, (column, what, style, div, _) in panels:
+        what = L(what, _CONTEXT_MEASURES_ZH[column][0])
         for i, how in enumerate(ways):
             d = live[live["how"] == how].sort_values("n")
             n = d["n"].to_numpy(float)
             y = d[column].to_numpy(float) / div
             per = float(np.mean(np.diff(y))) if len(y) > 1 else math.nan
             panel.plot(n, y, linestyle=style, marker=MARKERS[i], color=f"C{i}", linewidth=1.6,
-                       label=f"{how}: {what} (+{per:.2f} MiB per context)" if per == per
-                       else f"{how}: {what}")
+                       label=L(f"{how}: {what} (+{per:.2f} MiB per context)",
+                               f"{how}：{what}（每个上下文 +{per:.2f} MiB）") if per == per
+                       else L(f"{how}: {what}", f"{how}：{what}"))
     axes_used = list(dict.fromkeys(p for p, _ in panels))
     for k, panel in enumerate(axes_used):
         if ways:
             panel.set_xticks(sorted(set(live["n"].astype(int))))
             panel.legend(fontsize=8, loc="upper left")
         else:
-            panel.text(0.5, 0.5, "no live contexts in this table", transform=panel.transAxes,
+            panel.text(0.5, 0.5, L("no live contexts in this table", "此表中没有存活的上下文"),
+                       transform=panel.transAxes,
                        ha="center")
-        panel.set_xlabel("contexts alive (N)")
+        panel.set_xlabel(L("contexts alive (N)", "存活的上下文数（N）"))
         panel.set_ylim(bottom=0)
         panel.grid(True, alpha=0.3)
     if len(axes_used) == 1:
-        axes_used[0].set_ylabel("memory (MiB): DMA total, absolute (solid);\n"
-                                "RSS change since before the first context (dashed)")
-        _title(axes_used[0], "N contexts made by rknn_init each vs one rknn_init + rknn_dup_context",
+        axes_used[0].set_ylabel(L("memory (MiB): DMA total, absolute (solid);\n"
+                                  "RSS change since before the first context (dashed)",
+                                  "内存（MiB）：DMA 总量，绝对值（实线）；\n"
+                                  "RSS 相对创建第一个上下文之前的变化（虚线）"))
+        _title(axes_used[0], L("N contexts made by rknn_init each vs one rknn_init + rknn_dup_context",
+                               "N 个上下文：各自 rknn_init，与一次 rknn_init + rknn_dup_context 对比"),
                source)
     else:
-        for panel, (_, _, _, _, label) in panels:
-            panel.set_ylabel(label)
+        for panel, (column, _, _, _, label) in panels:
+            panel.set_ylabel(L(label, _CONTEXT_MEASURES_ZH[column][1]))
             panel.yaxis.set_tick_params(labelleft=True)
-        _title(axes_used[0], "Runtime DMA total of N contexts:\nrknn_init each vs one rknn_init + "
-               "rknn_dup_context", source)
-        axes_used[1].set_title("Process RSS, the same contexts:\nchange since before the first",
+        _title(axes_used[0], L("Runtime DMA total of N contexts:\nrknn_init each vs one rknn_init + "
+                               "rknn_dup_context",
+                               "N 个上下文的运行时 DMA 总量：\n各自 rknn_init，与一次 rknn_init + "
+                               "rknn_dup_context 对比"), source)
+        axes_used[1].set_title(L("Process RSS, the same contexts:\nchange since before the first",
+                                 "同样这些上下文的进程 RSS：\n相对创建第一个上下文之前的变化"),
                                fontsize=10, loc="left")
     return fig
 
@@ -825,8 +945,8 @@ _FRAME_PHASES = ("inputs_set", "run", "outputs_get", "postprocess", "outputs_rel
 _PHASE_HATCHES = ("", "//", "..", "xx", "\\\\")
 
 
-def _source_of(df, fallback: str = "source not recorded") -> str:
-    return str(getattr(df, "attrs", {}).get("source") or fallback)
+def _source_of(df, fallback: Optional[str] = None) -> str:
+    return str(getattr(df, "attrs", {}).get("source") or fallback or L("source not recorded", "未记录来源"))
 
 
 def _short_source(source: str) -> str:
@@ -834,12 +954,12 @@ def _short_source(source: str) -> str:
     published figure comes from, as short as a tick label needs it."""
     import re
     found = re.search(r"([\w.-]+)#(\d+)", source)
-    return f"{found.group(1).replace('rknn_', '')}#{found.group(2)}" if found else "published"
+    return f"{found.group(1).replace('rknn_', '')}#{found.group(2)}" if found else L("published", "公开数据")
 
 
 def _bar_label(model: str, size: str, extra: List[str]) -> str:
     # short lines: neighbouring tick labels must not touch at JupyterLab's width
-    lines = ["(model", "not named)"] if model == "not named" else [str(model)]
+    lines = L("(model\nnot named)", "（模型\n未注明）").split("\n") if model == "not named" else [str(model)]
     side = str(size).split("x")[0]
     if str(model).endswith(f"_{side}"):          # yolov5s_320 at 320x320: the size line says it
         lines = [str(model)[:-len(side) - 1]]
@@ -871,7 +991,7 @@ def _phase_bars(df, published) -> List[Tuple[str, Any, bool]]:
 
 def _pub_label(pub) -> str:
     source = str(pub["source"].iloc[0]) if "source" in pub else ""
-    return _bar_label(pub["model"].iloc[0], pub["input"].iloc[0], ["published", _short_source(source)])
+    return _bar_label(pub["model"].iloc[0], pub["input"].iloc[0], [L("published", "公开数据"), _short_source(source)])
 
 
 def frame_phases(df, published=None, ax=None):
@@ -896,7 +1016,8 @@ def frame_phases(df, published=None, ax=None):
     for phase, colour, hatch in steps:
         h = np.array([float(r.loc[r["phase"] == phase, "median_ms"].sum()) for _, r, _ in bars])
         ax.bar(x, h, bottom=bottom, color=colour, hatch=hatch, edgecolor="white",
-               linewidth=0.5, label=phase if phase in _FRAME_PHASES else f"{phase} (published only)",
+               linewidth=0.5, label=phase if phase in _FRAME_PHASES else L(f"{phase} (published only)",
+                                                                          f"{phase}（仅公开数据）"),
                gid=f"phase:{phase}")
         bottom += h
     tops = bottom.copy()
@@ -915,23 +1036,27 @@ def frame_phases(df, published=None, ax=None):
     if len(tops) and tops.max() > 0:
         ax.set_ylim(0, tops.max() * 1.15)
     ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
-    ax.set_ylabel("median time per frame (ms)")
+    ax.set_ylabel(L("median time per frame (ms)", "每帧时间的中位数（ms）"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     n = int(df["frames"].max()) if "frames" in df and len(df) else 0
     source = _source_of(df)
     if published is not None:
-        note = _source_of(published, "published figures")
+        note = _source_of(published, L("published figures", "公开数据"))
         if "not measured here" not in note:
-            note = f"published, not measured here: {note}"
-        source += "\n" + textwrap.fill(f"dashed outline: {note}; no post-process timed", 110)
-    _title(ax, f"Where a frame's time goes, by phase (median of {n} frames; whisker: total q1-q3)", source)
+            note = L(f"published, not measured here: {note}", f"公开数据，非本机测量：{note}")
+        source += "\n" + textwrap.fill(L(f"dashed outline: {note}; no post-process timed",
+                                         f"虚线框：{note}；后处理未计时"), 110)
+    _title(ax, L(f"Where a frame's time goes, by phase (median of {n} frames; whisker: total q1-q3)",
+                 f"一帧的时间花在哪里：按阶段（{n} 帧的中位数；须线：总时间的 q1-q3）"), source)
     return fig
 
 
 _BOUND_COLOURS = {"DDR": "C3", "compute": "C0", "no cycles": "C7"}
 #: the same verdict as a hatch, for print and for readers who do not tell the colours apart
 _BOUND_HATCHES = {"DDR": "//", "compute": "", "no cycles": ".."}
+#: the verdicts' words in Chinese (the zh edition): (legend, scatter label)
+_BOUND_ZH = {"DDR": ("DDR", "DDR 受限"), "compute": ("计算", "计算受限"), "no cycles": ("无周期", "无周期")}
 
 
 def _bounds(df) -> List[str]:
@@ -947,7 +1072,7 @@ def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
     where both are equal (above it: the layer waits for memory).  Layers with 0 cycles of
     both (Add, Concat, MaxPool... in the compiler's estimate) cannot sit on a log axis:
     they are counted in a note, with the bytes they read."""
-    _, plt = _plt()
+    _, plt = _plt(ax)
     if ax is None:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.6), layout="constrained",
                                           gridspec_kw={"width_ratios": [1.1, 1.0]})
@@ -958,8 +1083,8 @@ def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
         fig = left.figure
     npu = df[df["target"] == "NPU"].copy()
     npu["bound"] = _bounds(npu)
-    time_col, time_label = (("time_us", "time (us)") if "time_us" in npu
-                            else ("npu_us", "NPU time from the cycles (us)"))
+    time_col, time_label = (("time_us", L("time (us)", "时间（us）")) if "time_us" in npu
+                            else ("npu_us", L("NPU time from the cycles (us)", "由周期数推算的 NPU 时间（us）")))
     slow = npu.sort_values(time_col, ascending=False).head(top)
     id_col = "id" if "time_us" in npu else "runtime_id"
     labels = [f"{i} {op}" for i, op in zip(slow[id_col], slow["op"])]
@@ -969,18 +1094,20 @@ def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
     left.invert_yaxis()
     left.set_xlabel(time_label)
     total = npu[time_col].sum()
-    left.set_title(f"The {len(slow)} slowest layers ({slow[time_col].sum() / total:.0%} of the NPU layers' time)"
-                   if total > 0 else f"The {len(slow)} slowest layers", fontsize=9, loc="left")
+    left.set_title(L(f"The {len(slow)} slowest layers ({slow[time_col].sum() / total:.0%} of the NPU layers' time)",
+                     f"最慢的 {len(slow)} 层（占 NPU 层总时间的 {slow[time_col].sum() / total:.0%}）")
+                   if total > 0 else L(f"The {len(slow)} slowest layers", f"最慢的 {len(slow)} 层"),
+                   fontsize=9, loc="left")
     from matplotlib.patches import Patch
-    left.legend(handles=[Patch(facecolor=c, hatch=_BOUND_HATCHES[b], edgecolor="white", label=b)
+    left.legend(handles=[Patch(facecolor=c, hatch=_BOUND_HATCHES[b], edgecolor="white", label=L(b, _BOUND_ZH[b][0]))
                          for b, c in _BOUND_COLOURS.items()], fontsize=8,
-                loc="lower right", title="bound (cycles)", title_fontsize=8)
+                loc="lower right", title=L("bound (cycles)", "受限于（按周期）"), title_fontsize=8)
     left.grid(True, axis="x", alpha=0.3)
     drawn = npu[(npu["cycles_ddr"] > 0) & (npu["cycles_npu"] > 0)]
     for bound, marker in (("DDR", "^"), ("compute", "o")):
         d = drawn[drawn["bound"] == bound]
         right.scatter(d["cycles_npu"], d["cycles_ddr"], s=18, marker=marker, color=_BOUND_COLOURS[bound],
-                      label=f"{bound}-bound ({len(d)})", alpha=0.8)
+                      label=L(f"{bound}-bound ({len(d)})", f"{_BOUND_ZH[bound][1]}（{len(d)}）"), alpha=0.8)
     if len(drawn):
         lo = float(min(drawn["cycles_npu"].min(), drawn["cycles_ddr"].min())) / 1.5
         hi = float(max(drawn["cycles_npu"].max(), drawn["cycles_ddr"].max())) * 1.5
@@ -993,15 +1120,19 @@ def layer_profile(df, top: int = 10, title: Optional[str] = None, ax=None):
     if len(zero):
         read = zero["rw_kb"].sum() * 1024 if "rw_kb" in zero else zero["read_bytes"].sum()
         ops = ", ".join(sorted(set(zero["op"])))
-        right.text(0.02, 0.98, f"not drawn: {len(zero)} layers with 0 DDR or 0 NPU cycles\n({ops}),\n"
-                   f"reading {read / 2**20:.1f} MiB", transform=right.transAxes, va="top", fontsize=8,
+        right.text(0.02, 0.98, L(f"not drawn: {len(zero)} layers with 0 DDR or 0 NPU cycles\n({ops}),\n"
+                                 f"reading {read / 2**20:.1f} MiB",
+                                 f"未绘出：{len(zero)} 个 DDR 周期为 0 或 NPU 周期为 0 的层\n（{ops}），\n"
+                                 f"共读取 {read / 2**20:.1f} MiB"), transform=right.transAxes, va="top", fontsize=8,
                    color="0.25")
-    right.set_xlabel("NPU cycles (compute)")
-    right.set_ylabel("DDR cycles (moving data)")
+    right.set_xlabel(L("NPU cycles (compute)", "NPU 周期（计算）"))
+    right.set_ylabel(L("DDR cycles (moving data)", "DDR 周期（搬运数据）"))
     right.legend(fontsize=8, loc="lower right")
     right.grid(True, which="both", alpha=0.2)
-    right.set_title("DDR vs NPU cycles per layer (above the line: waits for memory)", fontsize=9, loc="left")
-    fig.suptitle(f"{title or 'Per-layer profile'}\n{_source_of(df)}", fontsize=10, x=0.01, ha="left")
+    right.set_title(L("DDR vs NPU cycles per layer (above the line: waits for memory)",
+                      "每层的 DDR 周期与 NPU 周期（对角线上方：等待内存）"), fontsize=9, loc="left")
+    fig.suptitle(f"{title or L('Per-layer profile', '逐层性能分析')}\n{_source_of(df)}", fontsize=10, x=0.01,
+                 ha="left")
     return fig
 
 
@@ -1030,11 +1161,11 @@ def traffic(df, ax=None):
         px = rows["pixels"].to_numpy(float) / 1e3
         colour = f"C{i}"
         ax.plot(px, rows["read_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
-                label=f"{family}: read (RW)")
+                label=L(f"{family}: read (RW)", f"{family}：读取（RW）"))
         ax.plot(px, rows["activation_write_bytes"] / 2**20, marker=MARKERS[i % len(MARKERS)], color=colour,
-                linestyle="--", label=f"{family}: written (estimated)")
+                linestyle="--", label=L(f"{family}: written (estimated)", f"{family}：写入（估算）"))
         ax.plot(px, rows["weights_and_bias_bytes"] / 2**20, color=colour, linestyle=":",
-                label=f"{family}: of the reads, weights and biases")
+                label=L(f"{family}: of the reads, weights and biases", f"{family}：读取中的权重和偏置"))
         offset, ha, va = _LABEL_PLACES[i % len(_LABEL_PLACES)]
         for x, y, size in zip(px, rows["read_bytes"] / 2**20, rows["input"]):
             ax.annotate(size, (x, y), textcoords="offset points", xytext=offset, ha=ha, va=va, fontsize=8,
@@ -1044,11 +1175,11 @@ def traffic(df, ax=None):
     if right:  # room for the labels left of the smallest size and right of the largest
         ax.set_xlim(-0.05 * right, right * 1.08)
     ax.set_ylim(0, top * 1.12 if top else None)
-    ax.set_xlabel("input pixels (thousands; width x height)")
-    ax.set_ylabel("MiB per frame")
+    ax.set_xlabel(L("input pixels (thousands; width x height)", "输入像素数（千；宽 x 高）"))
+    ax.set_ylabel(L("MiB per frame", "每帧 MiB"))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-    _title(ax, "Bytes per frame vs input size", _source_of(df))
+    _title(ax, L("Bytes per frame vs input size", "每帧字节数与输入尺寸"), _source_of(df))
     return fig
 
 
@@ -1071,16 +1202,21 @@ def multicore(df, ax=None):
                label=mask.replace("RKNN_NPU_", ""))
     ax.axhline(1.0, color="0.3", linewidth=1, linestyle="--")
     shares = df.drop_duplicates("model").set_index("model")["split_share"].reindex(names)
-    ax.set_xticks(x, [f"{n}\n{s:.0%} of cycles split" for n, s in zip(names, shares)], fontsize=8)
-    ax.set_ylabel("speedup over RKNN_NPU_CORE_0 (x)")
+    ax.set_xticks(x, [L(f"{n}\n{s:.0%} of cycles split", f"{n}\n拆分层占周期的 {s:.0%}") for n, s in zip(names, shares)],
+                  fontsize=8)
+    ax.set_ylabel(L("speedup over RKNN_NPU_CORE_0 (x)", "相对 RKNN_NPU_CORE_0 的加速比（x）"))
     ax.set_ylim(bottom=0)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="core mask", title_fontsize=8)
-    _title(ax, "Speedup of rknn_run over one NPU core, per model (95% interval)", _source_of(df))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=L("core mask", "核掩码"),
+              title_fontsize=8)
+    _title(ax, L("Speedup of rknn_run over one NPU core, per model (95% interval)",
+                 "rknn_run 相对单个 NPU 核的加速比，按模型（95% 置信区间）"), _source_of(df))
     return fig
 
 
 _HEAP_STEPS = ("after malloc", "after free", "after malloc_trim(0)")
+#: the steps' legend words in Chinese (the zh edition; the table keeps the English)
+_HEAP_STEPS_ZH = dict(zip(_HEAP_STEPS, ("malloc 之后", "free 之后", "malloc_trim(0) 之后")))
 
 
 def fragmentation(df, ax=None):
@@ -1095,14 +1231,15 @@ def fragmentation(df, ax=None):
         rows = df[df["step"] == step].set_index("pattern").reindex(patterns)
         h = rows["rss_change_bytes"].to_numpy(float) / 2**20
         ax.bar(x + (j - 1) * width, h, width=width, color=f"C{j}", hatch=_PHASE_HATCHES[j], edgecolor="white",
-               label=step, gid=f"step:{step}")
+               label=L(step, _HEAP_STEPS_ZH[step]), gid=f"step:{step}")
         for xi, v in zip(x + (j - 1) * width, h):
             ax.annotate(f"{v:.1f}", (xi, v), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
     ax.set_xticks(x, patterns)
-    ax.set_ylabel("RSS change since before (MiB)")
+    ax.set_ylabel(L("RSS change since before (MiB)", "RSS 相对开始前的变化（MiB）"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    _title(ax, "What free() gives back: RSS after malloc, free and malloc_trim(0)", _source_of(df))
+    _title(ax, L("What free() gives back: RSS after malloc, free and malloc_trim(0)",
+                 "free() 还回了什么：malloc、free 和 malloc_trim(0) 之后的 RSS"), _source_of(df))
     return fig
 
 
@@ -1112,7 +1249,7 @@ def cpu_costs(df, ax=None):
     hatched and labelled "(MODELED)", so a model never passes for a measurement."""
     fig, ax = _new(ax, figsize=(9.0, 0.9 + 0.45 * len(df)))
     modeled = (df["kind"] == "MODELED").to_numpy()
-    labels = [f"{w} (MODELED)" if m else str(w) for w, m in zip(df["what"], modeled)]
+    labels = [L(f"{w} (MODELED)", f"{w}（MODELED）") if m else str(w) for w, m in zip(df["what"], modeled)]
     med = df["median_us"].to_numpy(float)
     low = np.nan_to_num(med - df["q1_us"].to_numpy(float))
     high = np.nan_to_num(df["q3_us"].to_numpy(float) - med)
@@ -1124,9 +1261,10 @@ def cpu_costs(df, ax=None):
             ax.patches[yi].set_hatch("//")
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("time per frame (us; whisker: q1-q3 of the repeats)")
+    ax.set_xlabel(L("time per frame (us; whisker: q1-q3 of the repeats)", "每帧时间（us；须线：多次重复的 q1-q3）"))
     ax.grid(True, axis="x", alpha=0.3)
-    _title(ax, "CPU-side costs of one frame (grey, hatched: MODELED, not measured)", _source_of(df))
+    _title(ax, L("CPU-side costs of one frame (grey, hatched: MODELED, not measured)",
+                 "一帧的 CPU 端开销（灰色带斜线：MODELED，模型推算，非实测）"), _source_of(df))
     return fig
 
 
@@ -1149,8 +1287,8 @@ def _alloc_title(ax, what: str, df_or_source: Any, width: int = 95) -> None:
 def _two_panels(ax, figsize):
     """(fig, left, right): ``ax`` if it is a pair of axes, else a new figure of two panels
     side by side sharing their y axis (one row per bar)."""
+    _, plt = _plt(ax)
     if ax is None:
-        _, plt = _plt()
         fig, (left, right) = plt.subplots(1, 2, figsize=figsize, layout="constrained", sharey=True)
         return fig, left, right
     if len(ax) != 2:
@@ -1175,19 +1313,20 @@ def alloc_loops(df, ax=None):
         patch.set_hatch(_PHASE_HATCHES[i % len(_PHASE_HATCHES)])
     left.set_yticks(y, labels, fontsize=8)
     left.invert_yaxis()
-    left.set_xlabel("wall time per frame (ms; whisker: q1-q3)")
+    left.set_xlabel(L("wall time per frame (ms; whisker: q1-q3)", "每帧墙钟时间（ms；须线：q1-q3）"))
     left.grid(True, axis="x", alpha=0.3)
     rise = df["dma_rise_bytes"].to_numpy(float) / 1024
     right.barh(y, rise, color=[f"C{i}" for i in range(len(df))], edgecolor="white")
     for yi, r, calls in zip(y, rise, df["calls_per_frame"]):
-        right.annotate(f"{r:,.0f} KiB, {calls:g} calls per frame", (r, yi), textcoords="offset points",
+        right.annotate(L(f"{r:,.0f} KiB, {calls:g} calls per frame", f"{r:,.0f} KiB，每帧 {calls:g} 次调用"),
+                       (r, yi), textcoords="offset points",
                        xytext=(4, 0), va="center", fontsize=8)
-    right.set_xlabel("DMA memory allocated and freed inside one frame (KiB)")
+    right.set_xlabel(L("DMA memory allocated and freed inside one frame (KiB)", "一帧之内分配又释放的 DMA 内存（KiB）"))
     right.set_xlim(0, max(float(rise.max()) * 1.9, 1.0))
     right.grid(True, axis="x", alpha=0.3)
     model = df.attrs.get("model", "")
-    fig.suptitle(f"{model}: three ways to run the same frames\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01,
-                 ha="left")
+    fig.suptitle(L(f"{model}: three ways to run the same frames", _zs(f"{model}：运行相同帧的三种方式"))
+                 + f"\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01, ha="left")
     return fig
 
 
@@ -1197,9 +1336,11 @@ def alloc_sharing(df, ax=None):
     shared internal buffer sits in the first model's), the total on top and the
     saving against "separate" under it."""
     fig, ax = _new(ax, figsize=(8.0, 4.6))
-    setups = (("separate_bytes", "separate\n(plain rknn_init)"),
-              ("shared_internal_bytes", "one internal buffer\n(INTERNAL_ALLOC_OUTSIDE)"),
-              ("all_outside_bytes", "one internal buffer\n(MEM_ALLOC_OUTSIDE, demo)"))
+    setups = (("separate_bytes", L("separate\n(plain rknn_init)", "各自独立\n（普通 rknn_init）")),
+              ("shared_internal_bytes", L("one internal buffer\n(INTERNAL_ALLOC_OUTSIDE)",
+                                          "共用一块内部内存\n（INTERNAL_ALLOC_OUTSIDE）")),
+              ("all_outside_bytes", L("one internal buffer\n(MEM_ALLOC_OUTSIDE, demo)",
+                                      "共用一块内部内存\n（MEM_ALLOC_OUTSIDE，演示）")))
     models = df[df["model"] != "total"]
     totals = df[df["model"] == "total"]
     x = np.arange(len(setups))
@@ -1217,10 +1358,12 @@ def alloc_sharing(df, ax=None):
                     fontsize=8)
     ax.set_ylim(0, max(float(bottom.max()), float(total.max())) * 1.22)
     ax.set_xticks(x, [label for _, label in setups], fontsize=8)
-    ax.set_ylabel("DMA memory of the contexts (MiB)")
+    ax.set_ylabel(L("DMA memory of the contexts (MiB)", "各上下文的 DMA 内存（MiB）"))
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="context of", title_fontsize=8)
-    _alloc_title(ax, "Models run one after another: separate memory vs one shared internal buffer", df, 80)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=L("context of", "上下文所属模型"),
+              title_fontsize=8)
+    _alloc_title(ax, L("Models run one after another: separate memory vs one shared internal buffer",
+                       "模型依次运行：各自独立的内存与共用一块内部内存"), df, 80)
     return fig
 
 
@@ -1234,15 +1377,15 @@ def alloc_pipelines(df, ax=None):
         at_once = bool(rows["run_at_once"].iloc[0])
         ax.plot(rows["n"], _mib(rows["dma_bytes"]), marker=MARKERS[i % len(MARKERS)], color=f"C{i}",
                 linestyle="-" if at_once else "--",
-                label=how + ("" if at_once else " (one after another only)"))
+                label=how + ("" if at_once else L(" (one after another only)", "（只能依次运行）")))
     ax.set_xticks(sorted(set(int(n) for n in df["n"])))
-    ax.set_xlabel("pipelines (contexts of the same model)")
-    ax.set_ylabel("DMA memory (MiB)")
+    ax.set_xlabel(L("pipelines (contexts of the same model)", "流水线数（同一模型的上下文）"))
+    ax.set_ylabel(L("DMA memory (MiB)", "DMA 内存（MiB）"))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     model = df.attrs.get("model", "")
-    _alloc_title(ax, f"{model}: memory of N pipelines, four ways", df, 90)
+    _alloc_title(ax, L(f"{model}: memory of N pipelines, four ways", _zs(f"{model}：N 条流水线的内存，四种方式")), df, 90)
     return fig
 
 
@@ -1250,7 +1393,7 @@ def alloc_shapes(df, ax=None):
     """rknnlab.allocation.shape_sweep, one group per input shape: left, the io bytes the
     shape needs (input, output) beside the mems allocated once for the largest shape;
     right, the runtime's run time per shape (RKNN_QUERY_PERF_RUN)."""
-    _, plt = _plt()
+    _, plt = _plt(ax)
     if ax is None:
         fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.4), layout="constrained")
     else:
@@ -1258,9 +1401,9 @@ def alloc_shapes(df, ax=None):
         fig = left.figure
     x = np.arange(len(df))
     width = 0.27
-    for j, (col, label) in enumerate((("input_bytes", "input (current attr)"),
-                                      ("output_bytes", "output (current attr)"),
-                                      ("io_mem_bytes", "io mems, allocated once"))):
+    for j, (col, label) in enumerate((("input_bytes", L("input (current attr)", "输入（当前属性）")),
+                                      ("output_bytes", L("output (current attr)", "输出（当前属性）")),
+                                      ("io_mem_bytes", L("io mems, allocated once", "输入/输出 mem，只分配一次")))):
         left.bar(x + (j - 1) * width, df[col].to_numpy(float) / 1024, width=width, color=f"C{j}",
                  hatch=_PHASE_HATCHES[j], edgecolor="white", label=label)
     left.set_xticks(x, list(df["shape"]), fontsize=8)
@@ -1269,10 +1412,11 @@ def alloc_shapes(df, ax=None):
     left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     right.bar(x, df["npu_us"].to_numpy(float) / 1e3, color="C3", edgecolor="white")
     right.set_xticks(x, list(df["shape"]), fontsize=8)
-    right.set_ylabel("ms per run (RKNN_QUERY_PERF_RUN)")
+    right.set_ylabel(L("ms per run (RKNN_QUERY_PERF_RUN)", "每次运行的 ms（RKNN_QUERY_PERF_RUN）"))
     right.grid(True, axis="y", alpha=0.3)
     model = df.attrs.get("model", "")
-    fig.suptitle(f"{model}: each input shape\n{_wrap(_source_of(df), 120)}", fontsize=10, x=0.01, ha="left")
+    fig.suptitle(L(f"{model}: each input shape", _zs(f"{model}：每种输入形状")) + f"\n{_wrap(_source_of(df), 120)}",
+                 fontsize=10, x=0.01, ha="left")
     return fig
 
 
@@ -1286,20 +1430,23 @@ def alloc_sram(df, ax=None):
     x = np.arange(len(rows))
     hit = rows["sram_hit_bytes"].to_numpy(float) / 1024
     rest = rows["size_bytes"].to_numpy(float) / 1024 - hit
-    ax.bar(x, hit, color="C2", edgecolor="none", label="in SRAM (SramHit)")
-    ax.bar(x, rest, bottom=hit, color="0.8", hatch="//", edgecolor="0.5", linewidth=0.3, label="in DDR")
+    ax.bar(x, hit, color="C2", edgecolor="none", label=L("in SRAM (SramHit)", "在 SRAM 中（SramHit）"))
+    ax.bar(x, rest, bottom=hit, color="0.8", hatch="//", edgecolor="0.5", linewidth=0.3,
+           label=L("in DDR", "在 DDR 中"))
     step = max(1, len(rows) // 16)
     ax.set_xticks(x[::step], [str(i) for i in rows["id"].to_numpy()[::step]], fontsize=8)
-    ax.set_xlabel("layer ID (rows of the SRAM table)")
-    ax.set_ylabel("tensor size (KiB)")
+    ax.set_xlabel(L("layer ID (rows of the SRAM table)", "层 ID（SRAM 表的各行）"))
+    ax.set_ylabel(L("tensor size (KiB)", "张量大小（KiB）"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     sram = df.attrs.get("sram_bytes", 0)
     saved = df.attrs.get("predict_sram_hit_rw_bytes")
     kind = df.attrs.get("kind", "")
-    what = f"{sram / 1024:,.0f} KiB of SRAM" + (f", {saved / 2 ** 20:.1f} MiB of DDR reads + writes saved per frame"
-                                                if saved else "")
-    _alloc_title(ax, f"Where each tensor lives: {what}" + (f" ({kind})" if kind == "MODELED" else ""), df, 100)
+    what = L(f"{sram / 1024:,.0f} KiB of SRAM", f"{sram / 1024:,.0f} KiB SRAM") + (
+        L(f", {saved / 2 ** 20:.1f} MiB of DDR reads + writes saved per frame",
+          f"，每帧节省 {saved / 2 ** 20:.1f} MiB 的 DDR 读写") if saved else "")
+    _alloc_title(ax, L(f"Where each tensor lives: {what}", f"每个张量放在哪里：{what}")
+                 + (L(f" ({kind})", f"（{kind}）") if kind == "MODELED" else ""), df, 100)
     return fig
 
 
@@ -1316,13 +1463,14 @@ def alloc_iommu(df, ax=None):
         left += w
     domain = df.attrs.get("domain_bytes", 2 ** 32) / 2 ** 30
     ax.axvline(domain, color="0.2", linestyle="--", linewidth=1.2)
-    ax.annotate("one IOMMU domain: 4 GiB", (domain, 0.0), xytext=(-4, 0), textcoords="offset points",
+    ax.annotate(L("one IOMMU domain: 4 GiB", "一个 IOMMU 域：4 GiB"), (domain, 0.0), xytext=(-4, 0),
+                textcoords="offset points",
                 ha="right", va="center", rotation=90, fontsize=8)
     ax.set_xlim(0, max(left, domain) * 1.05)
     ax.set_yticks([])
-    ax.set_xlabel("NPU memory (GiB), a lower bound")
+    ax.set_xlabel(L("NPU memory (GiB), a lower bound", "NPU 内存（GiB），下限"))
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
-    _alloc_title(ax, "Many models in one 4 GiB domain", df, 100)
+    _alloc_title(ax, L("Many models in one 4 GiB domain", "一个 4 GiB 域中的多个模型"), df, 100)
     return fig
 
 
@@ -1340,22 +1488,24 @@ def alloc_cache_choice(tables: Dict[str, Any], ax=None):
         c, n = rows.loc["CACHEABLE"], rows.loc["NON_CACHEABLE"]
         floor = 0.01       # a bar of 0 us cannot sit on a log axis
         ax.bar(x[k] - width / 2, max(c["read_us"], floor), width, color="C0",
-               label="CACHEABLE: CPU reads" if k == 0 else None)
+               label=L("CACHEABLE: CPU reads", "CACHEABLE：CPU 读取") if k == 0 else None)
         ax.bar(x[k] - width / 2, c["sync_us"], width, bottom=max(c["read_us"], floor), color="C1", hatch="//",
-               edgecolor="white", label="CACHEABLE: rknn_mem_sync" if k == 0 else None)
+               edgecolor="white", label=L("CACHEABLE: rknn_mem_sync", "CACHEABLE：rknn_mem_sync") if k == 0 else None)
         ax.bar(x[k] + width / 2, max(n["read_us"], floor), width, color="C3", hatch="\\\\" if "MODELED" in
-               str(n["kind"]) else "", edgecolor="white", label="NON_CACHEABLE: CPU reads" if k == 0 else None)
+               str(n["kind"]) else "", edgecolor="white",
+               label=L("NON_CACHEABLE: CPU reads", "NON_CACHEABLE：CPU 读取") if k == 0 else None)
         for xi, total in ((x[k] - width / 2, c["total_us"]), (x[k] + width / 2, n["total_us"])):
             ax.annotate(f"{total:,.1f} us", (xi, max(total, 0.1)), textcoords="offset points", xytext=(0, 2),
                         ha="center", fontsize=8)
     ax.set_yscale("log")
     ax.set_ylim(bottom=0.1)
     ax.set_xticks(x, [_wrap(lbl, 24) for lbl in labels], fontsize=8)
-    ax.set_ylabel("CPU time per frame (us, log scale)")
+    ax.set_ylabel(L("CPU time per frame (us, log scale)", "每帧 CPU 时间（us，对数坐标）"))
     ax.grid(True, axis="y", which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    source = _source_of(next(iter(tables.values()))) if tables else "no tables"
-    _alloc_title(ax, "Cacheable or not: the CPU's cost per frame (hatched: MODELED)", source, 100)
+    source = _source_of(next(iter(tables.values()))) if tables else L("no tables", "没有表")
+    _alloc_title(ax, L("Cacheable or not: the CPU's cost per frame (hatched: MODELED)",
+                       "可缓存与否：每帧的 CPU 开销（斜线：MODELED）"), source, 100)
     return fig
 
 
@@ -1377,8 +1527,13 @@ def _platform(source: str) -> str:
     return str(source).split(": ", 1)[0]
 
 
+#: _count's nouns in Chinese (the zh edition)
+_COUNT_ZH = {"box": "个框", "worker": "个工作线程"}
+
+
 def _count(n: int, what: str = "box") -> str:
-    return f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("x") else "s"))
+    return L(f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("x") else "s")),
+             f"{n} {_COUNT_ZH.get(what, what)}")
 
 
 def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Optional[Sequence[str]] = None,
@@ -1391,7 +1546,7 @@ def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Opt
     names where the boxes come from when ``boxes`` is a list (its first part, before
     ": ", goes under the title).  ``titles``: one per frame (default "frame 20: 6
     boxes, fp32 6").  ``ax``: a sequence of axes, one per frame."""
-    _, plt = _plt()
+    _, plt = _plt(ax)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
     if hasattr(boxes, "boxes") and hasattr(boxes, "source"):
@@ -1421,10 +1576,10 @@ def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Opt
         if hasattr(frame, "y") and hasattr(frame, "uv"):
             from .pipeline.frames import nv12_to_rgb
             image = nv12_to_rgb(frame)
-            label = f"frame {getattr(frame, 'index', k)}"
+            label = L(f"frame {getattr(frame, 'index', k)}", f"帧 {getattr(frame, 'index', k)}")
         else:
             image = np.asarray(frame)
-            label = f"frame {k}"
+            label = L(f"frame {k}", f"帧 {k}")
         a.imshow(image, interpolation="nearest")
         layers = [(boxes[k], _INT8_BOX, "int8")]
         if reference is not None:
@@ -1433,16 +1588,19 @@ def pipeline_frames(frames, boxes, reference=None, source: str = "", titles: Opt
             for b in found:
                 a.add_patch(Rectangle((b.x0, b.y0), b.x1 - b.x0, b.y1 - b.y0, fill=False, gid=f"box:{kind}",
                                       **style))
-        counts = _count(len(boxes[k])) + (f", fp32 {len(reference[k])}" if reference is not None else "")
-        a.set_title(titles[k] if titles is not None else f"{label}: {counts}", fontsize=10, loc="left")
+        counts = _count(len(boxes[k])) + (L(", fp32 ", "，fp32 ") + str(len(reference[k]))
+                                          if reference is not None else "")
+        a.set_title(titles[k] if titles is not None else L(f"{label}: {counts}", f"{label}：{counts}"), fontsize=10,
+                    loc="left")
         a.set_xticks([])
         a.set_yticks([])
-    handles = [Line2D([], [], color=_INT8_BOX["edgecolor"], linewidth=1.5, label="int8 (NPU path)")]
+    handles = [Line2D([], [], color=_INT8_BOX["edgecolor"], linewidth=1.5,
+                      label=L("int8 (NPU path)", "int8（NPU 路径）"))]
     if reference is not None:
         handles.insert(0, Line2D([], [], color=_FP32_BOX["edgecolor"], linewidth=5,
-                                 label="fp32 model (onnxruntime)"))
+                                 label=L("fp32 model (onnxruntime)", "fp32 模型（onnxruntime）")))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=10)
-    fig.suptitle("Text boxes found by the pipeline" + (f"\n{_platform(source)}" if source else ""),
+    fig.suptitle(L("Text boxes found by the pipeline", "流水线找到的文本框") + (f"\n{_platform(source)}" if source else ""),
                  fontsize=11, x=0.01, ha="left")
     return fig
 
@@ -1472,13 +1630,16 @@ def pipeline_gantt(run, frames: Optional[Tuple[int, int]] = None, ax=None):
         ax.text((r["start_ms"] + r["end_ms"]) / 2 - origin, r["worker"], str(int(r["frame"])),
                 ha="center", va="center", fontsize=8, color="white")
     lanes = range(run.workers)
-    ax.set_yticks(list(lanes), [f"worker {w} ({mask_name(run.masks[w])})" for w in lanes], fontsize=9)
+    ax.set_yticks(list(lanes), [L(f"worker {w} ({mask_name(run.masks[w])})", f"工作线程 {w}（{mask_name(run.masks[w])}）")
+                                for w in lanes], fontsize=9)
     ax.set_ylim(run.workers - 0.4, -0.6)
-    ax.set_xlabel(f"time since frame {first} started (ms); numbers: frame on the NPU")
+    ax.set_xlabel(L(f"time since frame {first} started (ms); numbers: frame on the NPU",
+                    f"自帧 {first} 开始以来的时间（ms）；数字：正在 NPU 上运行的帧"))
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="stage", title_fontsize=8)
-    mode = {"zero_copy": "Zero-copy", "general": "General API"}.get(run.mode, run.mode)
-    _title(ax, f"{mode}, {_count(run.workers, 'worker')}: stages of frames {first}–{last}",
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=L("stage", "阶段"), title_fontsize=8)
+    mode = {"zero_copy": L("Zero-copy", "零拷贝"), "general": L("General API", "通用 API")}.get(run.mode, run.mode)
+    _title(ax, L(f"{mode}, {_count(run.workers, 'worker')}: stages of frames {first}–{last}",
+                 _zs(f"{mode}，{_count(run.workers, 'worker')}：帧 {first}–{last} 的各阶段")),
            getattr(run, "platform", "") or _platform(run.source))
     return fig
 
@@ -1497,7 +1658,7 @@ def pipeline_scaling(table, ax=None):
     bound = table["bound_fps"].to_numpy(float) if "bound_fps" in table else np.full(len(table), np.nan)
     if np.isfinite(bound).any():
         left.plot(bound, y, ls="none", marker="|", markersize=16, markeredgewidth=2, color="black",
-                  label="bound (the table's limit)", gid="bound")
+                  label=L("bound (the table's limit)", "上限（表中给出的限制）"), gid="bound")
         left.legend(fontsize=8, loc="lower right")
     ends = np.fmax(fps, np.where(np.isfinite(bound), bound, fps))
     for yi, end, f, s in zip(y, ends, fps, table["speedup"].to_numpy(float)):
@@ -1506,16 +1667,18 @@ def pipeline_scaling(table, ax=None):
     left.set_yticks(y, list(table["config"]), fontsize=8)
     left.invert_yaxis()
     left.set_xlim(0, float(np.nanmax(ends)) * 1.45)
-    left.set_xlabel("frames per second")
+    left.set_xlabel(L("frames per second", "每秒帧数"))
     left.grid(True, axis="x", alpha=0.3)
     med = table["latency_median_ms"].to_numpy(float)
     p95 = table["latency_p95_ms"].to_numpy(float)
     right.barh(y, med, xerr=np.vstack([np.zeros_like(med), p95 - med]), capsize=3, color=colours,
                edgecolor="white")
-    right.set_xlabel("latency: frame available to boxes (ms)\nbar: median; whisker: 95th percentile")
+    right.set_xlabel(L("latency: frame available to boxes (ms)\nbar: median; whisker: 95th percentile",
+                       "延迟：从帧就绪到得出框（ms）\n柱：中位数；须线：第 95 百分位"))
     right.grid(True, axis="x", alpha=0.3)
     note = table.attrs.get("note", "")
-    fig.suptitle(f"Workers and NPU cores: throughput and latency\n{_platform(_source_of(table))}"
+    fig.suptitle(L("Workers and NPU cores: throughput and latency", "工作线程与 NPU 核：吞吐量与延迟")
+                 + f"\n{_platform(_source_of(table))}"
                  + (f"\n{_wrap(note, 110)}" if note else ""), fontsize=10, x=0.01, ha="left")
     return fig
 
@@ -1539,6 +1702,7 @@ _SPIKE_BYTES = 2 ** 20
 #: peak with values replayed is 2,768,696 B, inputs_set's in the general API the same)
 _SIM_SPIKES = ("spikes: readings taken inside rknn_run: the simulator's\n"
                "input conversion (about 2.6 MiB, freed in the call)")
+_SIM_SPIKES_ZH = "尖峰：在 rknn_run 内部取得的读数，即模拟器的\n输入转换（约 2.6 MiB，在调用内释放）"
 
 
 def pipeline_steady(result, ax=None):
@@ -1551,11 +1715,11 @@ def pipeline_steady(result, ax=None):
     numbers are the result's table() and summary(), printed beside it.  A panel that
     does not move says "no change: 0 B"; on the simulator, heap readings that spike
     above the floor are labelled (the simulator's own temporaries inside rknn_run)."""
-    _, plt = _plt()
+    _, plt = _plt(ax)
     from matplotlib.lines import Line2D
-    panels = (("rss_bytes", "RSS (KiB, from the first reading)"),
-              ("heap_bytes", "malloc heap in use (KiB, from the first)"),
-              ("dma_bytes", "runtime DMA total (KiB, from the first)"))
+    panels = (("rss_bytes", L("RSS (KiB, from the first reading)", "RSS（KiB，相对第一个读数）")),
+              ("heap_bytes", L("malloc heap in use (KiB, from the first)", "已用 malloc 堆内存（KiB，相对第一个读数）")),
+              ("dma_bytes", L("runtime DMA total (KiB, from the first)", "运行时 DMA 总量（KiB，相对第一个读数）")))
     if ax is None:
         fig, axes = plt.subplots(2, 2, figsize=(_LAB_WIDTH, 6.2), layout="constrained")
         axes = list(axes.ravel())
@@ -1593,21 +1757,25 @@ def pipeline_steady(result, ax=None):
     for k, a in enumerate(axes[:3]):
         if not moved[k] and a.lines:
             a.set_ylim(-64, 64)
-            a.text(0.5, 0.62, "no change: 0 B", transform=a.transAxes, ha="center", fontsize=10, color="0.25",
+            a.text(0.5, 0.62, L("no change: 0 B", "无变化：0 B"), transform=a.transAxes, ha="center", fontsize=10,
+                   color="0.25",
                    gid="no-change")
     if spikes and str(result.meta.get("backend", "")) == "sim":
         low, high = axes[1].get_ylim()
         axes[1].set_ylim(low, high + 0.45 * (high - low))      # room above the spikes for the label
-        axes[1].text(0.02, 0.97, _SIM_SPIKES, transform=axes[1].transAxes, ha="left", va="top", fontsize=8,
-                     color="0.25", gid="spikes", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
-    axes[3].set_title("the heap's rise inside each frame (KiB)", fontsize=10, loc="left")
+        axes[1].text(0.02, 0.97, L(_SIM_SPIKES, _SIM_SPIKES_ZH), transform=axes[1].transAxes, ha="left", va="top",
+                     fontsize=8, color="0.25", gid="spikes",
+                     bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+    axes[3].set_title(L("the heap's rise inside each frame (KiB)", "每帧之内堆的上升（KiB）"), fontsize=10, loc="left")
     for a in axes:
-        a.set_xlabel("frame")
+        a.set_xlabel(L("frame", "帧"))
         a.grid(True, alpha=0.3)
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=10)
     frames = result.meta.get("frames", "?")
-    head = f"{frames:,} frames per variant" if isinstance(frames, int) else "Steady state"
-    fig.suptitle(f"{head}: flat memory, and what each frame allocates\n{_platform(result.source)}",
+    head = (L(f"{frames:,} frames per variant", f"每个变体 {frames:,} 帧") if isinstance(frames, int)
+            else L("Steady state", "稳态"))
+    fig.suptitle(L(f"{head}: flat memory, and what each frame allocates", f"{head}：内存平稳，以及每帧分配了什么")
+                 + f"\n{_platform(result.source)}",
                  fontsize=11, x=0.01, ha="left")
     return fig
 
@@ -1625,9 +1793,9 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     width = 0.38
     weights = np.array([r.total_weight_size for r in reports], float)
     internal = np.array([r.total_internal_size for r in reports], float)
-    ax.bar(x - width / 2, weights / 2 ** 20, width, color="C0", label="weights")
+    ax.bar(x - width / 2, weights / 2 ** 20, width, color="C0", label=L("weights", "权重"))
     ax.bar(x + width / 2, internal / 2 ** 20, width, color="C1", hatch="//", edgecolor="white",
-           label="internal memory")
+           label=L("internal memory", "内部内存"))
     for xi, w, n in zip(x, weights, internal):
         for offset, value in ((-width / 2, w), (width / 2, n)):
             ax.annotate(f"{value / 2 ** 20:,.1f} MiB", (xi + offset, value / 2 ** 20), textcoords="offset points",
@@ -1641,15 +1809,17 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xticks(x, [f"{r.model}\ninternal = {n / w:.1f}× the weights"
+    ax.set_xticks(x, [L(f"{r.model}\ninternal = {n / w:.1f}× the weights", f"{r.model}\n内部内存 = 权重的 {n / w:.1f}×")
                       for r, w, n in zip(reports, weights, internal)], fontsize=9)
-    ax.set_ylabel("MiB (log scale)")
+    ax.set_ylabel(L("MiB (log scale)", "MiB（对数坐标）"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     toolkits = sorted({str(r.data.get("toolkit_version", "?")) for r in reports})
-    _title(ax, "Weights vs internal memory: the opposite balance",
-           f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}): total_weight_size, "
-           "total_internal_size; no run")
+    _title(ax, L("Weights vs internal memory: the opposite balance", "权重与内部内存：相反的比例"),
+           L(f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}): total_weight_size, "
+             "total_internal_size; no run",
+             f"{soc.upper()} 编译报告（rknn-toolkit2 {', '.join(toolkits)}）：total_weight_size、"
+             "total_internal_size；未运行"))
     return fig
 
 
@@ -1665,19 +1835,20 @@ def review_claims(table, ax=None):
     low = table["low"].to_numpy(float)
     high = table["high"].to_numpy(float)
     err = np.nan_to_num(np.vstack([measured - low, high - measured]))
-    ax.errorbar(measured, y, xerr=err, fmt="o", color="C0", capsize=3, label="measured (95% interval)")
+    ax.errorbar(measured, y, xerr=err, fmt="o", color="C0", capsize=3,
+                label=L("measured (95% interval)", "实测值（95% 置信区间）"))
     ax.scatter(table["claim_value"].to_numpy(float), y, marker="D", facecolors="none", edgecolors="C3",
-               s=45, linewidths=1.5, label="what the claim predicts", zorder=3)
+               s=45, linewidths=1.5, label=L("what the claim predicts", "说法的预测值"), zorder=3)
     for yi, says, value in zip(y, table["claim_says"], measured):
         ax.annotate(f"{value:.2f}", (value, yi), textcoords="offset points", xytext=(0, 6), ha="center",
                     fontsize=7)
-    ax.set_yticks(y, [f"{label}\n(claim: {says})" for label, says in zip(table["label"], table["claim_says"])],
-                  fontsize=7)
-    ax.set_xlabel("ratio (x its reference)")
+    ax.set_yticks(y, [L(f"{label}\n(claim: {says})", f"{label}\n（说法：{says}）")
+                      for label, says in zip(table["label"], table["claim_says"])], fontsize=7)
+    ax.set_xlabel(L("ratio (x its reference)", "比值（相对各自参考值的倍数）"))
     ax.set_xlim(left=min(0.0, float(np.nanmin(low)) if len(table) else 0.0) - 0.1)
     ax.set_ylim(-0.7, len(table) - 0.3)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.2 / max(len(table), 1) / 10), ncol=2,
               frameon=False)
-    _title(ax, "What each claim predicts, and what was measured", _source_of(table))
+    _title(ax, L("What each claim predicts, and what was measured", "每种说法的预测与实测结果"), _source_of(table))
     return fig

@@ -34,6 +34,7 @@ import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 from .experiment import variants as _variants
+from .i18n import pick as L
 
 #: variants offered by default (lite_gc_collect is left out: a gc.collect() per frame
 #: makes it ten times slower than the others)
@@ -93,6 +94,7 @@ def result_figures(result) -> List[bytes]:
     later cell.  MemFree is left out: one run cannot show its spread."""
     from matplotlib.figure import Figure
     from . import plot
+    plot._speak()             # before the axes are made: their texts keep the font they were made with
     pngs = []
     for draw in (lambda ax: plot.memory(result, "rss", by_iteration=True, ax=ax),
                  lambda ax: plot.iteration_times(result, log=True, ax=ax),
@@ -106,6 +108,8 @@ def result_figures(result) -> List[bytes]:
 def live_figure(live: LiveData) -> bytes:
     """RSS over time and time per iteration so far, as PNG bytes (thread-safe)."""
     from matplotlib.figure import Figure
+    from .plot import _speak
+    _speak()                  # a CJK font when the figure's text is Chinese
     with live.lock:
         rss = {k: (list(a), list(b)) for k, (a, b) in live.rss.items()}
         its = {k: (list(a), list(b)) for k, (a, b) in live.iter_ms.items()}
@@ -115,12 +119,12 @@ def live_figure(live: LiveData) -> bytes:
         a1.plot(t, y, label=name, color=f"C{i}")
     for i, (name, (x, y)) in enumerate(its.items()):
         a2.plot(x, y, label=name, color=f"C{i}", linewidth=0.8)
-    a1.set_xlabel("time (s)")
-    a1.set_ylabel("RSS (MiB)")
-    a1.set_title("RSS of the variant's process (live)", fontsize=9, loc="left")
-    a2.set_xlabel("iteration")
-    a2.set_ylabel("time per iteration (ms)")
-    a2.set_title("Time per iteration (live)", fontsize=9, loc="left")
+    a1.set_xlabel(L("time (s)", "时间（s）"))
+    a1.set_ylabel(L("RSS (MiB)", "RSS（MiB）"))
+    a1.set_title(L("RSS of the variant's process (live)", "变体进程的 RSS（实时）"), fontsize=9, loc="left")
+    a2.set_xlabel(L("iteration", "迭代"))
+    a2.set_ylabel(L("time per iteration (ms)", "每次迭代的时间（ms）"))
+    a2.set_title(L("Time per iteration (live)", "每次迭代的时间（实时）"), fontsize=9, loc="left")
     for a in (a1, a2):
         a.grid(True, alpha=0.3)
         if a.lines:
