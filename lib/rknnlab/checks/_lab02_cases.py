@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import numpy as np
 
 from ..experiment.variants import frame_input, query_io
+from ..i18n import pick as L
 from ..rknn import abi
 
 
@@ -141,7 +142,7 @@ def leak_truth(case: Callable[[Any], None], x_kind: str) -> str:
 
 # --------------------------------------------------------------------------- exercise 5: traces
 #: the trace kinds and the verdict each deserves
-TRACE_TRUTH = {"flat": "flat", "leak": "grows", "step": "flat", "short": "cannot tell yet"}
+TRACE_TRUTH = {"flat": "flat", "leak": "grows", "step": "flat", "short": "cannot tell yet"}  # en-only
 PAGE = 4096
 
 
@@ -178,10 +179,17 @@ def trace_cases(seed: int, per_kind: int = 3) -> List[Tuple[str, Dict[str, np.nd
 
 def trace_why(kind: str) -> str:
     """What traces of this kind do (after "N trace(s)"), said only after a wrong answer."""
-    return {
-        "flat": "settling at the start, then level under page-sized jitter and short spikes",
-        "leak": "rising by the same few KiB every iteration, under the same jitter and spikes",
-        "step": "rising once, by several MiB, then level (memory taken once and kept)",
-        "short": "with too few iterations for the noise: a growth of a few KiB per iteration and none "
+    if kind == "flat":
+        return L("settling at the start, then level under page-sized jitter and short spikes",
+                 "开始时处于启动稳定期，之后在页大小的抖动和短暂尖峰之下保持平稳")
+    if kind == "leak":
+        return L("rising by the same few KiB every iteration, under the same jitter and spikes",
+                 "每次迭代都上升同样的几 KiB，叠加着同样的抖动和尖峰")
+    if kind == "step":
+        return L("rising once, by several MiB, then level (memory taken once and kept)",
+                 "只上升一次，幅度为几 MiB，之后保持平稳（一次性占用并一直保留的内存）")
+    if kind == "short":
+        return L("with too few iterations for the noise: a growth of a few KiB per iteration and none "
                  "look the same",
-    }[kind]
+                 "迭代次数太少，压不过噪声：每次迭代增长几 KiB 与不增长看起来一样")
+    raise KeyError(kind)

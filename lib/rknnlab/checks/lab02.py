@@ -21,10 +21,11 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..i18n import pick as L
 from ..rknn import abi, errors
 from . import _lab02_cases as _cases
 from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _fresh_seed, _model_file, _not_done,
@@ -46,27 +47,65 @@ DIAGNOSE_ITERATIONS = 200
 #: exercise 5: "flat" means growth above this many bytes per iteration is ruled out
 RESOLUTION = 1024
 
-EX_DUP = "Exercise 1 — predict what rknn_dup_context saves"
-EX_TEARDOWN = "Exercise 2 — order a teardown"
-EX_BUFFER = "Exercise 3 — load a model from a buffer, ownership right"
-EX_DIAGNOSE = "Exercise 4 — find a leak in a lifecycle"
-EX_VERDICT = "Exercise 5 ★ — does it grow?"
+#: the exercises' titles: the results' keys (their Chinese is registered with Lab(..., zh=) below)
+EX_DUP = "Exercise 1 — predict what rknn_dup_context saves"  # en-only
+EX_TEARDOWN = "Exercise 2 — order a teardown"  # en-only
+EX_BUFFER = "Exercise 3 — load a model from a buffer, ownership right"  # en-only
+EX_DIAGNOSE = "Exercise 4 — find a leak in a lifecycle"  # en-only
+EX_VERDICT = "Exercise 5 ★ — does it grow?"  # en-only
+
+
+class _Meanings(Mapping):
+    """{word: meaning}: each meaning is said in the language rknnlab speaks when it is read
+    (the language can change after import)."""
+
+    def __init__(self, meanings: Dict[str, Callable[[], str]]) -> None:
+        self._meanings = meanings
+
+    def __getitem__(self, word: str) -> str:
+        return self._meanings[word]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._meanings)
+
+    def __len__(self) -> int:
+        return len(self._meanings)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
 
 #: the words diagnose() returns, with what each means (shown in the notebook)
-KINDS: Dict[str, str] = {
-    "context_per_frame": "a whole context (rknn_init ... rknn_destroy) for every frame",
-    "outputs_not_released": "is_prealloc = 0 outputs never given back with rknn_outputs_release",
-    "mems_not_destroyed": "a mem made with rknn_create_mem every frame, never rknn_destroy_mem",
-    "python_keeps_outputs": "correct runtime calls, but the program keeps a copy of every output",
-    "clean": "none of these: nothing grows per frame",
-}
+KINDS: Mapping = _Meanings({
+    "context_per_frame": lambda: L("a whole context (rknn_init ... rknn_destroy) for every frame",
+                                   "每一帧都创建一个完整的上下文（rknn_init ... rknn_destroy）"),
+    "outputs_not_released": lambda: L("is_prealloc = 0 outputs never given back with rknn_outputs_release",
+                                      "is_prealloc = 0 的输出从未用 rknn_outputs_release 归还"),
+    "mems_not_destroyed": lambda: L("a mem made with rknn_create_mem every frame, never rknn_destroy_mem",
+                                    "每一帧都用 rknn_create_mem 创建一块张量内存，从不调用 rknn_destroy_mem"),
+    "python_keeps_outputs": lambda: L("correct runtime calls, but the program keeps a copy of every output",
+                                      "运行时调用都正确，但程序保留了每个输出的一份副本"),
+    "clean": lambda: L("none of these: nothing grows per frame", "以上都不是：没有任何东西逐帧增长"),
+})
 #: exercise 4's anonymous lifecycles (A is mystery_A, ...): one of each kind
 MYSTERY: Dict[str, Callable[[Any], None]] = {"A": _cases.mystery_A, "B": _cases.mystery_B,
                                              "C": _cases.mystery_C, "D": _cases.mystery_D,
                                              "E": _cases.mystery_E}
 
-#: where a teardown failure sends the student (the check never prints the rule's order)
-SEE_THE_RULE = "Compare what failed with the teardown rule in the lab's header."
+def _see_the_rule() -> str:
+    """Where a teardown failure sends the student (the check never prints the rule's order)."""
+    return L("Compare what failed with the teardown rule in the lab's header.",
+             "把失败的调用与实验开头的资源释放规则对照一下。")
+
+
+def _no_hint(text: str) -> str:
+    """A runtime error without the runtime's own hint (which lists every cause of its code)."""
+    return text.split(" Hint:")[0].split("。提示：")[0]
+
+
+def _is_note(detail: str) -> bool:
+    """A detail that is a note (it starts with "Note:" or "说明：")."""
+    return detail.startswith(("Note:", "说明："))
 
 
 def _fmt(n: float) -> str:
@@ -91,12 +130,12 @@ def _dma_fds() -> Dict[int, int]:
     dma-bufs (a board's mems)."""
     found = {}
     try:
-        names = os.listdir("/proc/self/fd")
+        names = os.listdir("/proc/self/fd")  # en-only
     except OSError:
         return found
     for name in names:
         try:
-            target = os.readlink(f"/proc/self/fd/{name}")
+            target = os.readlink(f"/proc/self/fd/{name}")  # en-only
             if target.startswith("/memfd:") or "dmabuf" in target:
                 found[int(name)] = os.fstat(int(name)).st_size
         except OSError:        # closed meanwhile (the listing's own fd)
@@ -166,7 +205,8 @@ def _dup_counts_shared_weights(measured: Dict[str, List[int]], weights: int) -> 
 
 def _off_by(value: int, total: int) -> str:
     diff = value - total
-    return f"{abs(diff):,} bytes too {'much' if diff > 0 else 'little'}"
+    return L(f"{abs(diff):,} bytes too {'much' if diff > 0 else 'little'}",
+             f"{'多' if diff > 0 else '少'}了 {abs(diff):,} 字节")
 
 
 def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str], int]) -> CheckResult:
@@ -198,48 +238,73 @@ def check_dup_prediction(predict_dma_total: Callable[[Dict[str, int], int, str],
                     unjudged.append(model)
                 for how in ("init", "dup"):
                     for n, total in enumerate(measured[how], 1):
-                        what = f"predict_dma_total(sizes of {model}, {n}, {how!r})"
+                        what = L(f"predict_dma_total(sizes of {model}, {n}, {how!r})",
+                                 f"predict_dma_total({model} 的 sizes, {n}, {how!r})")
                         try:
                             got = predict_dma_total(dict(sizes), n, how)
                         except Exception as exc:
-                            raise _student_error(exc, what, "add up weights, internal and io: which of them "
-                                                 "does every context need, and which do dup'd contexts share?")
+                            raise _student_error(exc, what, L("add up weights, internal and io: which of them "
+                                                              "does every context need, and which do dup'd "
+                                                              "contexts share?",
+                                                              "把 weights、internal 和 io 相加：哪些是每个上下文"
+                                                              "都需要的，哪些由复制上下文共享？"))
                         if got is None:
-                            raise _not_done(f"{what} returned None.", "return a number of bytes.")
+                            raise _not_done(L(f"{what} returned None.", f"{what} 返回了 None。"),
+                                            L("return a number of bytes.", "请返回一个字节数。"))
                         value = _whole_number(got)
                         if value is None:
-                            raise _Fail(f"{what} returned {got!r}, not a whole number of bytes.",
-                                        "return an int: a sum of the sizes, each counted as many times as "
-                                        "there are copies of it.")
+                            raise _Fail(L(f"{what} returned {got!r}, not a whole number of bytes.",
+                                          f"{what} 返回了 {got!r}，不是一个整数字节数。"),
+                                        L("return an int: a sum of the sizes, each counted as many times as "
+                                          "there are copies of it.",
+                                          "请返回一个 int：各项大小之和，每一项有几份副本就计几次。"))
                         if blind and how == "dup" and n > 1:
                             continue
                         if abs(value - total) > 0.01 * total + 4096 * n:
-                            wrong.append(f"{model}, {n} context(s) by {how}: you predicted {_mib(value)}, "
-                                         f"measured {_mib(total)}: {_off_by(value, total)}")
+                            wrong.append(L(f"{model}, {n} context(s) by {how}: you predicted {_mib(value)}, "
+                                           f"measured {_mib(total)}: {_off_by(value, total)}",
+                                           f"{model}，用 {how} 创建 {n} 个上下文：你预测 {_mib(value)}，"
+                                           f"测得 {_mib(total)}：{_off_by(value, total)}"))
                         else:
                             right += 1
-                    details.append(f"{model} by {how}, N = 1..4: measured "
+                    details.append(L(f"{model} by {how}, N = 1..4: measured ", f"{model} 用 {how} 创建，"
+                                     "N = 1..4：测得 ")
                                    + ", ".join(f"{t / 2**20:.2f}" for t in measured[how]) + " MiB")
         finally:
             rt.close()
         if unjudged:
-            details.append(f"Note: cannot judge the dup predictions for N > 1 on this runtime ({', '.join(unjudged)}). "
-                           "Its RKNN_QUERY_MEM_SIZE counts the shared weights in each duplicate's own total. "
-                           "No document says how a duplicate is counted (the simulator's way is assumption A9).")
+            details.append(L("Note: cannot judge the dup predictions for N > 1 on this runtime "
+                             f"({', '.join(unjudged)}). "
+                             "Its RKNN_QUERY_MEM_SIZE counts the shared weights in each duplicate's own total. "
+                             "No document says how a duplicate is counted (the simulator's way is assumption A9).",
+                             f"说明：在这个运行时上，无法评判 N > 1 时对 dup 的预测（{'、'.join(unjudged)}）。"
+                             "它的 RKNN_QUERY_MEM_SIZE 在每个复制上下文自己的总量中都计入了共享的权重。"
+                             "没有文档说明复制上下文应如何计算（模拟器的做法是假设 A9）。"))
         if wrong:
-            raise _Fail(f"{len(wrong)} of {len(wrong) + right} predictions are off by more than 1% of the measured "
-                        "total plus 4 KiB per context:", "Compare each difference with the three sizes the model "
-                        "gives (weights, internal, io). A context made by rknn_init has all three of its own. A "
-                        "dup'd context shares some of them with the first: which ones grow with n?",
-                        wrong[:6] + ([f"... and {len(wrong) - 6} more"] if len(wrong) > 6 else []) +
-                        [d for d in details if d.startswith("Note:")])
+            raise _Fail(L(f"{len(wrong)} of {len(wrong) + right} predictions are off by more than 1% of the measured "
+                          "total plus 4 KiB per context:",
+                          f"{len(wrong) + right} 个预测中有 {len(wrong)} 个偏差超过（测量总量的 1%）+"
+                          "（每个上下文 4 KiB）："),
+                        L("Compare each difference with the three sizes the model "
+                          "gives (weights, internal, io). A context made by rknn_init has all three of its own. A "
+                          "dup'd context shares some of them with the first: which ones grow with n?",
+                          "把每个偏差与模型给出的三项大小（weights、internal、io）比较一下。由 rknn_init "
+                          "创建的上下文三项都各有一份。复制上下文与第一个上下文共享其中的一部分：哪些随 n 增长？"),
+                        wrong[:6] + ([L(f"... and {len(wrong) - 6} more", f"……另外还有 {len(wrong) - 6} 个")]
+                                     if len(wrong) > 6 else []) +
+                        [d for d in details if _is_note(d)])
         if unjudged:
-            return CheckResult(EX_DUP, "passed", f"All {right} predictions the check could judge match the measured "
+            return CheckResult(EX_DUP, "passed", L(f"All {right} predictions the check could judge match the measured "
                                "DMA totals (within 1% of each plus 4 KiB per context). See the note: this runtime "
-                               "does not let it judge the duplicates.", details)
-        return CheckResult(EX_DUP, "passed", f"All {right} predictions match the measured DMA totals of real "
+                               "does not let it judge the duplicates.",
+                               f"检查能够评判的 {right} 个预测全部与测得的 DMA 总量相符（误差不超过各自的 1% 加每个"
+                               "上下文 4 KiB）。请看说明：这个运行时无法让检查评判复制上下文。"), details)
+        return CheckResult(EX_DUP, "passed", L(f"All {right} predictions match the measured DMA totals of real "
                            "contexts (within 1% of each plus 4 KiB per context). On this runtime, dup'd contexts "
-                           "share the weights and each has its own internal and io memory.", details)
+                           "share the weights and each has its own internal and io memory.",
+                           f"全部 {right} 个预测都与真实上下文测得的 DMA 总量相符（误差不超过各自的 1% 加每个上下文 "
+                           "4 KiB）。在这个运行时上，复制上下文共享权重，并各自拥有自己的内部内存和输入/输出内存。"),
+                           details)
 
     return _LAB.run(EX_DUP, body)
 
@@ -349,7 +414,7 @@ def _teardown_scene(rt: Any, path: str, scene: str, frame: np.ndarray
             rt.destroy(ctx)
         if model_mem is not None:
             rt.destroy_mem(0, model_mem)
-        raise _SceneRefused(str(exc).split(" Hint:")[0]) from exc
+        raise _SceneRefused(_no_hint(str(exc))) from exc
     mems: List[Tuple[int, Any]] = []
     for ctx in contexts:
         if with_mems:
@@ -383,44 +448,61 @@ def _judge_teardown(spy: _RecordingRuntime, contexts: Sequence[int], mems: Seque
     if failed:
         k, name, info, err = failed[0]
         dead = {i["ctx"] for n, i, e in spy.calls[:k] if n == "rknn_destroy" and e is None}
+        with_ctx = False
         if name == "rknn_destroy":
-            which = "a context" + (" that was already destroyed" if info["ctx"] in dead else "")
+            which = (L("a context that was already destroyed", "一个已经销毁的上下文") if info["ctx"] in dead
+                     else L("a context", "一个上下文"))
         elif model_address is not None and info.get("mem") == model_address:
-            which = "the zero-copy model buffer" + (f" with ctx = {info['ctx']:#x}" if info.get("ctx") else "")
+            with_ctx = bool(info.get("ctx"))
+            which = L("the zero-copy model buffer", "零拷贝模型缓冲区") + (
+                L(f" with ctx = {info['ctx']:#x}", f"（ctx = {info['ctx']:#x}）") if with_ctx else "")
         else:
-            which = "a mem made with a context" + (" that was already destroyed"
-                                                    if owner.get(info.get("mem")) in dead else "")
-        err = err.split(" Hint:")[0]        # the runtime's own hint is about another mistake
-        raise _Fail(f"{scene}: {name} of {which} failed: {err}",
-                    ("The model buffer was made with no context. " if "with ctx =" in which else "")
-                    + SEE_THE_RULE)
+            which = (L("a mem made with a context that was already destroyed",
+                       "一块张量内存（创建它的上下文已经销毁）") if owner.get(info.get("mem")) in dead
+                     else L("a mem made with a context", "一块用上下文创建的张量内存"))
+        err = _no_hint(err)        # the runtime's own hint is about another mistake
+        raise _Fail(L(f"{scene}: {name} of {which} failed: {err}", f"{scene}：对{which}调用 {name} 失败：{err}"),
+                    (L("The model buffer was made with no context. ", "模型缓冲区是在没有上下文时创建的。")
+                     if with_ctx else "") + _see_the_rule())
     for ctx in contexts:
         n = sum(1 for name, info, _e in spy.calls if name == "rknn_destroy" and info["ctx"] == ctx)
         if n != 1:
-            raise _Fail(f"{scene}: rknn_destroy was called {n} time(s) for one of the {len(contexts)} "
-                        "context(s); each needs exactly one.", SEE_THE_RULE)
+            raise _Fail(L(f"{scene}: rknn_destroy was called {n} time(s) for one of the {len(contexts)} "
+                          "context(s); each needs exactly one.",
+                          f"{scene}：{len(contexts)} 个上下文中，有一个被调用了 {n} 次 rknn_destroy；"
+                          "每个上下文恰好需要一次。"), _see_the_rule())
     destroyed_at = {info["ctx"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy"}
     gone = {info["mem"]: k for k, (name, info, _e) in enumerate(spy.calls) if name == "rknn_destroy_mem"}
     left = [a for a in owner if a not in gone]
     if left:
-        raise _Fail(f"{scene}: {len(left)} of the {len(owner)} mems made with a context were left to "
-                    "rknn_destroy. The simulator frees them there (assumption A7); no document says a "
-                    "board does.", SEE_THE_RULE)
+        raise _Fail(L(f"{scene}: {len(left)} of the {len(owner)} mems made with a context were left to "
+                      "rknn_destroy. The simulator frees them there (assumption A7); no document says a "
+                      "board does.",
+                      f"{scene}：用上下文创建的 {len(owner)} 块张量内存中，有 {len(left)} 块留给了 rknn_destroy。"
+                      "模拟器会在那里释放它们（假设 A7）；没有文档说开发板也会这样做。"), _see_the_rule())
     late = [a for a in owner if gone[a] > destroyed_at[owner[a]]]
     if late:
-        raise _Fail(f"{scene}: {len(late)} mem(s) were destroyed after rknn_destroy of the context they "
-                    "were made with.", SEE_THE_RULE)
+        raise _Fail(L(f"{scene}: {len(late)} mem(s) were destroyed after rknn_destroy of the context they "
+                      "were made with.",
+                      f"{scene}：有 {len(late)} 块张量内存是在创建它们的上下文执行 rknn_destroy 之后才销毁的。"),
+                    _see_the_rule())
     if model_address is not None:
         if model_address not in gone:
-            raise _Fail(f"{scene}: the zero-copy model buffer was never destroyed: its DMA buffer and its "
-                        "file descriptor stay (airockchip/rknn-toolkit2#532 reports such fds running out "
-                        "after 1,020 loads).", SEE_THE_RULE)
+            raise _Fail(L(f"{scene}: the zero-copy model buffer was never destroyed: its DMA buffer and its "
+                          "file descriptor stay (airockchip/rknn-toolkit2#532 reports such fds running out "
+                          "after 1,020 loads).",
+                          f"{scene}：零拷贝模型缓冲区从未被销毁：它的 DMA 缓冲区和文件描述符一直保留"
+                          "（airockchip/rknn-toolkit2#532 报告过这类 fd 在加载 1,020 次之后耗尽）。"),
+                        _see_the_rule())
         alive = [c for c in contexts if destroyed_at[c] > gone[model_address]]
         if alive:
-            raise _Fail(f"{scene}: the zero-copy model buffer was destroyed while {len(alive)} of the "
-                        f"{len(contexts)} context(s) reading it still lived. The API reference (V2.3.2 "
-                        "p.20) says it must stay valid until rknn_destroy; a board may read freed memory.",
-                        SEE_THE_RULE)
+            raise _Fail(L(f"{scene}: the zero-copy model buffer was destroyed while {len(alive)} of the "
+                          f"{len(contexts)} context(s) reading it still lived. The API reference (V2.3.2 "
+                          "p.20) says it must stay valid until rknn_destroy; a board may read freed memory.",
+                          f"{scene}：零拷贝模型缓冲区被销毁时，读取它的 {len(contexts)} 个上下文中仍有 "
+                          f"{len(alive)} 个存活。API 参考手册（V2.3.2 第 20 页）说它必须在 rknn_destroy 之前"
+                          "一直有效；开发板可能会读到已释放的内存。"),
+                        _see_the_rule())
 
 
 def _other_context_note(spy: _RecordingRuntime, mems: Sequence[Tuple[int, Any]], scene: str) -> Optional[str]:
@@ -431,10 +513,14 @@ def _other_context_note(spy: _RecordingRuntime, mems: Sequence[Tuple[int, Any]],
                 and info["mem"] in owner and info["ctx"] != owner[info["mem"]])
     if not other:
         return None
-    return (f"Note: {scene}: {other} mem(s) made with one context were destroyed with another. This "
-            "runtime accepted it. The API reference (p.20) lets a mem made with no context be released "
-            "with any context; for a mem made with a context, the course passes that context (a "
-            "convention: no document says another one fails).")
+    return L(f"Note: {scene}: {other} mem(s) made with one context were destroyed with another. This "
+             "runtime accepted it. The API reference (p.20) lets a mem made with no context be released "
+             "with any context; for a mem made with a context, the course passes that context (a "
+             "convention: no document says another one fails).",
+             f"说明：{scene}：有 {other} 块用一个上下文创建的张量内存是用另一个上下文销毁的。这个运行时"
+             "接受了这种做法。API 参考手册（第 20 页）允许用任意上下文释放没有上下文时创建的张量内存；"
+             "对于用某个上下文创建的张量内存，本课程传入创建它的那个上下文（这是一个约定：没有文档说"
+             "传入别的上下文会失败）。")
 
 
 def _runtime_keeps_model_fd(rt: Any, path: str, frame: np.ndarray) -> bool:
@@ -482,9 +568,12 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
                 try:
                     contexts, mems, model_mem = _teardown_scene(rt, path, scene, frame)
                 except _SceneRefused as exc:
-                    details.append(f"Note: {scene}: skipped. This runtime refused rknn_dup_context of a "
-                                   f"zero-copy context ({exc}). No document says it accepts one; on the "
-                                   "simulator the duplicate reads the same model buffer (A23).")
+                    details.append(L(f"Note: {scene}: skipped. This runtime refused rknn_dup_context of a "
+                                     f"zero-copy context ({exc}). No document says it accepts one; on the "
+                                     "simulator the duplicate reads the same model buffer (A23).",
+                                     f"说明：{scene}：已跳过。这个运行时拒绝对零拷贝上下文调用 rknn_dup_context"
+                                     f"（{exc}）。没有文档说它接受零拷贝上下文；在模拟器上，复制上下文读取"
+                                     "同一个模型缓冲区（A23）。"))
                     continue
                 made = {fd: n for fd, n in _dma_fds().items() if fd not in before}
                 model_fd = int(model_mem.contents.fd) if model_mem is not None else None
@@ -492,7 +581,8 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
                 shuffled = list(mems)
                 rng.shuffle(shuffled)
                 given = list(contexts)         # the first context, then its duplicates
-                what = (f"teardown(rt, <{len(given)} context(s)>, <{len(mems)} mems>"
+                what = (L(f"teardown(rt, <{len(given)} context(s)>, <{len(mems)} mems>",
+                          f"teardown(rt, <{len(given)} 个上下文>, <{len(mems)} 块张量内存>")
                         + (", model_mem)" if model_mem is not None else ")"))
                 try:
                     if model_mem is None:
@@ -502,11 +592,15 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
                 except Exception as exc:
                     # a runtime call that failed is judged below, with the others
                     if not (isinstance(exc, errors.RknnError) and any(c[2] for c in spy.calls)):
-                        raise _student_error(exc, what, "contexts is a list of contexts; mems is a list of "
-                                             "(ctx, mem) pairs, each mem with the context it was made with.")
+                        raise _student_error(exc, what, L("contexts is a list of contexts; mems is a list of "
+                                                          "(ctx, mem) pairs, each mem with the context it was "
+                                                          "made with.",
+                                                          "contexts 是上下文的列表；mems 是 (ctx, mem) 对的列表，"
+                                                          "每块张量内存都附有创建它的上下文。"))
                 if not spy.calls:
-                    raise _not_done(f"{what} made no runtime call.",
-                                    "call rt.destroy_mem(...) and rt.destroy(...).")
+                    raise _not_done(L(f"{what} made no runtime call.", f"{what} 没有调用任何运行时函数。"),
+                                    L("call rt.destroy_mem(...) and rt.destroy(...).",
+                                      "请调用 rt.destroy_mem(...) 和 rt.destroy(...)。"))
                 _judge_teardown(spy, contexts, mems, model_mem, scene)
                 if rt.backend == "sim":
                     # a call on a destroyed context fails on the simulator; on a board no document
@@ -514,42 +608,57 @@ def check_teardown(teardown: Callable[..., Any]) -> CheckResult:
                     for ctx in contexts:
                         try:
                             rt.query(ctx, abi.RKNN_QUERY_IN_OUT_NUM)
-                            raise _Fail(f"{scene}: a context still answers rknn_query after teardown.",
-                                        SEE_THE_RULE)
+                            raise _Fail(L(f"{scene}: a context still answers rknn_query after teardown.",
+                                          f"{scene}：资源释放之后，仍有一个上下文响应 rknn_query。"),
+                                        _see_the_rule())
                         except errors.RknnError:
                             pass
                 left = {fd: n for fd, n in _dma_fds().items() if fd in made}
                 if runtime_leak and model_fd in left:
-                    details.append(f"{scene}: the zero-copy model buffer's fd stays open after rknn_destroy_mem, "
-                                   "as after the check's own teardown: the runtime's reported leak "
-                                   "(airockchip/rknn-toolkit2#532), not counted against you")
+                    details.append(L(f"{scene}: the zero-copy model buffer's fd stays open after rknn_destroy_mem, "
+                                     "as after the check's own teardown: the runtime's reported leak "
+                                     "(airockchip/rknn-toolkit2#532), not counted against you",
+                                     f"{scene}：零拷贝模型缓冲区的 fd 在 rknn_destroy_mem 之后仍保持打开，"
+                                     "与检查自己释放资源之后一样：这是运行时已被报告的泄漏"
+                                     "（airockchip/rknn-toolkit2#532），不算作你的错误"))
                     del left[model_fd]
                 if left:
-                    raise _Fail(f"{scene}: {sum(left.values()):,} of the {sum(made.values()):,} DMA bytes the scene "
-                                f"allocated ({len(left)} of its {len(made)} buffers) are still held after "
-                                "teardown.", SEE_THE_RULE)
+                    raise _Fail(L(f"{scene}: {sum(left.values()):,} of the {sum(made.values()):,} DMA bytes the scene "
+                                  f"allocated ({len(left)} of its {len(made)} buffers) are still held after "
+                                  "teardown.",
+                                  f"{scene}：资源释放之后，该场景分配的 {sum(made.values()):,} 个 DMA 字节中仍有 "
+                                  f"{sum(left.values()):,} 个被占用（{len(made)} 个缓冲区中的 {len(left)} 个）。"),
+                                _see_the_rule())
                 n = len(spy.calls)
-                details.append(f"{scene}: {n} call{'s' if n != 1 else ''}, none failed; all "
-                               f"{sum(made.values()):,} DMA bytes ({len(made)} buffers) came back")
+                details.append(L(f"{scene}: {n} call{'s' if n != 1 else ''}, none failed; all "
+                                 f"{sum(made.values()):,} DMA bytes ({len(made)} buffers) came back",
+                                 f"{scene}：{n} 次调用，没有一次失败；全部 {sum(made.values()):,} 个 DMA 字节"
+                                 f"（{len(made)} 个缓冲区）都已归还"))
                 note = _other_context_note(spy, mems, scene)
                 if note:
                     details.append(note)
         finally:
             rt.close()
-        note = any(d.startswith("Note:") for d in details)
-        return CheckResult(EX_TEARDOWN, "passed", "Everything comes back, no call fails, and every buffer "
-                           "outlives the contexts that use it" + (" (see the note)." if note else "."), details)
+        note = any(_is_note(d) for d in details)
+        return CheckResult(EX_TEARDOWN, "passed", L("Everything comes back, no call fails, and every buffer "
+                                                    "outlives the contexts that use it",
+                                                    "一切都已归还，没有调用失败，每个缓冲区都比使用它的上下文"
+                                                    "活得更久")
+                           + (L(" (see the note).", "（请看说明）。") if note else L(".", "。")), details)
 
     return _LAB.run(EX_TEARDOWN, body)
 
 
 # =========================================================================== exercise 3
-#: what to try when a load function raises, per function (the runtime's generic hint is left out)
-_LOAD_HINTS = {
-    "load_from_buffer": "read the file into a buffer, then rt.init(buffer) (size > 0: a buffer; size = 0: a path).",
-    "load_zero_copy": "the message names the argument that was refused. Compare your rt.create_mem2 and rt.init "
-                      "calls with the exercise's C block and its table of C and Python calls.",
-}
+def _load_hint(name: str) -> str:
+    """What to try when a load function raises, per function (the runtime's generic hint is left out)."""
+    if name == "load_from_buffer":
+        return L("read the file into a buffer, then rt.init(buffer) (size > 0: a buffer; size = 0: a path).",
+                 "把文件读入一个缓冲区，然后调用 rt.init(buffer)（size > 0：缓冲区；size = 0：路径）。")
+    return L("the message names the argument that was refused. Compare your rt.create_mem2 and rt.init "
+             "calls with the exercise's C block and its table of C and Python calls.",
+             "消息指出了被拒绝的参数。把你的 rt.create_mem2 和 rt.init 调用与练习中的 C 代码块以及"
+             "C 与 Python 调用对照表比较一下。")
 
 
 def _loaded_context(rt: Any, spy: _RecordingRuntime, load: Callable[..., Any], name: str, path: str
@@ -560,10 +669,11 @@ def _loaded_context(rt: Any, spy: _RecordingRuntime, load: Callable[..., Any], n
         got = load(spy, path)
     except errors.RknnError as exc:
         # the runtime's own hint lists every cause of its code: the hint here is about this function
-        raise _Fail(f"{name}(rt, model_path) raised {type(exc).__name__}: {str(exc).split(' Hint:')[0]}"
-                    f"{_where(exc)}", _LOAD_HINTS[name])
+        raise _Fail(L(f"{name}(rt, model_path) raised {type(exc).__name__}: {_no_hint(str(exc))}{_where(exc)}",
+                      f"{name}(rt, model_path) 抛出了 {type(exc).__name__}：{_no_hint(str(exc))}{_where(exc)}"),
+                    _load_hint(name))
     except Exception as exc:
-        raise _student_error(exc, f"{name}(rt, model_path)", _LOAD_HINTS[name])
+        raise _student_error(exc, f"{name}(rt, model_path)", _load_hint(name))
     h1 = _heap()
     return got, (h1 - h0 if h0 is not None and h1 is not None else None)
 
@@ -603,6 +713,10 @@ def _reference_loads(rt: Any, path: str, size: int) -> Dict[str, Optional[int]]:
     return grown
 
 
+#: rknn_init's model argument as the recording runtime names it, in Chinese
+_MODEL_ARG_ZH = {"path": "路径", "buffer": "缓冲区", "address": "地址"}
+
+
 def _inits(spy: _RecordingRuntime) -> List[Dict[str, Any]]:
     return [info for name, info, err in spy.calls if name == "rknn_init" and err is None]
 
@@ -612,36 +726,54 @@ def _judge_plain(rt: Any, load_from_buffer: Callable[..., Any], path: str, size:
     spy = _RecordingRuntime(rt)
     ctx, grew = _loaded_context(rt, spy, load_from_buffer, "load_from_buffer", path)
     if ctx is None:
-        raise _not_done("load_from_buffer returned None.", "return the context rt.init gave you.")
+        raise _not_done(L("load_from_buffer returned None.", "load_from_buffer 返回了 None。"),
+                        L("return the context rt.init gave you.", "请返回 rt.init 给你的上下文。"))
     try:
         inits = _inits(spy)
         if len(inits) != 1:
-            raise _Fail(f"load_from_buffer made {len(inits)} successful rknn_init calls; expected one.",
-                        "read the file once, call rt.init once, return its context.")
+            raise _Fail(L(f"load_from_buffer made {len(inits)} successful rknn_init calls; expected one.",
+                          f"load_from_buffer 成功调用了 {len(inits)} 次 rknn_init；应当只有一次。"),
+                        L("read the file once, call rt.init once, return its context.",
+                          "读一次文件，调用一次 rt.init，返回它的上下文。"))
         if inits[0]["model"] == "path":
-            raise _Fail("load_from_buffer passed rknn_init a path (size = 0): the runtime read the file "
-                        "itself.", "read the file into a buffer (open(path, 'rb').read()), then pass the "
-                        "buffer: size > 0 means the model is a buffer.")
+            raise _Fail(L("load_from_buffer passed rknn_init a path (size = 0): the runtime read the file "
+                          "itself.", "load_from_buffer 传给 rknn_init 的是路径（size = 0）：运行时自己读取了文件。"),
+                        L("read the file into a buffer (open(path, 'rb').read()), then pass the "
+                          "buffer: size > 0 means the model is a buffer.",
+                          "把文件读入一个缓冲区（open(path, 'rb').read()），然后传入这个缓冲区：size > 0 "
+                          "表示模型是一个缓冲区。"))
         if inits[0]["flag"] & abi.RKNN_FLAG_MODEL_BUFFER_ZERO_COPY:
-            raise _Fail("load_from_buffer used RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: that is the second "
-                        "function's job.", "init from an ordinary buffer with flag 0 here.")
+            raise _Fail(L("load_from_buffer used RKNN_FLAG_MODEL_BUFFER_ZERO_COPY: that is the second "
+                          "function's job.",
+                          "load_from_buffer 使用了 RKNN_FLAG_MODEL_BUFFER_ZERO_COPY：那是第二个函数的任务。"),
+                        L("init from an ordinary buffer with flag 0 here.", "这里请用标志 0 从普通缓冲区初始化。"))
         _check_outputs(rt, ctx, frame, reference, "load_from_buffer")
-        details = [f"rknn_init got a buffer (size > 0); the context's outputs equal those of a context "
-                   "loaded from the path"]
+        details = [L("rknn_init got a buffer (size > 0); the context's outputs equal those of a context "
+                     "loaded from the path",
+                     "rknn_init 收到的是一个缓冲区（size > 0）；该上下文的输出与从路径加载的上下文相同")]
         base = own.get("buffer")
         if grew is not None and base is not None:
-            line = (f"heap in use after load_from_buffer returned: {grew:+,} bytes; after the check's own "
-                    f"load from a buffer it dropped: {base:+,} bytes (model file: {size:,} bytes)")
+            line = L(f"heap in use after load_from_buffer returned: {grew:+,} bytes; after the check's own "
+                     f"load from a buffer it dropped: {base:+,} bytes (model file: {size:,} bytes)",
+                     f"load_from_buffer 返回后的已用堆内存：{grew:+,} 字节；检查自己从缓冲区加载并丢弃缓冲区之后："
+                     f"{base:+,} 字节（模型文件：{size:,} 字节）")
             if grew - base > 0.5 * size:
-                raise _Fail(line + f": about {(grew - base) / size:.1f} copies of the model more than a load "
-                            "that drops its buffer. Your buffer is still alive.",
-                            "after rt.init, nothing may refer to your buffer any more: do not return it, "
-                            "store it in a global or an attribute, or keep it in a list.")
+                raise _Fail(line + L(f": about {(grew - base) / size:.1f} copies of the model more than a load "
+                                     "that drops its buffer. Your buffer is still alive.",
+                                     f"：比丢弃缓冲区的加载多出约 {(grew - base) / size:.1f} 份模型副本。"
+                                     "你的缓冲区仍然存活。"),
+                            L("after rt.init, nothing may refer to your buffer any more: do not return it, "
+                              "store it in a global or an attribute, or keep it in a list.",
+                              "rt.init 之后，任何东西都不能再引用你的缓冲区：不要返回它，不要把它存到全局变量"
+                              "或对象属性中，也不要把它放进列表。"))
             if rt.backend == "sim" and grew < base - 0.5 * size:
-                raise _Fail(line + ": less than the runtime's copy of the model is held. That is what a "
-                            "zero-copy load does, not an ordinary one.", "init from an ordinary buffer with "
-                            "flag 0.")
-            details.append(line + (" (on the simulator that is one copy, the runtime's own: assumption A4)"
+                raise _Fail(line + L(": less than the runtime's copy of the model is held. That is what a "
+                                     "zero-copy load does, not an ordinary one.",
+                                     "：保留的内存比运行时自己的那份模型副本还少。这是零拷贝加载的表现，"
+                                     "不是普通加载。"),
+                            L("init from an ordinary buffer with flag 0.", "请用标志 0 从普通缓冲区初始化。"))
+            details.append(line + (L(" (on the simulator that is one copy, the runtime's own: assumption A4)",
+                                     "（在模拟器上，这就是一份副本，即运行时自己的那份：假设 A4）")
                                    if rt.backend == "sim" else ""))
         return details
     finally:
@@ -654,16 +786,20 @@ def _judge_plain(rt: Any, load_from_buffer: Callable[..., Any], path: str, size:
 
 def _check_outputs(rt: Any, ctx: Any, frame: np.ndarray, reference: bytes, name: str) -> None:
     if not isinstance(ctx, (int, np.integer)) or isinstance(ctx, bool):
-        raise _Fail(f"{name} returned {type(ctx).__name__} where the context (an int) was expected.",
-                    "return the context rt.init gave you.")
+        raise _Fail(L(f"{name} returned {type(ctx).__name__} where the context (an int) was expected.",
+                      f"{name} 返回了 {type(ctx).__name__}，这里应当是上下文（一个 int）。"),
+                    L("return the context rt.init gave you.", "请返回 rt.init 给你的上下文。"))
     try:
         got = _run_once(rt, int(ctx), frame)
     except errors.RknnError as exc:
-        raise _Fail(f"running the context {name} returned failed: {exc}",
-                    "return a live context: the buffers it needs must stay valid until rknn_destroy.")
+        raise _Fail(L(f"running the context {name} returned failed: {exc}",
+                      f"运行 {name} 返回的上下文失败：{exc}"),
+                    L("return a live context: the buffers it needs must stay valid until rknn_destroy.",
+                      "请返回一个存活的上下文：它所需的缓冲区必须在 rknn_destroy 之前一直有效。"))
     if got != reference:
-        raise _Fail(f"the context from {name} gives other outputs than a context loaded from the path.",
-                    "load the whole file: size is the file's size.")
+        raise _Fail(L(f"the context from {name} gives other outputs than a context loaded from the path.",
+                      f"{name} 返回的上下文给出的输出与从路径加载的上下文不同。"),
+                    L("load the whole file: size is the file's size.", "请加载整个文件：size 就是文件的大小。"))
 
 
 def _judge_zero_copy(rt: Any, load_zero_copy: Callable[..., Any], path: str, size: int,
@@ -672,80 +808,122 @@ def _judge_zero_copy(rt: Any, load_zero_copy: Callable[..., Any], path: str, siz
     spy = _RecordingRuntime(rt)
     got, grew = _loaded_context(rt, spy, load_zero_copy, "load_zero_copy", path)
     if got is None:
-        raise _not_done("load_zero_copy returned None.", "return (ctx, model_mem).")
+        raise _not_done(L("load_zero_copy returned None.", "load_zero_copy 返回了 None。"),
+                        L("return (ctx, model_mem).", "请返回 (ctx, model_mem)。"))
     if not isinstance(got, tuple) or len(got) != 2:
-        raise _Fail(f"load_zero_copy returned {type(got).__name__}; expected a tuple (ctx, model_mem).",
-                    "return ctx, mem")
+        raise _Fail(L(f"load_zero_copy returned {type(got).__name__}; expected a tuple (ctx, model_mem).",
+                      f"load_zero_copy 返回了 {type(got).__name__}；应当是一个元组 (ctx, model_mem)。"),
+                    "return ctx, mem")     # en-only (code)
     ctx, mem = got
     destroyed_ctx = False
     try:
         inits = _inits(spy)
         if len(inits) != 1 or inits[0]["model"] != "address":
-            raise _Fail("rknn_init did not get the virtual address of a mem (" + (
-                        f"{len(inits)} successful rknn_init calls" if len(inits) != 1 else
-                        f"it got a {inits[0]['model']}") + ").",
-                        "copy the file into a create_mem2 buffer, then rt.init(mem.contents.virt_addr, "
-                        "flag, extend, size=file size).")
+            got_what = (L(f"{len(inits)} successful rknn_init calls", f"成功调用了 {len(inits)} 次 rknn_init")
+                        if len(inits) != 1 else
+                        L(f"it got a {inits[0]['model']}",
+                          f"它收到的是{_MODEL_ARG_ZH.get(inits[0]['model'], inits[0]['model'])}"))
+            raise _Fail(L("rknn_init did not get the virtual address of a mem (", "rknn_init 收到的不是张量内存的"
+                          "虚拟地址（") + got_what + L(").", "）。"),
+                        L("copy the file into a create_mem2 buffer, then rt.init(mem.contents.virt_addr, "
+                          "flag, extend, size=file size).",
+                          "把文件复制到一个 create_mem2 缓冲区中，然后调用 rt.init(mem.contents.virt_addr, "
+                          "flag, extend, size=文件大小)。"))
         mems = [info for name, info, err in spy.calls if name == "rknn_create_mem2" and err is None]
         if any(name == "rknn_destroy_mem" for name in spy.names()):
-            raise _Fail("load_zero_copy called rknn_destroy_mem: the model buffer must stay valid until "
-                        "rknn_destroy of its context (API reference V2.3.2 p.20).",
-                        "return the mem with the context; teardown destroys it after rknn_destroy.")
+            raise _Fail(L("load_zero_copy called rknn_destroy_mem: the model buffer must stay valid until "
+                          "rknn_destroy of its context (API reference V2.3.2 p.20).",
+                          "load_zero_copy 调用了 rknn_destroy_mem：模型缓冲区必须在它的上下文执行 rknn_destroy "
+                          "之前一直有效（API 参考手册 V2.3.2 第 20 页）。"),
+                        L("return the mem with the context; teardown destroys it after rknn_destroy.",
+                          "把张量内存与上下文一起返回；由 teardown 在 rknn_destroy 之后销毁它。"))
         _check_outputs(rt, ctx, frame, reference, "load_zero_copy")
-        details = ["rknn_init got the mem's virt_addr; the context's outputs equal those of a context "
-                   "loaded from the path"]
+        details = [L("rknn_init got the mem's virt_addr; the context's outputs equal those of a context "
+                     "loaded from the path",
+                     "rknn_init 收到的是张量内存的 virt_addr；该上下文的输出与从路径加载的上下文相同")]
         base = own.get("zero_copy")
         if grew is not None and base is not None:
-            line = (f"heap in use after load_zero_copy returned: {grew:+,} bytes; after the check's own "
-                    f"zero-copy load: {base:+,} bytes (model file: {size:,} bytes)")
+            line = L(f"heap in use after load_zero_copy returned: {grew:+,} bytes; after the check's own "
+                     f"zero-copy load: {base:+,} bytes (model file: {size:,} bytes)",
+                     f"load_zero_copy 返回后的已用堆内存：{grew:+,} 字节；检查自己的零拷贝加载之后："
+                     f"{base:+,} 字节（模型文件：{size:,} 字节）")
             if grew - base > 0.5 * size:
-                raise _Fail(line + f": about {(grew - base) / size:.1f} copies of the model more than the "
-                            "check's own zero-copy load. Either the runtime copied the buffer (no "
-                            "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY), or your own buffer is still alive.",
-                            "pass RKNN_FLAG_MODEL_BUFFER_ZERO_COPY; drop the bytes you read once they are "
-                            "in the mem.")
-            details.append(line + (" (on the simulator: no copy, the weights are read in the mem, "
-                                   "assumption A5)" if rt.backend == "sim" else ""))
+                raise _Fail(line + L(f": about {(grew - base) / size:.1f} copies of the model more than the "
+                                     "check's own zero-copy load. Either the runtime copied the buffer (no "
+                                     "RKNN_FLAG_MODEL_BUFFER_ZERO_COPY), or your own buffer is still alive.",
+                                     f"：比检查自己的零拷贝加载多出约 {(grew - base) / size:.1f} 份模型副本。"
+                                     "要么运行时复制了缓冲区（没有使用 RKNN_FLAG_MODEL_BUFFER_ZERO_COPY），"
+                                     "要么你自己的缓冲区仍然存活。"),
+                            L("pass RKNN_FLAG_MODEL_BUFFER_ZERO_COPY; drop the bytes you read once they are "
+                              "in the mem.",
+                              "请传入 RKNN_FLAG_MODEL_BUFFER_ZERO_COPY；读到的字节一旦写入张量内存，就丢弃它们。"))
+            details.append(line + (L(" (on the simulator: no copy, the weights are read in the mem, "
+                                     "assumption A5)",
+                                     "（在模拟器上：没有副本，权重直接从张量内存中读取，假设 A5）")
+                                   if rt.backend == "sim" else ""))
         total = int(_mem_size(rt, int(ctx)).total_dma_allocated_size)
-        details.append(f"the context's DMA total: {_fmt(total)} bytes; a context loaded from the path "
-                       f"reports {_fmt(weights)} bytes of weights"
-                       + (" (on the simulator the weights are read in place, in your mem: assumption A5)"
+        details.append(L(f"the context's DMA total: {_fmt(total)} bytes; a context loaded from the path "
+                         f"reports {_fmt(weights)} bytes of weights",
+                         f"该上下文的 DMA 总量：{_fmt(total)} 字节；从路径加载的上下文报告的权重为 "
+                         f"{_fmt(weights)} 字节")
+                       + (L(" (on the simulator the weights are read in place, in your mem: assumption A5)",
+                            "（在模拟器上，权重就地从你的张量内存中读取：假设 A5）")
                           if rt.backend == "sim" else ""))
         if not mems or not any(m["flags"] & abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT for m in mems):
-            raise _Fail("the model's mem was not made with rknn_create_mem2(0, size, "
-                        "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT), which the exercise asks for.",
+            raise _Fail(L("the model's mem was not made with rknn_create_mem2(0, size, "
+                          "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT), which the exercise asks for.",
+                          "存放模型的张量内存不是用练习要求的 rknn_create_mem2(0, size, "
+                          "RKNN_MEM_FLAG_ALLOC_NO_CONTEXT) 创建的。"),
                         "rt.create_mem2(0, size, abi.RKNN_MEM_FLAG_ALLOC_NO_CONTEXT)")
         extend = inits[0]["extend"]
         if extend is None:
-            details.append("Note: your rknn_init got no rknn_init_extend. Rockchip's API reference V2.3.2 "
-                           "disagrees with itself: p.20 fills one for ZERO_COPY (real_model_size, "
-                           "model_buffer_fd, model_buffer_flags), p.18 says to pass NULL. "
-                           + ("The simulator runs without it (assumption A42). " if rt.backend == "sim" else
-                              "This runtime ran without it. ") + "Fill it, as p.20's sample does.")
+            details.append(L("Note: your rknn_init got no rknn_init_extend. Rockchip's API reference V2.3.2 "
+                             "disagrees with itself: p.20 fills one for ZERO_COPY (real_model_size, "
+                             "model_buffer_fd, model_buffer_flags), p.18 says to pass NULL. ",
+                             "说明：你的 rknn_init 没有收到 rknn_init_extend。Rockchip 的 API 参考手册 V2.3.2 "
+                             "对此自相矛盾：第 20 页为 ZERO_COPY 填写了一个（real_model_size、model_buffer_fd、"
+                             "model_buffer_flags），第 18 页却说要传 NULL。")
+                           + (L("The simulator runs without it (assumption A42). ",
+                                "模拟器没有它也能运行（假设 A42）。") if rt.backend == "sim" else
+                              L("This runtime ran without it. ", "这个运行时没有它也运行了。"))
+                           + L("Fill it, as p.20's sample does.", "请像第 20 页的示例那样填写它。"))
         else:
             if extend["fd"] != int(mem.contents.fd):
-                details.append(f"Note: model_buffer_fd is {extend['fd']}, the mem's fd is "
-                               f"{int(mem.contents.fd)}. The API reference's sample (p.20) passes the mem's "
-                               "fd; a runtime that needs it cannot find the buffer without it.")
+                details.append(L(f"Note: model_buffer_fd is {extend['fd']}, the mem's fd is "
+                                 f"{int(mem.contents.fd)}. The API reference's sample (p.20) passes the mem's "
+                                 "fd; a runtime that needs it cannot find the buffer without it.",
+                                 f"说明：model_buffer_fd 是 {extend['fd']}，而张量内存的 fd 是 "
+                                 f"{int(mem.contents.fd)}。API 参考手册的示例（第 20 页）传入的是张量内存的 fd；"
+                                 "需要它的运行时没有它就找不到缓冲区。"))
             if extend["size"] != size:
-                details.append(f"Note: real_model_size is {extend['size']:,}, the model file has {size:,} "
-                               "bytes. The API reference's sample (p.20) passes the model's size.")
+                details.append(L(f"Note: real_model_size is {extend['size']:,}, the model file has {size:,} "
+                                 "bytes. The API reference's sample (p.20) passes the model's size.",
+                                 f"说明：real_model_size 是 {extend['size']:,}，而模型文件有 {size:,} 字节。"
+                                 "API 参考手册的示例（第 20 页）传入的是模型的大小。"))
             if extend["flags"] != int(mem.contents.flags):
-                details.append(f"Note: model_buffer_flags is {extend['flags']}, the mem's flags are "
-                               f"{int(mem.contents.flags)}. The API reference's sample (p.20) passes the mem's "
-                               "flags; no document says what the runtime does with them.")
+                details.append(L(f"Note: model_buffer_flags is {extend['flags']}, the mem's flags are "
+                                 f"{int(mem.contents.flags)}. The API reference's sample (p.20) passes the mem's "
+                                 "flags; no document says what the runtime does with them.",
+                                 f"说明：model_buffer_flags 是 {extend['flags']}，而张量内存的 flags 是 "
+                                 f"{int(mem.contents.flags)}。API 参考手册的示例（第 20 页）传入的是张量内存的 "
+                                 "flags；没有文档说明运行时如何使用它们。"))
         if rt.backend == "sim":
             # the returned mem must be the one the context reads: without it, the run fails
             rt.destroy_mem(0, mem)
             try:
                 _run_once(rt, int(ctx), frame)
             except errors.RknnError:
-                details.append("after rknn_destroy_mem of the mem you returned, the context's next run "
-                               "fails: the context reads its model from that mem")
+                details.append(L("after rknn_destroy_mem of the mem you returned, the context's next run "
+                                 "fails: the context reads its model from that mem",
+                                 "对你返回的张量内存调用 rknn_destroy_mem 之后，该上下文的下一次运行失败："
+                                 "上下文从这块张量内存中读取模型"))
             else:
-                raise _Fail("the context still runs after rknn_destroy_mem of the mem you returned: it "
-                            "does not read its model from that mem.",
-                            "return the mem whose virt_addr you passed to rt.init.")
+                raise _Fail(L("the context still runs after rknn_destroy_mem of the mem you returned: it "
+                              "does not read its model from that mem.",
+                              "对你返回的张量内存调用 rknn_destroy_mem 之后，该上下文仍能运行：它并不是从这块"
+                              "张量内存中读取模型的。"),
+                            L("return the mem whose virt_addr you passed to rt.init.",
+                              "请返回你传给 rt.init 的 virt_addr 所属的那块张量内存。"))
         rt.destroy(int(ctx))
         destroyed_ctx = True
         if rt.backend != "sim":
@@ -777,8 +955,10 @@ def check_load_from_buffer(load_from_buffer: Callable[[Any, str], int],
     no rknn_init_extend, or with model_buffer_flags other than the mem's, passes with a note
     (the API reference disagrees with itself on the extend: p.18 against p.20)."""
     def body() -> CheckResult:
-        _require_function(load_from_buffer, "pass the functions: check_load_from_buffer(load_from_buffer, "
-                                            "load_zero_copy)")
+        _require_function(load_from_buffer, L("pass the functions: check_load_from_buffer(load_from_buffer, "
+                                              "load_zero_copy)",
+                                              "请传入这两个函数：check_load_from_buffer(load_from_buffer, "
+                                              "load_zero_copy)"))
         rt = _open_runtime()
         soc = _soc_of(rt)
         path = _model_file(LAB2_MODEL, soc)
@@ -792,15 +972,19 @@ def check_load_from_buffer(load_from_buffer: Callable[[Any, str], int],
             own = _reference_loads(rt, path, size)
             details = _judge_plain(rt, load_from_buffer, path, size, reference, frame, own)
             if not callable(load_zero_copy):
-                raise _not_done("load_from_buffer is right; load_zero_copy is not done yet.",
-                                "pass both functions: check_load_from_buffer(load_from_buffer, load_zero_copy)")
+                raise _not_done(L("load_from_buffer is right; load_zero_copy is not done yet.",
+                                  "load_from_buffer 是对的；load_zero_copy 尚未完成。"),
+                                L("pass both functions: check_load_from_buffer(load_from_buffer, load_zero_copy)",
+                                  "请传入两个函数：check_load_from_buffer(load_from_buffer, load_zero_copy)"))
             details += _judge_zero_copy(rt, load_zero_copy, path, size, reference, frame, weights, own)
         finally:
             rt.close()
-        note = any(d.startswith("Note:") for d in details)
-        return CheckResult(EX_BUFFER, "passed", "Both loads are right: each keeps no more than the check's own "
-                           "load of its kind, and the zero-copy buffer outlives the function"
-                           + (" (see the note)." if note else "."), details)
+        note = any(_is_note(d) for d in details)
+        return CheckResult(EX_BUFFER, "passed", L("Both loads are right: each keeps no more than the check's own "
+                                                  "load of its kind, and the zero-copy buffer outlives the function",
+                                                  "两种加载都正确：每种保留的内存都不超过检查自己的同类加载，"
+                                                  "而且零拷贝缓冲区比函数活得更久")
+                           + (L(" (see the note).", "（请看说明）。") if note else L(".", "。")), details)
 
     return _LAB.run(EX_BUFFER, body)
 
@@ -828,8 +1012,10 @@ def check_diagnose(diagnose: Callable[[Any], str]) -> CheckResult:
         x_kind = str(rng.choice(_cases.KINDS))
         saved = os.environ.get(_cases.CASE_X_ENV)
         os.environ[_cases.CASE_X_ENV] = x_kind
-        print(f"Running {len(_cases.leak_cases())} programs of {DIAGNOSE_ITERATIONS} frames each, about 15 s "
-              "on the simulator ...", flush=True)
+        print(L(f"Running {len(_cases.leak_cases())} programs of {DIAGNOSE_ITERATIONS} frames each, about 15 s "
+                "on the simulator ...",
+                f"正在运行 {len(_cases.leak_cases())} 个程序，每个 {DIAGNOSE_ITERATIONS} 帧，在模拟器上约需 15 s……"),
+              flush=True)
         try:
             # progress: the library's default (a bar in JupyterLab, nothing in the book)
             res = rknnlab.run(_cases.leak_cases(), model=LAB2_MODEL, iterations=DIAGNOSE_ITERATIONS,
@@ -840,42 +1026,61 @@ def check_diagnose(diagnose: Callable[[Any], str]) -> CheckResult:
             else:
                 os.environ[_cases.CASE_X_ENV] = saved
         if res.errors:
-            raise _Fail("the check's own runs failed: " + "; ".join(res.errors.values()),
-                        "please report this to the course's authors.")
+            raise _Fail(L("the check's own runs failed: ", "检查自己的运行失败了：") + "; ".join(res.errors.values()),
+                        L("please report this to the course's authors.", "请把这个问题报告给课程作者。"))
         cases = _cases.leak_cases()
         details = []
         for n, k in enumerate(rng.permutation(len(cases)), 1):
             case = cases[int(k)]
             letter = next((key for key, f in MYSTERY.items() if f is case), None)
-            what = f"diagnose(<the run of {case.__name__}>)"
+            what = L(f"diagnose(<the run of {case.__name__}>)", f"diagnose(<{case.__name__} 的运行>)")
             try:
                 answer = diagnose(one_run(res, case.__name__))
             except Exception as exc:
-                raise _student_error(exc, what, "read result.calls (which calls, how many per iteration) "
-                                     "and result.summary or result.samples (what grows).")
+                raise _student_error(exc, what, L("read result.calls (which calls, how many per iteration) "
+                                                  "and result.summary or result.samples (what grows).",
+                                                  "读取 result.calls（有哪些调用，每次迭代各多少次），以及 "
+                                                  "result.summary 或 result.samples（什么在增长）。"))
             if answer is None:
+                one_of = L("return one of: ", "请返回以下之一：") + ", ".join(KINDS) + L(".", "。")
                 if n == 1:
-                    raise _not_done(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
-                raise _Fail(f"{what} returned None.", "return one of: " + ", ".join(KINDS) + ".")
+                    raise _not_done(L(f"{what} returned None.", f"{what} 返回了 None。"), one_of)
+                raise _Fail(L(f"{what} returned None.", f"{what} 返回了 None。"), one_of)
             word = str(answer).strip().lower()
             if word not in KINDS:
-                raise _Fail(f"{what} returned {answer!r}, not one of: {', '.join(KINDS)}.",
-                            "copy the word from checks.KINDS.")
+                raise _Fail(L(f"{what} returned {answer!r}, not one of: {', '.join(KINDS)}.",
+                              f"{what} 返回了 {answer!r}，不在以下之中：{', '.join(KINDS)}。"),
+                            L("copy the word from checks.KINDS.", "请从 checks.KINDS 中复制这个词。"))
             if word != _cases.leak_truth(case, x_kind):
-                where = (f"Your answer for {letter} (checks.MYSTERY[{letter!r}]) is wrong: you said {word!r}. "
-                         "Look at that run's calls and its memory again."
-                         if letter else "Your answer for the sixth variant, the one the check keeps to itself "
-                         f"(its kind is drawn anew for each check), is wrong: you said {word!r}.")
-                return CheckResult(EX_DIAGNOSE, "failed", f"{where} {n - 1} answer(s) were right before it; "
-                                   "the check stops at the first wrong one.", details,
-                                   "Judge each run on two things. What does the program call per "
-                                   "iteration (rknn_init, rknn_create_mem against rknn_destroy_mem, "
-                                   "rknn_outputs_get against rknn_outputs_release)? And what grows: the "
-                                   "malloc heap, the DMA total, or nothing? Memory alone cannot tell a "
-                                   "forgotten release from a Python list; calls alone cannot see the list.")
-            details.append(f"{letter or 'the sixth variant'}: {word} — right")
-        return CheckResult(EX_DIAGNOSE, "passed", f"All {len(cases)} right: the calls per iteration say what the "
-                           "program does, and the growing column says what it keeps.", details)
+                where = (L(f"Your answer for {letter} (checks.MYSTERY[{letter!r}]) is wrong: you said {word!r}. "
+                           "Look at that run's calls and its memory again.",
+                           f"你对 {letter}（checks.MYSTERY[{letter!r}]）的回答是错的：你回答的是 {word!r}。"
+                           "请重新看一看那次运行的调用记录和内存。")
+                         if letter else
+                         L("Your answer for the sixth variant, the one the check keeps to itself "
+                           f"(its kind is drawn anew for each check), is wrong: you said {word!r}.",
+                           "你对第六个程序（检查不公开的那个，它的类型在每次检查时重新抽取）的回答是错的："
+                           f"你回答的是 {word!r}。"))
+                return CheckResult(EX_DIAGNOSE, "failed",
+                                   L(f"{where} {n - 1} answer(s) were right before it; "
+                                     "the check stops at the first wrong one.",
+                                     f"{where}在它之前有 {n - 1} 个回答正确；检查在第一个错误的回答处停止。"),
+                                   details,
+                                   L("Judge each run on two things. What does the program call per "
+                                     "iteration (rknn_init, rknn_create_mem against rknn_destroy_mem, "
+                                     "rknn_outputs_get against rknn_outputs_release)? And what grows: the "
+                                     "malloc heap, the DMA total, or nothing? Memory alone cannot tell a "
+                                     "forgotten release from a Python list; calls alone cannot see the list.",
+                                     "从两方面判断每次运行。程序每次迭代调用了什么（rknn_init；rknn_create_mem "
+                                     "与 rknn_destroy_mem 相比；rknn_outputs_get 与 rknn_outputs_release 相比）？"
+                                     "什么在增长：malloc 堆、DMA 总量，还是什么都没有？只看内存，分不清忘记的 "
+                                     "release 和 Python 列表；只看调用记录，看不到那个列表。"))
+            details.append(L(f"{letter or 'the sixth variant'}: {word} — right",
+                             f"{letter or '第六个程序'}：{word}，正确"))
+        return CheckResult(EX_DIAGNOSE, "passed", L(f"All {len(cases)} right: the calls per iteration say what the "
+                           "program does, and the growing column says what it keeps.",
+                           f"全部 {len(cases)} 个都正确：每次迭代的调用说明程序做了什么，增长的那一列说明它"
+                           "占住了什么。"), details)
 
     return _LAB.run(EX_DIAGNOSE, body)
 
@@ -892,7 +1097,7 @@ def practice_traces() -> List[Any]:
     return [_as_trace(t) for _kind, t in _cases.trace_cases(seed=20_502, per_kind=1)]
 
 
-_VERDICTS = ("grows", "flat", "cannot tell yet")
+_VERDICTS = ("grows", "flat", "cannot tell yet")  # en-only
 
 
 def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
@@ -911,44 +1116,63 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
         details: List[str] = []
         for n, (kind, trace) in enumerate(cases, 1):
             frame = _as_trace(trace)
-            what = f"verdict(<trace {n}: {len(frame)} samples over {int(np.ptp(trace['iteration'])) + 1:,} iterations>)"
+            span = int(np.ptp(trace["iteration"])) + 1
+            what = L(f"verdict(<trace {n}: {len(frame)} samples over {span:,} iterations>)",
+                     f"verdict(<记录 {n}：{len(frame)} 个样本，跨越 {span:,} 次迭代>)")
             try:
                 answer = verdict(frame)
             except Exception as exc:
-                raise _student_error(exc, what, "work on trace['iteration'] and trace['rss_bytes'].")
+                raise _student_error(exc, what, L("work on trace['iteration'] and trace['rss_bytes'].",
+                                                  "请使用 trace['iteration'] 和 trace['rss_bytes']。"))
             if answer is None:
+                three = L('return "grows", "flat" or "cannot tell yet".', '请返回 "grows"、"flat" 或 "cannot tell yet"。')
                 if n == 1:
-                    raise _not_done(f"{what} returned None.", 'return "grows", "flat" or "cannot tell yet".')
-                raise _Fail(f"{what} returned None.", 'return "grows", "flat" or "cannot tell yet".')
+                    raise _not_done(L(f"{what} returned None.", f"{what} 返回了 None。"), three)
+                raise _Fail(L(f"{what} returned None.", f"{what} 返回了 None。"), three)
             word = str(answer).strip().lower()
             if word == "cannot tell":
-                word = "cannot tell yet"
+                word = "cannot tell yet"  # en-only
             if word not in _VERDICTS:
-                raise _Fail(f"{what} returned {answer!r}, not one of: grows, flat, cannot tell yet.",
-                            'return one of the three strings exactly: "grows", "flat", "cannot tell yet".')
+                raise _Fail(L(f"{what} returned {answer!r}, not one of: grows, flat, cannot tell yet.",
+                              f"{what} 返回了 {answer!r}，不是 grows、flat、cannot tell yet 之一。"),
+                            L('return one of the three strings exactly: "grows", "flat", "cannot tell yet".',
+                              '请原样返回这三个字符串之一："grows"、"flat"、"cannot tell yet"。'))
             if word != _cases.TRACE_TRUTH[kind]:
                 traps.setdefault((kind, word), []).append(n)
             else:
-                details.append(f"trace {n}: {word} — right")
+                details.append(L(f"trace {n}: {word} — right", f"记录 {n}：{word}，正确"))
         if not traps:
-            return CheckResult(EX_VERDICT, "passed", f"All {len(cases)} verdicts right, on traces drawn for this "
-                               "check.", details)
+            return CheckResult(EX_VERDICT, "passed", L(f"All {len(cases)} verdicts right, on traces drawn for this "
+                                                       "check.",
+                                                       f"全部 {len(cases)} 个判定都正确，所用的记录是为这次检查"
+                                                       "新抽取的。"), details)
         # the traps are named by what the traces do: they are drawn anew, so this gives nothing away
         wrong = sum(len(v) for v in traps.values())
-        lines = [f"{len(ns)} trace{'s' if len(ns) > 1 else ''} {_cases.trace_why(kind)}: you said "
-                 f"{word!r} (trace {', '.join(map(str, ns))})" for (kind, word), ns in traps.items()]
-        return CheckResult(EX_VERDICT, "failed", f"{wrong} of your {len(cases)} verdicts are wrong. The "
-                           "trap(s) your function fell into:", lines,
-                           "Look at the lower envelope of the trace (the smallest sample of each range of "
-                           "iterations), not single samples: spikes and settling are not growth. A leak raises "
-                           "the envelope at every step; a one-off step raises it "
-                           "once. Say \"flat\" only when your uncertainty rules out growth above "
-                           f"{RESOLUTION:,} bytes per iteration, and \"grows\" only when it rules out zero.")
+        lines = [L(f"{len(ns)} trace{'s' if len(ns) > 1 else ''} {_cases.trace_why(kind)}: you said "
+                   f"{word!r} (trace {', '.join(map(str, ns))})",
+                   f"{len(ns)} 条记录{_cases.trace_why(kind)}：你回答的是 {word!r}（记录 {'、'.join(map(str, ns))}）")
+                 for (kind, word), ns in traps.items()]
+        return CheckResult(EX_VERDICT, "failed", L(f"{wrong} of your {len(cases)} verdicts are wrong. The "
+                                                   "trap(s) your function fell into:",
+                                                   f"你的 {len(cases)} 个判定中有 {wrong} 个是错的。你的函数"
+                                                   "掉进了这些陷阱："), lines,
+                           L("Look at the lower envelope of the trace (the smallest sample of each range of "
+                             "iterations), not single samples: spikes and settling are not growth. A leak raises "
+                             "the envelope at every step; a one-off step raises it "
+                             "once. Say \"flat\" only when your uncertainty rules out growth above "
+                             f"{RESOLUTION:,} bytes per iteration, and \"grows\" only when it rules out zero.",
+                             "请看记录的下包络线（每一段迭代中最小的样本），而不是单个样本：尖峰和启动稳定期都"
+                             "不是增长。内存泄漏在每一段都会抬高下包络线；一次性阶跃只抬高一次。只有当你的不确定度"
+                             f"排除了每次迭代超过 {RESOLUTION:,} 字节的增长时，才判定为“flat”；只有当它排除了零增长"
+                             "时，才判定为“grows”。"))
 
     return _LAB.run(EX_VERDICT, body)
 
 
-_LAB = Lab("Lab 2", [EX_DUP, EX_TEARDOWN, EX_BUFFER, EX_DIAGNOSE, EX_VERDICT])
+_LAB = Lab("Lab 2", [EX_DUP, EX_TEARDOWN, EX_BUFFER, EX_DIAGNOSE, EX_VERDICT],
+           zh=("实验 2", ["练习 1 — 预测 rknn_dup_context 节省多少内存", "练习 2 — 安排资源释放的顺序",
+                          "练习 3 — 从缓冲区加载模型，并正确处理归属", "练习 4 — 找出生命周期中的内存泄漏",
+                          "练习 5 ★ — 会不会增长？"]))
 summary = _LAB.summary
 results = _LAB.results
 _LAB.seal(globals(), {"check_dup_prediction": EX_DUP, "check_teardown": EX_TEARDOWN,
