@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Dict, Iterator, Mapping, Optional
 
 LANGUAGES = ("en", "zh")
 ENV = "RKNNLAB_LANG"
@@ -63,3 +63,24 @@ def language() -> str:
 def pick(en: str, zh: str) -> str:
     """``zh`` when rknnlab speaks Chinese, else ``en``: the two texts of one message."""
     return zh if language() == "zh" else en
+
+
+class Texts(Mapping):
+    """A read-only ``{key: text}`` whose texts are said in the language rknnlab speaks when
+    they are read (it can change after import): ``Texts({"A": lambda: pick("...", "...")})``.
+    The keys stay as they are (a student's code uses them)."""
+
+    def __init__(self, texts: Dict[str, Callable[[], str]]) -> None:
+        self._texts = dict(texts)
+
+    def __getitem__(self, key: str) -> str:
+        return self._texts[key]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))

@@ -19,11 +19,11 @@ Nothing is written down here as an answer.  The notebook imports
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..i18n import pick as L
+from ..i18n import Texts, pick as L
 from ..rknn import abi, buffers
 from ._core import (CheckResult, Lab, _Fail, _current_soc, _frames, _model_file, _not_done,
                     _open_runtime, _student_error, _whole_number)
@@ -41,28 +41,10 @@ _LAB = Lab("Chapter 0 self-check", [Q1, Q2, Q3],
                               "问题 3 — 它泄漏吗？"]))
 
 
-class _Texts(Mapping):
-    """{key: text}: each text is said in the language rknnlab speaks when it is read (the
-    language can change after import)."""
-
-    def __init__(self, texts: Dict[str, Callable[[], str]]) -> None:
-        self._texts = texts
-
-    def __getitem__(self, key: str) -> str:
-        return self._texts[key]()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._texts)
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
 
 
 #: the machines of question 1 (the check asks rknnlab.board.choose_backend about each)
-SCENARIOS: Mapping = _Texts({
+SCENARIOS: Mapping = Texts({
     "A": lambda: L("this machine, as the notebook runs now", "这台机器，即本笔记本现在运行的环境"),
     "B": lambda: L("an RK3588 board with librknnrt.so in /usr/lib and a mainline kernel: its NPU driver is "
                    "'rocket' (/dev/accel/accel0), there is no rknpu device node",

@@ -21,11 +21,11 @@ import ctypes
 import math
 import random
 import sys
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..i18n import pick as L
+from ..i18n import Texts, pick as L
 from ..rknn import abi
 from ..rknn.buffers import attr_dims
 from ._core import (CheckResult, Lab, _Fail, _current_soc, _not_done, _open_runtime, _student_error,
@@ -50,24 +50,6 @@ def _of_yours(wrong: int, total: int, noun: str) -> str:
              f"你的 {total} 个{noun}中有 {wrong} 个错误")
 
 
-class _Texts(Mapping):
-    """{key: text}: each text is said in the language rknnlab speaks when it is read (the
-    language can change after import)."""
-
-    def __init__(self, texts: Dict[str, Callable[[], str]]) -> None:
-        self._texts = texts
-
-    def __getitem__(self, key: str) -> str:
-        return self._texts[key]()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._texts)
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
 
 
 #: the five fields of rknn_mem_size that exercise 1 asks about (reserved[] is not one)
@@ -75,7 +57,7 @@ MEM_SIZE_FIELDS = ("total_weight_size", "total_internal_size", "total_dma_alloca
                    "total_sram_size", "free_sram_size")
 
 #: what exercise 1 offers as meanings, in no particular order; three of them belong to no field
-MEANINGS: Mapping = _Texts({
+MEANINGS: Mapping = Texts({
     "A": lambda: L("the sum of every activation tensor's size, each in a buffer of its own",
                    "每个激活张量的大小之和，每个张量各占一个缓冲区"),
     "B": lambda: L("the part of the NPU's SoC SRAM that is not in use yet",
@@ -99,7 +81,7 @@ _NAIVE_SUM, _FILE_SIZE = "A", "D"      # the distractors that two hints answer
 PREDICTED_TENSOR = ("yolov5s", "output", 1)
 
 #: the properties exercise 5 offers to explain why some activations are the largest
-REASONS: Mapping = _Texts({   # the keys are what the student answers
+REASONS: Mapping = Texts({   # the keys are what the student answers
     "height x width": lambda: L("the tensor's height times width (its spatial resolution)",
                                 "张量的高乘以宽（即它的空间分辨率）"),
     "channels": lambda: L("the tensor's channel count", "张量的通道数"),

@@ -21,11 +21,11 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..i18n import pick as L
+from ..i18n import Texts, pick as L
 from ..rknn import abi, errors
 from . import _lab02_cases as _cases
 from ._core import (CheckResult, Lab, _current_soc, _Fail, _frames, _fresh_seed, _model_file, _not_done,
@@ -55,28 +55,10 @@ EX_DIAGNOSE = "Exercise 4 — find a leak in a lifecycle"  # en-only
 EX_VERDICT = "Exercise 5 ★ — does it grow?"  # en-only
 
 
-class _Meanings(Mapping):
-    """{word: meaning}: each meaning is said in the language rknnlab speaks when it is read
-    (the language can change after import)."""
-
-    def __init__(self, meanings: Dict[str, Callable[[], str]]) -> None:
-        self._meanings = meanings
-
-    def __getitem__(self, word: str) -> str:
-        return self._meanings[word]()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._meanings)
-
-    def __len__(self) -> int:
-        return len(self._meanings)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
 
 
 #: the words diagnose() returns, with what each means (shown in the notebook)
-KINDS: Mapping = _Meanings({
+KINDS: Mapping = Texts({
     "context_per_frame": lambda: L("a whole context (rknn_init ... rknn_destroy) for every frame",
                                    "每一帧都创建一个完整的上下文（rknn_init ... rknn_destroy）"),
     "outputs_not_released": lambda: L("is_prealloc = 0 outputs never given back with rknn_outputs_release",
