@@ -383,3 +383,16 @@ def test_exporting_a_zh_page_names_its_file_zh_and_keeps_the_english_export(tmp_
     english = export_notebook(ROOT / "chapters" / "cheatsheet.ipynb", execute=False, printable=True,
                               build_dir=tmp_path, log=lambda s: None)
     assert english == tmp_path / "export" / "cheatsheet-print.html" and out.exists()
+
+
+@needs_zh_glossary
+def test_the_library_s_chinese_avoids_them_too():
+    """The checks' messages and the figures' labels (L(en, zh) pairs in lib/rknnlab) use the
+    术语表's terms as the pages do."""
+    avoid = _avoid_list()
+    for path in sorted((ROOT / "lib" / "rknnlab").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if not CJK.search(text):
+            continue
+        for word, term in avoid:
+            assert word not in text, f"{path.relative_to(ROOT)}: uses {word!r}; the 术语表 says {term!r}"

@@ -633,7 +633,7 @@ def _life_slots(result, variant: Optional[str]):
         if slots and _moved_between(slots[-1], slot, merged):
             first_measured = (trim_at is not None and slot["iteration"] == trim_at
                               and slots[-1]["iteration"] != trim_at)
-            gap = {"step": (L("malloc_trim (harness)", "malloc_trim（测试框架）") if first_measured
+            gap = {"step": (L("malloc_trim (harness)", "malloc_trim（测量框架）") if first_measured
                             else L("between steps", "步骤之间")),
                    "phase": "between steps", "iteration": None, "calls": 0,
                    "start_ms": slots[-1]["end_ms"], "end_ms": slot["start_ms"]}
@@ -1264,7 +1264,7 @@ def cpu_costs(df, ax=None):
     ax.set_xlabel(L("time per frame (us; whisker: q1-q3 of the repeats)", "每帧时间（us；须线：多次重复的 q1-q3）"))
     ax.grid(True, axis="x", alpha=0.3)
     _title(ax, L("CPU-side costs of one frame (grey, hatched: MODELED, not measured)",
-                 "一帧的 CPU 端开销（灰色带斜线：MODELED，模型推算，非实测）"), _source_of(df))
+                 "一帧的 CPU 端开销（灰色带斜线：MODELED，推算，非实测）"), _source_of(df))
     return fig
 
 

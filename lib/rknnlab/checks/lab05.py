@@ -651,7 +651,7 @@ def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
                     "time pattern.cpu(buf) on a buffer of pattern.nbytes, then compare the two modeled costs "
                     "per frame.",
                     "在一个大小为 pattern.nbytes 的缓冲区上为 pattern.cpu(buf) 计时，然后比较两种选择每帧的"
-                    "模型推算开销。"))
+                    "推算（非实测）的开销。"))
             return_flag = L("return abi.RKNN_FLAG_MEMORY_CACHEABLE or abi.RKNN_FLAG_MEMORY_NON_CACHEABLE.",
                             "请返回 abi.RKNN_FLAG_MEMORY_CACHEABLE 或 abi.RKNN_FLAG_MEMORY_NON_CACHEABLE。")
             if got is None:
@@ -669,7 +669,7 @@ def check_cache_choice(choose_cacheable: Callable[[Any], int]) -> CheckResult:
             shown = L(f"CPU time on a cached buffer {cached:,.1f} us (measured); cacheable: + mem_sync = "
                       f"{cacheable_us:,.1f} us; non-cacheable: {uncached_us:,.1f} us (both modeled)",
                       f"CPU 在经缓存的缓冲区上的时间 {cached:,.1f} us（实测）；可缓存：+ mem_sync = "
-                      f"{cacheable_us:,.1f} us；不可缓存：{uncached_us:,.1f} us（两者均为模型推算）")
+                      f"{cacheable_us:,.1f} us；不可缓存：{uncached_us:,.1f} us（两者均为推算，非实测）")
             if cost[dear] < CACHE_MARGIN * cost[cheap]:
                 details.append(L(f"pattern {n}: not judged (the two costs are too close: {shown})",
                                  f"模式 {n}：未评判（两种开销太接近：{shown}）"))
