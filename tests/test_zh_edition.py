@@ -396,3 +396,49 @@ def test_the_library_s_chinese_avoids_them_too():
             continue
         for word, term in avoid:
             assert word not in text, f"{path.relative_to(ROOT)}: uses {word!r}; the 术语表 says {term!r}"
+
+
+_CJK_END = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]$")
+_CJK_START = re.compile(r"^[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+_BLOCK_START = re.compile(r"^\s*([-*+] |\d+\. |\||#|>|:|```|~~~|\$\$|<|%|\(|\[\^)")
+
+
+def _soft_breaks_between_chinese(markdown: str) -> List[str]:
+    """Prose lines that end in a Chinese character (or full-width punctuation) and go on with
+    one on the next line: a browser shows a space there (CommonMark makes the break a space)."""
+    found, code, directives, prev = [], None, [], ""
+    for line in markdown.split("\n"):
+        s = line.strip()
+        if code:
+            code = None if s.startswith(code) and not s[len(code):].strip() else code
+            prev = ""
+            continue
+        m = re.match(r"^(`{3,}|~{3,})(.*)$", s)
+        if m:
+            fence, rest = m.groups()
+            if rest.startswith("{"):
+                directives.append(fence)
+            elif not rest.strip() and directives and fence == directives[-1]:
+                directives.pop()
+            else:
+                code = fence
+            prev = ""
+            continue
+        if (s and prev.strip() and not _BLOCK_START.match(line) and _CJK_END.search(prev.rstrip())
+                and _CJK_START.search(s) and not re.match(r"^\s*(:|\||#)", prev)):
+            found.append(prev.strip()[-12:] + "⏎" + s[:12])
+        prev = line
+    return found
+
+
+@pytest.mark.parametrize("stem", PRESENT)
+def test_no_line_break_inside_chinese_text(stem):
+    _, zh = PAIRS[stem]
+    found = [b for c in _read(zh).cells if c.cell_type == "markdown" for b in _soft_breaks_between_chinese(c.source)]
+    assert not found, f"{len(found)} line breaks between Chinese characters (shown as spaces): {found[:5]}"
+
+
+def test_the_soft_break_finder_sees_prose_only():
+    md = ("第一行的结尾\n第二行\n\n- 列表项\n- 另一项\n\n```c\n// 注释\n// 注释\n```\n\n"
+          "````{admonition} 标题\n正文的一行\n接着写\n````\n")
+    assert _soft_breaks_between_chinese(md) == ["第一行的结尾⏎第二行", "正文的一行⏎接着写"]
