@@ -82,7 +82,7 @@ def test_the_prerequisites_need_no_later_chapter_and_no_link_to_a_planned_one() 
     assert "chapter 4 §" not in prerequisites, "chapter 2 comes before chapter 4: give its facts, do not require it"
     assert "which comes later" in prerequisites and "is_prealloc = 1" in prerequisites
     for mention in re.finditer(r"chapter 5\b[^.]*", _markdown()):   # written since: say where
-        assert "05_allocation.ipynb#" in mention.group(0), f"a mention of chapter 5 without its section: {mention.group(0)!r}"
+        assert "](05_allocation" in mention.group(0), f"a mention of chapter 5 without its link: {mention.group(0)!r}"
     assert "05_" not in _markdown(), "no link to a chapter that does not exist yet"
 
 
