@@ -168,8 +168,8 @@ def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str
     from bs4 import BeautifulSoup
     ids = {}
     for page, href in sorted(links):
-        target, frag = urldefrag(href)
-        frag = unquote(frag)   # a Chinese heading's anchor comes percent-encoded
+        target, raw = urldefrag(href)
+        frag = unquote(raw)    # a Chinese heading's anchor comes percent-encoded
         try:
             with urlopen(target, timeout=10) as r:
                 status = r.status
@@ -182,7 +182,7 @@ def _check_pages(browser, root: Path, base: str, stage: Path, solution_text: str
         if frag and body:
             if target not in ids:
                 ids[target] = {el.get("id") for el in BeautifulSoup(body, "html.parser").find_all(id=True)}
-            if frag not in ids[target]:
+            if frag not in ids[target] and raw not in ids[target]:   # as browsers do: either form
                 problems.append(f"{page}: link {href}: no element with id {frag!r}")
     return pages, problems, links
 

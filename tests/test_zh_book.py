@@ -152,3 +152,19 @@ def test_chinese_text_is_drawn_by_a_cjk_font(browser, zh_site):  # noqa: F811
     bh.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     _load(browser, base + "chapters/04_output_reuse.html")
     assert browser.save_screenshot(str(bh.ARTIFACTS / "zh-chapter04.png"))
+
+
+def test_searching_the_zh_book_for_a_chinese_term_finds_its_pages(browser, zh_site):  # noqa: F811
+    """Sphinx indexes Chinese words (split by jieba) and its search page loads its stemmer."""
+    import time
+    from urllib.parse import quote
+    rep, base = zh_site
+    _load(browser, base + "search.html?q=" + quote("零拷贝"))
+    found = []
+    for _ in range(100):
+        found = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.href)")
+        if found:
+            break
+        time.sleep(0.1)
+    assert any("07_misconceptions.html" in h or "06_video_pipeline.html" in h for h in found), found

@@ -442,3 +442,23 @@ def test_the_soft_break_finder_sees_prose_only():
     md = ("第一行的结尾\n第二行\n\n- 列表项\n- 另一项\n\n```c\n// 注释\n// 注释\n```\n\n"
           "````{admonition} 标题\n正文的一行\n接着写\n````\n")
     assert _soft_breaks_between_chinese(md) == ["第一行的结尾⏎第二行", "正文的一行⏎接着写"]
+
+
+def test_an_english_page_in_the_chinese_book_links_to_the_chinese_sections():
+    """Lab 7 (no translation yet) is shown in English in the zh book; its links to chapter
+    sections land on the zh chapters' headings (the k-th heading of a page is the k-th of its
+    twin)."""
+    from rknnlab.book.build import _anchor_maps, _heading_anchors, _translate_anchors
+    maps = _anchor_maps(CONFIG, "zh")
+    for stem in PRESENT:
+        en, zh = PAIRS[stem]
+        assert maps[en.resolve()] == dict(zip(_heading_anchors(en), _heading_anchors(zh)))
+        assert set(maps[en.resolve()].values()) <= _anchors(zh)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(
+        "See [§4](../chapters/01_memory_layers.ipynb#4-native-layouts) and [x](../chapters/01_memory_layers.ipynb).")]
+    _translate_anchors(nb, ROOT / "labs" / "lab07_misconceptions.ipynb", maps)
+    zh_anchor = maps[(ROOT / "chapters" / "01_memory_layers.ipynb").resolve()]["4-native-layouts"]
+    assert CJK.search(zh_anchor)
+    assert nb.cells[0].source == (f"See [§4](../chapters/01_memory_layers.ipynb#{zh_anchor}) and "
+                                  "[x](../chapters/01_memory_layers.ipynb).")

@@ -150,6 +150,8 @@ def build_book(book: Union[str, Path, None] = None, lang: Optional[str] = None,
         nb = editions.static_widgets(nb, lang)
         if p.source.resolve() != (cfg.root / p.entry.file).resolve():
             _rebase_links(nb, p.source, cfg.root / p.entry.file, _twins(cfg, lang))
+        elif lang != cfg.default_language:
+            _translate_anchors(nb, p.source, _anchor_maps(cfg, lang))
         staged[p.entry.docname] = nb
         nb.metadata["rknnlab"] = {"edition": edition, "backend": be.name,
                                   "executed_at": r.executed_at, "source": p.display_path}
@@ -235,6 +237,65 @@ def _rebase_links(nb: nbformat.NotebookNode, source: Path, staged_as: Path, twin
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = _NOTEBOOK_LINK.sub(rebase, cell.source)
+
+
+def _heading_anchors(path: Path) -> List[str]:
+    """The anchors MyST gives the notebook's headings of levels 1-3 (myst_heading_anchors),
+    in order."""
+    try:
+        from myst_parser.slugs import github_slugify as slug
+    except ImportError:    # an older myst-parser: the same GitHub-style rule
+        def slug(title: str) -> str:
+            return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", title.lower().replace(" ", "-"))
+    anchors: List[str] = []
+    for cell in nbformat.read(str(path), as_version=4).cells:
+        if cell.cell_type != "markdown":
+            continue
+        code, directives = None, []     # an open code fence; the open directives' fences
+        for line in cell.source.splitlines():
+            m = re.match(r"\s*(`{3,}|~{3,})(.*)$", line)
+            if code:
+                code = None if m and m.group(1) == code and not m.group(2).strip() else code
+            elif m and m.group(2).startswith("{"):
+                directives.append(m.group(1))
+            elif m and not m.group(2).strip() and directives and m.group(1) == directives[-1]:
+                directives.pop()
+            elif m:
+                code = m.group(1)
+            else:
+                h = re.match(r"(#{1,3}) (.+)", line)
+                if h:
+                    anchors.append(slug(h.group(2).strip()))
+    return anchors
+
+
+def _anchor_maps(cfg: BookConfig, lang: str) -> Dict[Path, Dict[str, str]]:
+    """{an original page: {its heading's anchor: the translation's anchor}} for each page that
+    has a translation: the two have the same headings in the same order (a test holds the
+    Chinese edition to it), so the k-th heading of one is the k-th of the other."""
+    maps: Dict[Path, Dict[str, str]] = {}
+    for e in cfg.entries():
+        original, translation = cfg.root / e.file, cfg.root / e.translation_file(lang, cfg.default_language)
+        if e.status != "planned" and original.is_file() and translation.is_file():
+            a, b = _heading_anchors(original), _heading_anchors(translation)
+            if len(a) == len(b):
+                maps[original.resolve()] = dict(zip(a, b))
+    return maps
+
+
+def _translate_anchors(nb: nbformat.NotebookNode, source: Path, maps: Dict[Path, Dict[str, str]]) -> None:
+    """A page shown in the default language inside another language's book (no translation
+    yet) links to sections of pages that are translated there: their anchors are the
+    translation's."""
+    def translate(m: "re.Match[str]") -> str:
+        target, tail = m.group(2), m.group(3)
+        anchors = maps.get((source.parent / target).resolve(), {})
+        if tail.startswith("#") and tail[1:-1] in anchors:
+            return f"{m.group(1)}{target}#{anchors[tail[1:-1]]})"
+        return m.group(0)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _NOTEBOOK_LINK.sub(translate, cell.source)
 
 
 def _plan_page(cfg: BookConfig, entry: Entry, lang: str) -> Optional[Page]:

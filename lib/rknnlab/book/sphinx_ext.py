@@ -65,6 +65,17 @@ def _add_static(app):
     app.config.html_static_path.append(str(STATIC))
 
 
+def _chinese_search_that_loads(app) -> None:
+    """Sphinx 9.0's Chinese search language ships english-stemmer.js (which defines
+    ``EnglishStemmer``) but names its stemmer ``ChineseStemmer`` in language_data.js: every
+    page of a zh site then logs "ChineseStemmer is not defined" and search breaks.  Name the
+    stemmer the file defines (a no-op with a Sphinx that names it right)."""
+    from sphinx.search import zh
+    lang = zh.SearchChinese
+    if lang.js_stemmer_rawcode == "english-stemmer.js" and lang.language_name != "English":
+        app.add_search_language(type("SearchChinese", (lang,), {"language_name": "English"}))
+
+
 def setup(app):
     app.add_config_value("rknnlab_edition", "student", "html")
     app.add_config_value("rknnlab_backend", "sim", "env")
@@ -73,4 +84,5 @@ def setup(app):
     app.add_css_file("rknnlab.css")
     app.connect("html-page-context", _page_context)
     app.add_post_transform(FoldDropdownAdmonitions)
+    _chinese_search_that_loads(app)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
