@@ -187,6 +187,28 @@ def _open(driver, base: str, token: str, path: str) -> None:
           f"JupyterLab shows {path}")
 
 
+def _run_cells(driver, n: int) -> None:
+    """Once the kernel is idle, click into the first code cell and run ``n`` cells (Shift+Enter)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    _wait(driver, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
+    for attempt in range(5):  # the editor may be re-rendered while the notebook settles
+        editor = _wait(driver, "const c = document.querySelector('.jp-CodeCell .jp-InputArea-editor'); "
+                               "if (c) c.scrollIntoView(); return c;", "the first code cell")
+        time.sleep(0.5)
+        try:
+            editor.click()
+            break
+        except StaleElementReferenceException:
+            time.sleep(1.0)
+    time.sleep(0.3)
+    actions = ActionChains(driver)
+    for _ in range(n):
+        actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).pause(1.0)
+    actions.perform()
+
+
 def test_myst_a_cell_and_a_figure_in_jupyterlab(lab, browser):
     base, token, ws, errata = lab
     title = _title(errata)
@@ -403,23 +425,7 @@ def test_a_c_cell_runs_and_streams_in_jupyterlab(lab, browser):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(ws / "c-cell.ipynb"))
     _open(browser, base, token, "c-cell.ipynb")
-    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-    from selenium.common.exceptions import StaleElementReferenceException
-    for attempt in range(5):  # the editor may be re-rendered while the notebook settles
-        editor = _wait(browser, "const c = document.querySelector('.jp-CodeCell .jp-InputArea-editor'); "
-                                "if (c) c.scrollIntoView(); return c;", "the first code cell")
-        time.sleep(0.5)
-        try:
-            editor.click()
-            break
-        except StaleElementReferenceException:
-            time.sleep(1.0)
-    time.sleep(0.3)
-    actions = ActionChains(browser)
-    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).pause(1.0)
-    actions.key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    _run_cells(browser, 2)
     output = """return Array.from(document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output'))
                 .map(o => o.innerText).join('\\n');"""
     first = _wait(browser, output.replace("return ", "const t = ", 1).rstrip(";") +
@@ -444,20 +450,7 @@ def test_a_zh_notebook_speaks_chinese_in_jupyterlab(lab, browser):
     probe.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(probe, str(ws / "labs" / "zh" / "language-probe.ipynb"))
     _open(browser, base, token, "labs/zh/language-probe.ipynb")
-    _wait(browser, "return document.body.textContent.includes('Idle')", "the kernel is idle", 180)
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-    from selenium.common.exceptions import StaleElementReferenceException
-    for attempt in range(5):  # the editor may be re-rendered while the notebook settles
-        editor = _wait(browser, "return document.querySelector('.jp-CodeCell .jp-InputArea-editor');", "the cell")
-        time.sleep(0.5)
-        try:
-            editor.click()
-            break
-        except StaleElementReferenceException:
-            time.sleep(1.0)
-    time.sleep(0.3)
-    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    _run_cells(browser, 1)
     text = _wait(browser, """const t = Array.from(document.querySelectorAll('.jp-OutputArea-output'))
                  .map(o => o.innerText).join('\\n'); return t.includes('LANG') ? t : null;""",
                  "the probe's output", 120)
