@@ -155,11 +155,12 @@ def test_chinese_text_is_drawn_by_a_cjk_font(browser, zh_site):  # noqa: F811
 
 
 def test_searching_the_zh_book_for_a_chinese_term_finds_its_pages(browser, zh_site):  # noqa: F811
-    """Sphinx indexes Chinese words (split by jieba) and its search page loads its stemmer."""
+    """Sphinx indexes Chinese words (split by jieba, which knows the terms the pages define:
+    the build gives it them) and its search page loads its stemmer."""
     import time
     from urllib.parse import quote
     rep, base = zh_site
-    _load(browser, base + "search.html?q=" + quote("零拷贝"))
+    _load(browser, base + "search.html?q=" + quote("零拷贝"))   # jieba alone cuts it in two
     found = []
     for _ in range(100):
         found = browser.execute_script(

@@ -462,3 +462,18 @@ def test_an_english_page_in_the_chinese_book_links_to_the_chinese_sections():
     assert CJK.search(zh_anchor)
     assert nb.cells[0].source == (f"See [§4](../chapters/01_memory_layers.ipynb#{zh_anchor}) and "
                                   "[x](../chapters/01_memory_layers.ipynb).")
+
+
+def test_the_chinese_search_knows_the_terms_the_pages_define():
+    pytest.importorskip("jieba")
+    import jieba
+    from rknnlab.book.build import _chinese_terms
+    terms = _chinese_terms([_read(zh) for _, zh in PAIRS.values() if zh.exists()]).split()
+    if not PRESENT:
+        pytest.skip("no zh page yet")
+    assert {"零拷贝", "上下文", "复用"} <= set(terms)
+    tokenizer = jieba.Tokenizer()
+    assert "零拷贝" not in tokenizer.lcut_for_search("零拷贝模型缓冲区"), "jieba alone cuts the term"
+    for term in terms:
+        tokenizer.add_word(term)
+    assert "零拷贝" in tokenizer.lcut_for_search("零拷贝模型缓冲区")
