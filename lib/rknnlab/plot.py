@@ -1815,7 +1815,7 @@ def model_balance(models: Sequence[str] = ("mobilenet_v2", "ppocr_det"), soc: st
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     toolkits = sorted({str(r.data.get("toolkit_version", "?")) for r in reports})
-    _title(ax, L("Weights vs internal memory: the opposite balance", "权重与内部内存：相反的比例"),
+    _title(ax, L("Weights vs internal memory: the opposite balance", "权重与内部内存：两类模型的比重相反"),
            L(f"{soc.upper()} compiler reports (rknn-toolkit2 {', '.join(toolkits)}): total_weight_size, "
              "total_internal_size; no run",
              f"{soc.upper()} 编译报告（rknn-toolkit2 {', '.join(toolkits)}）：total_weight_size、"

@@ -421,7 +421,7 @@ def _judge_recorded(records: Dict[str, Any], model: str, iterations: int, frames
                          "(is_prealloc = 1) never releases. Not a failure here.",
                          f"说明：{len(gets)} 次 get 中有 {unpaired} 次之后没有 rknn_outputs_release。本课程把每次 "
                          "rknn_outputs_get 都与一次 rknn_outputs_release 配对，is_prealloc = 1 时也一样。"
-                         "瑞芯微的代码在这一点上说法不一：它的动态形状示例把它们配对，它的 zipformer 示例"
+                         "Rockchip 的代码在这一点上说法不一：它的动态形状示例把它们配对，它的 zipformer 示例"
                          "（is_prealloc = 1）从不 release。这里不判为失败。"))
     else:
         details.append(L(f"{model}: each of the {len(gets)} gets was paired with one release",
