@@ -72,7 +72,7 @@ lab-instructor: install-lab
 	RKNNLAB_BACKEND=$(RKNNLAB_BACKEND) $(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(LAB_ROOT_ARG) $(LAB_ARGS)
 
 test: install-dev
-	$(PY) -m pytest -q $(TEST_PARALLEL) tests
+	$(PY) -m pytest -q --durations=25 $(TEST_PARALLEL) tests
 
 book: install-book
 	$(PY) -m rknnlab book build

@@ -1207,7 +1207,7 @@ def multicore(df, ax=None):
     ax.set_ylabel(L("speedup over RKNN_NPU_CORE_0 (x)", "相对 RKNN_NPU_CORE_0 的加速比（x）"))
     ax.set_ylim(bottom=0)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=L("core mask", "核掩码"),
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), title=L("core mask", "核心掩码"),
               title_fontsize=8)
     _title(ax, L("Speedup of rknn_run over one NPU core, per model (95% interval)",
                  "rknn_run 相对单个 NPU 核的加速比，按模型（95% 置信区间）"), _source_of(df))

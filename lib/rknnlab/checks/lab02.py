@@ -1144,7 +1144,7 @@ def check_verdict(verdict: Callable[[Any], str]) -> CheckResult:
                              "once. Say \"flat\" only when your uncertainty rules out growth above "
                              f"{RESOLUTION:,} bytes per iteration, and \"grows\" only when it rules out zero.",
                              "请看记录的下包络线（每一段迭代中最小的样本），而不是单个样本：尖峰和启动稳定期都"
-                             "不是增长。内存泄漏在每一段都会抬高下包络线；一次性阶跃只抬高一次。只有当你的不确定度"
+                             "不是增长。内存泄漏在每一段都会抬高下包络线；一次性台阶只抬高一次。只有当你的不确定度"
                              f"排除了每次迭代超过 {RESOLUTION:,} 字节的增长时，才判定为“flat”；只有当它排除了零增长"
                              "时，才判定为“grows”。"))
 
