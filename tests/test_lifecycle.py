@@ -228,10 +228,15 @@ def test_mems_never_destroyed_grows_the_dma_total_by_an_output_per_frame(leaks, 
 def test_outputs_kept_in_list_grows_the_heap_by_an_output_per_frame_and_the_summary_does_not(leaks):
     out_bytes = 1000 * 4   # mobilenet_v2: 1,000 float32 scores
     kept = _row(lifecycle.phase_table(leaks, "outputs_kept_in_list"), "keep_result")
-    summarised = _row(lifecycle.phase_table(leaks, "outputs_summarised"), "keep_result")
     per_frame = kept["heap_bytes"] / kept["calls"]
     assert out_bytes <= per_frame < out_bytes + 512       # the copy and its array header
-    assert abs(summarised["heap_bytes"]) < 256
+    # frame by frame (the median: the harness's own transient heap, 0.5-3.3 kB, lands in
+    # one step of about one life in 75 and would decide a sum; a leak is in every frame)
+    steps = lifecycle.phase_table(leaks, "outputs_summarised", collapse=False)
+    summarised = steps[steps["step"] == "keep_result"]["heap_bytes"]
+    assert len(summarised) == kept["calls"] and abs(summarised.median()) < 256, summarised.describe()
+    steps = lifecycle.phase_table(leaks, "outputs_kept_in_list", collapse=False)
+    assert out_bytes <= steps[steps["step"] == "keep_result"]["heap_bytes"].median() < out_bytes + 512
 
 
 # --------------------------------------------------------------------------- contexts_memory
