@@ -276,7 +276,10 @@ def test_zero_copy_saves_the_copies_not_the_run(run) -> None:
     total is larger by its two mems (A10)."""
     text = _printed_by(run, "pipeline.compare_modes(")
     general, zero = _ms(text, "general"), _ms(text, "zero_copy")
-    assert zero["input"] < 0.1 and zero["output"] < 0.1 < general["input"] and 0.1 < general["output"], text
+    # relative to the general API's copies, which a loaded host slows alike (zero-copy's input stage took
+    # 0.10 ms against 1.95 ms in a CI replica of Python 3.9's run)
+    assert 0.1 < general["input"] and 0.1 < general["output"], text
+    assert zero["input"] < min(0.25, general["input"] / 4) and zero["output"] < min(0.25, general["output"] / 3), text
     assert abs(zero["run"] - general["run"]) <= 0.25 * general["run"], "rknn_run does the same work in both modes"
     assert general["heap"] < 1024 and zero["heap"] < 1024, "neither mode allocates in a frame"
     from rknnlab import models
