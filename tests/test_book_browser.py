@@ -65,6 +65,8 @@ def browser(tmp_path_factory):
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", "--window-size=1280,1400",
+                # a Chinese page makes Chrome offer a translation, fetched from Google: not the site's request
+                "--disable-features=Translate",
                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
                 # the network is blocked: every host name but the local server's fails to resolve
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
