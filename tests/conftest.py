@@ -136,7 +136,7 @@ ALONE = (
 #: fixed in those tests or the library), so it goes to a fresh worker
 FIRST = (
     "tests/test_pipeline_run.py", "tests/test_book_browser.py", "tests/test_zh_book.py", "tests/test_checks_lab02.py",
-    "tests/test_checks_lab01.py",
+    "tests/test_checks_lab01.py", "tests/test_nbgrader.py",
     "tests/test_chapter06.py", "tests/test_checks_lab07_strategy.py", "tests/test_checks_lab03.py",
     "tests/test_checks_lab06.py", "tests/test_book_build.py", "tests/test_notebooks.py",
     "tests/test_checks_lab04.py", "tests/test_checks.py", "tests/test_jupyterlab_browser.py",

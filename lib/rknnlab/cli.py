@@ -145,6 +145,30 @@ def _workspace_main(args: argparse.Namespace) -> int:
     return main(args.dir, args.course)
 
 
+# --------------------------------------------------------------------------- nbgrader
+@command
+def _nbgrader(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("nbgrader", help="grade the labs with nbgrader (for instructors)",
+                       description="Write an nbgrader course directory from the labs: solution "
+                                   "cells become nbgrader solution cells, each check an "
+                                   "autograded test cell with its points, everything else "
+                                   "read-only. The labs themselves are not changed.")
+    nsub = p.add_subparsers(dest="nbgrader_command", metavar="<nbgrader command>")
+    e = nsub.add_parser("export", help="write the nbgrader course directory (source/<lab>/...)")
+    e.add_argument("--out", default="nbgrader-course",
+                   help="the course directory (default: nbgrader-course)")
+    e.add_argument("--course-id", default="rknn-memory", help="nbgrader's course id (default: rknn-memory)")
+    e.add_argument("--force", action="store_true",
+                   help="overwrite source notebooks that exist (an instructor's edits are lost)")
+    e.set_defaults(func=_nbgrader_export)
+    p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
+
+
+def _nbgrader_export(args: argparse.Namespace) -> int:
+    from .classroom.nbgrader_export import main
+    return main(args)
+
+
 # --------------------------------------------------------------------------- run, show
 @command
 def _run_cmd(sub: "argparse._SubParsersAction") -> None:

@@ -15,6 +15,6 @@ the line it came from, and the notebook runs on to the end.  In Jupyter a result
 as a coloured box; as text it starts with ``PASSED`` or ``NOT PASSED``.  The shared
 machinery is in ``rknnlab.checks._core`` (its docstring says how a lab module uses it).
 """
-from ._core import CheckResult
+from ._core import CheckNotPassed, CheckResult
 
-__all__ = ["CheckResult"]
+__all__ = ["CheckNotPassed", "CheckResult"]

@@ -123,6 +123,14 @@ class CheckResult:
 
     __str__ = __repr__
 
+    def require(self) -> "CheckResult":
+        """This result if it passed, else :class:`CheckNotPassed` (an AssertionError) saying
+        why: a graded cell of a lab exported for nbgrader ends with ``.require()``, so the
+        cell fails, and earns no points, when its check does not pass."""
+        if self.status == "passed":
+            return self
+        raise CheckNotPassed(self)
+
     def _repr_html_(self) -> str:
         colour = {"passed": ("#1b7f3b", "#e9f7ee"), "not done": ("#9a6700", "#fff8e1")}.get(
             self.status, ("#b42318", "#fdecea"))
@@ -136,6 +144,19 @@ class CheckResult:
                 f'<p style="margin:0.4em 0 0 0">{html.escape(self.message)}</p>'
                 + (f'<ul style="margin:0.3em 0 0 0">{items}</ul>' if items else "")
                 + hint + "</div>")
+
+
+class CheckNotPassed(AssertionError):
+    """A check that did not pass, raised where a pass is required (a graded cell). It shows
+    as the check's own text, without a Python traceback: the student reads what is wrong and
+    the hint, as in the lab."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__(str(result))
+        self.result = result
+
+    def _render_traceback_(self) -> List[str]:    # IPython shows these lines instead of a traceback
+        return [f"{type(self).__name__}:", *str(self.result).splitlines()]
 
 
 class Summary:

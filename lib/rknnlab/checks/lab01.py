@@ -1195,5 +1195,9 @@ _LAB = Lab("Lab 1", [EX1, EX2, EX3, EX4, EX5],
                         "练习 5 ★ — 哪些激活占主导，以及这一规律在哪里失效"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_mem_size": 3, "check_size_prediction": 4, "check_plan": 6, "check_diagnosis": 5,
+          "check_dominant": 6}
 _LAB.seal(globals(), {"check_mem_size": EX1, "check_size_prediction": EX2, "check_plan": EX3,
                       "check_diagnosis": EX4, "check_dominant": EX5})

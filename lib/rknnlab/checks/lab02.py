@@ -1157,6 +1157,10 @@ _LAB = Lab("Lab 2", [EX_DUP, EX_TEARDOWN, EX_BUFFER, EX_DIAGNOSE, EX_VERDICT],
                           "练习 5 ★ — 会不会增长？"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_dup_prediction": 3, "check_teardown": 3, "check_load_from_buffer": 4,
+          "check_diagnose": 4, "check_verdict": 4}
 _LAB.seal(globals(), {"check_dup_prediction": EX_DUP, "check_teardown": EX_TEARDOWN,
                       "check_load_from_buffer": EX_BUFFER, "check_diagnose": EX_DIAGNOSE,
                       "check_verdict": EX_VERDICT})

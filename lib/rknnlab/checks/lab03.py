@@ -763,5 +763,9 @@ _LAB = Lab("Lab 3", [EX_BOTTLENECK, EX_READ, EX_DDR, EX_FLOAT, EX_SPEEDUP],
                          "练习 5 ★ — 预测模型的多核加速比"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_bottleneck": 3, "check_read_bytes": 3, "check_ddr_bound": 2,
+          "check_want_float": 4, "check_speedup": 6}
 _LAB.seal(globals(), {"check_bottleneck": EX_BOTTLENECK, "check_read_bytes": EX_READ,
                       "check_want_float": EX_FLOAT, "check_ddr_bound": EX_DDR, "check_speedup": EX_SPEEDUP})

@@ -888,5 +888,9 @@ _LAB = Lab("Lab 4", [EX_THREADS, EX_GUARD, EX_PREALLOC, EX_WHICH, EX_REUSE],
                          "练习 5 ★ — 用测量证明或否定复用"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_two_threads": 2, "check_output_guard": 3, "check_prealloc_variant": 3,
+          "check_which_is_which": 4, "check_reuse_detector": 4}
 _LAB.seal(globals(), {"check_output_guard": EX_GUARD, "check_prealloc_variant": EX_PREALLOC, "check_which_is_which": EX_WHICH,
                       "check_reuse_detector": EX_REUSE, "check_two_threads": EX_THREADS})

@@ -921,6 +921,10 @@ _LAB = Lab("Lab 5", [EX_OUTSIDE, EX_CACHE, EX_SRAM, EX_SHARED, EX_SHAPES],
                          "练习 5 ★ — 处理形状变化"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_outside_setup": 2, "check_cache_choice": 3, "check_sram_hits": 3,
+          "check_shared_internal": 4, "check_shape_change": 6}
 _LAB.seal(globals(), {"check_outside_setup": EX_OUTSIDE, "check_cache_choice": EX_CACHE,
                       "check_shared_internal": EX_SHARED, "check_sram_hits": EX_SRAM,
                       "check_shape_change": EX_SHAPES})

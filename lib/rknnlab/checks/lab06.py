@@ -1192,6 +1192,10 @@ _LAB = Lab("Lab 6", [EX_SIZES, EX_THRESH, EX_SYNC, EX_ALLOC, EX_WORKERS],
                         "练习 5 ★ — 选择工作线程数"]))
 summary = _LAB.summary
 results = _LAB.results
+#: each check's points when a class grades this lab with nbgrader (`python -m rknnlab
+#: nbgrader export`): the exercise's minutes / 5
+POINTS = {"check_frame_sizes": 2, "check_int8_threshold": 3, "check_synced_loop": 4,
+          "check_allocation_once": 4, "check_workers": 6}
 _LAB.seal(globals(), {"check_frame_sizes": EX_SIZES, "check_int8_threshold": EX_THRESH,
                       "check_synced_loop": EX_SYNC, "check_allocation_once": EX_ALLOC,
                       "check_workers": EX_WORKERS})
