@@ -15,7 +15,8 @@ own commands on the course directory it writes.
   writes into the lab's results, outputs copied from a graded notebook, a graded cell
   edited. The first two do earn points under nbgrader's stock Execute (checked): the
   grader, not luck, stops them;
-- ``nbgrader generate_feedback``: the checks' own messages are in the feedback.
+- ``nbgrader generate_feedback``: the checks' own messages are in the feedback;
+- ``--lang zh``: the Chinese labs, graded the same, their feedback in Chinese.
 """
 from __future__ import annotations
 
@@ -373,3 +374,39 @@ def test_the_feedback_holds_the_checks_messages(graded):
     assert "NOT PASSED  Exercise" not in teacher
     cheat = text("reassigns_check")
     assert re.search(r"NOT PASSED\s+Exercise 1", cheat)
+
+
+# ------------------------------------------------------------------ the Chinese labs
+@pytest.fixture(scope="module")
+def graded_zh(tmp_path_factory):
+    course = tmp_path_factory.mktemp("nbgrader-zh") / "course"
+    report = nx.export(course, lang="zh")
+    assert [lab.path.parent.name for lab in report.labs][:1] == [LAB]
+    _nbgrader(course, "generate_assignment", LAB, "--force")
+    source = nbformat.read(str(course / "source" / LAB / LAB_FILE), as_version=4)
+    release = nbformat.read(str(course / "release" / LAB / LAB_FILE), as_version=4)
+    _write(course, "teacher", source)
+    _write(course, "blank", release)
+    _nbgrader(course, "autograde", LAB)
+    _nbgrader(course, "generate_feedback", LAB, "--force")
+    return course, release, _scores(course)
+
+
+def test_the_chinese_labs_export_from_labs_zh_and_grade_the_same(graded_zh):
+    course, release, scores = graded_zh
+    assert scores["teacher"][0] == TOTAL and scores["blank"][0] == 0, scores
+    zh = for_jupyterlab(student_copy(nbformat.read(str(ROOT / "labs" / "zh" / LAB_FILE), as_version=4)))
+    ours = [c for c in release.cells if c.metadata["nbgrader"]["grade_id"] not in
+            (f"{LAB}-grading", f"{LAB}-language")]
+    assert [c.source.rstrip().removesuffix(".require()") for c in ours] == [c.source.rstrip() for c in zh.cells]
+    assert "本实验如何评分" in release.cells[1].source
+
+
+def test_the_chinese_feedback_speaks_chinese(graded_zh):
+    import html
+    import re
+    course, _, _ = graded_zh
+    page = (course / "feedback" / "blank" / LAB / LAB_FILE.replace(".ipynb", ".html")).read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert len(re.findall(r"未通过\s+练习", text)) >= 5, text[:2000]
+    assert "NOT PASSED" not in text and "Hint:" not in text

@@ -158,6 +158,8 @@ def _nbgrader(sub: "argparse._SubParsersAction") -> None:
     e.add_argument("--out", default="nbgrader-course",
                    help="the course directory (default: nbgrader-course)")
     e.add_argument("--course-id", default="rknn-memory", help="nbgrader's course id (default: rknn-memory)")
+    e.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="the labs' language: en (labs/) or zh (labs/zh/, checks in Chinese)")
     e.add_argument("--force", action="store_true",
                    help="overwrite source notebooks that exist (an instructor's edits are lost)")
     e.set_defaults(func=_nbgrader_export)

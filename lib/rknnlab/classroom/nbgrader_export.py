@@ -63,14 +63,24 @@ c.Autograde.autograde_preprocessors = [
 c.Execute.timeout = {timeout}
 '''
 
-HEADER = (
-    "**How this lab is graded.** Write your answers in the cells that say *your code here*\n"
-    "(they are the only cells you can edit). Each check cell is worth the points nbgrader shows\n"
-    "beside it ({total} in all). Grading runs your notebook from the top in a fresh kernel and\n"
-    "re-runs each check on your functions: what your own session printed does not count, and\n"
-    "neither does a cell that changes a check or its results. Before you submit: *Kernel →\n"
-    "Restart Kernel and Run All Cells*, and read every check's result.\n"
-)
+HEADER = {
+    "en": (
+        "**How this lab is graded.** Write your answers in the cells that say *your code here*\n"
+        "(they are the only cells you can edit). Each check cell is worth the points nbgrader shows\n"
+        "beside it ({total} in all). Grading runs your notebook from the top in a fresh kernel and\n"
+        "re-runs each check on your functions: what your own session printed does not count, and\n"
+        "neither does a cell that changes a check or its results. Before you submit: *Kernel →\n"
+        "Restart Kernel and Run All Cells*, and read every check's result.\n"),
+    "zh": (
+        "**本实验如何评分。** 请在写有“在这里写你的代码”的单元格中作答（只有这些单元格可以编辑）。"
+        "每个检查单元格的分值见 nbgrader 在其旁边显示的分数（共 {total} 分）。评分时会在一个全新的内核中"
+        "从头运行你的笔记本，并对你的函数重新运行每一项检查：你自己会话中打印的内容不计分，"
+        "修改检查或其结果的单元格也不计分。提交之前：选择 *Kernel → Restart Kernel and Run All Cells*，"
+        "并阅读每一项检查的结果。\n"),
+}
+#: the first code cell of a Chinese lab: the checks speak Chinese in any folder (nbgrader's
+#: release/ and autograded/ folders are not named zh, which is how rknnlab tells otherwise)
+ZH_CELL = "from rknnlab import i18n\ni18n.set_language(\"zh\")      # 检查的说明和提示用中文\n"
 
 
 class ExportError(ValueError):
@@ -145,8 +155,9 @@ def _nbgrader(cell: nbformat.NotebookNode, grade_id: str, *, solution: bool = Fa
 
 
 def source_notebook(nb: nbformat.NotebookNode, assignment: str,
-                    points: Dict[str, int]) -> nbformat.NotebookNode:
-    """The nbgrader source version of lab notebook ``nb`` (a copy; see the module's doc)."""
+                    points: Dict[str, int], lang: str = "en") -> nbformat.NotebookNode:
+    """The nbgrader source version of lab notebook ``nb`` (a copy; see the module's doc),
+    written in ``lang`` ("en" or "zh")."""
     from ..workspace import for_jupyterlab
     nb = copy.deepcopy(nb)
     cells = list(nb.cells)
@@ -189,30 +200,49 @@ def source_notebook(nb: nbformat.NotebookNode, assignment: str,
     missing = sorted(set(points) - set(seen))
     if missing:
         raise ExportError(f"{assignment}: POINTS names checks no cell calls: {', '.join(missing)}")
-    header = nbformat.v4.new_markdown_cell(HEADER.format(total=sum(points.values())))
+    header = nbformat.v4.new_markdown_cell(HEADER[lang].format(total=sum(points.values())))
     header.id = f"{assignment}-grading"
     _nbgrader(header, f"{assignment}-grading", locked=True)
-    out.insert(1 if out and out[0].cell_type == "markdown" else 0, header)
+    at = 1 if out and out[0].cell_type == "markdown" else 0
+    out.insert(at, header)
+    if lang == "zh":
+        speak = nbformat.v4.new_code_cell(ZH_CELL)
+        speak.id = f"{assignment}-language"
+        _nbgrader(speak, f"{assignment}-language", locked=True)
+        out.insert(at + 1, speak)
     nb.cells = out
     nb.metadata.pop("rknnlab", None)
     return for_jupyterlab(nb)
 
 
-def ready_labs(course: Path) -> List[Path]:
-    """The lab notebooks book.toml marks ready, in course order."""
+LANGUAGES = ("en", "zh")
+
+
+def ready_labs(course: Path, lang: str = "en") -> List[Path]:
+    """The lab notebooks book.toml marks ready, in course order, in ``lang`` (a lab not
+    translated yet is an error: a class gets every lab in its language)."""
     from ..book.config import load_book
     cfg = load_book(course / "book.toml")
-    return [course / e.file for e in cfg.entries() if e.kind == "lab" and e.status == "ready"]
+    labs = [course / e.translation_file(lang, cfg.default_language)
+            for e in cfg.entries() if e.kind == "lab" and e.status == "ready"]
+    missing = [p.relative_to(course).as_posix() for p in labs if not p.is_file()]
+    if missing:
+        raise ExportError(f"no {lang} edition of: {', '.join(missing)}")
+    return labs
 
 
 def export(out: Path, course: Optional[Path] = None, labs: Optional[Sequence[Path]] = None,
-           force: bool = False, course_id: str = "rknn-memory", timeout: int = 600) -> ExportReport:
-    """Write the nbgrader course directory ``out`` (see the module's doc). A source notebook
-    that already exists is left alone unless ``force`` (an instructor may have edited it);
-    so is an existing nbgrader_config.py. Nothing is written when any lab fails to export."""
+           force: bool = False, course_id: str = "rknn-memory", timeout: int = 600,
+           lang: str = "en") -> ExportReport:
+    """Write the nbgrader course directory ``out`` (see the module's doc) from the labs in
+    ``lang``. A source notebook that already exists is left alone unless ``force`` (an
+    instructor may have edited it); so is an existing nbgrader_config.py. Nothing is
+    written when any lab fails to export."""
     from ..paths import repo_root
+    if lang not in LANGUAGES:
+        raise ExportError(f"language {lang!r}: expected one of {', '.join(LANGUAGES)}")
     course = Path(course) if course else repo_root()
-    labs = list(labs) if labs is not None else ready_labs(course)
+    labs = list(labs) if labs is not None else ready_labs(course, lang)
     prepared = []
     for path in labs:
         nb = nbformat.read(str(path), as_version=4)
@@ -221,7 +251,7 @@ def export(out: Path, course: Optional[Path] = None, labs: Optional[Sequence[Pat
         points = dict(getattr(import_module(module), "POINTS", {}))
         if not points:
             raise ExportError(f"{path.name}: {module} declares no POINTS")
-        source = source_notebook(nb, assignment, points)
+        source = source_notebook(nb, assignment, points, lang)
         target = out / "source" / assignment / path.name
         prepared.append((target, source, ExportedLab(
             assignment, target, points,
@@ -247,7 +277,7 @@ def export(out: Path, course: Optional[Path] = None, labs: Optional[Sequence[Pat
 def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
-        report = export(out, force=args.force, course_id=args.course_id)
+        report = export(out, force=args.force, course_id=args.course_id, lang=args.lang)
     except (ExportError, FileExistsError, nbformat.ValidationError) as e:
         print(f"nbgrader export failed (nothing written): {e}", file=sys.stderr)
         return 1
