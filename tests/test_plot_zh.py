@@ -377,3 +377,30 @@ def test_axes_made_before_the_chinese_font_get_it_too(result):
         widgets.result_figures(result)
     missing = [str(w.message) for w in caught if "missing from" in str(w.message)]
     assert not missing, missing[:3]
+
+
+def test_say_picks_the_language_and_names_the_cjk_font_in_chinese():
+    """plot.say: a notebook's own figure text, in the language rknnlab speaks; in Chinese the
+    CJK font is named before the text is drawn (matplotlib's own figures then draw it)."""
+    before = list(matplotlib.rcParams["font.family"])
+    try:
+        i18n.set_language("en")
+        assert plot.say("frames", "帧") == "frames"
+        assert list(matplotlib.rcParams["font.family"]) == before
+        i18n.set_language("zh")
+        family = fonts.cjk_family()
+        if family is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail("no CJK font: .ci/run installs fonts-noto-cjk")
+            pytest.skip("no CJK font on this machine")
+        assert plot.say("frames", "帧") == "帧"
+        assert family in list(matplotlib.rcParams["font.family"])
+        fig, ax = plt.subplots()
+        ax.set_title(plot.say("four practice traces", "四条练习记录"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # "Glyph ... missing from font(s)" would raise
+            fig.savefig(io.BytesIO(), format="png")
+        plt.close(fig)
+    finally:
+        i18n.set_language(None)
+        matplotlib.rcParams["font.family"] = before

@@ -477,3 +477,47 @@ def test_the_chinese_search_knows_the_terms_the_pages_define():
     for term in terms:
         tokenizer.add_word(term)
     assert "零拷贝" in tokenizer.lcut_for_search("零拷贝模型缓冲区")
+
+
+# the texts a notebook's own code gives matplotlib: a title, an axis label, a legend entry
+_FIGURE_CALLS = {"set_title", "suptitle", "set_xlabel", "set_ylabel", "text", "annotate", "set"}
+_FIGURE_KEYWORDS = {"title", "xlabel", "ylabel", "label"}
+_ENGLISH_WORD = re.compile(r"(?<![\w.#/-])[A-Za-z]*[a-z][A-Za-z]*(?:'[a-z]+)?(?![\w(/#-])")
+
+
+def _english_words(node) -> int:
+    import ast
+    if isinstance(node, ast.IfExp):
+        return max(_english_words(node.body), _english_words(node.orelse))
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        parts = [node.value]
+    elif isinstance(node, ast.JoinedStr):
+        parts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+    else:                       # a name, or a call such as plot.say("...", "...")
+        return 0
+    return sum(len([w for w in _ENGLISH_WORD.findall(p) if len(w) > 1]) for p in parts)
+
+
+def test_a_notebooks_own_figure_texts_are_said_in_both_languages():
+    """A title or label that a notebook's own code writes in English (2+ words) would stay
+    English in the zh twin, whose code is the same: it must be ``plot.say(english, chinese)``."""
+    import ast
+    found = []
+    for stem, (en, _) in sorted(PAIRS.items()):
+        for cell in nbformat.read(str(en), as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            code = "\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+            try:
+                tree = ast.parse(code)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                values = node.args[:1] if name in _FIGURE_CALLS else []
+                values += [k.value for k in node.keywords if k.arg in _FIGURE_KEYWORDS]
+                found += [f"{stem} cell {cell.id}: {ast.get_source_segment(code, v)[:80]}"
+                          for v in values if _english_words(v) >= 2]
+    assert not found, "write these as plot.say(english, chinese):\n" + "\n".join(found)

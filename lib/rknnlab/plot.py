@@ -7,6 +7,8 @@ line styles as well as colours (readable in print and in grey), and the
 course's fixed size, so exported HTML and PDF look the same.
 
 ==========================  ==================================================
+:func:`say`                 a text for a figure the notebook draws itself, in the
+                            reader's language (English or Chinese)
 :func:`memory`              MemFree / MemAvailable / RSS / PSS / heap / DMA
                             over time, one line per variant, iteration marks
 :func:`iteration_times`     time per iteration, one line per variant
@@ -103,6 +105,15 @@ def _speak(*axes) -> None:
         for text in texts:
             if text is not None:
                 text.set_fontfamily(family)
+
+
+def say(en: str, zh: str) -> str:
+    """A text of a figure that a notebook's own code draws, in the language rknnlab speaks:
+    ``ax.set_title(plot.say("frames", "帧"))``. In Chinese the CJK font is named first (as
+    when this module is imported in Chinese: before the notebook makes its figures)."""
+    if language() == "zh":
+        _speak()
+    return L(en, zh)
 
 
 def _flat_axes(axes) -> List[Any]:
@@ -1852,3 +1863,9 @@ def review_claims(table, ax=None):
               frameon=False)
     _title(ax, L("What each claim predicts, and what was measured", "每种说法的预测与实测结果"), _source_of(table))
     return fig
+
+
+# a Chinese notebook imports this module in its first cell: its own figures, made with
+# matplotlib before any of rknnlab's, then draw Chinese text too
+if language() == "zh":
+    _speak()
