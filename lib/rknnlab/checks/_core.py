@@ -208,7 +208,7 @@ class Summary:
 
     def __repr__(self) -> str:
         lines = [self._headline()]
-        lines += [f"  {self._status(r)[0]:<10}  {exercise_title(name)}" for name, r in self.items.items()]
+        lines += [f"  {_pad(self._status(r)[0], 10)}  {exercise_title(name)}" for name, r in self.items.items()]
         lines += [L(f"  WARNING: {w}", f"  警告：{w}") for w in self._warnings()]
         return "\n".join(lines)
 
@@ -226,6 +226,14 @@ class Summary:
         return (f"<p><strong>{html.escape(self._headline())}</strong></p><table><tr>{head}</tr>"
                 f"{rows}</table>"
                 + warn)
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` padded to ``width`` columns as a terminal shows them: a Chinese character
+    takes two (通过 is as wide as PASSED's first four letters)."""
+    import unicodedata
+    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(0, width - used)
 
 
 def _names(names: Sequence[str], most: int = 4) -> str:
