@@ -41,7 +41,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Set
+from typing import Dict, Iterable, List, Optional, Sequence
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "jupyterhub" / "jupyterhub_config.py"
@@ -95,8 +96,9 @@ class Hub:
             f"--ConfigurableHTTPProxy.pid_file={self.state / 'jupyterhub-proxy.pid'}",
             *extra_args,
         ]
-        self.env = dict(os.environ, RKNNLAB_HUB_USERS=",".join(self.users), RKNNLAB_HUB_ADMINS="",
-                        RKNNLAB_HUB_PYTHON=python)
+        # the configuration's defaults, whatever the shell set, but for the class list
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RKNNLAB_HUB_")}
+        self.env.update(RKNNLAB_HUB_USERS=",".join(self.users), RKNNLAB_HUB_PYTHON=python)
         self.process: Optional[subprocess.Popen] = None
         self.seen: Dict[int, object] = {}     # pid -> psutil.Process of everything it started
 
@@ -118,7 +120,9 @@ class Hub:
         import requests
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            self.record()
             if self.process.poll() is not None:
+                self.stop()
                 raise HubError(f"jupyterhub exited ({self.process.returncode}):\n{self.log_tail()}")
             try:
                 if requests.get(f"{self.url}/hub/health", timeout=2).status_code == 200:
@@ -127,6 +131,7 @@ class Hub:
             except requests.RequestException:
                 pass
             time.sleep(0.3)
+        self.stop()             # the proxy it may have started too
         raise HubError(f"jupyterhub did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def record(self) -> None:
@@ -205,13 +210,12 @@ class Student:
     def _xsrf(self, url: str) -> str:
         """The _xsrf cookie the browser would send to ``url`` (the hub's and each server's
         have their own paths)."""
-        path = url.split("127.0.0.1", 1)[-1].split(":", 1)[-1]
-        path = path[path.find("/"):]
-        best = ""
+        path = urlparse(url).path
+        best, value = "", ""
         for cookie in self.http.cookies:
-            if cookie.name == "_xsrf" and path.startswith(cookie.path) and len(cookie.path) >= len(best):
+            if cookie.name == "_xsrf" and path.startswith(cookie.path) and len(cookie.path) > len(best):
                 best, value = cookie.path, cookie.value
-        return value if best else ""
+        return value
 
     def cookie_header(self, url: str) -> str:
         import requests
@@ -466,15 +470,19 @@ def measure(counts: Sequence[int], chapter: str, repeat: int, state: Path) -> No
         time.sleep(3)
         server, kids = server_processes(first.name)
         mem["server + kernel, idle"] = memory([server, *kids])
-        asyncio.run(first.execute(kernel, nb))
+        cpu0 = sum(sum(k.cpu_times()[:4]) for k in kids)
+        alone = asyncio.run(first.execute(kernel, nb))
         server, kids = server_processes(first.name)
         mem["server + kernel, after the chapter"] = memory([server, *kids])
+        cpu = sum(sum(k.cpu_times()[:4]) for k in kids) - cpu0
         first.shutdown_kernel(kernel)
         import psutil
         hub_proc = psutil.Process(hub.process.pid)
         proxy = [p for p in hub_proc.children() if "configurable-http-proxy" in " ".join(p.cmdline())]
         mem["hub + proxy (once per server)"] = memory([hub_proc, *proxy])
 
+        print(f"one student alone: {alone.seconds:.1f} s wall; CPU time of the kernel and the "
+              f"processes it ran: {cpu:.1f} s ({cpu / alone.seconds:.2f} of a core while it runs)\n")
         print(f"{'N':>3} {'median s':>9} {'max s':>7} {'x N=1':>6}   (per notebook; {repeat} round(s) each)")
         base = None
         doubled = None
