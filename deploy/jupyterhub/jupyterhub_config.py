@@ -23,9 +23,10 @@ What it does:
   enforce them: it passes them to the server as ``MEM_LIMIT``/``CPU_LIMIT``, which the
   status bar's memory indicator (jupyter-resource-usage) shows. jupyterhub-systemdspawner
   or Kubernetes (z2jh-config.yaml, beside this file) enforce them.
-* **Idle kernels are shut down** after ``RKNNLAB_HUB_IDLE`` seconds, and a server with no
-  activity for twice that stops itself (the student's files stay; the next login starts it
-  again), so memory goes back to the students who are working.
+* **Idle kernels are shut down** after ``RKNNLAB_HUB_IDLE`` seconds unless a notebook is
+  open on them (a student reading for an hour keeps their variables), and a server with no
+  kernel and no activity for twice that stops itself (the student's files stay; the next
+  login starts it again), so memory goes back to the students who are working.
 
 Everything a site changes is read from the environment variables in the block below.
 """
@@ -57,7 +58,8 @@ ADMINS = _names("RKNNLAB_HUB_ADMINS")
 #: per student: memory (bytes, or with a K/M/G suffix) and CPU cores (see the module doc)
 MEM_LIMIT = _env("RKNNLAB_HUB_MEM_LIMIT", "2G")
 CPU_LIMIT = float(_env("RKNNLAB_HUB_CPU_LIMIT", "1"))
-#: seconds an idle kernel lives (a server without activity stops after twice that); 0: never
+#: seconds an idle kernel with no notebook open on it lives (a server with no kernel and no
+#: activity stops after twice that); 0: never
 IDLE = int(_env("RKNNLAB_HUB_IDLE", "3600"))
 #: where the hub listens ('' = every interface); TLS certificate and key (strongly advised:
 #: students type their Unix password here), unless a reverse proxy in front does TLS
