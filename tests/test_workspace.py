@@ -199,6 +199,13 @@ def test_cli_and_make_lab_use_the_workspace(course, tmp_path):
                            "--course", str(course)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "made from the course" in proc.stdout and (ws / LAB).is_file()
+    assert len(proc.stdout.splitlines()) > 3                  # a line per file
+    quiet = subprocess.run([sys.executable, "-m", "rknnlab", "workspace", "--quiet", "--dir", str(tmp_path / "ws2"),
+                            "--course", str(course)], capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    summary = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  ")]
+    assert quiet.stdout.splitlines() == [ln.replace(str(ws), str(tmp_path / "ws2")) for ln in summary]
+    assert len(quiet.stdout.splitlines()) == 1 and "made from the course" in quiet.stdout
     proc = subprocess.run([sys.executable, "-m", "rknnlab", "workspace", "--dir", str(course / "labs"),
                            "--course", str(course)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "inside the course's labs/" in proc.stdout

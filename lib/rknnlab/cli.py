@@ -137,12 +137,13 @@ def _workspace(sub: "argparse._SubParsersAction") -> None:
                                    "version written beside it as <name>.updated.ipynb.")
     p.add_argument("--dir", help="the workspace (default: workspace/ in the course repository)")
     p.add_argument("--course", help="the course repository (default: the one rknnlab is run from)")
+    p.add_argument("--quiet", action="store_true", help="print the summary line only, not a line per file")
     p.set_defaults(func=_workspace_main)
 
 
 def _workspace_main(args: argparse.Namespace) -> int:
     from .workspace import main
-    return main(args.dir, args.course)
+    return main(args.dir, args.course, quiet=args.quiet)
 
 
 # --------------------------------------------------------------------------- nbgrader

@@ -267,9 +267,15 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)                   # never a half-written notebook
 
 
-def main(directory: Optional[str] = None, course: Optional[str] = None) -> int:
+def _summary_only(line: str) -> None:
+    if not line.startswith("  "):           # the per-file lines are indented
+        print(line)
+
+
+def main(directory: Optional[str] = None, course: Optional[str] = None, quiet: bool = False) -> int:
+    """``quiet``: print the summary line only (a class server's log: one line per login)."""
     try:
-        sync_workspace(directory, course)
+        sync_workspace(directory, course, log=_summary_only if quiet else print)
     except WorkspaceError as exc:
         print(f"rknnlab workspace: {exc}")
         return 2
