@@ -9,12 +9,13 @@ own commands on the course directory it writes.
   (plus the grading note), no solution left in it;
 - ``nbgrader autograde`` on lab 1 (the lab that runs fastest): a submission made from the
   instructor edition gets full marks, one made from the student edition zero, a correct
-  answer written otherwise than the reference gets its exercise's points and no more; six
+  answer written otherwise than the reference gets its exercise's points and no more; seven
   planted cheats get nothing: a cell that reassigns a check, a cell that makes
   ``CheckResult.require`` always pass, an answer cell that reassigns its check, a cell that
   writes into the lab's results, outputs copied from a graded notebook, a graded cell
-  edited. The first two do earn points under nbgrader's stock Execute (checked): the
-  grader, not luck, stops them;
+  edited, a module named rknnlab handed in beside the notebook. Three of them do earn points
+  under nbgrader's stock Execute (checked): the grader, not luck, stops them. An answer that
+  reads what a check expects from the check's frame is flagged in autograde's log;
 - ``nbgrader generate_feedback``: the checks' own messages are in the feedback;
 - ``--lang zh``: the Chinese labs, graded the same, their feedback in Chinese.
 """
@@ -49,10 +50,13 @@ TOTAL = 24          # lab 1's POINTS, summed: what full marks are
 
 
 def _env() -> dict:
-    # nbgrader runs `alembic` (its database's migrations) from PATH: this Python's scripts
+    # nbgrader runs `alembic` (its database's migrations) from PATH: this Python's scripts. No
+    # PYTHONPATH: rknnlab is installed (pip install -e), as on an instructor's machine, where a
+    # kernel looks in the notebook's own folder first
     scripts = str(Path(sys.executable).parent)
-    return dict(os.environ, RKNNLAB_BACKEND="sim", PYTHONPATH=str(ROOT / "lib"),
-                PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
+    env = dict(os.environ, RKNNLAB_BACKEND="sim", PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("PYTHONPATH", None)
+    return env
 
 
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -87,6 +91,7 @@ def test_the_export_writes_every_ready_lab_and_leaves_labs_alone(exported):
     written = sorted(p.name for p in (course / "source").glob("*/*.ipynb"))
     assert written == sorted(ready)
     assert (course / "nbgrader_config.py").is_file()
+    assert course.stat().st_mode & 0o077 == 0, "the solutions and the class's grades are the instructor's only"
     assert "GradeInFreshKernel" in (course / "nbgrader_config.py").read_text()
     for name in ready:
         assert name in printed
@@ -267,7 +272,30 @@ def _submissions(course: Path) -> dict:
         if cell.metadata["nbgrader"]["grade"]:
             cell.source = 'print("PASSED")'
     subs["edits_graded_cells"] = cheat
+
+    subs["ships_a_module"] = copy.deepcopy(release)      # with FAKE_RKNNLAB beside it (_write)
+
+    cheat = copy.deepcopy(release)                       # reads what the check expects from its frame
+    _answer(cheat, "ed8aa508", "import sys\n\ndef predict_sizes(attr):\n"
+                               "    seen = sys._getframe(1).f_locals\n"
+                               "    return seen.get('size'), seen.get('with_stride')\n")
+    subs["reads_the_checks_frame"] = cheat
     return subs
+
+
+#: handed in beside the notebook as rknnlab/__init__.py: it loads the real rknnlab, then makes
+#: every check "pass" (where the notebook's own folder comes first on sys.path)
+FAKE_RKNNLAB = """\
+import importlib, os, sys
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+del sys.modules[__name__]
+importlib.import_module("rknnlab")
+from rknnlab.checks import _core
+_core.CheckResult.require = lambda self: self
+import rknnlab.classroom.grading as _grading
+_grading.grader = lambda module: (lambda name, *args: None)
+"""
 
 
 def _write(course: Path, student: str, nb) -> None:
@@ -275,6 +303,9 @@ def _write(course: Path, student: str, nb) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(folder / LAB_FILE))
     (folder / "timestamp.txt").write_text("2026-12-02 09:00:00.000000 UTC")
+    if student == "ships_a_module":
+        (folder / "rknnlab").mkdir(exist_ok=True)
+        (folder / "rknnlab" / "__init__.py").write_text(FAKE_RKNNLAB)
 
 
 def _scores(course: Path) -> dict:
@@ -304,7 +335,8 @@ def graded(released, tmp_path_factory):
     assert any("PASSED" in json.dumps(c.outputs) for c in copied.cells if c.cell_type == "code")
     for student, nb in subs.items():
         _write(course, student, nb)
-    _nbgrader(course, "autograde", LAB)          # the others (teacher's is done: nbgrader skips it)
+    done = _nbgrader(course, "autograde", LAB)   # the others (teacher's is done: nbgrader skips it)
+    log = done.stdout + done.stderr
     _nbgrader(course, "generate_feedback", LAB, "--force")
 
     # the same two cheats under nbgrader's stock autograde (its own Execute): they must work
@@ -315,50 +347,63 @@ def graded(released, tmp_path_factory):
     assert "c.Autograde.autograde_preprocessors" in config
     (stock / "nbgrader_config.py").write_text(config.split("# Autograde runs")[0])
     _nbgrader(stock, "generate_assignment", LAB, "--force")
-    for student in ("reassigns_check", "patches_require"):
+    for student in STOCK_CHEATS:
         src = course / "submitted" / student / LAB
         shutil.copytree(src, stock / "submitted" / student / LAB)
     _nbgrader(stock, "autograde", LAB, "--force")
-    return _scores(course), _scores(stock), course
+    return _scores(course), _scores(stock), course, log
+
+
+#: cheats that do earn points under nbgrader's stock Execute (without rknnlab's grader)
+STOCK_CHEATS = ("reassigns_check", "patches_require", "ships_a_module")
 
 
 def test_the_instructor_edition_gets_full_marks(graded):
-    scores, _, _ = graded
+    scores, _, _, _ = graded
     total, grades = scores["teacher"]
     assert total == TOTAL, grades
     assert len(grades) == 5
 
 
 def test_the_student_edition_gets_zero(graded):
-    scores, _, _ = graded
+    scores, _, _, _ = graded
     total, grades = scores["blank"]
     assert total == 0, grades
     assert len(grades) == 5
 
 
 def test_a_correct_answer_written_otherwise_gets_its_points_and_no_more(graded):
-    scores, _, _ = graded
+    scores, _, _, _ = graded
     total, grades = scores["alternative"]
     assert grades[f"{LAB}-check_size_prediction"] == ALTERNATIVE_POINTS, grades
     assert total == ALTERNATIVE_POINTS, grades
 
 
 @pytest.mark.parametrize("cheat", ["reassigns_check", "patches_require", "answer_reassigns", "writes_results",
-                                   "copies_outputs", "edits_graded_cells"])
+                                   "copies_outputs", "edits_graded_cells", "ships_a_module"])
 def test_a_planted_cheat_earns_nothing(graded, cheat):
-    scores, _, _ = graded
+    scores, _, _, _ = graded
     total, grades = scores[cheat]
     assert total == 0, (cheat, grades)
 
 
 def test_the_cheats_do_earn_points_under_nbgraders_stock_execute(graded):
-    _, stock, _ = graded
+    _, stock, _, _ = graded
     assert stock["reassigns_check"][1][f"{LAB}-check_mem_size"] > 0, stock["reassigns_check"]
     assert stock["patches_require"][0] == TOTAL, stock["patches_require"]
+    assert stock["ships_a_module"][0] == TOTAL, stock["ships_a_module"]
+
+
+def test_an_answer_that_reads_the_checks_frame_is_flagged_for_the_instructor(graded):
+    # it may earn points (a check calls it from a frame holding what it expects): the
+    # instructor is told to read it; an honest notebook is not flagged
+    _, _, _, log = graded
+    warnings = [ln for ln in log.splitlines() if "an answer cell uses" in ln]
+    assert len(warnings) == 1 and "_getframe" in warnings[0] and "f_locals" in warnings[0], warnings
 
 
 def test_the_feedback_holds_the_checks_messages(graded):
-    _, _, course = graded
+    _, _, course, _ = graded
     import html
     import re
     def text(student):

@@ -235,7 +235,7 @@ def export(out: Path, course: Optional[Path] = None, labs: Optional[Sequence[Pat
            force: bool = False, course_id: str = "rknn-memory", timeout: int = 600,
            lang: str = "en") -> ExportReport:
     """Write the nbgrader course directory ``out`` (see the module's doc) from the labs in
-    ``lang``. A source notebook that already exists is left alone unless ``force`` (an
+    ``lang``; a new ``out`` is made readable by its owner only. A source notebook that already exists is left alone unless ``force`` (an
     instructor may have edited it); so is an existing nbgrader_config.py. Nothing is
     written when any lab fails to export."""
     from ..paths import repo_root
@@ -262,7 +262,10 @@ def export(out: Path, course: Optional[Path] = None, labs: Optional[Sequence[Pat
         raise FileExistsError("these source notebooks exist (an instructor may have edited them); "
                               "move them away or pass --force: " + ", ".join(existing))
     report = ExportReport(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.exists():
+        # the solutions, and later every student's submission and grade: the instructor's only
+        out.mkdir(parents=True)
+        out.chmod(0o700)
     config = out / "nbgrader_config.py"
     if not config.exists():
         config.write_text(CONFIG.format(course=course_id, timeout=timeout), encoding="utf-8")
