@@ -73,7 +73,7 @@ class Hub:
     ``state/homes``), 127.0.0.1 and free ports, its files in ``state``."""
 
     def __init__(self, state: Path, users: Sequence[str], python: str = sys.executable,
-                 extra_args: Sequence[str] = ()):
+                 extra_args: Sequence[str] = (), env: Optional[Dict[str, str]] = None):
         self.state = Path(state)
         self.homes = self.state / "homes"
         self.users = list(users)
@@ -96,9 +96,12 @@ class Hub:
             f"--ConfigurableHTTPProxy.pid_file={self.state / 'jupyterhub-proxy.pid'}",
             *extra_args,
         ]
-        # the configuration's defaults, whatever the shell set, but for the class list
+        # the configuration's defaults, whatever the shell set, but for the class list and
+        # 127.0.0.1 (without TLS the configuration starts only there), plus ``env``
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RKNNLAB_HUB_")}
-        self.env.update(RKNNLAB_HUB_USERS=",".join(self.users), RKNNLAB_HUB_PYTHON=python)
+        self.env.update(RKNNLAB_HUB_USERS=",".join(self.users), RKNNLAB_HUB_PYTHON=python,
+                        RKNNLAB_HUB_IP="127.0.0.1")
+        self.env.update(env or {})
         self.process: Optional[subprocess.Popen] = None
         self.seen: Dict[int, object] = {}     # pid -> psutil.Process of everything it started
 
