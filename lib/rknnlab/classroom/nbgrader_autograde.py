@@ -32,6 +32,8 @@ from typing import Any, List, Optional, Tuple
 import nbformat
 from nbgrader.preprocessors import Execute
 
+from .nbgrader_export import is_check, only_expression
+
 #: a graded cell's grade_id, as the export names it: "<lab>-<check function>"
 GRADE_ID = re.compile(r"^(lab\d+)-(check_\w+)$")
 #: code that reads the interpreter's frames or objects: an answer has no use for it, a check's
@@ -43,21 +45,12 @@ INTROSPECTION = re.compile(r"\b(_getframe|currentframe|_current_frames|f_back|f_
 def graded_call(source: str) -> Optional[Tuple[str, str]]:
     """(check name, the source of its arguments) for a cell that is exactly
     ``checks.check_x(ARGS).require()``; None for any other cell."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
-        return None
-    outer = tree.body[0].value
+    outer = only_expression(source)
     if not (isinstance(outer, ast.Call) and not outer.args and not outer.keywords
-            and isinstance(outer.func, ast.Attribute) and outer.func.attr == "require"):
+            and isinstance(outer.func, ast.Attribute) and outer.func.attr == "require"
+            and is_check(outer.func.value)):
         return None
     call = outer.func.value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and isinstance(call.func.value, ast.Name) and call.func.value.id == "checks"
-            and call.func.attr.startswith("check_")):
-        return None
     parts = [ast.get_source_segment(source, a) for a in call.args]
     parts += [f"{k.arg}={ast.get_source_segment(source, k.value)}" if k.arg
               else f"**{ast.get_source_segment(source, k.value)}" for k in call.keywords]

@@ -107,20 +107,28 @@ class ExportReport:
     config_written: bool = False
 
 
-def check_call(source: str) -> Optional[ast.Call]:
-    """The call of a check cell, ``checks.check_x(ARGS)`` alone; None for any other cell."""
+def is_check(node: ast.AST) -> bool:
+    """True for the expression ``checks.check_x(ARGS)``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "checks"
+            and node.func.attr.startswith("check_"))
+
+
+def only_expression(source: str) -> Optional[ast.AST]:
+    """The expression a cell holds when it is one expression alone; None otherwise."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
         return None
-    call = tree.body[0].value
-    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and isinstance(call.func.value, ast.Name) and call.func.value.id == "checks"
-            and call.func.attr.startswith("check_")):
-        return call
-    return None
+    return tree.body[0].value
+
+
+def check_call(source: str) -> Optional[ast.Call]:
+    """The call of a check cell, ``checks.check_x(ARGS)`` alone; None for any other cell."""
+    call = only_expression(source)
+    return call if call is not None and is_check(call) else None
 
 
 def lab_module_of(nb: nbformat.NotebookNode) -> str:
